@@ -1,0 +1,217 @@
+//! `apron-recorder`: parses arguments and calls the library.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use apron_recorder::simulate::{SimulateOptions, simulate};
+use apron_recorder::source::Source;
+use apron_recorder::source::nvml::NvmlSource;
+use apron_recorder::source::sim::SimHost;
+use apron_recorder::tick;
+use apron_recorder::writer::RollingWriter;
+use apron_schemas::DataLayout;
+use chrono::{NaiveDate, Utc};
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Records every GPU and GPU process of this host once per interval into
+/// Hive-partitioned Parquet files under the data folder.
+#[derive(Debug, Parser)]
+#[command(name = "apron-recorder", version, about, long_about = None)]
+struct Cli {
+    /// Data folder (default: $APRON_DATA, else ./data).
+    #[arg(long, global = true, env = "APRON_DATA", default_value = "data")]
+    data: PathBuf,
+    /// Where samples come from: the real GPUs (nvml) or a simulated host (sim).
+    #[arg(long, value_enum, default_value_t = SourceKind::Nvml)]
+    source: SourceKind,
+    /// Time between samples (e.g. 1s, 500ms).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    interval: Duration,
+    /// How long each file spans before it closes (files also close at UTC midnight).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    rotate: Duration,
+    /// Host name to record under (default: this machine's host name).
+    #[arg(long)]
+    host: Option<String>,
+    /// GPUs of the simulated host (with --source sim).
+    #[arg(long, default_value_t = 8)]
+    sim_gpus: usize,
+    /// Seed of the simulated host (with --source sim).
+    #[arg(long, default_value_t = 1)]
+    sim_seed: u64,
+    /// Path of the NVML library (default: the driver's libnvidia-ml.so.1).
+    #[arg(long, env = "APRON_NVML_LIB")]
+    nvml_lib: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SourceKind {
+    Nvml,
+    Sim,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Writes D days of a simulated fleet as fast as the machine allows.
+    Simulate {
+        /// GPUs in the fleet (8 per host).
+        #[arg(long, default_value_t = 32)]
+        gpus: usize,
+        /// Days to simulate.
+        #[arg(long, default_value_t = 7)]
+        days: u32,
+        /// First day, YYYY-MM-DD in UTC (default: D days before today).
+        #[arg(long, value_parser = parse_date)]
+        start: Option<NaiveDate>,
+        /// Seed: the same seed gives the same data.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Time between simulated samples.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        interval: Duration,
+        /// How long each file spans (default: a day, as compaction leaves it).
+        #[arg(long, default_value = "24h", value_parser = parse_duration)]
+        rotate: Duration,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 1s, 500ms, 10m, 24h)"))?;
+    if d < Duration::from_millis(1) {
+        return Err("must be at least 1ms".into());
+    }
+    Ok(d)
+}
+
+fn parse_date(s: &str) -> Result<NaiveDate, String> {
+    NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|e| format!("{e} (expected YYYY-MM-DD)"))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("APRON_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints help and version as usual; for a usage mistake, one line naming it.
+fn clap_exit(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or("error: invalid arguments");
+    eprintln!("{first} (see apron-recorder --help)");
+    ExitCode::from(2)
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let layout = DataLayout::new(&cli.data);
+    match cli.command {
+        Some(Command::Simulate { gpus, days, start, seed, interval, rotate }) => {
+            if gpus == 0 {
+                bail!("--gpus must be at least 1");
+            }
+            let start = start.unwrap_or_else(|| Utc::now().date_naive() - chrono::Days::new(u64::from(days)));
+            let opts = SimulateOptions {
+                layout,
+                gpus,
+                days,
+                start,
+                seed,
+                interval,
+                rotate,
+                threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            };
+            run_simulate(&opts, &cli.data)
+        }
+        None => record(&cli, layout),
+    }
+}
+
+fn run_simulate(opts: &SimulateOptions, data: &std::path::Path) -> anyhow::Result<()> {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} simulating [{bar:40}] {percent}% {msg} ({elapsed}, ~{eta} left)",
+        )
+        .expect("the template is valid")
+        .progress_chars("=> "),
+    );
+    let started = std::time::Instant::now();
+    let stats = simulate(opts, &|done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })
+    .with_context(|| format!("cannot simulate into {}", data.display()))?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "simulated {} GPUs on {} hosts for {} days from {}: {} gpu_samples rows, {} proc_samples rows in {} files under {} ({:.1} s, {:.2} M gpu rows/s)",
+        opts.gpus,
+        stats.hosts,
+        opts.days,
+        opts.start,
+        stats.written.gpu_rows,
+        stats.written.proc_rows,
+        stats.written.files,
+        data.display(),
+        secs,
+        stats.written.gpu_rows as f64 / secs.max(1e-9) / 1e6,
+    );
+    Ok(())
+}
+
+fn record(cli: &Cli, layout: DataLayout) -> anyhow::Result<()> {
+    let host = match &cli.host {
+        Some(h) => h.clone(),
+        None => nix::unistd::gethostname()
+            .context("cannot read this machine's host name; pass --host")?
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let valid = apron_schemas::paths::validate_host(&host);
+    if cli.host.is_some() {
+        valid?;
+    } else {
+        valid.context("this machine's host name cannot name a folder; pass --host NAME")?;
+    }
+    let mut source: Box<dyn Source> = match cli.source {
+        SourceKind::Sim => {
+            let now = Utc::now().timestamp_millis();
+            Box::new(SimHost::new(&host, cli.sim_gpus, cli.sim_seed, now))
+        }
+        SourceKind::Nvml => Box::new(NvmlSource::open(host.clone(), cli.nvml_lib.as_deref())?),
+    };
+    let mut writer = RollingWriter::new(layout, &host, cli.rotate)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .build()
+        .context("cannot start the recorder's event loop")?;
+    tracing::info!(host = %host, data = %cli.data.display(), source = ?cli.source, interval = ?cli.interval, rotate = ?cli.rotate, "recording");
+    rt.block_on(tick::run(source.as_mut(), &mut writer, cli.interval))
+        .with_context(|| format!("cannot write the last rows under {}", cli.data.display()))?;
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! Where samples come from. A [`Source`] samples every GPU and GPU process of
+//! one host when the tick loop asks; it never reads the clock itself (the
+//! loop passes the tick time in), so a simulated month runs through the same
+//! code in seconds.
+//!
+//! Two implementations: [`nvml::NvmlSource`] (the real GPUs, the only module
+//! that imports `nvml_wrapper`) and [`sim::SimHost`] (a seeded, deterministic
+//! simulated host, used by the demo and the tests).
+
+pub mod nvml;
+pub mod sim;
+
+use apron_schemas::{GpuSample, ProcSample};
+
+/// What one tick of one host produced.
+#[derive(Debug, Default, Clone)]
+pub struct Tick {
+    /// One row per GPU that answered.
+    pub gpus: Vec<GpuSample>,
+    /// One row per (GPU, process).
+    pub procs: Vec<ProcSample>,
+    /// GPUs that could not be sampled this tick. The others are still in
+    /// `gpus`: one GPU failing never stops the recording of the rest.
+    pub failures: Vec<GpuFailure>,
+}
+
+impl Tick {
+    /// Empties the tick for reuse, keeping its allocations.
+    pub fn clear(&mut self) {
+        self.gpus.clear();
+        self.procs.clear();
+        self.failures.clear();
+    }
+}
+
+/// A GPU that could not be sampled at one tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuFailure {
+    /// NVML index of the GPU.
+    pub gpu_index: u32,
+    /// Its UUID, when it was known from an earlier tick.
+    pub gpu_uuid: Option<String>,
+    /// What failed, for the log (e.g. "cannot read utilization: GPU is lost").
+    pub error: String,
+}
+
+/// A sampler of one host's GPUs and GPU processes.
+pub trait Source {
+    /// The host name the samples belong to (the `host` partition).
+    fn host(&self) -> &str;
+
+    /// Samples every GPU and GPU process once, for the tick at `ts_ms`
+    /// (milliseconds since the Unix epoch, UTC) that stands for
+    /// `interval_ms`, appending to `out`. Per-GPU problems go into
+    /// `out.failures`; this never fails as a whole once the source is open.
+    fn sample(&mut self, ts_ms: i64, interval_ms: i32, out: &mut Tick);
+}

@@ -1,0 +1,151 @@
+//! The live tick loop: wakes on a grid aligned to the wall clock (every
+//! `interval` since the epoch, so ticks do not drift and line up across
+//! hosts), samples the source, hands the rows to the writer, and on SIGTERM
+//! or SIGINT writes everything held and returns.
+//!
+//! Time is read here and only here; sources get it passed in.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tracing::{info, warn};
+
+use crate::source::{Source, Tick};
+use crate::writer::{RollingWriter, WriteError, WriterStats};
+
+/// How often a GPU that keeps failing is logged again.
+const FAILURE_LOG_EVERY_MS: i64 = 60_000;
+
+/// What a recording run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Ticks sampled.
+    pub ticks: u64,
+    /// Ticks skipped because the loop woke too late (a suspended machine, a
+    /// stalled disk); their time is unrecorded, not invented.
+    pub ticks_missed: u64,
+    /// Per-GPU sampling failures (one GPU at one tick).
+    pub gpu_failures: u64,
+    /// Writes that failed and were retried later.
+    pub write_errors: u64,
+    /// What the writer wrote.
+    pub written: WriterStats,
+}
+
+/// The next tick at or after `now_ms` on the grid of `interval_ms`,
+/// strictly after `last_ms` (the previous tick) when there was one. A clock
+/// that stepped back by more than two intervals is followed, not waited out.
+pub fn next_tick(now_ms: i64, interval_ms: i64, last_ms: Option<i64>) -> i64 {
+    let aligned = now_ms.div_euclid(interval_ms) * interval_ms;
+    let next = if aligned < now_ms { aligned + interval_ms } else { aligned };
+    match last_ms {
+        Some(last) if next <= last && last - now_ms <= 2 * interval_ms => last + interval_ms,
+        _ => next,
+    }
+}
+
+fn now_ms() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Records from `source` into `writer` every `interval` until SIGTERM or
+/// SIGINT, then closes the open file. When this returns `Ok`, every sample
+/// taken is durable on disk.
+pub async fn run(source: &mut dyn Source, writer: &mut RollingWriter, interval: Duration) -> Result<RunStats, WriteError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(|source| WriteError::Io {
+        op: "install a SIGTERM handler for",
+        path: writer.host().into(),
+        source,
+    })?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|source| WriteError::Io {
+        op: "install a SIGINT handler for",
+        path: writer.host().into(),
+        source,
+    })?;
+
+    let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX).max(1);
+    let row_interval = i32::try_from(interval_ms).unwrap_or(i32::MAX);
+    let mut stats = RunStats::default();
+    let mut tick = Tick::default();
+    let mut last: Option<i64> = None;
+    let mut last_failure_log: HashMap<u32, i64> = HashMap::new();
+
+    loop {
+        let now = now_ms();
+        let ts = next_tick(now, interval_ms, last);
+        if let Some(prev) = last {
+            stats.ticks_missed += u64::try_from((ts - prev) / interval_ms - 1).unwrap_or(0);
+        }
+        let wait = Duration::from_millis(u64::try_from(ts - now).unwrap_or(0));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = term.recv() => { info!("SIGTERM: writing what is held"); break; }
+            _ = int.recv() => { info!("SIGINT: writing what is held"); break; }
+        }
+        last = Some(ts);
+        tick.clear();
+        source.sample(ts, row_interval, &mut tick);
+        stats.ticks += 1;
+        for f in &tick.failures {
+            stats.gpu_failures += 1;
+            let logged = last_failure_log.get(&f.gpu_index).copied();
+            if logged.is_none_or(|t| ts - t >= FAILURE_LOG_EVERY_MS) {
+                last_failure_log.insert(f.gpu_index, ts);
+                warn!(gpu_index = f.gpu_index, gpu_uuid = f.gpu_uuid.as_deref().unwrap_or("?"), error = %f.error,
+                    failures = stats.gpu_failures, "cannot sample GPU; the others keep recording");
+            }
+        }
+        if let Err(e) = writer.push(ts, &tick) {
+            stats.write_errors += 1;
+            warn!(error = %format_chain(&e), pending_rows = writer.pending_rows(), "cannot write; rows kept in memory, retrying at the next rotation");
+        }
+    }
+    writer.close()?;
+    stats.written = writer.stats();
+    info!(ticks = stats.ticks, missed = stats.ticks_missed, files = stats.written.files,
+        gpu_rows = stats.written.gpu_rows, proc_rows = stats.written.proc_rows, "recorder stopped; all rows written");
+    Ok(stats)
+}
+
+/// An error and its causes on one line.
+pub fn format_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_snap_to_the_interval_grid() {
+        assert_eq!(next_tick(10_250, 1_000, None), 11_000);
+        assert_eq!(next_tick(11_000, 1_000, None), 11_000);
+        assert_eq!(next_tick(12_345, 5_000, None), 15_000);
+    }
+
+    #[test]
+    fn a_tick_is_never_repeated_even_if_the_clock_steps_back() {
+        assert_eq!(next_tick(10_999, 1_000, Some(11_000)), 12_000);
+    }
+
+    #[test]
+    fn a_clock_that_jumped_back_is_followed_not_waited_out() {
+        assert_eq!(next_tick(5_000, 1_000, Some(11_000)), 5_000);
+    }
+
+    #[test]
+    fn a_late_wakeup_skips_missed_ticks_rather_than_bunching_them() {
+        assert_eq!(next_tick(15_200, 1_000, Some(11_000)), 16_000);
+    }
+}

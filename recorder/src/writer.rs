@@ -1,0 +1,297 @@
+//! The rolling Parquet writer: holds the open file's rows of one host and
+//! writes them, per table, as one complete Parquet file when the file
+//! closes.
+//!
+//! Parquet cannot be appended to, so the open file's rows live in memory
+//! until it closes (the WAL that makes them crash-safe is not this module's
+//! job). A file appears only complete: it is written under a hidden
+//! temporary name, synced, renamed to its final name, and the folder is
+//! synced, so a reader never lists a partial file.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use apron_schemas::paths::{temp_path, validate_host};
+use apron_schemas::{DataLayout, GpuSample, PathError, ProcSample, Table, gpu_samples, parquet_props, proc_samples};
+use arrow::array::RecordBatch;
+use arrow::error::ArrowError;
+use parquet::arrow::ArrowWriter;
+use parquet::errors::ParquetError;
+
+use crate::rotate::should_rotate;
+use crate::source::Tick;
+
+/// Writing a Parquet file failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The host name cannot be a partition folder.
+    #[error(transparent)]
+    Host(#[from] PathError),
+    /// A file or folder operation failed.
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        /// What was being done ("create folder", "rename into place", …).
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Encoding the rows as Parquet failed.
+    #[error("cannot write {}", path.display())]
+    Parquet {
+        /// The temporary file being written.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: ParquetError,
+    },
+    /// The rows did not fit the table's schema (a bug, not a user error).
+    #[error("cannot build {table} rows")]
+    Batch {
+        /// The table.
+        table: Table,
+        /// The cause.
+        #[source]
+        source: ArrowError,
+    },
+}
+
+/// What the writer has written so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Parquet files renamed into place.
+    pub files: u64,
+    /// `gpu_samples` rows in those files.
+    pub gpu_rows: u64,
+    /// `proc_samples` rows in those files.
+    pub proc_rows: u64,
+}
+
+/// The open file of one host: its rows in memory until it closes.
+#[derive(Debug)]
+pub struct RollingWriter {
+    layout: DataLayout,
+    host: String,
+    rotate_ms: i64,
+    seq: u64,
+    file_start_ms: Option<i64>,
+    gpu_rows: Vec<GpuSample>,
+    proc_rows: Vec<ProcSample>,
+    stats: WriterStats,
+}
+
+impl RollingWriter {
+    /// A writer of `host`'s rows under `layout`, closing files every
+    /// `rotate` (aligned to the clock) and at UTC midnight.
+    pub fn new(layout: DataLayout, host: &str, rotate: Duration) -> Result<Self, WriteError> {
+        validate_host(host)?;
+        Ok(Self {
+            layout,
+            host: host.to_owned(),
+            rotate_ms: i64::try_from(rotate.as_millis()).unwrap_or(i64::MAX).max(1),
+            seq: 0,
+            file_start_ms: None,
+            gpu_rows: Vec::new(),
+            proc_rows: Vec::new(),
+            stats: WriterStats::default(),
+        })
+    }
+
+    /// The host this writer writes for.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// What has been written so far.
+    pub fn stats(&self) -> WriterStats {
+        self.stats
+    }
+
+    /// Rows held in memory, not yet in a closed file.
+    pub fn pending_rows(&self) -> usize {
+        self.gpu_rows.len() + self.proc_rows.len()
+    }
+
+    /// Adds the rows of the tick at `ts_ms`. When the tick belongs in a new
+    /// file, the open one is closed first. On error the rows stay held and
+    /// the next call tries again.
+    pub fn push(&mut self, ts_ms: i64, tick: &Tick) -> Result<(), WriteError> {
+        if let Some(start) = self.file_start_ms
+            && should_rotate(start, ts_ms, self.rotate_ms)
+        {
+            self.close()?;
+        }
+        self.file_start_ms.get_or_insert(ts_ms);
+        self.gpu_rows.extend_from_slice(&tick.gpus);
+        self.proc_rows.extend_from_slice(&tick.procs);
+        Ok(())
+    }
+
+    /// Closes the open file: writes every row held, one file per table
+    /// that has rows. When this returns `Ok`, the rows are durable on disk.
+    pub fn close(&mut self) -> Result<(), WriteError> {
+        let Some(start) = self.file_start_ms else {
+            return Ok(());
+        };
+        if !self.gpu_rows.is_empty() {
+            gpu_samples::sort(&mut self.gpu_rows);
+            let batch = gpu_samples::to_batch(&self.gpu_rows)
+                .map_err(|source| WriteError::Batch { table: Table::GpuSamples, source })?;
+            self.write(Table::GpuSamples, start, &batch)?;
+            self.stats.gpu_rows += self.gpu_rows.len() as u64;
+            self.gpu_rows.clear();
+        }
+        if !self.proc_rows.is_empty() {
+            proc_samples::sort(&mut self.proc_rows);
+            let batch = proc_samples::to_batch(&self.proc_rows)
+                .map_err(|source| WriteError::Batch { table: Table::ProcSamples, source })?;
+            self.write(Table::ProcSamples, start, &batch)?;
+            self.stats.proc_rows += self.proc_rows.len() as u64;
+            self.proc_rows.clear();
+        }
+        self.file_start_ms = None;
+        self.seq += 1;
+        Ok(())
+    }
+
+    fn write(&mut self, table: Table, start_ms: i64, batch: &RecordBatch) -> Result<(), WriteError> {
+        // Never replace a file that is already there (a restart within the
+        // same millisecond, or a clock that jumped back): take the next seq.
+        let mut path = self.layout.file_path(table, &self.host, start_ms, self.seq);
+        while path.exists() {
+            self.seq += 1;
+            path = self.layout.file_path(table, &self.host, start_ms, self.seq);
+        }
+        write_file_atomic(&path, table, &self.host, batch)?;
+        self.stats.files += 1;
+        Ok(())
+    }
+}
+
+/// Writes `batch` as a complete Parquet file of `table` at `path`: temporary
+/// name, fsync, rename, fsync of the folder. When this returns `Ok`, the file
+/// is durable and complete; on error no file is left at `path` or at the
+/// temporary name.
+pub fn write_file_atomic(path: &Path, table: Table, host: &str, batch: &RecordBatch) -> Result<(), WriteError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(|source| WriteError::Io {
+        op: "create folder",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let tmp = temp_path(path);
+    let result = write_and_rename(&tmp, path, table, host, batch);
+    if result.is_err() {
+        // Best effort: the temporary file may not exist, and an error here
+        // would hide the real one.
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    sync_dir(dir)
+}
+
+fn write_and_rename(tmp: &Path, path: &Path, table: Table, host: &str, batch: &RecordBatch) -> Result<(), WriteError> {
+    let io_err = |op: &'static str, p: &Path| {
+        let p = p.to_path_buf();
+        move |source| WriteError::Io { op, path: p, source }
+    };
+    let file = File::create(tmp).map_err(io_err("create", tmp))?;
+    let props = parquet_props::writer_properties(table, host);
+    let parquet_err = |source| WriteError::Parquet { path: tmp.to_path_buf(), source };
+    let mut writer = ArrowWriter::try_new(file, table.schema(), Some(props)).map_err(parquet_err)?;
+    writer.write(batch).map_err(parquet_err)?;
+    let file = writer.into_inner().map_err(parquet_err)?;
+    file.sync_all().map_err(io_err("sync", tmp))?;
+    fs::rename(tmp, path).map_err(io_err("rename into place", path))
+}
+
+/// Makes a rename in `dir` durable.
+fn sync_dir(dir: &Path) -> Result<(), WriteError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| WriteError::Io { op: "sync folder", path: dir.to_path_buf(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::serialized_reader::ReadOptionsBuilder;
+
+    fn gpu(ts: i64, uuid: &str, util: Option<i32>) -> GpuSample {
+        GpuSample { ts, gpu_uuid: uuid.into(), interval_ms: 1_000, gpu_util_pct: util, ..Default::default() }
+    }
+
+    fn tick(ts: i64) -> Tick {
+        Tick { gpus: vec![gpu(ts, "GPU-b", Some(7)), gpu(ts, "GPU-a", None)], ..Default::default() }
+    }
+
+    fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).expect("readable") {
+                let p = e.expect("entry").path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn rotates_into_complete_sorted_files_with_declared_order() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let layout = DataLayout::new(tmp.path());
+        let mut w = RollingWriter::new(layout, "node01", Duration::from_secs(600)).expect("valid host");
+        // 2026-11-30T00:09:58Z .. 00:10:01Z: crosses one 10-minute boundary.
+        let base = 1_796_083_200_000 - 86_400_000 + 598_000;
+        for s in 0..4 {
+            w.push(base + s * 1_000, &tick(base + s * 1_000)).expect("push");
+        }
+        w.close().expect("close");
+        let files = parquet_files(tmp.path());
+        assert_eq!(files.len(), 2, "{files:?}");
+        assert!(files.iter().all(|f| f.extension().is_some_and(|e| e == "parquet")));
+        assert_eq!(w.stats(), WriterStats { files: 2, gpu_rows: 8, proc_rows: 0 });
+
+        let reader = SerializedFileReader::new_with_options(
+            File::open(&files[0]).expect("open"),
+            ReadOptionsBuilder::new().with_page_index().build(),
+        )
+        .expect("parquet");
+        let meta = reader.metadata();
+        assert_eq!(meta.file_metadata().num_rows(), 4);
+        let rg = meta.row_group(0);
+        let sorting = rg.sorting_columns().expect("sorting columns declared");
+        assert_eq!(sorting[0].column_idx, 1); // gpu_uuid
+        assert_eq!(sorting[1].column_idx, 0); // ts
+        assert!(meta.column_index().is_some(), "page index written");
+        let kv = meta.file_metadata().key_value_metadata().expect("kv metadata");
+        assert!(kv.iter().any(|k| k.key == apron_schemas::SCHEMA_VERSION_KEY));
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_rows_and_leaves_no_file() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let blocker = tmp.path().join("gpu_samples");
+        fs::write(&blocker, b"a file where a folder should be").expect("write");
+        let mut w = RollingWriter::new(DataLayout::new(tmp.path()), "n", Duration::from_secs(600)).expect("host");
+        w.push(0, &tick(0)).expect("push");
+        let err = w.close().expect_err("cannot create the partition folder");
+        assert!(err.to_string().starts_with("cannot create folder"), "{err}");
+        assert_eq!(w.pending_rows(), 2);
+        fs::remove_file(&blocker).expect("unblock");
+        w.close().expect("close after the cause is gone");
+        assert_eq!(w.pending_rows(), 0);
+        assert_eq!(parquet_files(tmp.path()).len(), 1);
+    }
+}

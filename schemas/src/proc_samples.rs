@@ -1,0 +1,171 @@
+//! `proc_samples`: one row per (GPU, process) per tick.
+//!
+//! A process is identified by (`host`, `pid`, `proc_start`), so a reused pid
+//! is a new process. Command lines are never recorded (they carry secrets);
+//! `comm`, the kernel's short name, is.
+
+use std::sync::{Arc, LazyLock};
+
+use arrow::array::{
+    ArrayRef, Int32Builder, Int64Builder, RecordBatch, StringBuilder, TimestampMillisecondBuilder,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
+
+use crate::ts_type;
+
+/// Who a process belongs to, read from `/proc` once per process. Every
+/// field is `None` when it could not be read or does not apply (no
+/// container, not a Slurm job).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcIdentity {
+    /// Process start time, milliseconds since the Unix epoch (UTC).
+    pub proc_start: Option<i64>,
+    /// Kernel short name of the executable (`/proc/PID/comm`).
+    pub comm: Option<String>,
+    /// Real unix uid of the process.
+    pub uid: Option<i64>,
+    /// User name of `uid`, from the host's user database.
+    pub user: Option<String>,
+    /// Container id from the cgroup path (docker, containerd, cri-o, podman).
+    pub container_id: Option<String>,
+    /// Kubernetes pod uid from the cgroup path.
+    pub k8s_pod_uid: Option<String>,
+    /// Kubernetes namespace, where the pod exposes it in the environment.
+    pub k8s_namespace: Option<String>,
+    /// Slurm job id from the cgroup path or the environment.
+    pub slurm_job_id: Option<String>,
+    /// Slurm account from the process environment, when readable.
+    pub slurm_account: Option<String>,
+}
+
+/// One process on one GPU at one tick.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProcSample {
+    /// Tick time, milliseconds since the Unix epoch (UTC).
+    pub ts: i64,
+    /// The GPU the process holds memory or runs on.
+    pub gpu_uuid: String,
+    /// Process id on the host (not in a container's namespace).
+    pub pid: i32,
+    /// The time this row stands for, in milliseconds.
+    pub interval_ms: i32,
+    /// Who the process is.
+    pub identity: ProcIdentity,
+    /// GPU memory the process holds, bytes (`None` where NVML hides it,
+    /// e.g. without permission or under some virtualisation).
+    pub used_mem_bytes: Option<i64>,
+    /// Percent of the GPU's SM time this process used over the last
+    /// sampling period; `None` when NVML had no sample for it.
+    pub sm_util_pct: Option<i32>,
+    /// Percent of memory-controller time this process used.
+    pub mem_util_pct: Option<i32>,
+}
+
+static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let s = |name: &str| Field::new(name, DataType::Utf8, true);
+    Arc::new(Schema::new(vec![
+        Field::new("ts", ts_type(), false),
+        Field::new("gpu_uuid", DataType::Utf8, false),
+        Field::new("pid", DataType::Int32, false),
+        Field::new("proc_start", ts_type(), true),
+        Field::new("interval_ms", DataType::Int32, false),
+        s("comm"),
+        Field::new("uid", DataType::Int64, true),
+        s("user"),
+        s("container_id"),
+        s("k8s_pod_uid"),
+        s("k8s_namespace"),
+        s("slurm_job_id"),
+        s("slurm_account"),
+        Field::new("used_mem_bytes", DataType::Int64, true),
+        Field::new("sm_util_pct", DataType::Int32, true),
+        Field::new("mem_util_pct", DataType::Int32, true),
+    ]))
+});
+
+/// The Arrow schema of `proc_samples` files.
+pub fn schema() -> SchemaRef {
+    SCHEMA.clone()
+}
+
+/// Builds one record batch from `rows`, in the order given.
+pub fn to_batch(rows: &[ProcSample]) -> Result<RecordBatch, ArrowError> {
+    let n = rows.len();
+    let mut ts = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
+    let mut uuid = StringBuilder::with_capacity(n, n * 40);
+    let mut pid = Int32Builder::with_capacity(n);
+    let mut start = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
+    let mut interval = Int32Builder::with_capacity(n);
+    let mut uid = Int64Builder::with_capacity(n);
+    let mut used = Int64Builder::with_capacity(n);
+    let mut sm = Int32Builder::with_capacity(n);
+    let mut mem = Int32Builder::with_capacity(n);
+    for r in rows {
+        ts.append_value(r.ts);
+        uuid.append_value(&r.gpu_uuid);
+        pid.append_value(r.pid);
+        start.append_option(r.identity.proc_start);
+        interval.append_value(r.interval_ms);
+        uid.append_option(r.identity.uid);
+        used.append_option(r.used_mem_bytes);
+        sm.append_option(r.sm_util_pct);
+        mem.append_option(r.mem_util_pct);
+    }
+    macro_rules! text {
+        ($field:ident) => {{
+            let mut b = StringBuilder::with_capacity(n, n * 8);
+            for r in rows {
+                b.append_option(r.identity.$field.as_deref());
+            }
+            Arc::new(b.finish()) as ArrayRef
+        }};
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(ts.finish()),
+        Arc::new(uuid.finish()),
+        Arc::new(pid.finish()),
+        Arc::new(start.finish()),
+        Arc::new(interval.finish()),
+        text!(comm),
+        Arc::new(uid.finish()),
+        text!(user),
+        text!(container_id),
+        text!(k8s_pod_uid),
+        text!(k8s_namespace),
+        text!(slurm_job_id),
+        text!(slurm_account),
+        Arc::new(used.finish()),
+        Arc::new(sm.finish()),
+        Arc::new(mem.finish()),
+    ];
+    RecordBatch::try_new(schema(), columns)
+}
+
+/// The sort order of every `proc_samples` file: by GPU, then time, then pid.
+pub fn sort(rows: &mut [ProcSample]) {
+    rows.sort_by(|a, b| (&a.gpu_uuid, a.ts, a.pid).cmp(&(&b.gpu_uuid, b.ts, b.pid)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_has_every_column_of_the_schema() {
+        let rows = vec![ProcSample {
+            ts: 1_000,
+            gpu_uuid: "GPU-a".into(),
+            pid: 42,
+            interval_ms: 1_000,
+            identity: ProcIdentity { user: Some("alice".into()), ..Default::default() },
+            used_mem_bytes: Some(1 << 30),
+            sm_util_pct: None,
+            mem_util_pct: Some(0),
+        }];
+        let batch = to_batch(&rows).expect("rows match the schema");
+        assert_eq!(batch.num_columns(), schema().fields().len());
+        assert!(batch.column_by_name("sm_util_pct").expect("exists").is_null(0));
+        assert!(batch.column_by_name("mem_util_pct").expect("exists").is_valid(0));
+    }
+}

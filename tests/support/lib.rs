@@ -1,0 +1,49 @@
+//! Shared helpers of apron's end-to-end tests: the paths of the built
+//! binaries and of the fake `libnvidia-ml.so`, built on first use.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The cargo target folder and profile folder this test binary was built in
+/// (`target/debug/deps/<test>` → `target`, `debug`).
+fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("a test knows its own path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binaries live in <target>/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Builds the workspace's binaries and the fake NVML library once per test
+/// process (a no-op when `cargo test` already built them), and returns the
+/// profile folder that holds them.
+fn built() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = target_profile_dir();
+        let target = dir.parent().expect("profile folder has a parent");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", "apron-recorder", "-p", "apron-analyze", "-p", "fake-nvml"])
+            .arg("--target-dir")
+            .arg(target)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo runs");
+        assert!(status.success(), "building the binaries for the tests failed");
+        dir
+    })
+}
+
+/// Path of a workspace binary (`apron`, `apron-recorder`).
+pub fn bin(name: &str) -> PathBuf {
+    built().join(name)
+}
+
+/// Path of the fake `libnvidia-ml.so` built from `tests/fake-nvml`.
+pub fn fake_nvml() -> PathBuf {
+    built().join("libfake_nvml.so")
+}
