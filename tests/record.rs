@@ -206,11 +206,8 @@ fn files_are_zstd_sorted_indexed_and_versioned() {
             assert!(meta.column_index().is_some() && meta.offset_index().is_some(), "page index");
             for rg in meta.row_groups() {
                 let sorting = rg.sorting_columns().expect("sorting columns");
-                let names: Vec<&str> = sorting
-                    .iter()
-                    .map(|s| rg.column(s.column_idx as usize).column_path().string_ref())
-                    .map(|s| s.as_str())
-                    .collect();
+                let names: Vec<String> =
+                    sorting.iter().map(|s| rg.column(s.column_idx as usize).column_path().string()).collect();
                 assert_eq!(&names[..2], ["gpu_uuid", "ts"]);
                 for c in rg.columns() {
                     assert!(matches!(c.compression(), Compression::ZSTD(_)), "{}", c.column_path());

@@ -15,35 +15,40 @@ fn target_profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Builds the workspace's binaries and the fake NVML library once per test
-/// process (a no-op when `cargo test` already built them), and returns the
-/// profile folder that holds them.
-fn built() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
+/// Builds `packages` with the same cargo, target folder and profile as this
+/// test binary (a no-op when `cargo test` already built them), and returns
+/// the profile folder that holds them.
+fn build(packages: &[&str]) -> PathBuf {
+    {
         let dir = target_profile_dir();
         let target = dir.parent().expect("profile folder has a parent");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "-p", "apron-recorder", "-p", "apron-analyze", "-p", "fake-nvml"])
-            .arg("--target-dir")
+        cmd.args(["build", "--quiet"]);
+        for p in packages {
+            cmd.args(["-p", p]);
+        }
+        cmd.arg("--target-dir")
             .arg(target)
             .current_dir(env!("CARGO_MANIFEST_DIR"));
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
         let status = cmd.status().expect("cargo runs");
-        assert!(status.success(), "building the binaries for the tests failed");
+        assert!(status.success(), "building {packages:?} for the tests failed");
         dir
-    })
+    }
 }
 
-/// Path of a workspace binary (`apron`, `apron-recorder`).
+/// Path of a workspace binary (`apron`, `apron-recorder`), built once per
+/// test process.
 pub fn bin(name: &str) -> PathBuf {
-    built().join(name)
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build(&["apron-recorder", "apron-analyze"])).join(name)
 }
 
 /// Path of the fake `libnvidia-ml.so` built from `tests/fake-nvml`.
 pub fn fake_nvml() -> PathBuf {
-    built().join("libfake_nvml.so")
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build(&["fake-nvml"])).join("libfake_nvml.so")
 }

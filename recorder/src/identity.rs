@@ -1,0 +1,488 @@
+//! Who a GPU process is: its [`ProcIdentity`] read from `/proc`, once per
+//! process rather than once per tick.
+//!
+//! This module owns reading `/proc/PID/{stat,status,cgroup,environ}`, the
+//! pure parsers of cgroup paths and environment variables, and the cache
+//! ([`IdentityCache`]) keyed by (pid, start time) that keeps a steady
+//! process from costing any `/proc` read after its first tick. Which pids to
+//! look at is the NVML source's business; which team a process belongs to is
+//! apron's config's.
+//!
+//! `/proc/PID/cmdline` is never read: command lines carry secrets. Of the
+//! environment, only the few variables named in [`parse_environ`] are kept;
+//! the rest is dropped as it is read.
+//!
+//! Fields from the cgroup path (container, pod, Slurm job) are set by the
+//! kernel on behalf of the container runtime or Slurm, and the process
+//! cannot change them; fields from the environment (namespace, Slurm
+//! account) are what the process was started with, which its owner controls.
+
+use std::collections::HashMap;
+
+use apron_schemas::ProcIdentity;
+
+/// A process unseen for this many ticks is forgotten; seeing its pid again
+/// after that reads `/proc` again.
+const FORGET_AFTER_TICKS: u64 = 60;
+
+/// Process identities, read from `/proc` once per process.
+///
+/// A pid listed at one tick and again at the next is taken to be the same
+/// process without touching `/proc`: for the pid to be reused in between,
+/// the process would have to exit and the kernel's pid counter wrap around
+/// to hand the same pid to a new process that opened a GPU context, all
+/// within one tick. A pid that appears, or reappears after a gap, has its
+/// start time read from `/proc/PID/stat` and compared with the cached one, so
+/// a reused pid is a new process with a new identity.
+#[derive(Debug)]
+pub struct IdentityCache {
+    /// System boot time, seconds since the epoch (`btime` of `/proc/stat`),
+    /// read once: it is stable for the life of the recorder, so a process's
+    /// `proc_start` is the same on every tick and across recorder restarts.
+    boot_time_secs: Option<u64>,
+    /// Kernel clock ticks per second, the unit of a process's start time.
+    ticks_per_second: u64,
+    /// Counts [`IdentityCache::next_tick`] calls.
+    tick: u64,
+    entries: HashMap<i32, Entry>,
+    /// User names by uid, `None` for a uid without a name; the user
+    /// database may be remote (LDAP, sssd), so each uid is looked up once.
+    users: HashMap<u32, Option<String>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    /// Start time in clock ticks since boot, `None` when it could not be read.
+    start_ticks: Option<u64>,
+    identity: ProcIdentity,
+    /// The last tick this pid was looked up at.
+    last_tick: u64,
+}
+
+impl Default for IdentityCache {
+    fn default() -> Self {
+        IdentityCache::new()
+    }
+}
+
+impl IdentityCache {
+    /// An empty cache. Reads the boot time once.
+    pub fn new() -> IdentityCache {
+        IdentityCache {
+            boot_time_secs: procfs::boot_time_secs().ok(),
+            ticks_per_second: procfs::ticks_per_second(),
+            tick: 1,
+            entries: HashMap::new(),
+            users: HashMap::new(),
+        }
+    }
+
+    /// Starts a new tick: call once per tick, before that tick's
+    /// [`IdentityCache::identity`] calls. Forgets processes unseen for a
+    /// while.
+    pub fn next_tick(&mut self) {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.retain(|_, e| tick - e.last_tick <= FORGET_AFTER_TICKS);
+    }
+
+    /// The identity of process `pid` (a host pid). Reads `/proc` only for a
+    /// pid not seen at the previous tick. A process that vanished or whose
+    /// `/proc` files cannot be read is not an error: the fields that could
+    /// not be read are `None`.
+    pub fn identity(&mut self, pid: i32) -> &ProcIdentity {
+        let tick = self.tick;
+        let stat = match self.entries.get(&pid) {
+            // Seen this tick or the previous one: the same process.
+            Some(e) if e.last_tick + 1 >= tick => None,
+            Some(e) => {
+                let stat = read_stat(pid);
+                if stat.as_ref().map(|s| s.start_ticks) == e.start_ticks { None } else { Some(stat) }
+            }
+            None => Some(read_stat(pid)),
+        };
+        if let Some(stat) = stat {
+            let identity = self.read(pid, stat.as_ref());
+            let start_ticks = stat.map(|s| s.start_ticks);
+            self.entries.insert(pid, Entry { start_ticks, identity, last_tick: tick });
+        }
+        let entry = self.entries.get_mut(&pid).expect("the entry was found or inserted above");
+        entry.last_tick = tick;
+        &entry.identity
+    }
+
+    /// Reads everything but the start time and comm, which `stat` holds.
+    fn read(&mut self, pid: i32, stat: Option<&Stat>) -> ProcIdentity {
+        let mut identity = ProcIdentity::default();
+        if let Some(stat) = stat {
+            identity.comm = Some(stat.comm.clone());
+            identity.proc_start =
+                self.boot_time_secs.and_then(|boot| start_ms(boot, stat.start_ticks, self.ticks_per_second));
+        }
+        if let Some(uid) = procfs::process::Process::new(pid).and_then(|p| p.status()).ok().map(|s| s.ruid) {
+            identity.uid = Some(i64::from(uid));
+            identity.user = self.users.entry(uid).or_insert_with(|| user_name(uid)).clone();
+        }
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
+            let ids = parse_cgroup_file(&text);
+            identity.container_id = ids.container_id;
+            identity.k8s_pod_uid = ids.k8s_pod_uid;
+            identity.slurm_job_id = ids.slurm_job_id;
+        }
+        // Readable only by the process's owner and root; without it, these
+        // fields stay None.
+        if let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) {
+            let env = parse_environ(&environ);
+            identity.k8s_namespace = env.k8s_namespace;
+            identity.slurm_account = env.slurm_account;
+            // The cgroup path cannot be altered by the job; prefer it.
+            if identity.slurm_job_id.is_none() {
+                identity.slurm_job_id = env.slurm_job_id;
+            }
+        }
+        identity
+    }
+}
+
+/// What `/proc/PID/stat` says that the cache needs.
+#[derive(Debug)]
+struct Stat {
+    start_ticks: u64,
+    comm: String,
+}
+
+fn read_stat(pid: i32) -> Option<Stat> {
+    let stat = procfs::process::Process::new(pid).and_then(|p| p.stat()).ok()?;
+    Some(Stat { start_ticks: stat.starttime, comm: stat.comm })
+}
+
+/// The user name of `uid` from the host's user database, `None` when it
+/// has none or the lookup fails.
+fn user_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
+}
+
+/// A process's start time in milliseconds since the Unix epoch, from the
+/// boot time (seconds since the epoch) and the start time in clock ticks
+/// since boot. `None` when `ticks_per_second` is 0 or the result overflows.
+pub fn start_ms(boot_time_secs: u64, start_ticks: u64, ticks_per_second: u64) -> Option<i64> {
+    if ticks_per_second == 0 {
+        return None;
+    }
+    let since_boot_ms = u128::from(start_ticks) * 1000 / u128::from(ticks_per_second);
+    let ms = u128::from(boot_time_secs) * 1000 + since_boot_ms;
+    i64::try_from(ms).ok()
+}
+
+/// Identifiers found in a process's cgroup path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CgroupIds {
+    /// Container id (64 hex digits for docker, containerd, cri-o, podman).
+    pub container_id: Option<String>,
+    /// Kubernetes pod uid, with dashes (`8d1c…-…`).
+    pub k8s_pod_uid: Option<String>,
+    /// Slurm job id (digits).
+    pub slurm_job_id: Option<String>,
+}
+
+/// Parses the whole of `/proc/PID/cgroup` (cgroup v1, v2 or hybrid: lines
+/// `hierarchy:controllers:path`); each field comes from the first line that
+/// has it.
+pub fn parse_cgroup_file(text: &str) -> CgroupIds {
+    let mut ids = CgroupIds::default();
+    for line in text.lines() {
+        let Some(path) = line.splitn(3, ':').nth(2) else { continue };
+        let found = parse_cgroup_path(path);
+        ids.container_id = ids.container_id.or(found.container_id);
+        ids.k8s_pod_uid = ids.k8s_pod_uid.or(found.k8s_pod_uid);
+        ids.slurm_job_id = ids.slurm_job_id.or(found.slurm_job_id);
+    }
+    ids
+}
+
+/// Parses one cgroup path. Understands, in cgroup v1 and v2, with the
+/// cgroupfs or the systemd driver:
+///
+/// - docker: `/docker/<id>`, `/system.slice/docker-<id>.scope`;
+/// - containerd and cri-o under Kubernetes: `…/cri-containerd-<id>.scope`,
+///   `…/crio-<id>.scope`, or a bare `<id>` below the pod's folder;
+/// - podman: `…/libpod-<id>.scope`, `/libpod_parent/libpod-<id>`;
+/// - Kubernetes pods: `/kubepods/burstable/pod<uid>/…` and the systemd
+///   form `kubepods-burstable-pod<uid_with_underscores>.slice`;
+/// - Slurm: `/slurm/uid_1000/job_1234/step_0/…` and
+///   `/system.slice/slurmstepd.scope/job_1234/…`.
+///
+/// With nested containers the outermost id is kept: that is the one the
+/// host's runtime knows.
+pub fn parse_cgroup_path(path: &str) -> CgroupIds {
+    let mut ids = CgroupIds::default();
+    let mut under_kubepods = false;
+    let mut under_slurm = false;
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        let name = part.strip_suffix(".scope").or_else(|| part.strip_suffix(".slice")).unwrap_or(part);
+        if ids.k8s_pod_uid.is_none() {
+            ids.k8s_pod_uid = pod_uid(name, under_kubepods);
+        }
+        if ids.container_id.is_none() {
+            ids.container_id = container_id(name);
+        }
+        if under_slurm && ids.slurm_job_id.is_none() {
+            ids.slurm_job_id = name
+                .strip_prefix("job_")
+                .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+                .map(str::to_owned);
+        }
+        under_kubepods |= name.starts_with("kubepods");
+        under_slurm |= name.contains("slurm");
+    }
+    ids
+}
+
+/// The pod uid in one path component: `kubepods-<qos>-pod<uid>` (systemd
+/// driver, underscores for dashes) or `pod<uid>` below a `kubepods` folder
+/// (cgroupfs driver).
+fn pod_uid(name: &str, under_kubepods: bool) -> Option<String> {
+    let uid = if name.starts_with("kubepods") {
+        name.rsplit_once("-pod")?.1
+    } else if under_kubepods {
+        name.strip_prefix("pod")?
+    } else {
+        return None;
+    };
+    let uid = uid.replace('_', "-");
+    // A UUID, or the 32 hex digits of a static pod's config hash.
+    let plausible = matches!(uid.len(), 32 | 36) && uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    plausible.then_some(uid)
+}
+
+/// The container id in one path component: `<runtime>-<id>` of a known
+/// runtime, or a bare 64-hex-digit id.
+fn container_id(name: &str) -> Option<String> {
+    const PREFIXES: [&str; 4] = ["docker-", "cri-containerd-", "crio-", "libpod-"];
+    let id = PREFIXES.iter().find_map(|p| name.strip_prefix(p)).unwrap_or(name);
+    // Container ids are 64 hex digits; requiring exactly that keeps other
+    // units (`docker.service`, `crio-conmon-<id>`) from looking like one.
+    let plausible = id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit());
+    plausible.then(|| id.to_owned())
+}
+
+/// Identity fields found in a process's environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvIds {
+    /// `POD_NAMESPACE`, `K8S_POD_NAMESPACE`, `KUBERNETES_NAMESPACE` or
+    /// `K8S_NAMESPACE`, the first set in that order (set by the pod spec
+    /// through the downward API).
+    pub k8s_namespace: Option<String>,
+    /// `SLURM_JOB_ID`.
+    pub slurm_job_id: Option<String>,
+    /// `SLURM_JOB_ACCOUNT`.
+    pub slurm_account: Option<String>,
+}
+
+/// Picks the identity variables out of the contents of `/proc/PID/environ`
+/// (`KEY=value` entries separated by NUL bytes). Every other variable is
+/// ignored; empty values count as unset.
+pub fn parse_environ(environ: &[u8]) -> EnvIds {
+    const NAMESPACE_KEYS: [&str; 4] =
+        ["POD_NAMESPACE", "K8S_POD_NAMESPACE", "KUBERNETES_NAMESPACE", "K8S_NAMESPACE"];
+    let mut ids = EnvIds::default();
+    let mut namespace_rank = NAMESPACE_KEYS.len();
+    for entry in environ.split(|b| *b == 0) {
+        let Some(eq) = entry.iter().position(|b| *b == b'=') else { continue };
+        let (key, value) = (&entry[..eq], &entry[eq + 1..]);
+        let Ok(value) = std::str::from_utf8(value) else { continue };
+        if value.is_empty() {
+            continue;
+        }
+        match key {
+            b"SLURM_JOB_ID" => ids.slurm_job_id = Some(value.to_owned()),
+            b"SLURM_JOB_ACCOUNT" => ids.slurm_account = Some(value.to_owned()),
+            _ => {
+                if let Some(rank) = NAMESPACE_KEYS.iter().position(|k| k.as_bytes() == key)
+                    && rank < namespace_rank
+                {
+                    namespace_rank = rank;
+                    ids.k8s_namespace = Some(value.to_owned());
+                }
+            }
+        }
+    }
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "4d6c9d2a0f3be1a8c7e5b2d9f0a1c3e4b5d6f7a8091a2b3c4d5e6f708192a3b4";
+    const POD: &str = "8d1c5b9e-2f3a-4b6c-9d0e-1f2a3b4c5d6e";
+
+    fn ids(container: Option<&str>, pod: Option<&str>, job: Option<&str>) -> CgroupIds {
+        CgroupIds {
+            container_id: container.map(str::to_owned),
+            k8s_pod_uid: pod.map(str::to_owned),
+            slurm_job_id: job.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn docker_paths() {
+        assert_eq!(parse_cgroup_path(&format!("/docker/{ID}")), ids(Some(ID), None, None));
+        assert_eq!(parse_cgroup_path(&format!("/system.slice/docker-{ID}.scope")), ids(Some(ID), None, None));
+        assert_eq!(parse_cgroup_path("/system.slice/docker.service"), ids(None, None, None));
+    }
+
+    #[test]
+    fn nested_containers_keep_the_outermost_id() {
+        let inner = ID.replace('4', "5");
+        assert_eq!(parse_cgroup_path(&format!("/docker/{ID}/docker/{inner}")), ids(Some(ID), None, None));
+    }
+
+    #[test]
+    fn kubernetes_systemd_driver() {
+        let uid = POD.replace('-', "_");
+        let containerd = format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice/cri-containerd-{ID}.scope"
+        );
+        assert_eq!(parse_cgroup_path(&containerd), ids(Some(ID), Some(POD), None));
+        let crio = format!("/kubepods.slice/kubepods-pod{uid}.slice/crio-{ID}.scope");
+        assert_eq!(parse_cgroup_path(&crio), ids(Some(ID), Some(POD), None));
+        let besteffort = format!(
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid}.slice/crio-{ID}.scope"
+        );
+        assert_eq!(parse_cgroup_path(&besteffort), ids(Some(ID), Some(POD), None));
+        // conmon runs beside the container, not in it.
+        let conmon = format!("/kubepods.slice/kubepods-pod{uid}.slice/crio-conmon-{ID}.scope");
+        assert_eq!(parse_cgroup_path(&conmon), ids(None, Some(POD), None));
+    }
+
+    #[test]
+    fn kubernetes_cgroupfs_driver() {
+        assert_eq!(
+            parse_cgroup_path(&format!("/kubepods/burstable/pod{POD}/{ID}")),
+            ids(Some(ID), Some(POD), None)
+        );
+        assert_eq!(parse_cgroup_path(&format!("/kubepods/pod{POD}/{ID}")), ids(Some(ID), Some(POD), None));
+        // A static pod's uid is the hash of its manifest.
+        let hash = "6e7c6e8f0e4a0e6f9b1a2c3d4e5f6a7b";
+        assert_eq!(
+            parse_cgroup_path(&format!("/kubepods/besteffort/pod{hash}")),
+            ids(None, Some(hash), None)
+        );
+        // `pod…` outside kubepods is someone's folder, not a pod.
+        assert_eq!(parse_cgroup_path(&format!("/user.slice/pod{POD}")), ids(None, None, None));
+    }
+
+    #[test]
+    fn podman_paths() {
+        assert_eq!(
+            parse_cgroup_path(&format!("/machine.slice/libpod-{ID}.scope")),
+            ids(Some(ID), None, None)
+        );
+        assert_eq!(parse_cgroup_path(&format!("/libpod_parent/libpod-{ID}")), ids(Some(ID), None, None));
+    }
+
+    #[test]
+    fn slurm_paths() {
+        assert_eq!(
+            parse_cgroup_path("/slurm/uid_1000/job_1234/step_0/task_0"),
+            ids(None, None, Some("1234"))
+        );
+        assert_eq!(
+            parse_cgroup_path("/slurm_node07/uid_1000/job_77/step_batch"),
+            ids(None, None, Some("77"))
+        );
+        assert_eq!(
+            parse_cgroup_path("/system.slice/slurmstepd.scope/job_1234/step_0/user/task_0"),
+            ids(None, None, Some("1234"))
+        );
+        // `job_…` outside Slurm's tree is not a Slurm job.
+        assert_eq!(parse_cgroup_path("/user.slice/job_1234"), ids(None, None, None));
+        assert_eq!(parse_cgroup_path("/slurm/uid_1000/job_x1/step_0"), ids(None, None, None));
+    }
+
+    #[test]
+    fn plain_host_processes_have_no_ids() {
+        for path in ["/", "/user.slice/user-1000.slice/session-3.scope", "/init.scope", ""] {
+            assert_eq!(parse_cgroup_path(path), CgroupIds::default(), "{path}");
+        }
+    }
+
+    #[test]
+    fn cgroup_files_v1_v2_and_hybrid() {
+        let v2 = format!("0::/system.slice/docker-{ID}.scope\n");
+        assert_eq!(parse_cgroup_file(&v2), ids(Some(ID), None, None));
+        let v1 = "12:memory:/slurm/uid_1000/job_42/step_0\n11:devices:/slurm/uid_1000/job_42/step_0\n\
+                  1:name=systemd:/system.slice/slurmd.service\n0::/system.slice/slurmd.service\n";
+        assert_eq!(parse_cgroup_file(v1), ids(None, None, Some("42")));
+        let hybrid = format!(
+            "5:cpu,cpuacct:/kubepods/burstable/pod{POD}/{ID}\n1:name=systemd:/kubepods/burstable/pod{POD}/{ID}\n0::/\n"
+        );
+        assert_eq!(parse_cgroup_file(&hybrid), ids(Some(ID), Some(POD), None));
+        assert_eq!(parse_cgroup_file(""), CgroupIds::default());
+    }
+
+    #[test]
+    fn environ_keeps_only_identity_variables() {
+        let environ = b"PATH=/usr/bin\0AWS_SECRET_ACCESS_KEY=hunter2\0SLURM_JOB_ID=991\0\
+SLURM_JOB_ACCOUNT=vision\0KUBERNETES_NAMESPACE=later\0POD_NAMESPACE=team-a\0EMPTY=\0NOEQUALS\0";
+        let env = parse_environ(environ);
+        assert_eq!(
+            env,
+            EnvIds {
+                k8s_namespace: Some("team-a".into()),
+                slurm_job_id: Some("991".into()),
+                slurm_account: Some("vision".into()),
+            }
+        );
+        assert_eq!(parse_environ(b"SLURM_JOB_ACCOUNT=\0"), EnvIds::default());
+        assert_eq!(parse_environ(b""), EnvIds::default());
+    }
+
+    #[test]
+    fn start_time_from_boot_time_and_ticks() {
+        assert_eq!(start_ms(1_700_000_000, 250, 100), Some(1_700_000_002_500));
+        assert_eq!(start_ms(1_700_000_000, 1, 3), Some(1_700_000_000_333));
+        assert_eq!(start_ms(1_700_000_000, 5, 0), None);
+    }
+
+    #[test]
+    fn own_process_identity() {
+        let mut cache = IdentityCache::new();
+        let pid = i32::try_from(std::process::id()).expect("pids fit i32");
+        let me = cache.identity(pid).clone();
+        assert_eq!(me.uid, Some(i64::from(nix::unistd::getuid().as_raw())));
+        let comm = std::fs::read_to_string("/proc/self/comm").expect("own comm is readable");
+        assert_eq!(me.comm.as_deref(), Some(comm.trim_end()));
+        let start = me.proc_start.expect("own start time is readable");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock after 1970")
+            .as_millis() as i64;
+        // Started within the last hour, and not in the future (boot time
+        // has one-second precision).
+        assert!(start <= now + 1_000 && start > now - 3_600_000, "start {start}, now {now}");
+        // Cached: the same identity at the next tick.
+        cache.next_tick();
+        assert_eq!(cache.identity(pid), &me);
+    }
+
+    #[test]
+    fn vanished_process_has_empty_identity() {
+        let mut cache = IdentityCache::new();
+        // Above the kernel's pid_max limit (4194304), so never a live pid.
+        assert_eq!(cache.identity(i32::MAX), &ProcIdentity::default());
+    }
+
+    #[test]
+    fn forgets_processes_after_a_while() {
+        let mut cache = IdentityCache::new();
+        cache.identity(i32::MAX);
+        for _ in 0..FORGET_AFTER_TICKS {
+            cache.next_tick();
+        }
+        assert_eq!(cache.entries.len(), 1);
+        cache.next_tick();
+        assert!(cache.entries.is_empty());
+    }
+}
