@@ -1,0 +1,384 @@
+//! Who runs what on which GPU, when: the event-driven workload of one host.
+//!
+//! Each GPU holds a list of live processes. A free GPU waits for the next
+//! job to arrive (a Poisson process thinned by the calendar: work starts in
+//! office hours, rarely at night or at weekends; some GPUs are out of the
+//! way and get little); the job's kind, team and size are drawn then. A
+//! training job may span several free GPUs of the host (DDP ranks: one
+//! process per GPU, consecutive pids, one Slurm job or pod). A GPU with an
+//! idle notebook attracts guests: someone else's debug run squeezed in next
+//! to it. When a training or debug process ends, it may stay behind as a
+//! zombie that holds its memory until someone kills it.
+//!
+//! Events are handled strictly in time order (ties by GPU index) with one
+//! seeded ChaCha stream per host, so the schedule depends on the seed and
+//! the start time only, never on which ticks were sampled. The history
+//! starts two weeks before the recording so the first tick already sees
+//! long-running servers, notebooks and zombies.
+
+use apron_schemas::ProcIdentity;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::calendar;
+use super::hardware::GpuModel;
+use super::org;
+use super::workload::{self, Kind, Work};
+
+/// How long before the first tick the simulated history starts.
+pub(super) const PREROLL_MS: i64 = 14 * 86_400_000;
+
+/// The kernel's classic `pid_max`: pids wrap around and get reused (by a
+/// different process, with a different start time).
+const PID_MAX: i32 = 32_768;
+/// Where pids start again after wrapping (the kernel's `RESERVED_PIDS`).
+const PID_WRAP_TO: i32 = 300;
+
+/// GPU memory a context takes besides what the process allocates, and that
+/// no new process can have.
+const CONTEXT_RESERVE_BYTES: i64 = 600 << 20;
+/// Less free memory than this and a new job fails at start (out of memory).
+const MIN_JOB_BYTES: i64 = 1 << 30;
+/// Per-process memory is allocated in 2 MiB pages.
+const PAGE_MASK: i64 = !((2 << 20) - 1);
+
+/// Mean time between job arrivals at a free GPU, at full office-hour
+/// rate and appetite 1, and between guests on a notebook GPU.
+const ARRIVAL_MEAN_MS: f64 = 70.0 * 60_000.0;
+const GUEST_MEAN_MS: f64 = 10.0 * 3_600_000.0;
+
+/// How a process came to be on its GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    /// The GPU's main job (one at a time).
+    Primary,
+    /// A debug run squeezed in next to an idle notebook.
+    Guest,
+    /// Left behind by a job that ended.
+    Zombie,
+}
+
+/// One live process on one GPU.
+#[derive(Debug)]
+pub(super) struct Proc {
+    /// Host pid.
+    pub(super) pid: i32,
+    /// Who it is; `proc_start` is set.
+    pub(super) identity: ProcIdentity,
+    pub(super) role: Role,
+    pub(super) work: Work,
+    /// When it appeared on the GPU (its CUDA context opened), ms.
+    pub(super) start_ms: i64,
+    /// When it leaves the GPU, ms (exclusive).
+    pub(super) end_ms: i64,
+    /// GPU memory it holds once loaded, bytes.
+    pub(super) mem_bytes: i64,
+    /// Key of its per-tick noise.
+    pub(super) key: u64,
+    /// Scratch for the current tick: its utilization, percent, and the
+    /// memory it holds, bytes.
+    pub(super) tick_util: f32,
+    pub(super) tick_mem: i64,
+}
+
+/// The workload state of one GPU.
+#[derive(Debug)]
+pub(super) struct Slot {
+    /// Live processes, in start order.
+    pub(super) procs: Vec<Proc>,
+    /// When the next job arrives, while no primary runs; else `i64::MAX`.
+    next_arrival: i64,
+    /// When the next guest arrives, while an idle notebook is the primary.
+    next_guest: i64,
+    /// How much work lands on this GPU relative to others (spares, GPUs
+    /// nobody knows are free, get little).
+    appetite: f32,
+}
+
+impl Slot {
+    fn next_event(&self) -> i64 {
+        let end = self.procs.iter().map(|p| p.end_ms).min().unwrap_or(i64::MAX);
+        end.min(self.next_arrival).min(self.next_guest)
+    }
+
+    fn has_primary(&self) -> bool {
+        self.procs.iter().any(|p| p.role == Role::Primary)
+    }
+
+    fn free_bytes(&self, model: &GpuModel) -> i64 {
+        model.fb_total_bytes - CONTEXT_RESERVE_BYTES - self.procs.iter().map(|p| p.mem_bytes).sum::<i64>()
+    }
+}
+
+/// The workload of one host.
+#[derive(Debug)]
+pub(super) struct Schedule {
+    rng: ChaCha8Rng,
+    model: &'static GpuModel,
+    /// The team that owns the host and starts most of its work.
+    home_team: usize,
+    /// The last pid handed out, and when.
+    last_pid: i32,
+    last_pid_ms: i64,
+    /// Pids the host's other processes (shells, cron, data-loader workers)
+    /// take per second.
+    pid_churn_per_s: f64,
+    /// The last Slurm job id handed out.
+    last_job: u64,
+    pub(super) gpus: Vec<Slot>,
+    /// The earliest pending event of any GPU.
+    next_event: i64,
+}
+
+impl Schedule {
+    /// The workload of a host of `gpus` GPUs of `model`, seeded by `seed`,
+    /// with Slurm job ids above `slurm_base`, history starting at `from_ms`.
+    pub(super) fn new(
+        seed: u64,
+        model: &'static GpuModel,
+        gpus: usize,
+        slurm_base: u64,
+        from_ms: i64,
+    ) -> Schedule {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let home_team = rng.random_range(0..org::teams().len());
+        let last_pid = rng.random_range(2_000..20_000);
+        let pid_churn_per_s = 0.1 + 0.4 * rng.random::<f64>();
+        let mut s = Schedule {
+            rng,
+            model,
+            home_team,
+            last_pid,
+            last_pid_ms: from_ms,
+            pid_churn_per_s,
+            last_job: slurm_base,
+            gpus: Vec::new(),
+            next_event: 0,
+        };
+        for _ in 0..gpus {
+            let appetite = if s.rng.random::<f32>() < 0.12 {
+                0.08 + 0.17 * s.rng.random::<f32>()
+            } else {
+                0.5 + 1.1 * s.rng.random::<f32>()
+            };
+            let next_arrival = s.arrival_after(from_ms, ARRIVAL_MEAN_MS / f64::from(appetite));
+            s.gpus.push(Slot { procs: Vec::new(), next_arrival, next_guest: i64::MAX, appetite });
+        }
+        s.refresh();
+        s
+    }
+
+    /// Handles every event at or before `ts`: afterwards each GPU's
+    /// processes are those live at `ts`.
+    #[inline]
+    pub(super) fn advance(&mut self, ts: i64) {
+        while self.next_event <= ts {
+            self.step();
+        }
+    }
+
+    fn refresh(&mut self) {
+        self.next_event = self.gpus.iter().map(Slot::next_event).min().unwrap_or(i64::MAX);
+    }
+
+    /// Handles the earliest event of the host.
+    fn step(&mut self) {
+        let Some((g, t)) = self.gpus.iter().map(Slot::next_event).enumerate().min_by_key(|&(g, t)| (t, g))
+        else {
+            return;
+        };
+        let slot = &self.gpus[g];
+        let ending = slot.procs.iter().enumerate().min_by_key(|(_, p)| p.end_ms).map(|(i, p)| (i, p.end_ms));
+        let arrival = slot.next_arrival;
+        // Ends first: what a process frees is there for whoever arrives.
+        match ending {
+            Some((i, end)) if end == t => self.end(g, i, t),
+            _ if arrival == t => self.arrive(g, t),
+            _ => self.guest_arrives(g, t),
+        }
+        self.refresh();
+    }
+
+    /// Process `i` of GPU `g` reaches its end at `t`.
+    fn end(&mut self, g: usize, i: usize, t: i64) {
+        let kind = self.gpus[g].procs[i].work.kind;
+        let role = self.gpus[g].procs[i].role;
+        let chance = kind.zombie_chance();
+        if chance > 0.0 && self.rng.random::<f32>() < chance {
+            let lingers = workload::duration_ms(Kind::Zombie, &mut self.rng);
+            let p = &mut self.gpus[g].procs[i];
+            p.role = Role::Zombie;
+            p.work.kind = Kind::Zombie;
+            p.end_ms = t + lingers;
+        } else {
+            self.gpus[g].procs.remove(i);
+        }
+        match role {
+            Role::Primary => {
+                let mean = ARRIVAL_MEAN_MS / f64::from(self.gpus[g].appetite);
+                self.gpus[g].next_guest = i64::MAX;
+                self.gpus[g].next_arrival = self.arrival_after(t, mean);
+            }
+            Role::Guest => {
+                let notebook = self.gpus[g]
+                    .procs
+                    .iter()
+                    .any(|p| p.role == Role::Primary && p.work.kind == Kind::Notebook);
+                if notebook {
+                    self.gpus[g].next_guest = self.guest_after(g, t);
+                }
+            }
+            Role::Zombie => {}
+        }
+    }
+
+    /// A job arrives at free GPU `g` at `t`.
+    fn arrive(&mut self, g: usize, t: i64) {
+        self.gpus[g].next_arrival = i64::MAX;
+        let kind = self.pick_kind(t);
+        let team = org::pick_team(&mut self.rng, self.home_team);
+        let wanted = workload::memory_bytes(kind, &mut self.rng, self.model);
+        let mem = wanted.min(self.gpus[g].free_bytes(self.model)) & PAGE_MASK;
+        if mem < MIN_JOB_BYTES {
+            // Out of memory at start (a zombie holds it): the user tries later.
+            let mean = ARRIVAL_MEAN_MS / f64::from(self.gpus[g].appetite);
+            self.gpus[g].next_arrival = self.arrival_after(t, mean);
+            return;
+        }
+        let ranks = match (kind, self.rng.random::<f32>()) {
+            (Kind::Training, x) if x < 0.12 => 8,
+            (Kind::Training, x) if x < 0.30 => 4,
+            (Kind::Training, x) if x < 0.45 => 2,
+            _ => 1,
+        };
+        let mut members = vec![g];
+        let n = self.gpus.len();
+        for j in (1..n).map(|d| (g + d) % n) {
+            if members.len() >= ranks {
+                break;
+            }
+            let s = &self.gpus[j];
+            if !s.has_primary() && s.free_bytes(self.model) >= mem {
+                members.push(j);
+            }
+        }
+        let work = Work::new(kind, &mut self.rng, self.model, org::teams()[team].name == "vision");
+        let end = t + workload::duration_ms(kind, &mut self.rng);
+        let mut identity = org::identity(team, kind, &mut self.rng, &mut self.last_job);
+        // Imports and setup run before the process opens its CUDA context.
+        let launched = t - self.rng.random_range(2_000..40_000);
+        for (rank, &j) in members.iter().enumerate() {
+            let pid = self.next_pid(t, if rank == 0 { 400 } else { 3 });
+            let started = launched + rank as i64 * self.rng.random_range(1..20);
+            identity.proc_start = Some(started - started.rem_euclid(10));
+            let key = self.rng.random();
+            let proc = Proc {
+                pid,
+                identity: identity.clone(),
+                role: Role::Primary,
+                work: work.clone(),
+                start_ms: t,
+                end_ms: end,
+                mem_bytes: mem,
+                key,
+                tick_util: 0.0,
+                tick_mem: 0,
+            };
+            self.gpus[j].procs.push(proc);
+            self.gpus[j].next_arrival = i64::MAX;
+            if kind == Kind::Notebook {
+                self.gpus[j].next_guest = self.guest_after(j, t);
+            }
+        }
+    }
+
+    /// Someone squeezes a debug run onto notebook GPU `g` at `t`.
+    fn guest_arrives(&mut self, g: usize, t: i64) {
+        self.gpus[g].next_guest = i64::MAX;
+        let team = org::pick_team(&mut self.rng, self.home_team);
+        let wanted = workload::memory_bytes(Kind::Debug, &mut self.rng, self.model);
+        let mem = wanted.min(self.gpus[g].free_bytes(self.model)) & PAGE_MASK;
+        if mem < MIN_JOB_BYTES {
+            self.gpus[g].next_guest = self.guest_after(g, t);
+            return;
+        }
+        let work = Work::new(Kind::Debug, &mut self.rng, self.model, false);
+        let end = t + workload::duration_ms(Kind::Debug, &mut self.rng);
+        let mut identity = org::identity(team, Kind::Debug, &mut self.rng, &mut self.last_job);
+        let started = t - self.rng.random_range(1_000..10_000);
+        identity.proc_start = Some(started - started.rem_euclid(10));
+        let pid = self.next_pid(t, 400);
+        let key = self.rng.random();
+        let proc = Proc {
+            pid,
+            identity,
+            role: Role::Guest,
+            work,
+            start_ms: t,
+            end_ms: end,
+            mem_bytes: mem,
+            key,
+            tick_util: 0.0,
+            tick_mem: 0,
+        };
+        self.gpus[g].procs.push(proc);
+    }
+
+    /// What kind of job starts at `t`: more training launched for the
+    /// night, more notebooks and debugging in office hours; inference boxes
+    /// serve more, train less.
+    fn pick_kind(&mut self, t: i64) -> Kind {
+        const KINDS: [Kind; 4] = [Kind::Training, Kind::Inference, Kind::Notebook, Kind::Debug];
+        let mut w = if calendar::office(t) { [0.34, 0.03, 0.17, 0.46] } else { [0.62, 0.05, 0.08, 0.25] };
+        w[0] *= self.model.training_bias;
+        w[1] *= self.model.serving_bias;
+        let mut x = self.rng.random::<f32>() * w.iter().sum::<f32>();
+        for (kind, weight) in KINDS.iter().zip(w) {
+            x -= weight;
+            if x < 0.0 {
+                return *kind;
+            }
+        }
+        Kind::Debug
+    }
+
+    /// The next arrival after `from` of a process with mean gap `mean_ms`
+    /// at full rate, thinned by the calendar's start weight.
+    fn arrival_after(&mut self, from: i64, mean_ms: f64) -> i64 {
+        let mut t = from;
+        // The weight is never 0, so this ends long before the bound.
+        for _ in 0..100_000 {
+            let gap = -(1.0 - self.rng.random::<f64>()).ln() * mean_ms;
+            t += gap as i64 + 1_000;
+            if self.rng.random::<f32>() < calendar::start_weight(t) {
+                break;
+            }
+        }
+        t
+    }
+
+    fn guest_after(&mut self, g: usize, from: i64) -> i64 {
+        let mean = GUEST_MEAN_MS / f64::from(self.gpus[g].appetite);
+        self.arrival_after(from, mean)
+    }
+
+    /// A free pid for a process started at `t`: after the last one, past
+    /// those the host's other processes took since (their churn, and up to
+    /// `max_step - 1` more). Pids wrap at `PID_MAX`.
+    fn next_pid(&mut self, t: i64, max_step: i32) -> i32 {
+        let since_s = (t - self.last_pid_ms).max(0) as f64 / 1_000.0;
+        let churn = (since_s * self.pid_churn_per_s) as i64 % i64::from(PID_MAX - PID_WRAP_TO);
+        self.last_pid_ms = self.last_pid_ms.max(t);
+        self.last_pid += churn as i32;
+        loop {
+            self.last_pid += self.rng.random_range(1..=max_step);
+            while self.last_pid >= PID_MAX {
+                self.last_pid -= PID_MAX - PID_WRAP_TO;
+            }
+            let pid = self.last_pid;
+            if !self.gpus.iter().any(|s| s.procs.iter().any(|p| p.pid == pid)) {
+                return pid;
+            }
+        }
+    }
+}
