@@ -115,29 +115,29 @@ impl IdentityCache {
     fn read(&mut self, pid: i32, stat: Option<&Stat>) -> ProcIdentity {
         let mut identity = ProcIdentity::default();
         if let Some(stat) = stat {
-            identity.comm = Some(stat.comm.clone());
+            identity.comm = Some(stat.comm.as_str().into());
             identity.proc_start =
                 self.boot_time_secs.and_then(|boot| start_ms(boot, stat.start_ticks, self.ticks_per_second));
         }
         if let Some(uid) = procfs::process::Process::new(pid).and_then(|p| p.status()).ok().map(|s| s.ruid) {
             identity.uid = Some(i64::from(uid));
-            identity.user = self.users.entry(uid).or_insert_with(|| user_name(uid)).clone();
+            identity.user = self.users.entry(uid).or_insert_with(|| user_name(uid)).as_deref().map(Into::into);
         }
         if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
             let ids = parse_cgroup_file(&text);
-            identity.container_id = ids.container_id;
-            identity.k8s_pod_uid = ids.k8s_pod_uid;
-            identity.slurm_job_id = ids.slurm_job_id;
+            identity.container_id = ids.container_id.map(Into::into);
+            identity.k8s_pod_uid = ids.k8s_pod_uid.map(Into::into);
+            identity.slurm_job_id = ids.slurm_job_id.map(Into::into);
         }
         // Readable only by the process's owner and root; without it, these
         // fields stay None.
         if let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) {
             let env = parse_environ(&environ);
-            identity.k8s_namespace = env.k8s_namespace;
-            identity.slurm_account = env.slurm_account;
+            identity.k8s_namespace = env.k8s_namespace.map(Into::into);
+            identity.slurm_account = env.slurm_account.map(Into::into);
             // The cgroup path cannot be altered by the job; prefer it.
             if identity.slurm_job_id.is_none() {
-                identity.slurm_job_id = env.slurm_job_id;
+                identity.slurm_job_id = env.slurm_job_id.map(Into::into);
             }
         }
         identity

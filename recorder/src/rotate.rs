@@ -14,11 +14,12 @@ pub fn window_start(ts_ms: i64, rotate_ms: i64) -> i64 {
 }
 
 /// Whether a tick at `ts_ms` belongs in a new file, given the open file's
-/// first tick `file_start_ms`: true when the tick falls in another rotation
-/// window or on another UTC day (or before the file's start, after the
-/// clock jumped back).
-pub fn should_rotate(file_start_ms: i64, ts_ms: i64, rotate_ms: i64) -> bool {
-    ts_ms < file_start_ms
+/// first tick `file_start_ms` and its last `last_ms`: true when the tick
+/// falls in another rotation window or on another UTC day, or does not come
+/// after the last one (the clock stepped back), so every file stays sorted
+/// by time within each GPU.
+pub fn should_rotate(file_start_ms: i64, last_ms: i64, ts_ms: i64, rotate_ms: i64) -> bool {
+    ts_ms <= last_ms
         || window_start(ts_ms, rotate_ms) != window_start(file_start_ms, rotate_ms)
         || ts_ms.div_euclid(DAY_MS) != file_start_ms.div_euclid(DAY_MS)
 }
@@ -33,9 +34,9 @@ mod tests {
     fn rotates_at_aligned_window_boundaries() {
         let ten = 10 * MIN;
         let start = 3 * ten + 5_000; // 00:30:05
-        assert!(!should_rotate(start, start + 1_000, ten));
-        assert!(!should_rotate(start, 4 * ten - 1, ten)); // 00:39:59.999
-        assert!(should_rotate(start, 4 * ten, ten)); // 00:40:00
+        assert!(!should_rotate(start, start, start + 1_000, ten));
+        assert!(!should_rotate(start, start, 4 * ten - 1, ten)); // 00:39:59.999
+        assert!(should_rotate(start, start, 4 * ten, ten)); // 00:40:00
     }
 
     #[test]
@@ -43,11 +44,12 @@ mod tests {
         let seven = 7 * MIN; // does not divide a day
         let before = DAY_MS - 1_000;
         assert_eq!(window_start(before, seven), window_start(DAY_MS, seven));
-        assert!(should_rotate(before, DAY_MS, seven));
+        assert!(should_rotate(before, before, DAY_MS, seven));
     }
 
     #[test]
     fn a_clock_jump_back_starts_a_new_file() {
-        assert!(should_rotate(100 * MIN, 99 * MIN, 10 * MIN));
+        assert!(should_rotate(100 * MIN, 101 * MIN, 99 * MIN, 10 * MIN));
+        assert!(should_rotate(100 * MIN, 101 * MIN, 101 * MIN, 10 * MIN), "a repeated tick");
     }
 }

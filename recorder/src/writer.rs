@@ -11,10 +11,11 @@
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use apron_schemas::paths::{temp_path, validate_host};
-use apron_schemas::{DataLayout, GpuSample, PathError, ProcSample, Table, gpu_samples, parquet_props, proc_samples};
+use apron_schemas::{DataLayout, GpuSample, PathError, ProcSample, Table, Text, gpu_samples, parquet_props, proc_samples};
 use arrow::array::RecordBatch;
 use arrow::error::ArrowError;
 use parquet::arrow::ArrowWriter;
@@ -71,6 +72,17 @@ pub struct WriterStats {
     pub proc_rows: u64,
 }
 
+/// The open file's rows of one GPU, in tick order. Keeping them apart per
+/// GPU as they arrive means a closing file is already in (gpu_uuid, ts)
+/// order: runs are ordered by UUID, and no row is ever sorted or moved.
+#[derive(Debug)]
+struct GpuRun {
+    uuid: Text,
+    gpus: Vec<GpuSample>,
+    /// Ordered by (ts, pid).
+    procs: Vec<ProcSample>,
+}
+
 /// The open file of one host: its rows in memory until it closes.
 #[derive(Debug)]
 pub struct RollingWriter {
@@ -78,9 +90,12 @@ pub struct RollingWriter {
     host: String,
     rotate_ms: i64,
     seq: u64,
-    file_start_ms: Option<i64>,
-    gpu_rows: Vec<GpuSample>,
-    proc_rows: Vec<ProcSample>,
+    /// First and last tick of the open file.
+    open: Option<(i64, i64)>,
+    runs: Vec<GpuRun>,
+    /// The open file's `gpu_samples` part is on disk already (its
+    /// `proc_samples` part failed and is being retried).
+    gpus_written: bool,
     stats: WriterStats,
 }
 
@@ -94,9 +109,9 @@ impl RollingWriter {
             host: host.to_owned(),
             rotate_ms: i64::try_from(rotate.as_millis()).unwrap_or(i64::MAX).max(1),
             seq: 0,
-            file_start_ms: None,
-            gpu_rows: Vec::new(),
-            proc_rows: Vec::new(),
+            open: None,
+            runs: Vec::new(),
+            gpus_written: false,
             stats: WriterStats::default(),
         })
     }
@@ -113,47 +128,82 @@ impl RollingWriter {
 
     /// Rows held in memory, not yet in a closed file.
     pub fn pending_rows(&self) -> usize {
-        self.gpu_rows.len() + self.proc_rows.len()
+        self.runs.iter().map(|r| r.gpus.len() + r.procs.len()).sum()
     }
 
     /// Adds the rows of the tick at `ts_ms`. When the tick belongs in a new
     /// file, the open one is closed first. On error the rows stay held and
     /// the next call tries again.
     pub fn push(&mut self, ts_ms: i64, tick: &Tick) -> Result<(), WriteError> {
-        if let Some(start) = self.file_start_ms
-            && should_rotate(start, ts_ms, self.rotate_ms)
+        if let Some((start, last)) = self.open
+            && should_rotate(start, last, ts_ms, self.rotate_ms)
         {
             self.close()?;
         }
-        self.file_start_ms.get_or_insert(ts_ms);
-        self.gpu_rows.extend_from_slice(&tick.gpus);
-        self.proc_rows.extend_from_slice(&tick.procs);
+        let start = self.open.map_or(ts_ms, |(start, _)| start);
+        self.open = Some((start, ts_ms));
+        for row in &tick.gpus {
+            self.run(&row.gpu_uuid).gpus.push(row.clone());
+        }
+        let mut tails: Vec<(usize, usize)> = Vec::new();
+        for row in &tick.procs {
+            let len = self.run(&row.gpu_uuid).procs.len();
+            let i = self.run_index(&row.gpu_uuid);
+            if !tails.iter().any(|&(r, _)| r == i) {
+                tails.push((i, len));
+            }
+            self.runs[i].procs.push(row.clone());
+        }
+        for (i, from) in tails {
+            self.runs[i].procs[from..].sort_by_key(|p| p.pid);
+        }
         Ok(())
+    }
+
+    fn run_index(&mut self, uuid: &Text) -> usize {
+        // A host has a handful of GPUs and sources hand out the same Arc
+        // each tick, so a pointer comparison usually settles it.
+        if let Some(i) = self.runs.iter().position(|r| Arc::ptr_eq(&r.uuid, uuid) || r.uuid == *uuid) {
+            return i;
+        }
+        self.runs.push(GpuRun { uuid: uuid.clone(), gpus: Vec::new(), procs: Vec::new() });
+        self.runs.len() - 1
+    }
+
+    fn run(&mut self, uuid: &Text) -> &mut GpuRun {
+        let i = self.run_index(uuid);
+        &mut self.runs[i]
     }
 
     /// Closes the open file: writes every row held, one file per table
     /// that has rows. When this returns `Ok`, the rows are durable on disk.
     pub fn close(&mut self) -> Result<(), WriteError> {
-        let Some(start) = self.file_start_ms else {
+        let Some((start, _)) = self.open else {
             return Ok(());
         };
-        if !self.gpu_rows.is_empty() {
-            gpu_samples::sort(&mut self.gpu_rows);
-            let batch = gpu_samples::to_batch(&self.gpu_rows)
+        self.runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
+        let gpu_rows: usize = self.runs.iter().map(|r| r.gpus.len()).sum();
+        let proc_rows: usize = self.runs.iter().map(|r| r.procs.len()).sum();
+        // Both files are written before either table's rows are dropped, so
+        // a failure of the second leaves everything held for the retry.
+        if gpu_rows > 0 && !self.gpus_written {
+            let rows = self.runs.iter().flat_map(|r| r.gpus.iter());
+            let batch = gpu_samples::to_batch_from(rows, gpu_rows)
                 .map_err(|source| WriteError::Batch { table: Table::GpuSamples, source })?;
             self.write(Table::GpuSamples, start, &batch)?;
-            self.stats.gpu_rows += self.gpu_rows.len() as u64;
-            self.gpu_rows.clear();
+            self.gpus_written = true;
         }
-        if !self.proc_rows.is_empty() {
-            proc_samples::sort(&mut self.proc_rows);
-            let batch = proc_samples::to_batch(&self.proc_rows)
+        if proc_rows > 0 {
+            let rows = self.runs.iter().flat_map(|r| r.procs.iter());
+            let batch = proc_samples::to_batch_from(rows, proc_rows)
                 .map_err(|source| WriteError::Batch { table: Table::ProcSamples, source })?;
             self.write(Table::ProcSamples, start, &batch)?;
-            self.stats.proc_rows += self.proc_rows.len() as u64;
-            self.proc_rows.clear();
         }
-        self.file_start_ms = None;
+        self.stats.gpu_rows += gpu_rows as u64;
+        self.stats.proc_rows += proc_rows as u64;
+        self.gpus_written = false;
+        self.runs.clear();
+        self.open = None;
         self.seq += 1;
         Ok(())
     }
@@ -219,6 +269,7 @@ fn sync_dir(dir: &Path) -> Result<(), WriteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::file::serialized_reader::ReadOptionsBuilder;
 

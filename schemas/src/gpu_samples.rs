@@ -5,6 +5,10 @@
 
 use std::sync::{Arc, LazyLock};
 
+/// A shared string: cloning a row clones a pointer, not the text (a day of
+/// one GPU repeats the same UUID and model 86,400 times).
+pub type Text = Arc<str>;
+
 use arrow::array::{
     ArrayRef, Float32Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
     TimestampMillisecondBuilder,
@@ -21,11 +25,11 @@ pub struct GpuSample {
     /// Tick time, milliseconds since the Unix epoch (UTC), snapped to the tick.
     pub ts: i64,
     /// GPU UUID as NVML gives it (`GPU-…`).
-    pub gpu_uuid: String,
+    pub gpu_uuid: Text,
     /// NVML index of the GPU on its host.
     pub gpu_index: i32,
     /// Product name as NVML gives it (`NVIDIA H100 80GB HBM3`).
-    pub gpu_model: Option<String>,
+    pub gpu_model: Option<Text>,
     /// The time this row stands for, in milliseconds (the tick interval).
     pub interval_ms: i32,
     /// NVML utilization.gpu: percent of time a kernel ran, 0–100.
@@ -104,53 +108,66 @@ pub fn schema() -> SchemaRef {
 
 /// Builds one record batch from `rows`, in the order given.
 pub fn to_batch(rows: &[GpuSample]) -> Result<RecordBatch, ArrowError> {
-    let n = rows.len();
+    to_batch_from(rows.iter(), rows.len())
+}
+
+/// Builds one record batch from the `n` rows of `rows`, in the order given
+/// (e.g. several per-GPU runs chained, without copying rows together).
+pub fn to_batch_from<'a, I>(rows: I, n: usize) -> Result<RecordBatch, ArrowError>
+where
+    I: Iterator<Item = &'a GpuSample>,
+{
+    // One pass over the rows, appending to every column at once: rows are
+    // wide, so a pass per column would stream them from memory 23 times.
     let mut ts = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
     let mut uuid = StringBuilder::with_capacity(n, n * 40);
     let mut index = Int32Builder::with_capacity(n);
     let mut model = StringBuilder::with_capacity(n, n * 24);
     let mut interval = Int32Builder::with_capacity(n);
-    macro_rules! col {
-        ($builder:ident, $field:ident) => {{
-            let mut b = $builder::with_capacity(n);
+    macro_rules! metrics {
+        ($($builder:ident $field:ident),* $(,)?) => {{
+            #[allow(non_snake_case)]
+            struct Builders { $($field: $builder),* }
+            let mut b = Builders { $($field: $builder::with_capacity(n)),* };
             for r in rows {
-                b.append_option(r.$field);
+                ts.append_value(r.ts);
+                uuid.append_value(&r.gpu_uuid);
+                index.append_value(r.gpu_index);
+                model.append_option(r.gpu_model.as_deref());
+                interval.append_value(r.interval_ms);
+                $(b.$field.append_option(r.$field);)*
             }
-            Arc::new(b.finish()) as ArrayRef
+            let mut columns: Vec<ArrayRef> = vec![
+                Arc::new(ts.finish()),
+                Arc::new(uuid.finish()),
+                Arc::new(index.finish()),
+                Arc::new(model.finish()),
+                Arc::new(interval.finish()),
+            ];
+            $(columns.push(Arc::new(b.$field.finish()));)*
+            columns
         }};
     }
-    for r in rows {
-        ts.append_value(r.ts);
-        uuid.append_value(&r.gpu_uuid);
-        index.append_value(r.gpu_index);
-        model.append_option(r.gpu_model.as_deref());
-        interval.append_value(r.interval_ms);
-    }
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(ts.finish()),
-        Arc::new(uuid.finish()),
-        Arc::new(index.finish()),
-        Arc::new(model.finish()),
-        Arc::new(interval.finish()),
-        col!(Int32Builder, gpu_util_pct),
-        col!(Int32Builder, mem_util_pct),
-        col!(Int64Builder, fb_used_bytes),
-        col!(Int64Builder, fb_total_bytes),
-        col!(Int32Builder, power_mw),
-        col!(Int32Builder, power_limit_mw),
-        col!(Int64Builder, energy_mj),
-        col!(Int32Builder, sm_clock_mhz),
-        col!(Int32Builder, temp_c),
-        col!(Int32Builder, enc_util_pct),
-        col!(Int32Builder, dec_util_pct),
-        col!(Int64Builder, pcie_tx_bytes_per_s),
-        col!(Int64Builder, pcie_rx_bytes_per_s),
-        col!(Int64Builder, clock_event_reasons),
-        col!(Float32Builder, sm_active_pct),
-        col!(Float32Builder, sm_occupancy_pct),
-        col!(Float32Builder, tensor_active_pct),
-        col!(Float32Builder, dram_active_pct),
-    ];
+    let columns = metrics!(
+        Int32Builder gpu_util_pct,
+        Int32Builder mem_util_pct,
+        Int64Builder fb_used_bytes,
+        Int64Builder fb_total_bytes,
+        Int32Builder power_mw,
+        Int32Builder power_limit_mw,
+        Int64Builder energy_mj,
+        Int32Builder sm_clock_mhz,
+        Int32Builder temp_c,
+        Int32Builder enc_util_pct,
+        Int32Builder dec_util_pct,
+        Int64Builder pcie_tx_bytes_per_s,
+        Int64Builder pcie_rx_bytes_per_s,
+        Int64Builder clock_event_reasons,
+        Float32Builder sm_active_pct,
+        Float32Builder sm_occupancy_pct,
+        Float32Builder tensor_active_pct,
+        Float32Builder dram_active_pct,
+    );
     RecordBatch::try_new(schema(), columns)
 }
 
@@ -184,7 +201,7 @@ mod tests {
             GpuSample { ts: 1, gpu_uuid: "GPU-b".into(), ..Default::default() },
         ];
         sort(&mut rows);
-        let keys: Vec<_> = rows.iter().map(|r| (r.gpu_uuid.as_str(), r.ts)).collect();
+        let keys: Vec<_> = rows.iter().map(|r| (&*r.gpu_uuid, r.ts)).collect();
         assert_eq!(keys, [("GPU-a", 3), ("GPU-b", 1), ("GPU-b", 2)]);
     }
 }

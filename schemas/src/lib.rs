@@ -19,7 +19,7 @@ pub mod paths;
 pub mod proc_samples;
 pub mod table;
 
-pub use gpu_samples::GpuSample;
+pub use gpu_samples::{GpuSample, Text};
 pub use paths::{DataLayout, PathError};
 pub use proc_samples::{ProcIdentity, ProcSample};
 pub use table::Table;

@@ -12,6 +12,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 
+use crate::gpu_samples::Text;
 use crate::ts_type;
 
 /// Who a process belongs to, read from `/proc` once per process. Every
@@ -22,21 +23,21 @@ pub struct ProcIdentity {
     /// Process start time, milliseconds since the Unix epoch (UTC).
     pub proc_start: Option<i64>,
     /// Kernel short name of the executable (`/proc/PID/comm`).
-    pub comm: Option<String>,
+    pub comm: Option<Text>,
     /// Real unix uid of the process.
     pub uid: Option<i64>,
     /// User name of `uid`, from the host's user database.
-    pub user: Option<String>,
+    pub user: Option<Text>,
     /// Container id from the cgroup path (docker, containerd, cri-o, podman).
-    pub container_id: Option<String>,
+    pub container_id: Option<Text>,
     /// Kubernetes pod uid from the cgroup path.
-    pub k8s_pod_uid: Option<String>,
+    pub k8s_pod_uid: Option<Text>,
     /// Kubernetes namespace, where the pod exposes it in the environment.
-    pub k8s_namespace: Option<String>,
+    pub k8s_namespace: Option<Text>,
     /// Slurm job id from the cgroup path or the environment.
-    pub slurm_job_id: Option<String>,
+    pub slurm_job_id: Option<Text>,
     /// Slurm account from the process environment, when readable.
-    pub slurm_account: Option<String>,
+    pub slurm_account: Option<Text>,
 }
 
 /// One process on one GPU at one tick.
@@ -45,7 +46,7 @@ pub struct ProcSample {
     /// Tick time, milliseconds since the Unix epoch (UTC).
     pub ts: i64,
     /// The GPU the process holds memory or runs on.
-    pub gpu_uuid: String,
+    pub gpu_uuid: Text,
     /// Process id on the host (not in a container's namespace).
     pub pid: i32,
     /// The time this row stands for, in milliseconds.
@@ -91,7 +92,15 @@ pub fn schema() -> SchemaRef {
 
 /// Builds one record batch from `rows`, in the order given.
 pub fn to_batch(rows: &[ProcSample]) -> Result<RecordBatch, ArrowError> {
-    let n = rows.len();
+    to_batch_from(rows.iter(), rows.len())
+}
+
+/// Builds one record batch from the `n` rows of `rows`, in the order given.
+pub fn to_batch_from<'a, I>(rows: I, n: usize) -> Result<RecordBatch, ArrowError>
+where
+    I: Iterator<Item = &'a ProcSample>,
+{
+    // One pass over the rows, appending to every column at once.
     let mut ts = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
     let mut uuid = StringBuilder::with_capacity(n, n * 40);
     let mut pid = Int32Builder::with_capacity(n);
@@ -101,25 +110,27 @@ pub fn to_batch(rows: &[ProcSample]) -> Result<RecordBatch, ArrowError> {
     let mut used = Int64Builder::with_capacity(n);
     let mut sm = Int32Builder::with_capacity(n);
     let mut mem = Int32Builder::with_capacity(n);
+    let text = || StringBuilder::with_capacity(n, n * 8);
+    let (mut comm, mut user, mut container, mut pod, mut ns, mut job, mut account) =
+        (text(), text(), text(), text(), text(), text(), text());
     for r in rows {
+        let id = &r.identity;
         ts.append_value(r.ts);
         uuid.append_value(&r.gpu_uuid);
         pid.append_value(r.pid);
-        start.append_option(r.identity.proc_start);
+        start.append_option(id.proc_start);
         interval.append_value(r.interval_ms);
-        uid.append_option(r.identity.uid);
+        comm.append_option(id.comm.as_deref());
+        uid.append_option(id.uid);
+        user.append_option(id.user.as_deref());
+        container.append_option(id.container_id.as_deref());
+        pod.append_option(id.k8s_pod_uid.as_deref());
+        ns.append_option(id.k8s_namespace.as_deref());
+        job.append_option(id.slurm_job_id.as_deref());
+        account.append_option(id.slurm_account.as_deref());
         used.append_option(r.used_mem_bytes);
         sm.append_option(r.sm_util_pct);
         mem.append_option(r.mem_util_pct);
-    }
-    macro_rules! text {
-        ($field:ident) => {{
-            let mut b = StringBuilder::with_capacity(n, n * 8);
-            for r in rows {
-                b.append_option(r.identity.$field.as_deref());
-            }
-            Arc::new(b.finish()) as ArrayRef
-        }};
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(ts.finish()),
@@ -127,14 +138,14 @@ pub fn to_batch(rows: &[ProcSample]) -> Result<RecordBatch, ArrowError> {
         Arc::new(pid.finish()),
         Arc::new(start.finish()),
         Arc::new(interval.finish()),
-        text!(comm),
+        Arc::new(comm.finish()),
         Arc::new(uid.finish()),
-        text!(user),
-        text!(container_id),
-        text!(k8s_pod_uid),
-        text!(k8s_namespace),
-        text!(slurm_job_id),
-        text!(slurm_account),
+        Arc::new(user.finish()),
+        Arc::new(container.finish()),
+        Arc::new(pod.finish()),
+        Arc::new(ns.finish()),
+        Arc::new(job.finish()),
+        Arc::new(account.finish()),
         Arc::new(used.finish()),
         Arc::new(sm.finish()),
         Arc::new(mem.finish()),

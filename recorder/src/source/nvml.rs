@@ -117,8 +117,8 @@ struct Gpu {
 #[derive(Debug)]
 struct OpenGpu {
     device: Device<'static>,
-    uuid: String,
-    model: Option<String>,
+    uuid: apron_schemas::Text,
+    model: Option<apron_schemas::Text>,
     /// Whether the GPU supports GPM (Hopper and newer).
     gpm: bool,
     /// The previous tick's GPM sample: GPM metrics are computed between two
@@ -206,7 +206,7 @@ impl OpenGpu {
         let model = device.name().ok();
         // Older drivers lack the GPM symbols; any error means no GPM.
         let gpm = device.gpm_support().unwrap_or(false);
-        Ok(OpenGpu { device, uuid, model, gpm, gpm_last: None, last_seen_us: None })
+        Ok(OpenGpu { device, uuid: uuid.into(), model: model.map(Into::into), gpm, gpm_last: None, last_seen_us: None })
     }
 }
 
@@ -234,7 +234,7 @@ impl Source for NvmlSource {
                 open.gpm_last = None;
                 out.failures.push(GpuFailure {
                     gpu_index: gpu.index,
-                    gpu_uuid: Some(open.uuid.clone()),
+                    gpu_uuid: Some(open.uuid.to_string()),
                     error,
                 });
             }

@@ -218,17 +218,17 @@ pub(super) fn identity(team: usize, kind: Kind, rng: &mut ChaCha8Rng, next_job: 
         Via::SlurmOrBare | Via::K8sOrBare(_) => Via::Bare,
         v => v,
     };
-    let comm = Some(pick(rng, comms).to_owned());
+    let comm = Some(pick(rng, comms).into());
     let member = pick(rng, t.users);
     match via {
         Via::K8s(ns) => ProcIdentity {
             proc_start: None,
             comm,
             uid: Some(t.launch.pod_user.uid),
-            user: Some(t.launch.pod_user.name.to_owned()),
-            container_id: Some(hex(rng, 4)),
-            k8s_pod_uid: Some(pod_uid(rng)),
-            k8s_namespace: Some(ns.to_owned()),
+            user: Some(t.launch.pod_user.name.into()),
+            container_id: Some(hex(rng, 4).into()),
+            k8s_pod_uid: Some(pod_uid(rng).into()),
+            k8s_namespace: Some(ns.into()),
             slurm_job_id: None,
             slurm_account: None,
         },
@@ -238,9 +238,9 @@ pub(super) fn identity(team: usize, kind: Kind, rng: &mut ChaCha8Rng, next_job: 
                 proc_start: None,
                 comm,
                 uid: Some(member.uid),
-                user: Some(member.name.to_owned()),
-                slurm_job_id: Some(next_job.to_string()),
-                slurm_account: t.slurm_account.map(str::to_owned),
+                user: Some(member.name.into()),
+                slurm_job_id: Some(next_job.to_string().into()),
+                slurm_account: t.slurm_account.map(Into::into),
                 ..ProcIdentity::default()
             }
         }
@@ -248,7 +248,7 @@ pub(super) fn identity(team: usize, kind: Kind, rng: &mut ChaCha8Rng, next_job: 
             proc_start: None,
             comm,
             uid: Some(member.uid),
-            user: Some(member.name.to_owned()),
+            user: Some(member.name.into()),
             ..ProcIdentity::default()
         },
     }
@@ -297,7 +297,7 @@ mod tests {
                     assert_eq!(team_of(&id), Some(team.name), "{id:?}");
                     if let Some(c) = &id.container_id {
                         assert_eq!(c.len(), 64);
-                        assert_eq!(id.k8s_pod_uid.as_ref().map(String::len), Some(36));
+                        assert_eq!(id.k8s_pod_uid.as_deref().map(str::len), Some(36));
                     }
                     assert!(id.comm.as_ref().is_some_and(|c| c.len() <= 15), "comm fits TASK_COMM_LEN");
                 }

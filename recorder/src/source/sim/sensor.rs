@@ -43,8 +43,8 @@ pub(super) struct At {
 /// The physical state and fixed identity of one GPU.
 #[derive(Debug)]
 pub(super) struct Sensor {
-    uuid: String,
-    model_name: String,
+    uuid: apron_schemas::Text,
+    model_name: apron_schemas::Text,
     index: i32,
     key: u64,
     /// Inlet temperature, °C.
@@ -62,8 +62,8 @@ impl Sensor {
     /// GPU `index` of `model`, called `uuid`; its constants come from `rng`.
     pub(super) fn new(uuid: String, index: usize, model: &GpuModel, rng: &mut ChaCha8Rng) -> Sensor {
         Sensor {
-            uuid,
-            model_name: model.name.to_owned(),
+            uuid: uuid.into(),
+            model_name: model.name.into(),
             index: i32::try_from(index).unwrap_or(i32::MAX),
             key: rng.random(),
             ambient_c: 26.0 + 8.0 * rng.random::<f32>(),

@@ -70,9 +70,9 @@ fn rows_do_not_depend_on_which_ticks_were_sampled() {
     let fine = collect(8, 11, MONDAY, MONDAY + 12 * HOUR, 10_000);
     let coarse = collect(8, 11, MONDAY, MONDAY + 12 * HOUR, 60_000);
     let index: HashMap<(i64, &str), &GpuSample> =
-        fine.0.iter().map(|r| ((r.ts, r.gpu_uuid.as_str()), r)).collect();
+        fine.0.iter().map(|r| ((r.ts, &*r.gpu_uuid), r)).collect();
     for r in &coarse.0 {
-        let f = index[&(r.ts, r.gpu_uuid.as_str())];
+        let f = index[&(r.ts, &*r.gpu_uuid)];
         let strip = |s: &GpuSample| GpuSample { temp_c: None, energy_mj: None, interval_ms: 0, ..s.clone() };
         assert_eq!(strip(f), strip(r));
     }
@@ -218,7 +218,7 @@ fn week(seed: u64) -> Week {
             }
 
             let energy = g.energy_mj.expect("energy");
-            if let Some(prev) = last_energy.insert(g.gpu_uuid.clone(), energy) {
+            if let Some(prev) = last_energy.insert(g.gpu_uuid.to_string(), energy) {
                 let delta = energy - prev;
                 let expected = i64::from(power) * step / 1_000;
                 assert!(delta > 0, "the energy counter only grows");
@@ -238,7 +238,7 @@ fn week(seed: u64) -> Week {
             }
             let sm: i32 = procs.iter().map(|p| p.sm_util_pct.expect("sm")).sum();
             assert!((sm - util).abs() <= procs.len() as i32, "processes' sm {sm} vs GPU {util}");
-            series.entry(g.gpu_uuid.clone()).or_default().push((g.ts, util, procs.len()));
+            series.entry(g.gpu_uuid.to_string()).or_default().push((g.ts, util, procs.len()));
         }
         for p in &tick.procs {
             assert!(tick.gpus.iter().any(|g| g.gpu_uuid == p.gpu_uuid && g.ts == p.ts));
