@@ -1,0 +1,154 @@
+//! The `apron` command line: global options, one subcommand per command,
+//! and how a command line clap refuses is reported.
+//!
+//! Parsing only; what each command does is in [`crate::commands`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{ArgGroup, Args, Parser, Subcommand};
+
+use crate::output::Format;
+
+/// The exit code of every failure: a bad command line, bad input, a failed
+/// query.
+pub const EXIT_FAILURE: u8 = 2;
+
+/// apron: SQL and reports over the GPU samples `apron-recorder` writes.
+#[derive(Debug, Parser)]
+#[command(name = "apron", version, about, long_about = None)]
+pub struct Cli {
+    /// Options every command takes, before or after its name.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes, before or after its name.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Data folder written by apron-recorder (DATA/TABLE/date=…/host=…/).
+    /// Default: $APRON_DATA, else ./data
+    #[arg(long, global = true, value_name = "DIR", env = "APRON_DATA", default_value = "./data")]
+    pub data: PathBuf,
+
+    /// Cost and team configuration (apron.toml); without it the documented
+    /// defaults apply. `sql` does not use it.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// How results are printed.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// apron's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one read-only SQL query over the recorded tables (gpu_samples,
+    /// proc_samples, partitioned by date and host).
+    Sql(SqlArgs),
+}
+
+/// `apron sql QUERY | sql -f FILE`.
+#[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["query", "file"])))]
+pub struct SqlArgs {
+    /// The query, e.g. "SELECT host, count(*) FROM gpu_samples GROUP BY host".
+    pub query: Option<String>,
+
+    /// Read the query from FILE ("-" for standard input).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+/// What `apron` does with a command line clap did not turn into a [`Cli`]:
+/// `--help` and `--version` print as clap writes them and succeed; any other
+/// error prints one line (clap's first line and a pointer to `--help`) on
+/// stderr and fails with [`EXIT_FAILURE`].
+pub fn exit_for_clap_error(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => match err.print() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(EXIT_FAILURE),
+        },
+        _ => {
+            eprintln!("{}", clap_error_line(err));
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+/// The one line `apron` prints for a refused command line:
+/// `error: unexpected argument '--frob' found (see 'apron --help')`.
+///
+/// That is clap's message up to its first blank line (the tips and the usage
+/// block after it are left out), joined onto one line, so a message that
+/// lists what is missing on a second line keeps the list.
+pub fn clap_error_line(err: &clap::Error) -> String {
+    let rendered = err.render().to_string();
+    let message: Vec<&str> =
+        rendered.lines().map(str::trim).skip_while(|l| l.is_empty()).take_while(|l| !l.is_empty()).collect();
+    let message = message.join(" ");
+    let message = match message.as_str() {
+        "" => "error: invalid arguments".to_owned(),
+        m if m.starts_with("error:") => m.to_owned(),
+        m => format!("error: {m}"),
+    };
+    format!("{message} (see 'apron --help')")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_options_go_before_or_after_the_command() {
+        let before = Cli::try_parse_from(["apron", "--format", "csv", "--data", "/d", "sql", "SELECT 1"])
+            .expect("parses");
+        let after = Cli::try_parse_from(["apron", "sql", "SELECT 1", "--data", "/d", "--format", "csv"])
+            .expect("parses");
+        for cli in [before, after] {
+            assert_eq!(cli.global.format, Format::Csv);
+            assert_eq!(cli.global.data, PathBuf::from("/d"));
+            let Command::Sql(args) = cli.command;
+            assert_eq!(args.query.as_deref(), Some("SELECT 1"));
+        }
+    }
+
+    #[test]
+    fn sql_takes_a_query_or_a_file_not_both() {
+        let cli = Cli::try_parse_from(["apron", "sql", "-f", "q.sql"]).expect("parses");
+        let Command::Sql(args) = cli.command;
+        assert_eq!(args.file, Some(PathBuf::from("q.sql")));
+        assert!(Cli::try_parse_from(["apron", "sql"]).is_err());
+        assert!(Cli::try_parse_from(["apron", "sql", "SELECT 1", "-f", "q.sql"]).is_err());
+    }
+
+    #[test]
+    fn a_refused_command_line_is_one_line() {
+        let err = Cli::try_parse_from(["apron", "--frob", "sql", "SELECT 1"]).expect_err("unknown flag");
+        let line = clap_error_line(&err);
+        assert_eq!(line, "error: unexpected argument '--frob' found (see 'apron --help')");
+        let err = Cli::try_parse_from(["apron", "--format", "xml", "sql", "x"]).expect_err("bad value");
+        let line = clap_error_line(&err);
+        assert!(line.starts_with("error: invalid value 'xml' for '--format <FORMAT>'"), "{line}");
+        assert!(!line.contains('\n'));
+        let err = Cli::try_parse_from(["apron", "sql"]).expect_err("no query");
+        assert_eq!(
+            clap_error_line(&err),
+            "error: the following required arguments were not provided: <QUERY|--file <FILE>> \
+             (see 'apron --help')"
+        );
+    }
+}

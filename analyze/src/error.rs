@@ -1,0 +1,301 @@
+//! The errors of the analysis library, and how the `apron` binary prints them.
+//!
+//! Every command returns [`Error`]. Its messages name the operation and the
+//! object ("cannot read query file q.sql", "table foo not found"); the cause
+//! (a DataFusion, Parquet or I/O error) is its `source`. [`one_line`] turns
+//! such a chain into the single line the binary prints on stderr.
+
+use std::error::Error as StdError;
+use std::io;
+use std::path::PathBuf;
+
+use datafusion::error::DataFusionError;
+use datafusion::parquet::errors::ParquetError;
+
+/// What went wrong in an `apron` command.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The data folder does not exist or cannot be read.
+    #[error("cannot open data folder {} (choose it with --data DIR or $APRON_DATA)", path.display())]
+    DataDir {
+        /// The folder given by `--data`, `$APRON_DATA` or the default.
+        path: PathBuf,
+        /// Why it cannot be opened.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The data folder exists but is not a folder.
+    #[error("data folder {} is not a folder", path.display())]
+    NotADir {
+        /// The path given as the data folder.
+        path: PathBuf,
+    },
+
+    /// The data folder holds none of apron's tables.
+    #[error(
+        "no apron data in {}: none of the table folders {tables} is there; \
+         record some with `apron-recorder`, or simulate a fleet with \
+         `apron-recorder simulate --data {} --gpus 8 --days 7`",
+        path.display(),
+        path.display()
+    )]
+    NoData {
+        /// The data folder.
+        path: PathBuf,
+        /// The table folders looked for, comma separated.
+        tables: String,
+    },
+
+    /// A table folder could not be registered with the query engine.
+    #[error("cannot register table {table} from {}", path.display())]
+    Register {
+        /// The table name.
+        table: String,
+        /// Its folder.
+        path: PathBuf,
+        /// DataFusion's reason.
+        #[source]
+        source: DataFusionError,
+    },
+
+    /// The async runtime the queries run on could not start.
+    #[error("cannot start the query runtime")]
+    Runtime {
+        /// The operating system's reason.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A `sql -f FILE` query file could not be read.
+    #[error("cannot read query file {}", path.display())]
+    ReadQuery {
+        /// The file (`-` for standard input).
+        path: PathBuf,
+        /// Why it cannot be read.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The statement would change something; `apron sql` only reads.
+    #[error("apron sql is read-only: {statement} is not allowed")]
+    ReadOnly {
+        /// The statement's leading keywords (`INSERT`, `CREATE TABLE`, `SET`).
+        statement: String,
+    },
+
+    /// The query names a table the data folder does not hold.
+    #[error("table {name} not found in {}; {}", data.display(), present_list(present))]
+    UnknownTable {
+        /// The table as the query names it.
+        name: String,
+        /// The data folder.
+        data: PathBuf,
+        /// The tables that are registered.
+        present: Vec<String>,
+    },
+
+    /// The query does not parse or does not plan (bad SQL, unknown column,
+    /// wrong types).
+    #[error("invalid query")]
+    Query {
+        /// DataFusion's reason.
+        #[source]
+        source: DataFusionError,
+    },
+
+    /// A Parquet file under the data folder is truncated or not Parquet.
+    #[error("cannot read {}: corrupt or truncated Parquet file", path.display())]
+    CorruptFile {
+        /// The offending file.
+        path: PathBuf,
+        /// The Parquet reader's reason.
+        #[source]
+        source: ParquetError,
+    },
+
+    /// A Parquet file under the data folder lacks a column every row must
+    /// have.
+    #[error("cannot read {}: required column {column} is missing", path.display())]
+    MissingColumn {
+        /// The offending file.
+        path: PathBuf,
+        /// The column.
+        column: String,
+    },
+
+    /// A Parquet file under the data folder has a column of a type that does
+    /// not convert to the table's.
+    #[error("cannot read {}: column {column} is {found}, which does not convert to {wanted}", path.display())]
+    ColumnType {
+        /// The offending file.
+        path: PathBuf,
+        /// The column.
+        column: String,
+        /// Its type in the file.
+        found: String,
+        /// Its type in the table.
+        wanted: String,
+    },
+
+    /// A partition folder's value does not parse as its column's type.
+    #[error("cannot read partition folder {}: {column}={value} is not a {wanted}", path.display())]
+    BadPartition {
+        /// The folder.
+        path: PathBuf,
+        /// The partition column (`date`, `host`).
+        column: String,
+        /// The value in the folder name.
+        value: String,
+        /// The column's type.
+        wanted: String,
+    },
+
+    /// The query failed while it ran.
+    #[error("query failed")]
+    Execute {
+        /// DataFusion's reason.
+        #[source]
+        source: DataFusionError,
+    },
+
+    /// The result could not be formatted.
+    #[error("cannot format the result as {format}")]
+    Format {
+        /// The output format.
+        format: &'static str,
+        /// Arrow's reason.
+        #[source]
+        source: datafusion::arrow::error::ArrowError,
+    },
+
+    /// Something panicked outside the guarded query paths: a bug.
+    #[error("internal error: {message}; this is a bug in apron or a library it uses")]
+    Panic {
+        /// The panic's message and location.
+        message: String,
+    },
+
+    /// The result could not be written to the output.
+    #[error("cannot write the result")]
+    Write {
+        /// The operating system's reason.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn present_list(present: &[String]) -> String {
+    if present.is_empty() {
+        "no tables are present".to_owned()
+    } else {
+        format!("tables present: {}", present.join(", "))
+    }
+}
+
+impl Error {
+    /// True when the error is a closed output pipe (`apron sql … | head`):
+    /// the reader has what it wanted, so the binary exits quietly.
+    pub fn is_broken_pipe(&self) -> bool {
+        let mut cause: Option<&(dyn StdError + 'static)> = Some(self);
+        while let Some(err) = cause {
+            if let Some(io) = err.downcast_ref::<io::Error>()
+                && io.kind() == io::ErrorKind::BrokenPipe
+            {
+                return true;
+            }
+            cause = err.source();
+        }
+        false
+    }
+}
+
+/// The error and its causes on one line, outermost first, joined by `": "`.
+///
+/// A DataFusion error already spells out its own causes, so the chain stops
+/// at the first one, shown as its root cause (the SQL parser's message, not
+/// the `SQL error: ParserError("…")` debug form). A cause whose text the line
+/// already holds is skipped, and line breaks inside messages become spaces,
+/// so the result never spans lines.
+pub fn one_line(err: &(dyn StdError + 'static)) -> String {
+    let mut line = String::new();
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        let (text, stop) = match err.downcast_ref::<DataFusionError>() {
+            // DataFusion's message already holds the messages of its causes.
+            Some(df) => (datafusion_message(df), true),
+            None => (err.to_string(), false),
+        };
+        let text = flatten(&text);
+        if !text.is_empty() && !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+        if stop {
+            break;
+        }
+        cause = err.source();
+    }
+    line
+}
+
+/// The message of the innermost DataFusion error of `err`'s chain, without
+/// DataFusion's debug quoting of parser errors.
+fn datafusion_message(err: &DataFusionError) -> String {
+    match err.find_root() {
+        DataFusionError::SQL(parser, _) => format!("SQL error: {parser}"),
+        // The Parquet error's own text starts with "Parquet error:" already.
+        DataFusionError::ParquetError(parquet) => parquet.to_string(),
+        root => root.strip_backtrace(),
+    }
+}
+
+/// Collapses every run of whitespace (line breaks included) into one space.
+fn flatten(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_joins_the_chain_and_skips_repeats() {
+        let err = Error::ReadQuery {
+            path: "q.sql".into(),
+            source: io::Error::new(io::ErrorKind::NotFound, "No such file\nor directory"),
+        };
+        assert_eq!(one_line(&err), "cannot read query file q.sql: No such file or directory");
+    }
+
+    #[test]
+    fn one_line_shows_parser_errors_plainly() {
+        let ctx = datafusion::prelude::SessionContext::new();
+        let state = ctx.state();
+        let df_err = state.create_logical_plan("SELEC 1");
+        let rt =
+            tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime starts");
+        let df_err = rt.block_on(df_err).expect_err("SELEC is not SQL");
+        let line = one_line(&Error::Query { source: df_err });
+        assert!(line.starts_with("invalid query: SQL error: sql parser error: "), "{line}");
+        assert!(line.contains("SELEC"), "{line}");
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn one_line_says_parquet_error_once() {
+        let err = DataFusionError::ParquetError(Box::new(ParquetError::General("bad page".into())));
+        let line = one_line(&Error::Execute { source: err });
+        assert_eq!(line, "query failed: Parquet error: bad page");
+    }
+
+    #[test]
+    fn broken_pipe_is_recognised_through_the_chain() {
+        let err = Error::Write { source: io::Error::from(io::ErrorKind::BrokenPipe) };
+        assert!(err.is_broken_pipe());
+        let err = Error::Write { source: io::Error::from(io::ErrorKind::PermissionDenied) };
+        assert!(!err.is_broken_pipe());
+    }
+}

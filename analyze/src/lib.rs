@@ -1,0 +1,57 @@
+//! apron's analysis library: the `apron` command line, the DataFusion
+//! session over a data folder, read-only SQL, and result printing.
+//!
+//! What the files hold and where is `apron_schemas`' business; recording is
+//! `apron-recorder`'s. The `apron` binary only parses its arguments and calls
+//! [`run`].
+//!
+//! - [`cli`]: the command line (global options, one subcommand per command);
+//! - [`session`]: a [`Session`] over a data folder, tables registered from
+//!   their folders, read-only planning, errors that name the bad table or file;
+//! - [`output`]: `--format table|csv|json` for any result;
+//! - [`commands`]: one module per command (`commands/sql.rs`, …);
+//! - [`integrity`]: finds the Parquet file that broke a query;
+//! - [`panic_guard`]: a library's panic on bad input becomes an error;
+//! - [`error`]: the [`Error`] every command returns, and its one-line form.
+
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod integrity;
+pub mod logging;
+pub mod output;
+pub mod panic_guard;
+pub mod session;
+
+use std::io::BufWriter;
+use std::panic::AssertUnwindSafe;
+
+pub use cli::{Cli, EXIT_FAILURE};
+pub use error::{Error, one_line};
+pub use output::Format;
+pub use session::Session;
+
+/// Worker threads of the query runtime: one per core (at least two, to
+/// overlap reading and decoding), so a big scan uses the whole machine.
+fn worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+}
+
+/// Runs the command of `cli` on a fresh async runtime, printing its result
+/// on stdout. When it returns `Ok`, all of the result is written and flushed.
+///
+/// This is the process's entry point: it installs a panic hook that prints
+/// nothing, so that a panic deep in a library becomes one error line.
+pub fn run(cli: &Cli) -> Result<(), Error> {
+    panic_guard::install_quiet_hook();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads())
+        .thread_name("apron-query")
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Runtime { source })?;
+    let out = BufWriter::new(std::io::stdout().lock());
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(commands::run(cli, out))));
+    result
+        .unwrap_or_else(|payload| Err(Error::Panic { message: panic_guard::panic_message(payload.as_ref()) }))
+}

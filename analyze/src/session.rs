@@ -1,0 +1,449 @@
+//! The query session over one data folder: every table present registered
+//! as a Hive-partitioned Parquet listing, read-only SQL, and the errors of
+//! planning and running a query turned into messages that name what is wrong.
+//!
+//! The layout (which folder holds which table) and the schemas come from
+//! `apron_schemas`; how results are printed is [`crate::output`]; which file
+//! is broken is found by [`crate::integrity`].
+//!
+//! Each table is registered with its canonical schema, not one inferred from
+//! the files, so files written by other tools read the same way: an integer
+//! column of another width or signedness is cast, a column apron does not
+//! know is ignored, and a missing nullable column reads as null. The
+//! partition columns `date` (`Date32`) and `host` (`Utf8`) come from the
+//! folder names and are not stored in the files; a filter on them skips whole
+//! folders.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use apron_schemas::{DataLayout, Table};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::ParamValues;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::error::DataFusionError;
+use datafusion::execution::context::SQLOptions;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::object_store;
+use datafusion::parquet::errors::ParquetError;
+use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
+use futures::StreamExt;
+
+use crate::error::Error;
+use crate::integrity;
+use crate::output::{BatchWriter, Format};
+use crate::panic_guard;
+
+/// The file extension of every data file; hidden temporary files
+/// (`.name.parquet.tmp`) do not end with it and are never read.
+pub const FILE_EXTENSION: &str = ".parquet";
+
+/// The names of the data files read: `*.parquet`, except hidden names
+/// (`.x.parquet`, macOS `._x.parquet` copies) and `_`-names (Spark's and
+/// Hive's bookkeeping), which pyarrow and Spark skip as well.
+const FILE_GLOB: &str = "[!._]*.parquet";
+
+/// True for a file name the listing reads (`*.parquet`, not hidden, not
+/// `_`-prefixed).
+pub fn is_data_file_name(name: &str) -> bool {
+    !name.starts_with(['.', '_']) && name.ends_with(FILE_EXTENSION)
+}
+
+/// The Hive partition columns of every table, in folder order, with the
+/// types their values are parsed into.
+pub fn partition_columns() -> Vec<(String, DataType)> {
+    vec![("date".to_owned(), DataType::Date32), ("host".to_owned(), DataType::Utf8)]
+}
+
+/// A DataFusion session over one data folder.
+///
+/// Commands get one from [`Session::open`], plan their SQL with
+/// [`Session::sql`] or [`Session::sql_with_params`] (read-only), and print
+/// with [`Session::print`] or take the rows with [`Session::collect`]; all
+/// return [`Error`] with messages that name the table or file at fault.
+pub struct Session {
+    ctx: SessionContext,
+    layout: DataLayout,
+    /// The data folder, absolute and canonical, as the query engine sees it.
+    root: PathBuf,
+    tables: Vec<Table>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("data", &self.layout.root())
+            .field("tables", &self.tables)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Opens the data folder `data` and registers every table whose folder
+    /// is there (`DATA/<table>/`). A table without a folder is not registered.
+    ///
+    /// Fails when `data` is missing or not a folder, and with
+    /// [`Error::NoData`] when it holds no table folder at all. Nothing is
+    /// read from the Parquet files yet: that happens when a query runs.
+    pub fn open(data: &Path) -> Result<Self, Error> {
+        let meta =
+            std::fs::metadata(data).map_err(|source| Error::DataDir { path: data.to_path_buf(), source })?;
+        if !meta.is_dir() {
+            return Err(Error::NotADir { path: data.to_path_buf() });
+        }
+        // The URLs need an absolute path; messages keep the path as given.
+        let root = std::fs::canonicalize(data)
+            .map_err(|source| Error::DataDir { path: data.to_path_buf(), source })?;
+
+        let ctx = SessionContext::new_with_config(session_config());
+        let parquet_options = ctx.state().default_table_options().parquet;
+        let layout = DataLayout::new(data);
+        let absolute = DataLayout::new(&root);
+        let mut tables = Vec::new();
+        for table in Table::ALL {
+            let dir = absolute.table_dir(table);
+            if !dir.is_dir() {
+                continue;
+            }
+            let format = ParquetFormat::default().with_options(parquet_options.clone());
+            let provider = listing_table(&dir, table, format).map_err(|source| Error::Register {
+                table: table.name().to_owned(),
+                path: layout.table_dir(table),
+                source,
+            })?;
+            ctx.register_table(table.name(), Arc::new(provider)).map_err(|source| Error::Register {
+                table: table.name().to_owned(),
+                path: layout.table_dir(table),
+                source,
+            })?;
+            tables.push(table);
+        }
+        if tables.is_empty() {
+            let names: Vec<_> = Table::ALL.iter().map(|t| format!("{}/", t.name())).collect();
+            return Err(Error::NoData { path: data.to_path_buf(), tables: names.join(", ") });
+        }
+        tracing::debug!(data = %data.display(), tables = ?tables, "registered the tables present");
+        Ok(Self { ctx, layout, root, tables })
+    }
+
+    /// The DataFusion context, for what this type does not wrap (user
+    /// functions, `DataFrame` building). Queries run through it are not
+    /// checked for being read-only.
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// The data folder's layout, rooted at the path as the user gave it.
+    pub fn layout(&self) -> &DataLayout {
+        &self.layout
+    }
+
+    /// The tables registered (those whose folder is present), in
+    /// [`Table::ALL`] order.
+    pub fn tables(&self) -> &[Table] {
+        &self.tables
+    }
+
+    /// Plans one read-only SQL statement: a query, `EXPLAIN`, `DESCRIBE` or
+    /// `SHOW`. Statements that would change anything (DDL, DML, `COPY`,
+    /// `SET`) fail with [`Error::ReadOnly`]; bad SQL with [`Error::Query`];
+    /// an unknown table with [`Error::UnknownTable`]. No file is read yet.
+    pub async fn sql(&self, sql: &str) -> Result<DataFrame, Error> {
+        let plan = self.plan(sql).await?;
+        self.ctx.execute_logical_plan(plan).await.map_err(|e| self.plan_error(e))
+    }
+
+    /// [`Session::sql`] with `$1`-style or `$name` parameters bound to
+    /// `params` (never formatted into the SQL text).
+    pub async fn sql_with_params(
+        &self,
+        sql: &str,
+        params: impl Into<ParamValues>,
+    ) -> Result<DataFrame, Error> {
+        self.sql(sql).await?.with_param_values(params).map_err(|e| self.plan_error(e))
+    }
+
+    /// Runs `df` and returns its schema and every row.
+    pub async fn collect(&self, df: DataFrame) -> Result<(SchemaRef, Vec<RecordBatch>), Error> {
+        let schema = Arc::clone(df.schema().inner());
+        let mut batches = Vec::new();
+        self.run(df, |batch| {
+            batches.push(batch);
+            Ok(())
+        })
+        .await?;
+        Ok((schema, batches))
+    }
+
+    /// Runs `df` and writes its rows to `out` in `format`, batch by batch
+    /// where the format allows. When it returns `Ok`, every row is written
+    /// and `out` flushed.
+    pub async fn print<W: Write>(&self, df: DataFrame, format: Format, out: W) -> Result<W, Error> {
+        let schema = Arc::clone(df.schema().inner());
+        let mut writer = BatchWriter::new(format, schema, out);
+        self.run(df, |batch| writer.write(&batch)).await?;
+        writer.finish()
+    }
+
+    /// Plans and runs `df`, handing each batch to `sink` as it comes. A
+    /// failure of the engine (a panic of a reader included) is reported
+    /// through [`Session::execute_error`], which looks for the file at fault
+    /// among the files the plan reads.
+    async fn run(
+        &self,
+        df: DataFrame,
+        mut sink: impl FnMut(RecordBatch) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let task_ctx = Arc::new(df.task_ctx());
+        // Known once the plan is made; a failure before that (reading the
+        // footers for statistics) has every file under suspicion.
+        let mut files = None;
+        let ran = panic_guard::contain(async {
+            let plan = df.create_physical_plan().await?;
+            files = Some(self.scanned_files(&plan));
+            let mut stream = execute_stream(plan, task_ctx)?;
+            while let Some(batch) = stream.next().await {
+                if let Err(err) = sink(batch?) {
+                    return Ok(Err(err));
+                }
+            }
+            Ok(Ok(()))
+        })
+        .await;
+        match ran {
+            Ok(Ok(sunk)) => sunk,
+            Ok(Err(err)) => Err(self.execute_error(err, files.as_deref())),
+            Err(panic) => Err(self.execute_error(reader_panicked(panic), files.as_deref())),
+        }
+    }
+
+    /// The files the scans of `plan` read (after partition pruning), as
+    /// paths under the data folder as the user gave it.
+    fn scanned_files(&self, plan: &Arc<dyn ExecutionPlan>) -> Vec<PathBuf> {
+        let Ok(root) = object_store::path::Path::from_absolute_path(&self.root) else {
+            return Vec::new();
+        };
+        let mut files = Vec::new();
+        let mut stack = vec![Arc::clone(plan)];
+        while let Some(node) = stack.pop() {
+            if let Some(scan) = node.downcast_ref::<DataSourceExec>()
+                && let Some(config) = scan.data_source().downcast_ref::<FileScanConfig>()
+            {
+                for file in config.file_groups.iter().flat_map(|g| g.files()) {
+                    if let Some(parts) = file.object_meta.location.prefix_match(&root) {
+                        let mut path = self.layout.root().to_path_buf();
+                        path.extend(parts.map(|p| p.as_ref().to_owned()));
+                        files.push(path);
+                    }
+                }
+            }
+            stack.extend(node.children().into_iter().cloned());
+        }
+        files.sort();
+        files.dedup();
+        files
+    }
+
+    /// Parses `sql`, refuses anything but a read, and plans it.
+    async fn plan(&self, sql: &str) -> Result<LogicalPlan, Error> {
+        let state = self.ctx.state();
+        let dialect = state.config().options().sql_parser.dialect;
+        let statement = state.sql_to_statement(sql, &dialect).map_err(|source| Error::Query { source })?;
+        if let Some(statement) = refused(&statement) {
+            return Err(Error::ReadOnly { statement });
+        }
+        let plan = state.statement_to_plan(statement).await.map_err(|e| self.plan_error(e))?;
+        // The check above works on the statement's form; this one on what it
+        // plans to, so nothing that writes slips through.
+        read_only().verify_plan(&plan).map_err(|e| Error::ReadOnly {
+            statement: e.message().rsplit(": ").next().unwrap_or("this statement").to_owned(),
+        })?;
+        Ok(plan)
+    }
+
+    /// An error of parsing or planning: an unknown table is named with the
+    /// tables that are present, anything else is an invalid query.
+    fn plan_error(&self, err: DataFusionError) -> Error {
+        match missing_table(&err) {
+            Some(name) => Error::UnknownTable {
+                name,
+                data: self.layout.root().to_path_buf(),
+                present: self.tables.iter().map(|t| t.name().to_owned()).collect(),
+            },
+            None => Error::Query { source: err },
+        }
+    }
+
+    /// An error while the query ran. The engine's errors seldom say which
+    /// file failed, so the footers of the files the query read (`files`, or
+    /// every file of the data folder when the plan was not made) are checked
+    /// and a broken one is named; when the failure was in decoding rows, the
+    /// rows of those files are decoded to find the damaged one. Otherwise
+    /// the engine's error is given as is.
+    fn execute_error(&self, err: DataFusionError, files: Option<&[PathBuf]>) -> Error {
+        let found = match files {
+            Some(files) => integrity::find_bad_file_among(&self.layout, files)
+                .or_else(|| if is_decode_failure(&err) { integrity::find_undecodable(files) } else { None }),
+            None => integrity::find_bad_file(&self.layout, &self.tables),
+        };
+        match found {
+            Some(found) => {
+                tracing::debug!(error = %err, "the query failed on a bad file");
+                found
+            }
+            None => Error::Execute { source: err },
+        }
+    }
+}
+
+/// A panic caught while a query ran, as the error it should have been.
+#[derive(Debug, thiserror::Error)]
+#[error("a reader panicked: {0}")]
+struct ReaderPanic(String);
+
+fn reader_panicked(message: String) -> DataFusionError {
+    DataFusionError::External(Box::new(ReaderPanic(message)))
+}
+
+/// True when `err` comes from decoding Parquet data (or from a reader that
+/// panicked), as opposed to a bad cast, a division by zero or a full disk.
+fn is_decode_failure(err: &DataFusionError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        let decode = e.is::<ParquetError>()
+            || e.is::<ReaderPanic>()
+            || matches!(e.downcast_ref::<DataFusionError>(), Some(DataFusionError::ParquetError(_)))
+            || matches!(e.downcast_ref::<ArrowError>(), Some(ArrowError::ParquetError(_)));
+        if decode {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// The session settings for apron's data: small, sorted, well-described
+/// Parquet files with statistics and page indexes.
+fn session_config() -> SessionConfig {
+    SessionConfig::new()
+        // SHOW TABLES, SHOW COLUMNS and information_schema for the curious.
+        .with_information_schema(true)
+        // Row-group and page statistics prune most of a time-range query;
+        // file statistics answer count(*) without reading the rows.
+        .with_collect_statistics(true)
+        .with_parquet_pruning(true)
+        .with_parquet_page_index_pruning(true)
+        // Evaluate filters while decoding, so rows that fail them are never
+        // materialised (the files are sorted by gpu_uuid, ts).
+        .set_bool("datafusion.execution.parquet.pushdown_filters", true)
+        .set_bool("datafusion.execution.parquet.reorder_filters", true)
+}
+
+/// A Hive-partitioned Parquet listing of `table` over the folder `dir`
+/// (absolute), with the table's canonical schema.
+fn listing_table(dir: &Path, table: Table, format: ParquetFormat) -> Result<ListingTable, DataFusionError> {
+    // Built from the path, not parsed as text, so characters such as `*` or
+    // `[` in a folder name are not taken for a glob.
+    let url = url::Url::from_directory_path(dir).map_err(|()| {
+        DataFusionError::Configuration(format!("{} is not an absolute folder path", dir.display()))
+    })?;
+    let files = glob::Pattern::new(FILE_GLOB).map_err(|e| DataFusionError::External(Box::new(e)))?;
+    let url = ListingTableUrl::try_new(url, Some(files))?;
+    let options = ListingOptions::new(Arc::new(format))
+        .with_file_extension(FILE_EXTENSION)
+        .with_table_partition_cols(partition_columns());
+    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(table.schema());
+    ListingTable::try_new(config)
+}
+
+/// The options that make a plan read-only.
+fn read_only() -> SQLOptions {
+    SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false)
+}
+
+/// The leading keywords of `statement` when it is not a read (`INSERT`,
+/// `CREATE TABLE`, `SET`), `None` for a query, `EXPLAIN`, `DESCRIBE`, `SHOW`.
+fn refused(statement: &DfStatement) -> Option<String> {
+    match statement {
+        DfStatement::Statement(s) => refused_sql(s),
+        DfStatement::Explain(explain) => refused(&explain.statement),
+        DfStatement::CreateExternalTable(_) => Some("CREATE EXTERNAL TABLE".to_owned()),
+        DfStatement::CopyTo(_) => Some("COPY".to_owned()),
+        DfStatement::Reset(_) => Some("RESET".to_owned()),
+    }
+}
+
+fn refused_sql(statement: &SqlStatement) -> Option<String> {
+    match statement {
+        SqlStatement::Query(_)
+        | SqlStatement::ExplainTable { .. }
+        | SqlStatement::ShowTables { .. }
+        | SqlStatement::ShowColumns { .. }
+        | SqlStatement::ShowVariable { .. }
+        | SqlStatement::ShowVariables { .. }
+        | SqlStatement::ShowFunctions { .. }
+        | SqlStatement::ShowStatus { .. }
+        | SqlStatement::ShowCreate { .. }
+        | SqlStatement::ShowSchemas { .. }
+        | SqlStatement::ShowCollation { .. } => None,
+        SqlStatement::Explain { statement, .. } => refused_sql(statement),
+        other => Some(leading_keywords(&other.to_string())),
+    }
+}
+
+/// The words that say what a statement does: the first, and for CREATE,
+/// DROP and the like the kind of object (`CREATE OR REPLACE VIEW`).
+fn leading_keywords(sql: &str) -> String {
+    const OBJECT_WORDS: &[&str] = &[
+        "OR",
+        "REPLACE",
+        "EXTERNAL",
+        "TEMPORARY",
+        "TEMP",
+        "UNBOUNDED",
+        "MATERIALIZED",
+        "UNIQUE",
+        "TABLE",
+        "VIEW",
+        "SCHEMA",
+        "DATABASE",
+        "CATALOG",
+        "FUNCTION",
+        "INDEX",
+    ];
+    let mut words = sql.split_whitespace();
+    let Some(first) = words.next() else {
+        return "this statement".to_owned();
+    };
+    let mut name = first.to_uppercase();
+    if matches!(name.as_str(), "CREATE" | "DROP" | "ALTER" | "TRUNCATE") {
+        for word in words {
+            let word = word.to_uppercase();
+            if !OBJECT_WORDS.contains(&word.as_str()) {
+                break;
+            }
+            name.push(' ');
+            name.push_str(&word);
+        }
+    }
+    name
+}
+
+/// The table a planning error says is missing, as the query spelled it.
+fn missing_table(err: &DataFusionError) -> Option<String> {
+    let message = &err.diagnostic()?.message;
+    let name = message.strip_prefix("table '")?.strip_suffix("' not found")?;
+    Some(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests;
