@@ -21,6 +21,7 @@ pub mod integrity;
 pub mod logging;
 pub mod output;
 pub mod panic_guard;
+pub mod recent;
 pub mod session;
 
 use std::io::BufWriter;

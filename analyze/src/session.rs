@@ -21,15 +21,20 @@ use std::sync::Arc;
 use apron_schemas::{DataLayout, Table};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::error::ArrowError;
+use datafusion::catalog::TableProvider;
 use datafusion::common::ParamValues;
+use datafusion::common::config::TableParquetOptions;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::{MemTable, ViewTable, provider_as_source};
 use datafusion::error::DataFusionError;
 use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::LogicalPlanBuilder;
 use datafusion::object_store;
 use datafusion::parquet::errors::ParquetError;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
@@ -42,6 +47,7 @@ use crate::error::Error;
 use crate::integrity;
 use crate::output::{BatchWriter, Format};
 use crate::panic_guard;
+use crate::recent;
 
 /// The file extension of every data file; hidden temporary files
 /// (`.name.parquet.tmp`) do not end with it and are never read.
@@ -108,23 +114,25 @@ impl Session {
         let parquet_options = ctx.state().default_table_options().parquet;
         let layout = DataLayout::new(data);
         let absolute = DataLayout::new(&root);
+        let recent = recent::read(&absolute, &full_schema).map_err(|source| Error::Register {
+            table: "wal".to_owned(),
+            path: layout.wal_root(),
+            source: DataFusionError::ArrowError(Box::new(source), None),
+        })?;
         let mut tables = Vec::new();
         for table in Table::ALL {
             let dir = absolute.table_dir(table);
-            if !dir.is_dir() {
+            let wal_rows = recent.batches(table);
+            if !dir.is_dir() && wal_rows.is_empty() {
                 continue;
             }
-            let format = ParquetFormat::default().with_options(parquet_options.clone());
-            let provider = listing_table(&dir, table, format).map_err(|source| Error::Register {
+            let register_err = |source| Error::Register {
                 table: table.name().to_owned(),
                 path: layout.table_dir(table),
                 source,
-            })?;
-            ctx.register_table(table.name(), Arc::new(provider)).map_err(|source| Error::Register {
-                table: table.name().to_owned(),
-                path: layout.table_dir(table),
-                source,
-            })?;
+            };
+            let provider = table_provider(&dir, table, &parquet_options, wal_rows).map_err(register_err)?;
+            ctx.register_table(table.name(), provider).map_err(register_err)?;
             tables.push(table);
         }
         if tables.is_empty() {
@@ -346,6 +354,43 @@ fn session_config() -> SessionConfig {
         // materialised (the files are sorted by gpu_uuid, ts).
         .set_bool("datafusion.execution.parquet.pushdown_filters", true)
         .set_bool("datafusion.execution.parquet.reorder_filters", true)
+}
+
+/// The schema a table is queried with: its file columns, then the
+/// partition columns.
+fn full_schema(table: Table) -> SchemaRef {
+    let mut fields: Vec<_> = table.schema().fields().iter().cloned().collect();
+    for (name, data_type) in partition_columns() {
+        fields.push(Arc::new(Field::new(name, data_type, true)));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// What a table name resolves to: its Parquet listing and, while a recorder
+/// holds rows not yet closed into a file, those rows too (a union, so
+/// filters still reach the listing and prune folders).
+fn table_provider(
+    dir: &Path,
+    table: Table,
+    parquet_options: &TableParquetOptions,
+    wal_rows: &[RecordBatch],
+) -> Result<Arc<dyn TableProvider>, DataFusionError> {
+    let files = if dir.is_dir() {
+        let format = ParquetFormat::default().with_options(parquet_options.clone());
+        Some(Arc::new(listing_table(dir, table, format)?) as Arc<dyn TableProvider>)
+    } else {
+        None
+    };
+    if wal_rows.is_empty() {
+        return files.ok_or_else(|| DataFusionError::Plan(format!("no data for {}", table.name())));
+    }
+    let schema = full_schema(table);
+    let wal: Arc<dyn TableProvider> = Arc::new(MemTable::try_new(schema, vec![wal_rows.to_vec()])?);
+    let Some(files) = files else { return Ok(wal) };
+    let plan = LogicalPlanBuilder::scan(table.name(), provider_as_source(files), None)?
+        .union(LogicalPlanBuilder::scan(table.name(), provider_as_source(wal), None)?.build()?)?
+        .build()?;
+    Ok(Arc::new(ViewTable::new(plan, None)))
 }
 
 /// A Hive-partitioned Parquet listing of `table` over the folder `dir`

@@ -1,0 +1,104 @@
+//! The newest rows: what a running recorder holds in its write-ahead log and
+//! has not yet closed into a Parquet file, so `pick` and `alerts` on a
+//! recording host see the last seconds, not the last closed file.
+//!
+//! The WAL format and its reader belong to `apron_schemas::wal`; this module
+//! turns the open segments into record batches with the partition columns
+//! `date` and `host` added, shaped like the table's Parquet listing.
+//!
+//! Each row is seen once: segments are listed before the Parquet files (the
+//! listing runs later, when the query does), a segment whose Parquet file
+//! already exists is skipped, and a segment deleted between listing and
+//! reading has become Parquet and is skipped too. A file that closes in the
+//! milliseconds between this read and the query's listing can still count
+//! its rows twice; the next query is exact again.
+
+use std::io;
+use std::sync::Arc;
+
+use apron_schemas::wal::{self, SegmentRows, WalError};
+use apron_schemas::{DataLayout, Table, gpu_samples, proc_samples};
+use datafusion::arrow::array::{ArrayRef, Date32Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::error::ArrowError;
+
+/// The rows of the open WAL segments, per raw table.
+#[derive(Debug, Default)]
+pub struct RecentRows {
+    /// `gpu_samples` batches, one per segment with rows.
+    pub gpu_samples: Vec<RecordBatch>,
+    /// `proc_samples` batches, one per segment with rows.
+    pub proc_samples: Vec<RecordBatch>,
+}
+
+impl RecentRows {
+    /// The batches of `table` (none for tables the WAL does not hold).
+    pub fn batches(&self, table: Table) -> &[RecordBatch] {
+        match table {
+            Table::GpuSamples => &self.gpu_samples,
+            Table::ProcSamples => &self.proc_samples,
+            _ => &[],
+        }
+    }
+}
+
+/// Reads every open segment under `layout`, shaping rows like the listing
+/// of each table: `full_schema(table)` gives the listing's schema (file
+/// columns then `date`, `host`). Unreadable segments are skipped with a
+/// warning: a query is never refused because of the log.
+pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Result<RecentRows, ArrowError> {
+    let mut out = RecentRows::default();
+    let segments = match wal::all_segments(layout) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list the write-ahead log; the newest rows are left out");
+            return Ok(out);
+        }
+    };
+    for seg in segments {
+        if layout.file_path(Table::GpuSamples, &seg.host, seg.start_ms, seg.seq).exists() {
+            continue; // closed into Parquet already; the listing has its rows
+        }
+        let rows = match wal::read_segment(&seg.path) {
+            Ok(rows) => rows,
+            Err(WalError::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                tracing::warn!(file = %seg.path.display(), error = %e, "cannot read a WAL segment; its rows are left out");
+                continue;
+            }
+        };
+        let SegmentRows { gpus, procs, .. } = rows;
+        if !gpus.is_empty() {
+            let batch = gpu_samples::to_batch(&gpus)?;
+            let dates: Vec<i64> = gpus.iter().map(|r| r.ts).collect();
+            out.gpu_samples.push(with_partitions(batch, &dates, &seg.host, full_schema(Table::GpuSamples))?);
+        }
+        if !procs.is_empty() {
+            let batch = proc_samples::to_batch(&procs)?;
+            let dates: Vec<i64> = procs.iter().map(|r| r.ts).collect();
+            out.proc_samples.push(with_partitions(
+                batch,
+                &dates,
+                &seg.host,
+                full_schema(Table::ProcSamples),
+            )?);
+        }
+    }
+    Ok(out)
+}
+
+/// Appends `date` (the UTC day of each row's `ts_ms`) and `host` to `batch`.
+fn with_partitions(
+    batch: RecordBatch,
+    ts_ms: &[i64],
+    host: &str,
+    schema: SchemaRef,
+) -> Result<RecordBatch, ArrowError> {
+    const DAY_MS: i64 = 86_400_000;
+    let days: Date32Array = ts_ms.iter().map(|&ts| i32::try_from(ts.div_euclid(DAY_MS)).ok()).collect();
+    let hosts = StringArray::from(vec![host; batch.num_rows()]);
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns.push(Arc::new(days));
+    columns.push(Arc::new(hosts));
+    RecordBatch::try_new(schema, columns)
+}
