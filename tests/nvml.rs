@@ -210,7 +210,7 @@ fn proc_metrics(rows: &[ProcSample]) -> Vec<ProcMetrics> {
     let mut out: Vec<_> = rows
         .iter()
         .map(|r| ProcMetrics {
-            gpu_uuid: r.gpu_uuid.clone(),
+            gpu_uuid: r.gpu_uuid.to_string(),
             pid: r.pid,
             used_mem_bytes: r.used_mem_bytes,
             sm_util_pct: r.sm_util_pct,
@@ -363,9 +363,9 @@ impl FakeGpu {
         let gpm = |i: usize| if tick > 1 { self.gpm.and_then(|g| g[i]).map(|v| v as f32) } else { None };
         GpuSample {
             ts: ts(tick),
-            gpu_uuid: self.uuid.to_owned(),
+            gpu_uuid: self.uuid.into(),
             gpu_index: index,
-            gpu_model: Some(self.name.to_owned()),
+            gpu_model: Some(self.name.into()),
             interval_ms: INTERVAL_MS,
             gpu_util_pct: Some(i32_of(self.util)),
             mem_util_pct: Some(i32_of(self.mem_util)),
@@ -664,7 +664,7 @@ fn identity_of_a_real_process() {
     assert_eq!(identity.comm.as_deref(), Some("sleep"));
     let uid = real_uid(sleep);
     assert_eq!(identity.uid, Some(uid));
-    assert_eq!(identity.user, passwd_name(uid));
+    assert_eq!(identity.user.as_deref(), passwd_name(uid).as_deref());
     // The kernel counts start times in clock ticks since boot, and boot
     // time in whole seconds: a second of slack either side.
     let start = identity.proc_start.expect("the start time is readable");
@@ -678,9 +678,9 @@ fn identity_of_a_real_process() {
     let from_cgroup = apron_recorder::identity::parse_cgroup_file(&cgroup);
     assert_eq!(identity.slurm_account.as_deref(), Some("vision"));
     assert_eq!(identity.k8s_namespace.as_deref(), Some("team-a"));
-    assert_eq!(identity.slurm_job_id, from_cgroup.slurm_job_id.or(Some("4242".into())));
-    assert_eq!(identity.container_id, from_cgroup.container_id);
-    assert_eq!(identity.k8s_pod_uid, from_cgroup.k8s_pod_uid);
+    assert_eq!(identity.slurm_job_id.as_deref(), from_cgroup.slurm_job_id.as_deref().or(Some("4242")));
+    assert_eq!(identity.container_id.as_deref(), from_cgroup.container_id.as_deref());
+    assert_eq!(identity.k8s_pod_uid.as_deref(), from_cgroup.k8s_pod_uid.as_deref());
     assert!(!format!("{identity:?}").contains("hunter2"));
     // The same process at the next tick: the same identity.
     assert_eq!(&ticks[1].procs[0].identity, identity);

@@ -121,7 +121,8 @@ impl IdentityCache {
         }
         if let Some(uid) = procfs::process::Process::new(pid).and_then(|p| p.status()).ok().map(|s| s.ruid) {
             identity.uid = Some(i64::from(uid));
-            identity.user = self.users.entry(uid).or_insert_with(|| user_name(uid)).as_deref().map(Into::into);
+            identity.user =
+                self.users.entry(uid).or_insert_with(|| user_name(uid)).as_deref().map(Into::into);
         }
         if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
             let ids = parse_cgroup_file(&text);

@@ -6,6 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use apron_recorder::maintenance::{self, DailyMaintenance};
+use apron_recorder::recover::recover;
+use apron_recorder::retention::RetentionPolicy;
 use apron_recorder::simulate::{SimulateOptions, simulate};
 use apron_recorder::source::Source;
 use apron_recorder::source::nvml::NvmlSource;
@@ -14,7 +17,7 @@ use apron_recorder::tick;
 use apron_recorder::writer::RollingWriter;
 use apron_schemas::DataLayout;
 use chrono::{NaiveDate, Utc};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Records every GPU and GPU process of this host once per interval into
 /// Hive-partitioned Parquet files under the data folder.
@@ -33,6 +36,10 @@ struct Cli {
     /// How long each file spans before it closes (files also close at UTC midnight).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     rotate: Duration,
+    /// How often the write-ahead log is synced to disk: a power loss loses at
+    /// most about this much (a killed recorder loses nothing already sampled).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    sync: Duration,
     /// Host name to record under (default: this machine's host name).
     #[arg(long)]
     host: Option<String>,
@@ -45,8 +52,30 @@ struct Cli {
     /// Path of the NVML library (default: the driver's libnvidia-ml.so.1).
     #[arg(long, env = "APRON_NVML_LIB")]
     nvml_lib: Option<PathBuf>,
+    /// After each UTC midnight the recorder compacts its closed days and
+    /// removes its expired ones (as `apron-recorder compact` does).
+    #[command(flatten)]
+    retention: RetentionArgs,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// How long data is kept: whole day partitions older than this are removed.
+#[derive(Debug, Clone, Copy, Args)]
+struct RetentionArgs {
+    /// Keep raw samples (gpu_samples, proc_samples) this long, in whole days
+    /// before today (UTC); older day partitions are removed.
+    #[arg(long, default_value = "90d", value_parser = parse_retention)]
+    retain_raw: Duration,
+    /// Keep minute rollups (gpu_minutes, proc_minutes) this long (default: 3 years).
+    #[arg(long, default_value = "1095d", value_parser = parse_retention)]
+    retain_rollups: Duration,
+}
+
+impl RetentionArgs {
+    fn policy(self) -> RetentionPolicy {
+        RetentionPolicy::from_durations(self.retain_raw, self.retain_rollups)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,12 +107,39 @@ enum Command {
         #[arg(long, default_value = "24h", value_parser = parse_duration)]
         rotate: Duration,
     },
+    /// Merges closed days into one file per table, day and host, and removes expired days.
+    ///
+    /// Merges every closed day (before today, UTC) into one sorted file per
+    /// table, day and host, then removes whole day partitions older than
+    /// --retain-raw (raw samples) or --retain-rollups (minute rollups): what
+    /// the recorder does after each UTC midnight, on demand. Prints what it
+    /// merged and removed. Safe while the recorder runs and while queries
+    /// read (a query that listed a day's files just before they were merged
+    /// lists them again).
+    Compact {
+        /// Only this host's partitions (default: every host).
+        #[arg(long)]
+        host: Option<String>,
+        /// Only compact: remove no expired day.
+        #[arg(long)]
+        no_retention: bool,
+        #[command(flatten)]
+        retention: RetentionArgs,
+    },
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 1s, 500ms, 10m, 24h)"))?;
     if d < Duration::from_millis(1) {
         return Err("must be at least 1ms".into());
+    }
+    Ok(d)
+}
+
+fn parse_retention(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 90d, 1095d, 3y)"))?;
+    if d < Duration::from_secs(86_400) {
+        return Err("must be at least 1d".into());
     }
     Ok(d)
 }
@@ -146,8 +202,47 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             run_simulate(&opts, &cli.data)
         }
+        Some(Command::Compact { host, no_retention, retention }) => {
+            if let Some(h) = &host {
+                apron_schemas::paths::validate_host(h)?;
+            }
+            let policy = retention.policy();
+            run_compact(&layout, host.as_deref(), (!no_retention).then_some(&policy))
+        }
         None => record(&cli, layout),
     }
+}
+
+fn run_compact(
+    layout: &DataLayout,
+    host: Option<&str>,
+    retention: Option<&RetentionPolicy>,
+) -> anyhow::Result<()> {
+    let now = Utc::now();
+    let report = maintenance::run(layout, host, now.date_naive(), retention, now.timestamp_millis())
+        .with_context(|| format!("cannot compact {}", layout.root().display()))?;
+    for c in &report.compacted {
+        println!(
+            "compacted {}/date={}/host={}: {} files -> 1 ({} rows) {}",
+            c.table,
+            c.date,
+            c.host,
+            c.files,
+            c.rows,
+            c.path.display()
+        );
+    }
+    for r in &report.removed {
+        let kept = retention.map_or(0, |p| p.days(r.table));
+        println!("removed {} (expired: kept {kept} days before today)", r.path.display());
+    }
+    println!(
+        "{} partitions compacted, {} expired partitions removed under {}",
+        report.compacted.len(),
+        report.removed.len(),
+        layout.root().display()
+    );
+    Ok(())
 }
 
 fn run_simulate(opts: &SimulateOptions, data: &std::path::Path) -> anyhow::Result<()> {
@@ -204,14 +299,43 @@ fn record(cli: &Cli, layout: DataLayout) -> anyhow::Result<()> {
         }
         SourceKind::Nvml => Box::new(NvmlSource::open(host.clone(), cli.nvml_lib.as_deref())?),
     };
-    let mut writer = RollingWriter::new(layout, &host, cli.rotate)?;
+    // Before anything touches the WAL (and after the source opened, so a
+    // machine without a driver is told so and left untouched): a second recorder would replay and
+    // delete the first one's open segment.
+    let _lock = apron_recorder::lock::RecorderLock::acquire(&layout.recorder_lock_path(&host), &host)?;
+    // What a crash left in the WAL goes to Parquet before anything new is
+    // recorded, under the names the crashed writer would have used.
+    match recover(&layout, &host) {
+        Ok(r) if r.segments > 0 => tracing::info!(
+            segments = r.segments,
+            recovered = r.recovered,
+            empty = r.empty,
+            kept = r.kept,
+            files = r.files,
+            gpu_rows = r.gpu_rows,
+            proc_rows = r.proc_rows,
+            torn_bytes = r.torn_bytes,
+            "recovered the write-ahead log"
+        ),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(error = %tick::format_chain(&e), "cannot recover the write-ahead log; recording anyway")
+        }
+    }
+    let mut maintenance = DailyMaintenance::new(layout.clone(), &host, cli.retention.policy());
+    let mut writer = RollingWriter::new(layout, &host, cli.rotate)?.with_wal(cli.sync)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .enable_io()
         .build()
         .context("cannot start the recorder's event loop")?;
-    tracing::info!(host = %host, data = %cli.data.display(), source = ?cli.source, interval = ?cli.interval, rotate = ?cli.rotate, "recording");
-    rt.block_on(tick::run(source.as_mut(), &mut writer, cli.interval))
-        .with_context(|| format!("cannot write the last rows under {}", cli.data.display()))?;
+    tracing::info!(host = %host, data = %cli.data.display(), source = ?cli.source, interval = ?cli.interval, rotate = ?cli.rotate, sync = ?cli.sync, "recording");
+    rt.block_on(tick::run_with_maintenance(
+        source.as_mut(),
+        &mut writer,
+        cli.interval,
+        Some(&mut maintenance),
+    ))
+    .with_context(|| format!("cannot write the last rows under {}", cli.data.display()))?;
     Ok(())
 }

@@ -46,7 +46,10 @@ pub struct SimulateStats {
 
 /// Simulates and writes. `progress(done, total)` is called now and then
 /// with simulated GPU-seconds done and in all, from any worker thread.
-pub fn simulate(opts: &SimulateOptions, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<SimulateStats, WriteError> {
+pub fn simulate(
+    opts: &SimulateOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<SimulateStats, WriteError> {
     let start_ms = opts.start.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc().timestamp_millis();
     let end_ms = start_ms + i64::from(opts.days) * DAY_MS;
     let interval_ms = i64::try_from(opts.interval.as_millis()).unwrap_or(i64::MAX).max(1);

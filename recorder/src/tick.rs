@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tracing::{info, warn};
 
+use crate::maintenance::DailyMaintenance;
 use crate::source::{Source, Tick};
 use crate::writer::{RollingWriter, WriteError, WriterStats};
 
@@ -54,7 +55,23 @@ fn now_ms() -> i64 {
 /// Records from `source` into `writer` every `interval` until SIGTERM or
 /// SIGINT, then closes the open file. When this returns `Ok`, every sample
 /// taken is durable on disk.
-pub async fn run(source: &mut dyn Source, writer: &mut RollingWriter, interval: Duration) -> Result<RunStats, WriteError> {
+pub async fn run(
+    source: &mut dyn Source,
+    writer: &mut RollingWriter,
+    interval: Duration,
+) -> Result<RunStats, WriteError> {
+    run_with_maintenance(source, writer, interval, None).await
+}
+
+/// [`run`], also compacting closed days and applying retention in the
+/// background each time the UTC date changes (and at the first tick), via
+/// `maintenance`; a run in progress is waited for at shutdown.
+pub async fn run_with_maintenance(
+    source: &mut dyn Source,
+    writer: &mut RollingWriter,
+    interval: Duration,
+    mut maintenance: Option<&mut DailyMaintenance>,
+) -> Result<RunStats, WriteError> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).map_err(|source| WriteError::Io {
         op: "install a SIGTERM handler for",
@@ -103,11 +120,26 @@ pub async fn run(source: &mut dyn Source, writer: &mut RollingWriter, interval: 
             stats.write_errors += 1;
             warn!(error = %format_chain(&e), pending_rows = writer.pending_rows(), "cannot write; rows kept in memory, retrying at the next rotation");
         }
+        // After the push: at the first tick of a day, the day before is closed.
+        if let Some(m) = maintenance.as_deref_mut() {
+            m.on_tick(ts);
+        }
     }
     writer.close()?;
+    // The rows first; then let a merge in progress finish rather than leave
+    // it for the next start to clear away.
+    if let Some(m) = maintenance {
+        m.finish();
+    }
     stats.written = writer.stats();
-    info!(ticks = stats.ticks, missed = stats.ticks_missed, files = stats.written.files,
-        gpu_rows = stats.written.gpu_rows, proc_rows = stats.written.proc_rows, "recorder stopped; all rows written");
+    info!(
+        ticks = stats.ticks,
+        missed = stats.ticks_missed,
+        files = stats.written.files,
+        gpu_rows = stats.written.gpu_rows,
+        proc_rows = stats.written.proc_rows,
+        "recorder stopped; all rows written"
+    );
     Ok(stats)
 }
 

@@ -3,10 +3,16 @@
 //! closes.
 //!
 //! Parquet cannot be appended to, so the open file's rows live in memory
-//! until it closes (the WAL that makes them crash-safe is not this module's
-//! job). A file appears only complete: it is written under a hidden
-//! temporary name, synced, renamed to its final name, and the folder is
-//! synced, so a reader never lists a partial file.
+//! until it closes, and in the file's WAL segment when the writer has one
+//! ([`RollingWriter::with_wal`]; the segment format and syncing are
+//! [`crate::wal`]'s job). A file appears only complete: it is written under a
+//! hidden temporary name, synced, renamed to its final name, and the folder
+//! is synced, so a reader never lists a partial file.
+//!
+//! A file's name (start, seq) is chosen when it opens, free among the
+//! Parquet files and WAL segments already there, and is the name of its
+//! segment too; so a file that exists already holds its segment's rows, and
+//! writing it again (replaying a segment after a crash) is skipped.
 
 use std::fs::{self, File};
 use std::io;
@@ -15,14 +21,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apron_schemas::paths::{temp_path, validate_host};
-use apron_schemas::{DataLayout, GpuSample, PathError, ProcSample, Table, Text, gpu_samples, parquet_props, proc_samples};
+use apron_schemas::{
+    DataLayout, GpuSample, PathError, ProcSample, Table, Text, gpu_minutes, gpu_samples, parquet_props,
+    proc_minutes, proc_samples,
+};
 use arrow::array::RecordBatch;
 use arrow::error::ArrowError;
 use parquet::arrow::ArrowWriter;
 use parquet::errors::ParquetError;
 
+use crate::rollup::{self, EnergyCarry};
 use crate::rotate::should_rotate;
 use crate::source::Tick;
+use crate::wal::{Wal, WalStats};
 
 /// Writing a Parquet file failed.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +100,13 @@ pub struct RollingWriter {
     layout: DataLayout,
     host: String,
     rotate_ms: i64,
+    /// The open file's counter (chosen when it opens), else the next one's.
     seq: u64,
+    /// The write-ahead log, when the rows must survive a crash.
+    wal: Option<Wal>,
+    /// Each GPU's last sample in the files closed so far, for the energy of
+    /// the next file's first sample (see [`crate::rollup`]).
+    energy_carry: EnergyCarry,
     /// First and last tick of the open file.
     open: Option<(i64, i64)>,
     runs: Vec<GpuRun>,
@@ -109,11 +126,26 @@ impl RollingWriter {
             host: host.to_owned(),
             rotate_ms: i64::try_from(rotate.as_millis()).unwrap_or(i64::MAX).max(1),
             seq: 0,
+            wal: None,
+            energy_carry: EnergyCarry::new(),
             open: None,
             runs: Vec::new(),
             gpus_written: false,
             stats: WriterStats::default(),
         })
+    }
+
+    /// Keeps each open file's rows in a WAL segment as well as in memory,
+    /// synced every `sync` of tick time (see [`crate::wal`]), and deletes the
+    /// segment once the file is durable.
+    pub fn with_wal(mut self, sync: Duration) -> Result<Self, WriteError> {
+        self.wal = Some(Wal::new(self.layout.clone(), &self.host, sync)?);
+        Ok(self)
+    }
+
+    /// What the write-ahead log has done (`None` without one).
+    pub fn wal_stats(&self) -> Option<WalStats> {
+        self.wal.as_ref().map(Wal::stats)
     }
 
     /// The host this writer writes for.
@@ -140,8 +172,20 @@ impl RollingWriter {
         {
             self.close()?;
         }
-        let start = self.open.map_or(ts_ms, |(start, _)| start);
+        let start = match self.open {
+            Some((start, _)) => start,
+            None => {
+                self.seq = self.free_seq(ts_ms, self.seq);
+                if let Some(wal) = &mut self.wal {
+                    wal.begin(ts_ms, self.seq);
+                }
+                ts_ms
+            }
+        };
         self.open = Some((start, ts_ms));
+        if let Some(wal) = &mut self.wal {
+            wal.append(ts_ms, &tick.gpus, &tick.procs);
+        }
         for row in &tick.gpus {
             self.run(&row.gpu_uuid).gpus.push(row.clone());
         }
@@ -160,6 +204,19 @@ impl RollingWriter {
         Ok(())
     }
 
+    /// The first counter from `from` on that names no file of any table and
+    /// no WAL segment for a file starting at `start_ms`: a restart within the
+    /// same millisecond, or a clock that jumped back, never reuses a name.
+    fn free_seq(&self, start_ms: i64, from: u64) -> u64 {
+        let taken = |seq| {
+            self.layout.wal_segment_path(&self.host, start_ms, seq).exists()
+                || Table::ALL
+                    .into_iter()
+                    .any(|t| self.layout.file_path(t, &self.host, start_ms, seq).exists())
+        };
+        (from..).find(|&seq| !taken(seq)).unwrap_or(from)
+    }
+
     fn run_index(&mut self, uuid: &Text) -> usize {
         // A host has a handful of GPUs and sources hand out the same Arc
         // each tick, so a pointer comparison usually settles it.
@@ -176,7 +233,8 @@ impl RollingWriter {
     }
 
     /// Closes the open file: writes every row held, one file per table
-    /// that has rows. When this returns `Ok`, the rows are durable on disk.
+    /// that has rows, raw tables first, then their minute rollups
+    /// ([`crate::rollup`]). When this returns `Ok`, the rows are durable on disk.
     pub fn close(&mut self) -> Result<(), WriteError> {
         let Some((start, _)) = self.open else {
             return Ok(());
@@ -199,22 +257,84 @@ impl RollingWriter {
                 .map_err(|source| WriteError::Batch { table: Table::ProcSamples, source })?;
             self.write(Table::ProcSamples, start, &batch)?;
         }
+        // The file's minute rollups, under the same (start, seq) name, so a
+        // closed raw file and its rollups go together.
+        let rollup = rollup::rollup(
+            self.runs.iter().flat_map(|r| r.gpus.iter()),
+            self.runs.iter().flat_map(|r| r.procs.iter()),
+            &self.energy_carry,
+        );
+        if !rollup.gpu_minutes.is_empty() {
+            let batch = gpu_minutes::to_batch(&rollup.gpu_minutes)
+                .map_err(|source| WriteError::Batch { table: Table::GpuMinutes, source })?;
+            self.write(Table::GpuMinutes, start, &batch)?;
+        }
+        if !rollup.proc_minutes.is_empty() {
+            let batch = proc_minutes::to_batch(&rollup.proc_minutes)
+                .map_err(|source| WriteError::Batch { table: Table::ProcMinutes, source })?;
+            self.write(Table::ProcMinutes, start, &batch)?;
+        }
+        self.energy_carry = rollup.carry;
         self.stats.gpu_rows += gpu_rows as u64;
         self.stats.proc_rows += proc_rows as u64;
         self.gpus_written = false;
         self.runs.clear();
         self.open = None;
         self.seq += 1;
+        // Only now, with every file of it durable, may its segment go.
+        if let Some(wal) = &mut self.wal {
+            wal.finish();
+        }
         Ok(())
     }
 
+    /// Writes the rows of the file (`start_ms`, `seq`) that a crash left in
+    /// its WAL segment: the files [`RollingWriter::close`] would have
+    /// written for it, with the same names, in (gpu_uuid, ts[, pid]) order.
+    /// Files of it that exist already are kept as they are (they were
+    /// written before the crash), so replaying the same rows again writes
+    /// nothing. An open file is closed first. When this returns `Ok`, the
+    /// rows are durable on disk.
+    pub fn replay(
+        &mut self,
+        start_ms: i64,
+        seq: u64,
+        gpus: Vec<GpuSample>,
+        procs: Vec<ProcSample>,
+    ) -> Result<(), WriteError> {
+        self.close()?;
+        let Some(last) = gpus.iter().map(|r| r.ts).chain(procs.iter().map(|r| r.ts)).max() else {
+            return Ok(());
+        };
+        let mut gpus = gpus;
+        let mut procs = procs;
+        gpu_samples::sort(&mut gpus);
+        proc_samples::sort(&mut procs);
+        // A segment holds each tick once; a row twice would be a bug, and
+        // must not become a duplicate in Parquet.
+        gpus.dedup_by(|b, a| a.gpu_uuid == b.gpu_uuid && a.ts == b.ts);
+        procs.dedup_by(|b, a| a.gpu_uuid == b.gpu_uuid && a.ts == b.ts && a.pid == b.pid);
+        for row in gpus {
+            let uuid = row.gpu_uuid.clone();
+            self.run(&uuid).gpus.push(row);
+        }
+        for row in procs {
+            let uuid = row.gpu_uuid.clone();
+            self.run(&uuid).procs.push(row);
+        }
+        self.seq = seq;
+        self.open = Some((start_ms, last));
+        self.close()
+    }
+
     fn write(&mut self, table: Table, start_ms: i64, batch: &RecordBatch) -> Result<(), WriteError> {
-        // Never replace a file that is already there (a restart within the
-        // same millisecond, or a clock that jumped back): take the next seq.
-        let mut path = self.layout.file_path(table, &self.host, start_ms, self.seq);
-        while path.exists() {
-            self.seq += 1;
-            path = self.layout.file_path(table, &self.host, start_ms, self.seq);
+        // The name was free when the file opened (see `free_seq`), so a file
+        // there now holds these very rows: written before a crash that left
+        // the WAL segment behind, or by an earlier try of this close. Never
+        // write it twice.
+        let path = self.layout.file_path(table, &self.host, start_ms, self.seq);
+        if path.exists() {
+            return Ok(());
         }
         write_file_atomic(&path, table, &self.host, batch)?;
         self.stats.files += 1;
@@ -226,7 +346,12 @@ impl RollingWriter {
 /// name, fsync, rename, fsync of the folder. When this returns `Ok`, the file
 /// is durable and complete; on error no file is left at `path` or at the
 /// temporary name.
-pub fn write_file_atomic(path: &Path, table: Table, host: &str, batch: &RecordBatch) -> Result<(), WriteError> {
+pub fn write_file_atomic(
+    path: &Path,
+    table: Table,
+    host: &str,
+    batch: &RecordBatch,
+) -> Result<(), WriteError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(|source| WriteError::Io {
         op: "create folder",
@@ -244,7 +369,13 @@ pub fn write_file_atomic(path: &Path, table: Table, host: &str, batch: &RecordBa
     sync_dir(dir)
 }
 
-fn write_and_rename(tmp: &Path, path: &Path, table: Table, host: &str, batch: &RecordBatch) -> Result<(), WriteError> {
+fn write_and_rename(
+    tmp: &Path,
+    path: &Path,
+    table: Table,
+    host: &str,
+    batch: &RecordBatch,
+) -> Result<(), WriteError> {
     let io_err = |op: &'static str, p: &Path| {
         let p = p.to_path_buf();
         move |source| WriteError::Io { op, path: p, source }
@@ -261,9 +392,11 @@ fn write_and_rename(tmp: &Path, path: &Path, table: Table, host: &str, batch: &R
 
 /// Makes a rename in `dir` durable.
 fn sync_dir(dir: &Path) -> Result<(), WriteError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|source| WriteError::Io { op: "sync folder", path: dir.to_path_buf(), source })
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|source| WriteError::Io {
+        op: "sync folder",
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -309,10 +442,11 @@ mod tests {
             w.push(base + s * 1_000, &tick(base + s * 1_000)).expect("push");
         }
         w.close().expect("close");
-        let files = parquet_files(tmp.path());
+        let files = parquet_files(&tmp.path().join("gpu_samples"));
         assert_eq!(files.len(), 2, "{files:?}");
         assert!(files.iter().all(|f| f.extension().is_some_and(|e| e == "parquet")));
-        assert_eq!(w.stats(), WriterStats { files: 2, gpu_rows: 8, proc_rows: 0 });
+        // Each closed file comes with its gpu_minutes rollup.
+        assert_eq!(w.stats(), WriterStats { files: 4, gpu_rows: 8, proc_rows: 0 });
 
         let reader = SerializedFileReader::new_with_options(
             File::open(&files[0]).expect("open"),
@@ -335,7 +469,8 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let blocker = tmp.path().join("gpu_samples");
         fs::write(&blocker, b"a file where a folder should be").expect("write");
-        let mut w = RollingWriter::new(DataLayout::new(tmp.path()), "n", Duration::from_secs(600)).expect("host");
+        let mut w =
+            RollingWriter::new(DataLayout::new(tmp.path()), "n", Duration::from_secs(600)).expect("host");
         w.push(0, &tick(0)).expect("push");
         let err = w.close().expect_err("cannot create the partition folder");
         assert!(err.to_string().starts_with("cannot create folder"), "{err}");
@@ -343,6 +478,62 @@ mod tests {
         fs::remove_file(&blocker).expect("unblock");
         w.close().expect("close after the cause is gone");
         assert_eq!(w.pending_rows(), 0);
-        assert_eq!(parquet_files(tmp.path()).len(), 1);
+        assert_eq!(parquet_files(&tmp.path().join("gpu_samples")).len(), 1);
+    }
+
+    #[test]
+    fn each_closed_file_has_its_rollups_under_the_same_name() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let layout = DataLayout::new(tmp.path());
+        let mut w = RollingWriter::new(layout.clone(), "n", Duration::from_secs(60)).expect("host");
+        // 00:00:58 .. 00:01:01 with the energy counter: two files, and the
+        // second file's first sample takes its energy from the first file's
+        // last counter value.
+        let base = 1_796_083_200_000 + 58_000;
+        for s in 0..4 {
+            let ts = base + s * 1_000;
+            let g = GpuSample {
+                energy_mj: Some(10_000 + s * 250),
+                power_mw: Some(1),
+                ..gpu(ts, "GPU-a", Some(50))
+            };
+            let p = ProcSample {
+                ts,
+                gpu_uuid: "GPU-a".into(),
+                pid: 7,
+                interval_ms: 1_000,
+                used_mem_bytes: Some(1 << 30),
+                ..Default::default()
+            };
+            w.push(ts, &Tick { gpus: vec![g], procs: vec![p], ..Default::default() }).expect("push");
+        }
+        w.close().expect("close");
+        let name = |t: Table| -> Vec<String> {
+            parquet_files(&layout.table_dir(t))
+                .iter()
+                .map(|f| f.file_name().expect("name").to_string_lossy().into_owned())
+                .collect()
+        };
+        let raw = name(Table::GpuSamples);
+        assert_eq!(raw.len(), 2);
+        assert_eq!(name(Table::ProcSamples), raw);
+        assert_eq!(name(Table::GpuMinutes), raw);
+        assert_eq!(name(Table::ProcMinutes), raw);
+
+        use arrow::array::AsArray;
+        use arrow::datatypes::Float64Type;
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        let second = parquet_files(&layout.table_dir(Table::GpuMinutes)).pop().expect("a file");
+        let batch = ParquetRecordBatchReaderBuilder::try_new(File::open(second).expect("open"))
+            .expect("parquet")
+            .build()
+            .expect("reader")
+            .next()
+            .expect("a batch")
+            .expect("decodes");
+        let energy = batch.column_by_name("energy_j").expect("energy_j").as_primitive::<Float64Type>();
+        let held = batch.column_by_name("proc_held").expect("proc_held").as_boolean();
+        // Two samples, each 250 mJ after the one before.
+        assert_eq!((batch.num_rows(), energy.value(0), held.value(0)), (1, 0.5, true));
     }
 }

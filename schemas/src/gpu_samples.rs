@@ -20,7 +20,7 @@ use crate::ts_type;
 
 /// One GPU at one tick. Every metric is `None` when NVML could not give it
 /// (not supported, or the call failed); `Some(0)` is a measured zero.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct GpuSample {
     /// Tick time, milliseconds since the Unix epoch (UTC), snapped to the tick.
     pub ts: i64,

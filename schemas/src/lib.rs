@@ -1,6 +1,7 @@
 //! apron's tables: the Arrow schema of every table, its columns and units, the
-//! Parquet writer settings, the schema version stored in each file, and the
-//! on-disk layout.
+//! Parquet writer settings, the schema version stored in each file, the
+//! on-disk layout, and the write-ahead log format ([`wal`]) that the analysis
+//! reads without linking the recorder.
 //!
 //! This crate owns *what* is stored and *where*; the recorder owns *when*
 //! (ticks, rotation) and the analysis crate owns *how it is read*.
@@ -13,14 +14,19 @@
 //!   `Timestamp(Millisecond, "UTC")`;
 //! - integers are signed (`Int32`/`Int64`) so every engine reads them alike.
 
+pub mod gpu_minutes;
 pub mod gpu_samples;
 pub mod parquet_props;
 pub mod paths;
+pub mod proc_minutes;
 pub mod proc_samples;
 pub mod table;
+pub mod wal;
 
+pub use gpu_minutes::GpuMinute;
 pub use gpu_samples::{GpuSample, Text};
 pub use paths::{DataLayout, PathError};
+pub use proc_minutes::ProcMinute;
 pub use proc_samples::{ProcIdentity, ProcSample};
 pub use table::Table;
 

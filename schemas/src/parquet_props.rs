@@ -30,13 +30,11 @@ pub fn writer_properties(table: Table, host: &str) -> WriterProperties {
     let schema = table.schema();
     let mut builder = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_2_0)
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(ZSTD_LEVEL).expect("3 is a valid zstd level"),
-        ))
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).expect("3 is a valid zstd level")))
         .set_dictionary_enabled(false)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(Some(MAX_ROW_GROUP_ROWS))
-        .set_sorting_columns(Some(sorting_columns(&schema)))
+        .set_sorting_columns(Some(sorting_columns(table, &schema)))
         .set_key_value_metadata(Some(vec![
             KeyValue::new(SCHEMA_VERSION_KEY.to_owned(), SCHEMA_VERSION.to_owned()),
             KeyValue::new(TABLE_KEY.to_owned(), table.name().to_owned()),
@@ -49,15 +47,19 @@ pub fn writer_properties(table: Table, host: &str) -> WriterProperties {
             DataType::Float32 | DataType::Float64 => {
                 builder.set_column_encoding(path, Encoding::BYTE_STREAM_SPLIT)
             }
+            // Booleans are bit-packed already (RLE in Parquet 2.0).
+            DataType::Boolean => builder,
             _ => builder.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
         };
     }
     builder.build()
 }
 
-/// The declared sort order: `gpu_uuid`, then `ts` (then `pid` where present).
-fn sorting_columns(schema: &Schema) -> Vec<SortingColumn> {
-    ["gpu_uuid", "ts", "pid"]
+/// The declared sort order, [`Table::sort_columns`]: `gpu_uuid`, then `ts`
+/// (rollups: `minute`), then `pid` where present.
+fn sorting_columns(table: Table, schema: &Schema) -> Vec<SortingColumn> {
+    table
+        .sort_columns()
         .iter()
         .filter_map(|name| schema.index_of(name).ok())
         .map(|idx| SortingColumn {

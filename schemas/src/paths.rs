@@ -4,7 +4,9 @@
 //! DATA/
 //!   gpu_samples/date=2026-11-30/host=node07/20261130T014500Z-000001.parquet
 //!   proc_samples/date=…/host=…/…
-//!   wal/host=node07/…
+//!   gpu_minutes/date=…/host=…/…   (rollups: same name as the raw file they summarise)
+//!   proc_minutes/date=…/host=…/…
+//!   wal/host=node07/1796003100000-000001.wal      (the open file's rows)
 //! ```
 //!
 //! Partitions are Hive-style (`key=value`), so DataFusion, DuckDB, Spark,
@@ -23,9 +25,7 @@ use crate::Table;
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
     /// The host name would not make a safe, portable folder name.
-    #[error(
-        "invalid host name {0:?}: use letters, digits, '.', '-' and '_' only (at most 253 characters)"
-    )]
+    #[error("invalid host name {0:?}: use letters, digits, '.', '-' and '_' only (at most 253 characters)")]
     Host(String),
 }
 
@@ -53,9 +53,36 @@ impl DataLayout {
 
     /// `DATA/<table>/date=YYYY-MM-DD/host=HOST`.
     pub fn partition_dir(&self, table: Table, date: NaiveDate, host: &str) -> PathBuf {
-        self.table_dir(table)
-            .join(format!("date={}", date.format("%Y-%m-%d")))
-            .join(format!("host={host}"))
+        self.table_dir(table).join(format!("date={}", date.format("%Y-%m-%d"))).join(format!("host={host}"))
+    }
+
+    /// `DATA/<table>/date=YYYY-MM-DD`: one day of a table, every host.
+    pub fn date_dir(&self, table: Table, date: NaiveDate) -> PathBuf {
+        self.table_dir(table).join(format!("date={}", date.format("%Y-%m-%d")))
+    }
+
+    /// The hidden folder, beside the partition folder of (`table`, `date`,
+    /// `host`), in which compaction by process `pid` builds the merged file
+    /// before swapping it with the partition folder. It starts with a dot
+    /// and holds no `=`, so no reader takes it for a partition.
+    pub fn compact_staging_dir(&self, table: Table, date: NaiveDate, host: &str, pid: u32) -> PathBuf {
+        self.date_dir(table, date).join(format!("{COMPACT_STAGING_PREFIX}{host}-{pid}"))
+    }
+
+    /// The name of the one file a compacted partition of `date` holds:
+    /// `<date>T000000000Z-compacted-<when>.parquet`, `compacted_at_ms` being
+    /// when compaction ran. The name sorts with the day's other files and is
+    /// new each time, so a reader never mistakes it for a file it listed
+    /// before.
+    pub fn compacted_file_name(date: NaiveDate, compacted_at_ms: i64) -> String {
+        let at = DateTime::<Utc>::from_timestamp_millis(compacted_at_ms).unwrap_or_default();
+        format!("{}T000000000Z-compacted-{}.parquet", date.format("%Y%m%d"), at.format("%Y%m%dT%H%M%S%3fZ"))
+    }
+
+    /// `DATA/.compact.lock`: held (flock) by whoever compacts or applies
+    /// retention in this data folder, so two never work on it at once.
+    pub fn compact_lock_path(&self) -> PathBuf {
+        self.root.join(".compact.lock")
     }
 
     /// The final path of a file of `table` on `host` whose first tick is
@@ -70,17 +97,76 @@ impl DataLayout {
 
     /// The write-ahead log folder of `host`.
     pub fn wal_dir(&self, host: &str) -> PathBuf {
-        self.root.join("wal").join(format!("host={host}"))
+        self.wal_root().join(format!("host={host}"))
     }
+
+    /// The lock file that keeps a second recorder of `host` off this data
+    /// folder (in the host's WAL folder, which that recorder alone writes).
+    pub fn recorder_lock_path(&self, host: &str) -> PathBuf {
+        self.wal_dir(host).join("LOCK")
+    }
+
+    /// `DATA/wal`: the folder holding every host's write-ahead log folder.
+    pub fn wal_root(&self) -> PathBuf {
+        self.root.join("wal")
+    }
+
+    /// The write-ahead log segment of the open file of `host` whose first
+    /// tick is `start_ms` and whose counter is `seq`: the same (start, seq)
+    /// as the Parquet files it turns into ([`DataLayout::file_path`]), so
+    /// the segment of a file that already exists is known without reading
+    /// it. The name is `<start_ms>-<seq>.wal` (see [`parse_wal_segment_name`]).
+    pub fn wal_segment_path(&self, host: &str, start_ms: i64, seq: u64) -> PathBuf {
+        self.wal_dir(host).join(format!("{start_ms}-{seq:06}.{WAL_EXTENSION}"))
+    }
+}
+
+/// The extension of write-ahead log segments.
+pub const WAL_EXTENSION: &str = "wal";
+
+/// The (start_ms, seq) of a segment file name written by
+/// [`DataLayout::wal_segment_path`]; `None` for any other name (temporary
+/// files, other tools' files).
+pub fn parse_wal_segment_name(name: &str) -> Option<(i64, u64)> {
+    let stem = name.strip_suffix(WAL_EXTENSION)?.strip_suffix('.')?;
+    let (start, seq) = stem.rsplit_once('-')?;
+    if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((start.parse().ok()?, seq.parse().ok()?))
+}
+
+/// The prefix of compaction's hidden staging folders
+/// ([`DataLayout::compact_staging_dir`]).
+pub const COMPACT_STAGING_PREFIX: &str = ".compact-";
+
+/// The prefix of the hidden names expired partitions are renamed to
+/// before they are removed ([`expired_path`]).
+pub const EXPIRED_PREFIX: &str = ".expired-";
+
+/// The hidden name, beside `dir`, that retention renames the partition
+/// folder `dir` to (by process `pid`) before removing it, so readers see the
+/// partition vanish at once rather than file by file. It starts with a dot
+/// and holds no `=`, so no reader takes it for a partition.
+pub fn expired_path(dir: &Path, pid: u32) -> PathBuf {
+    let name = dir.file_name().map(|n| n.to_string_lossy().replace('=', "_")).unwrap_or_default();
+    dir.with_file_name(format!("{EXPIRED_PREFIX}{name}-{pid}"))
+}
+
+/// The date of a `date=YYYY-MM-DD` folder name; `None` for any other name.
+pub fn parse_date_dir_name(name: &str) -> Option<NaiveDate> {
+    NaiveDate::parse_from_str(name.strip_prefix("date=")?, "%Y-%m-%d").ok()
+}
+
+/// The host of a `host=NAME` folder name; `None` for any other name.
+pub fn parse_host_dir_name(name: &str) -> Option<&str> {
+    name.strip_prefix("host=").filter(|h| !h.is_empty())
 }
 
 /// The hidden temporary name a file is written under before its rename.
 /// It does not end in `.parquet` and starts with a dot, so no reader lists it.
 pub fn temp_path(final_path: &Path) -> PathBuf {
-    let name = final_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = final_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     final_path.with_file_name(format!(".{name}.tmp"))
 }
 
@@ -104,13 +190,46 @@ mod tests {
         let p = layout.file_path(Table::GpuSamples, "node07", 1_796_083_199_000, 3);
         assert_eq!(
             p,
-            Path::new(
-                "/data/gpu_samples/date=2026-11-30/host=node07/20261130T235959000Z-000003.parquet"
-            )
+            Path::new("/data/gpu_samples/date=2026-11-30/host=node07/20261130T235959000Z-000003.parquet")
         );
         assert_eq!(
             temp_path(&p).file_name().and_then(|n| n.to_str()),
             Some(".20261130T235959000Z-000003.parquet.tmp")
+        );
+    }
+
+    #[test]
+    fn wal_segment_names_round_trip() {
+        let layout = DataLayout::new("/data");
+        let p = layout.wal_segment_path("node07", 1_796_083_199_000, 3);
+        assert_eq!(p, Path::new("/data/wal/host=node07/1796083199000-000003.wal"));
+        let name = p.file_name().and_then(|n| n.to_str()).expect("utf-8");
+        assert_eq!(parse_wal_segment_name(name), Some((1_796_083_199_000, 3)));
+        assert_eq!(parse_wal_segment_name("-5-000001.wal"), Some((-5, 1)));
+        for other in ["1-2.wal.tmp", "x-1.wal", "1-.wal", "1-x.wal", "12.wal", "1-2.parquet"] {
+            assert_eq!(parse_wal_segment_name(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn compaction_paths_are_hidden_and_partition_names_parse() {
+        let layout = DataLayout::new("/data");
+        let day = NaiveDate::from_ymd_opt(2026, 11, 30).expect("valid date");
+        let staging = layout.compact_staging_dir(Table::GpuMinutes, day, "node07", 42);
+        assert_eq!(staging, Path::new("/data/gpu_minutes/date=2026-11-30/.compact-node07-42"));
+        assert_eq!(
+            DataLayout::compacted_file_name(day, 1_796_083_199_000),
+            "20261130T000000000Z-compacted-20261130T235959000Z.parquet"
+        );
+        assert_eq!(parse_date_dir_name("date=2026-11-30"), Some(day));
+        assert_eq!(parse_date_dir_name("date=yesterday"), None);
+        assert_eq!(parse_date_dir_name("2026-11-30"), None);
+        assert_eq!(parse_host_dir_name("host=node07"), Some("node07"));
+        assert_eq!(parse_host_dir_name("host="), None);
+        assert_eq!(parse_host_dir_name(".compact-node07-42"), None);
+        assert_eq!(
+            expired_path(&layout.date_dir(Table::GpuSamples, day), 7),
+            Path::new("/data/gpu_samples/.expired-date_2026-11-30-7")
         );
     }
 

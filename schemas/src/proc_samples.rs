@@ -18,7 +18,7 @@ use crate::ts_type;
 /// Who a process belongs to, read from `/proc` once per process. Every
 /// field is `None` when it could not be read or does not apply (no
 /// container, not a Slurm job).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcIdentity {
     /// Process start time, milliseconds since the Unix epoch (UTC).
     pub proc_start: Option<i64>,
@@ -41,7 +41,7 @@ pub struct ProcIdentity {
 }
 
 /// One process on one GPU at one tick.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcSample {
     /// Tick time, milliseconds since the Unix epoch (UTC).
     pub ts: i64,

@@ -4,7 +4,7 @@ use std::fmt;
 
 use arrow::datatypes::SchemaRef;
 
-use crate::{gpu_samples, proc_samples};
+use crate::{gpu_minutes, gpu_samples, proc_minutes, proc_samples};
 
 /// One of apron's tables. Its name is its folder under the data folder and
 /// its SQL table name.
@@ -14,26 +14,61 @@ pub enum Table {
     GpuSamples,
     /// One row per (GPU, process) per tick.
     ProcSamples,
+    /// Rollup: one row per GPU per UTC minute (per closed file; see
+    /// [`crate::gpu_minutes`] for how to aggregate split minutes).
+    GpuMinutes,
+    /// Rollup: one row per (GPU, process) per UTC minute (per closed file).
+    ProcMinutes,
 }
 
 impl Table {
-    /// Every table, in the order they are written.
-    pub const ALL: [Table; 2] = [Table::GpuSamples, Table::ProcSamples];
+    /// Every table, in the order they are written: the raw tables first,
+    /// then their rollups.
+    pub const ALL: [Table; 4] =
+        [Table::GpuSamples, Table::ProcSamples, Table::GpuMinutes, Table::ProcMinutes];
+
+    /// The raw tables: what the sources sampled.
+    pub const RAW: [Table; 2] = [Table::GpuSamples, Table::ProcSamples];
+
+    /// The rollup tables: per-minute summaries of the raw tables, written
+    /// when a file closes; an accelerator, not the truth.
+    pub const ROLLUPS: [Table; 2] = [Table::GpuMinutes, Table::ProcMinutes];
 
     /// The table's name: its folder and its SQL name.
     pub fn name(self) -> &'static str {
         match self {
             Table::GpuSamples => "gpu_samples",
             Table::ProcSamples => "proc_samples",
+            Table::GpuMinutes => "gpu_minutes",
+            Table::ProcMinutes => "proc_minutes",
         }
     }
 
-    /// The table's Arrow schema (without the partition columns `date` and
-    /// `host`, which are both in the rows and in the path).
+    /// Whether this is a rollup table (kept longer than raw data).
+    pub fn is_rollup(self) -> bool {
+        matches!(self, Table::GpuMinutes | Table::ProcMinutes)
+    }
+
+    /// The columns every file of the table is sorted by, in order (declared
+    /// in each file's metadata as its sorting columns).
+    pub fn sort_columns(self) -> &'static [&'static str] {
+        match self {
+            Table::GpuSamples => &["gpu_uuid", "ts"],
+            Table::ProcSamples => &["gpu_uuid", "ts", "pid"],
+            Table::GpuMinutes => &["gpu_uuid", "minute"],
+            Table::ProcMinutes => &["gpu_uuid", "minute", "pid", "proc_start"],
+        }
+    }
+
+    /// The table's Arrow schema as stored in its files. The partition
+    /// columns `date` and `host` are not in the files: they come from the
+    /// path.
     pub fn schema(self) -> SchemaRef {
         match self {
             Table::GpuSamples => gpu_samples::schema(),
             Table::ProcSamples => proc_samples::schema(),
+            Table::GpuMinutes => gpu_minutes::schema(),
+            Table::ProcMinutes => proc_minutes::schema(),
         }
     }
 

@@ -9,10 +9,7 @@ use std::sync::OnceLock;
 /// (`target/debug/deps/<test>` → `target`, `debug`).
 fn target_profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("a test knows its own path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("test binaries live in <target>/<profile>/deps")
-        .to_path_buf()
+    exe.parent().and_then(Path::parent).expect("test binaries live in <target>/<profile>/deps").to_path_buf()
 }
 
 /// Builds `packages` with the same cargo, target folder and profile as this
@@ -28,9 +25,7 @@ fn build(packages: &[&str]) -> PathBuf {
         for p in packages {
             cmd.args(["-p", p]);
         }
-        cmd.arg("--target-dir")
-            .arg(target)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        cmd.arg("--target-dir").arg(target).current_dir(env!("CARGO_MANIFEST_DIR"));
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }

@@ -206,7 +206,14 @@ impl OpenGpu {
         let model = device.name().ok();
         // Older drivers lack the GPM symbols; any error means no GPM.
         let gpm = device.gpm_support().unwrap_or(false);
-        Ok(OpenGpu { device, uuid: uuid.into(), model: model.map(Into::into), gpm, gpm_last: None, last_seen_us: None })
+        Ok(OpenGpu {
+            device,
+            uuid: uuid.into(),
+            model: model.map(Into::into),
+            gpm,
+            gpm_last: None,
+            last_seen_us: None,
+        })
     }
 }
 

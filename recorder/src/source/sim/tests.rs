@@ -69,8 +69,7 @@ fn same_seed_gives_the_same_rows() {
 fn rows_do_not_depend_on_which_ticks_were_sampled() {
     let fine = collect(8, 11, MONDAY, MONDAY + 12 * HOUR, 10_000);
     let coarse = collect(8, 11, MONDAY, MONDAY + 12 * HOUR, 60_000);
-    let index: HashMap<(i64, &str), &GpuSample> =
-        fine.0.iter().map(|r| ((r.ts, &*r.gpu_uuid), r)).collect();
+    let index: HashMap<(i64, &str), &GpuSample> = fine.0.iter().map(|r| ((r.ts, &*r.gpu_uuid), r)).collect();
     for r in &coarse.0 {
         let f = index[&(r.ts, &*r.gpu_uuid)];
         let strip = |s: &GpuSample| GpuSample { temp_c: None, energy_mj: None, interval_ms: 0, ..s.clone() };

@@ -1,0 +1,203 @@
+//! Upkeep of a data folder once a day closes: compaction of closed days
+//! ([`crate::compact`]), then retention ([`crate::retention`]), under one
+//! lock so that two recorders, or a recorder and `apron-recorder compact`,
+//! never work on the same folder at once.
+//!
+//! The live recorder runs it in a background thread when the UTC date
+//! changes ([`DailyMaintenance`]), so ticks go on while a day is merged;
+//! `apron-recorder compact` runs it on demand ([`run`]).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+
+use apron_schemas::DataLayout;
+use chrono::NaiveDate;
+use nix::fcntl::{Flock, FlockArg};
+use parquet::errors::ParquetError;
+use tracing::{info, warn};
+
+use crate::compact::{Compacted, compact};
+use crate::retention::{Removed, RetentionPolicy, apply_retention};
+use crate::rotate::DAY_MS;
+
+/// Compacting or applying retention failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MaintenanceError {
+    /// Someone else holds the data folder's maintenance lock.
+    #[error("another compaction is running on {} (it holds {})", data.display(), lock.display())]
+    Locked {
+        /// The data folder.
+        data: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// A file or folder operation failed.
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        /// What was being done ("list", "swap in the compacted folder", …).
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading or writing a Parquet file failed.
+    #[error("cannot {op} {}", path.display())]
+    Parquet {
+        /// "read", "write" or "merge".
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: ParquetError,
+    },
+}
+
+impl MaintenanceError {
+    /// An [`MaintenanceError::Io`] for `op` on `path`, for `map_err`.
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Self {
+        let path = path.into();
+        move |source| MaintenanceError::Io { op, path, source }
+    }
+}
+
+/// The data folder's maintenance lock, held until dropped. Compaction and
+/// retention take it as proof that nobody else changes the partitions
+/// they work on.
+#[derive(Debug)]
+pub struct DataLock {
+    _lock: Flock<File>,
+}
+
+impl DataLock {
+    /// Takes the lock of `layout`'s data folder without waiting: fails with
+    /// [`MaintenanceError::Locked`] when another process holds it.
+    pub fn acquire(layout: &DataLayout) -> Result<Self, MaintenanceError> {
+        let path = layout.compact_lock_path();
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(MaintenanceError::io("open the lock file", &path))?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Ok(Self { _lock: lock }),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                Err(MaintenanceError::Locked { data: layout.root().to_path_buf(), lock: path })
+            }
+            Err((_, errno)) => Err(MaintenanceError::Io { op: "lock", path, source: errno.into() }),
+        }
+    }
+}
+
+/// What one maintenance run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MaintenanceReport {
+    /// Partitions merged into one file each.
+    pub compacted: Vec<Compacted>,
+    /// Partitions removed as expired.
+    pub removed: Vec<Removed>,
+}
+
+/// Compacts every closed day (before `today`, UTC) of `host` (every host
+/// when `None`), then removes the day partitions `retention` says have
+/// expired (`None`: keep everything). Holds the data folder's lock
+/// throughout. When this returns `Ok`, every partition it names is merged
+/// or gone, durably.
+pub fn run(
+    layout: &DataLayout,
+    host: Option<&str>,
+    today: NaiveDate,
+    retention: Option<&RetentionPolicy>,
+    now_ms: i64,
+) -> Result<MaintenanceReport, MaintenanceError> {
+    if !layout.root().is_dir() {
+        return Err(MaintenanceError::Io {
+            op: "open the data folder",
+            path: layout.root().to_path_buf(),
+            source: io::Error::new(io::ErrorKind::NotFound, "no such folder"),
+        });
+    }
+    let lock = DataLock::acquire(layout)?;
+    let compacted = compact(layout, host, today, now_ms, &lock)?;
+    let removed = match retention {
+        Some(policy) => apply_retention(layout, host, today, policy, &lock)?,
+        None => Vec::new(),
+    };
+    Ok(MaintenanceReport { compacted, removed })
+}
+
+/// Runs [`run`] in a background thread each time the recorder's UTC date
+/// changes, one run at a time, for one host. The tick loop calls
+/// [`DailyMaintenance::on_tick`] after each tick's rows reached the writer
+/// (so the day before is closed by then).
+#[derive(Debug)]
+pub struct DailyMaintenance {
+    layout: DataLayout,
+    host: String,
+    retention: RetentionPolicy,
+    /// The UTC day (days since the epoch) of the last tick seen.
+    day: Option<i64>,
+    running: Option<JoinHandle<()>>,
+}
+
+impl DailyMaintenance {
+    /// Maintenance of `host`'s partitions under `layout` with `retention`.
+    pub fn new(layout: DataLayout, host: &str, retention: RetentionPolicy) -> Self {
+        Self { layout, host: host.to_owned(), retention, day: None, running: None }
+    }
+
+    /// Called with each tick's time: starts a run in the background when the
+    /// tick is on a new UTC day (and at the first tick, to catch up after
+    /// downtime), unless the previous run is still going.
+    pub fn on_tick(&mut self, ts_ms: i64) {
+        let day = ts_ms.div_euclid(DAY_MS);
+        if self.day == Some(day) {
+            return;
+        }
+        self.day = Some(day);
+        if self.running.as_ref().is_some_and(|h| !h.is_finished()) {
+            warn!("the previous day's compaction is still running; skipping this one");
+            return;
+        }
+        if let Some(done) = self.running.take() {
+            let _ = done.join();
+        }
+        let Some(today) = chrono::DateTime::from_timestamp_millis(ts_ms).map(|t| t.date_naive()) else {
+            return;
+        };
+        let (layout, host, retention) = (self.layout.clone(), self.host.clone(), self.retention);
+        let spawned = std::thread::Builder::new().name("apron-compact".into()).spawn(move || {
+            match run(&layout, Some(&host), today, Some(&retention), ts_ms) {
+                Ok(report) => {
+                    for c in &report.compacted {
+                        info!(table = %c.table, date = %c.date, host = %c.host, files = c.files, rows = c.rows,
+                            "compacted a closed day");
+                    }
+                    for r in &report.removed {
+                        info!(table = %r.table, date = %r.date, "removed an expired day");
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %crate::tick::format_chain(&e), "cannot compact closed days; trying again tomorrow")
+                }
+            }
+        });
+        match spawned {
+            Ok(handle) => self.running = Some(handle),
+            Err(e) => warn!(error = %e, "cannot start the compaction thread; trying again tomorrow"),
+        }
+    }
+
+    /// Waits for a run in progress to finish (at shutdown, so a merge is
+    /// not cut short; a cut-short merge is harmless but wasted).
+    pub fn finish(&mut self) {
+        if let Some(handle) = self.running.take() {
+            let _ = handle.join();
+        }
+    }
+}

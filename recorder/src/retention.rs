@@ -1,0 +1,260 @@
+//! Retention: removes whole day partitions once they are older than the
+//! table's retention, raw tables (`--retain-raw`, default 90 days) apart
+//! from rollup tables (`--retain-rollups`, default 1095 days = 3 years).
+//!
+//! A day `date=D` of a table kept for `N` days expires when
+//! `D < today − N days` (UTC): today and the `N` days before it are kept. A
+//! retention is counted in whole days, rounded up. Only whole `date=`
+//! partitions (or, for one host, whole `date=D/host=H` folders) are
+//! removed, never single files; an expired folder is first renamed to a
+//! hidden name, so readers see it vanish at once, then deleted. Whether to
+//! remove is the pure [`is_expired`]; this module leaves compaction to
+//! [`crate::compact`] and runs after it ([`crate::maintenance::run`]).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use apron_schemas::paths::{EXPIRED_PREFIX, expired_path, parse_date_dir_name};
+use apron_schemas::{DataLayout, Table};
+use chrono::NaiveDate;
+
+use crate::maintenance::{DataLock, MaintenanceError};
+use crate::rotate::DAY_MS;
+
+/// Default retention of raw tables (`gpu_samples`, `proc_samples`), days.
+pub const DEFAULT_RAW_DAYS: u32 = 90;
+
+/// Default retention of rollup tables (`gpu_minutes`, `proc_minutes`), days.
+pub const DEFAULT_ROLLUP_DAYS: u32 = 1095;
+
+/// How long each kind of table is kept, in whole days.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    /// Days of raw data kept before today.
+    pub raw_days: u32,
+    /// Days of rollups kept before today.
+    pub rollup_days: u32,
+}
+
+impl Default for RetentionPolicy {
+    fn default() -> Self {
+        Self { raw_days: DEFAULT_RAW_DAYS, rollup_days: DEFAULT_ROLLUP_DAYS }
+    }
+}
+
+impl RetentionPolicy {
+    /// A policy from durations (`--retain-raw 90d`), each rounded up to
+    /// whole days.
+    pub fn from_durations(raw: Duration, rollups: Duration) -> Self {
+        Self { raw_days: whole_days(raw), rollup_days: whole_days(rollups) }
+    }
+
+    /// Days `table` is kept before today.
+    pub fn days(&self, table: Table) -> u32 {
+        if table.is_rollup() { self.rollup_days } else { self.raw_days }
+    }
+}
+
+/// `d` in whole days, rounded up (a retention never keeps less than asked).
+pub fn whole_days(d: Duration) -> u32 {
+    let day = u128::try_from(DAY_MS).expect("a day is positive");
+    u32::try_from(d.as_millis().div_ceil(day)).unwrap_or(u32::MAX)
+}
+
+/// Whether the day partition `date` of a table kept `keep_days` days has
+/// expired on `today` (UTC): `date < today − keep_days`.
+pub fn is_expired(date: NaiveDate, today: NaiveDate, keep_days: u32) -> bool {
+    today.checked_sub_days(chrono::Days::new(u64::from(keep_days))).is_some_and(|cutoff| date < cutoff)
+}
+
+/// An expired partition that was removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    /// Its table.
+    pub table: Table,
+    /// Its day.
+    pub date: NaiveDate,
+    /// The host folder removed, or `None` when the whole day (every host) was.
+    pub host: Option<String>,
+    /// The folder that was removed.
+    pub path: PathBuf,
+}
+
+/// Removes, for every table, the day partitions that have expired on
+/// `today` under `policy`: the whole `date=` folder, or only its
+/// `host=HOST` folder when `host` is given (then the day folder too once
+/// empty). Also clears what an interrupted run left behind. When this
+/// returns `Ok`, the removals are durable.
+pub fn apply_retention(
+    layout: &DataLayout,
+    host: Option<&str>,
+    today: NaiveDate,
+    policy: &RetentionPolicy,
+    _lock: &DataLock,
+) -> Result<Vec<Removed>, MaintenanceError> {
+    let pid = std::process::id();
+    let mut removed = Vec::new();
+    for table in Table::ALL {
+        let table_dir = layout.table_dir(table);
+        let Some(entries) = read_dir_if_any(&table_dir)? else { continue };
+        let keep = policy.days(table);
+        for (name, path) in entries {
+            if name.starts_with(EXPIRED_PREFIX) {
+                remove_dir(&path)?;
+                continue;
+            }
+            let Some(date) = parse_date_dir_name(&name) else { continue };
+            // A host folder an interrupted run hid but did not delete.
+            for (child, child_path) in read_dir_if_any(&path)?.unwrap_or_default() {
+                if child.starts_with(EXPIRED_PREFIX) {
+                    remove_dir(&child_path)?;
+                }
+            }
+            if !is_expired(date, today, keep) {
+                continue;
+            }
+            let target = match host {
+                None => path.clone(),
+                Some(h) => {
+                    let host_dir = layout.partition_dir(table, date, h);
+                    if !host_dir.is_dir() {
+                        continue;
+                    }
+                    host_dir
+                }
+            };
+            remove_partition(&target, pid)?;
+            if host.is_some() {
+                // The day folder goes once its last host is gone; another
+                // host's data keeps it.
+                let _ = fs::remove_dir(&path);
+            }
+            removed.push(Removed { table, date, host: host.map(str::to_owned), path: target });
+        }
+    }
+    Ok(removed)
+}
+
+/// Renames `dir` to a hidden name (readers see it vanish at once), makes
+/// that durable, then deletes it.
+fn remove_partition(dir: &Path, pid: u32) -> Result<(), MaintenanceError> {
+    let hidden = expired_path(dir, pid);
+    remove_dir(&hidden)?;
+    fs::rename(dir, &hidden).map_err(MaintenanceError::io("hide the expired partition", dir))?;
+    if let Some(parent) = dir.parent() {
+        crate::compact::sync_dir(parent)?;
+    }
+    remove_dir(&hidden)
+}
+
+fn remove_dir(dir: &Path) -> Result<(), MaintenanceError> {
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(MaintenanceError::Io { op: "remove", path: dir.to_path_buf(), source: e })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The (name, path) of the sub-folders of `dir`, sorted; `None` when `dir`
+/// does not exist.
+pub(crate) fn read_dir_if_any(dir: &Path) -> Result<Option<Vec<(String, PathBuf)>>, MaintenanceError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(MaintenanceError::Io { op: "list", path: dir.to_path_buf(), source: e }),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(MaintenanceError::io("list", dir))?;
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            out.push((entry.file_name().to_string_lossy().into_owned(), entry.path()));
+        }
+    }
+    out.sort();
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").expect("valid date")
+    }
+
+    #[test]
+    fn today_and_the_kept_days_before_it_stay() {
+        let today = day("2026-12-01");
+        // 90 days before 2026-12-01 is 2026-09-02.
+        assert!(!is_expired(day("2026-12-01"), today, 90));
+        assert!(!is_expired(day("2026-09-02"), today, 90));
+        assert!(is_expired(day("2026-09-01"), today, 90));
+        assert!(is_expired(day("2020-01-01"), today, 90));
+        // A day in the future (a clock that was wrong) never expires.
+        assert!(!is_expired(day("2027-01-01"), today, 90));
+    }
+
+    #[test]
+    fn zero_days_keeps_only_today() {
+        let today = day("2026-12-01");
+        assert!(!is_expired(today, today, 0));
+        assert!(is_expired(day("2026-11-30"), today, 0));
+    }
+
+    #[test]
+    fn retention_rounds_up_to_whole_days_and_tells_raw_from_rollups() {
+        assert_eq!(whole_days(Duration::from_secs(90 * 86_400)), 90);
+        assert_eq!(whole_days(Duration::from_secs(36 * 3_600)), 2);
+        assert_eq!(whole_days(Duration::from_secs(1)), 1);
+        let p = RetentionPolicy::from_durations(Duration::from_secs(86_400), Duration::from_secs(3 * 86_400));
+        assert_eq!(p.days(Table::GpuSamples), 1);
+        assert_eq!(p.days(Table::ProcSamples), 1);
+        assert_eq!(p.days(Table::GpuMinutes), 3);
+        assert_eq!(p.days(Table::ProcMinutes), 3);
+        assert_eq!(RetentionPolicy::default(), RetentionPolicy { raw_days: 90, rollup_days: 1095 });
+    }
+
+    #[test]
+    fn expired_partitions_go_whole_and_others_stay() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let layout = DataLayout::new(tmp.path());
+        let today = day("2026-12-10");
+        for table in Table::ALL {
+            for d in ["2026-12-01", "2026-12-08", "2026-12-09", "2026-12-10"] {
+                for h in ["a", "b"] {
+                    let dir = layout.partition_dir(table, day(d), h);
+                    fs::create_dir_all(&dir).expect("mkdir");
+                    fs::write(dir.join("x.parquet"), b"x").expect("write");
+                }
+            }
+        }
+        // What a run killed between hiding and deleting leaves behind.
+        let hidden = expired_path(&layout.partition_dir(Table::GpuSamples, day("2026-12-10"), "c"), 1);
+        fs::create_dir_all(&hidden).expect("mkdir");
+        let lock = DataLock::acquire(&layout).expect("lock");
+        let policy = RetentionPolicy { raw_days: 1, rollup_days: 2 };
+        // Host `a` only: `b` keeps its days (and so the day folders).
+        let removed = apply_retention(&layout, Some("a"), today, &policy, &lock).expect("retention");
+        assert_eq!(removed.len(), 2 + 2 + 1 + 1, "{removed:?}");
+        assert!(!layout.partition_dir(Table::GpuSamples, day("2026-12-08"), "a").exists());
+        assert!(layout.partition_dir(Table::GpuSamples, day("2026-12-08"), "b").exists());
+        assert!(layout.partition_dir(Table::GpuSamples, day("2026-12-09"), "a").exists());
+        assert!(layout.partition_dir(Table::GpuMinutes, day("2026-12-08"), "a").exists());
+        assert!(!layout.partition_dir(Table::GpuMinutes, day("2026-12-01"), "a").exists());
+        assert!(!hidden.exists(), "leftovers are cleared");
+        // Every host: whole day folders go.
+        apply_retention(&layout, None, today, &policy, &lock).expect("retention");
+        let days = |t: Table| -> Vec<String> {
+            read_dir_if_any(&layout.table_dir(t))
+                .expect("list")
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect()
+        };
+        assert_eq!(days(Table::ProcSamples), ["date=2026-12-09", "date=2026-12-10"]);
+        assert_eq!(days(Table::ProcMinutes), ["date=2026-12-08", "date=2026-12-09", "date=2026-12-10"]);
+    }
+}

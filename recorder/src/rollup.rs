@@ -1,0 +1,377 @@
+//! Minute rollups: pure functions from the rows of one closed file to its
+//! `gpu_minutes` and `proc_minutes` rows (schemas: `apron_schemas::gpu_minutes`,
+//! `apron_schemas::proc_minutes`). The writer calls them in
+//! [`crate::writer::RollingWriter::close`] and writes their rows under the
+//! same (start, seq) name as the raw files.
+//!
+//! How each column is computed, for a GPU (or a process on a GPU) and the
+//! UTC minute `minute = ts - ts mod 60 s` of each sample:
+//!
+//! - `seconds`: the sum of `interval_ms` of the minute's samples / 1000;
+//!   `samples`: their number.
+//! - `x_mean`: interval-weighted, `Σ x·interval_ms / Σ interval_ms` over the
+//!   samples whose `x` is not null; null when none has it (nulls stay
+//!   unknown, they are never read as 0).
+//! - `x_max`: the highest non-null value; null when none.
+//! - `energy_j` (GPU): the sum over the minute's samples of each sample's
+//!   energy, null when no sample has one. A sample's energy is the energy
+//!   counter's delta to the previous sample of the same GPU, when that
+//!   sample is exactly one `interval_ms` earlier, both counters are known and
+//!   the counter did not go back (a driver reload resets it); else
+//!   `power_mw × interval_ms`; else unknown. The previous sample may be in
+//!   the previous file: the writer carries each GPU's last sample from one
+//!   file to the next ([`EnergyCarry`]); after a restart the first sample
+//!   falls back to power × interval.
+//! - `proc_held`: some `proc_minutes` row of the GPU-minute has
+//!   `used_mem_bytes_max` above 0 or null (NVML lists a process on a GPU
+//!   only while it has a context there, and a context is memory);
+//!   `proc_count`: its number of `proc_minutes` rows, i.e. distinct
+//!   (`pid`, `proc_start`).
+//! - identity columns of `proc_minutes`: each the minute's last non-null.
+//!
+//! **Split minutes.** Files rotate on minute-aligned windows by default, so
+//! a minute is rarely split across files; where it is (a `--rotate` that
+//! does not divide a minute, a restart mid-minute), each file has its own
+//! row for that GPU-minute. Queries must aggregate rollups by
+//! (`gpu_uuid`, `minute`) (processes: (`gpu_uuid`, `pid`, `proc_start`,
+//! `minute`)) with sums of `seconds`, `samples` and `energy_j`,
+//! seconds-weighted means, maxima of maxima, and `bool_or(proc_held)`.
+//! Compaction keeps such rows apart; it does not merge them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use apron_schemas::{GpuMinute, GpuSample, ProcIdentity, ProcMinute, ProcSample, Text};
+
+/// Milliseconds in a minute.
+pub const MINUTE_MS: i64 = 60_000;
+
+/// The start of the UTC minute that holds `ts_ms`.
+pub fn minute_of(ts_ms: i64) -> i64 {
+    ts_ms.div_euclid(MINUTE_MS) * MINUTE_MS
+}
+
+/// The last sample of each GPU seen so far (its time and energy counter),
+/// so the first sample of the next file can take its energy from the
+/// counter's delta too.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnergyCarry {
+    last: HashMap<Text, LastSample>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct LastSample {
+    ts: i64,
+    energy_mj: Option<i64>,
+}
+
+impl EnergyCarry {
+    /// A carry that knows no previous sample (a fresh start).
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// The rollups of one closed file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rollup {
+    /// One row per GPU-minute, in (`gpu_uuid`, `minute`) order.
+    pub gpu_minutes: Vec<GpuMinute>,
+    /// One row per (GPU, process)-minute, in (`gpu_uuid`, `minute`, `pid`,
+    /// `proc_start`) order (a null `proc_start` last).
+    pub proc_minutes: Vec<ProcMinute>,
+    /// `carry` advanced past this file's samples: what the next file's
+    /// rollup starts from.
+    pub carry: EnergyCarry,
+}
+
+/// The rollups of a file's rows: `gpus` in (`gpu_uuid`, `ts`) order and
+/// `procs` in (`gpu_uuid`, `ts`) order (as every apron file is), `carry`
+/// holding the last sample of each GPU before them. Rows out of that order
+/// give a GPU-minute more than one row (each right for its rows), never a
+/// wrong sum.
+pub fn rollup<'a, 'b>(
+    gpus: impl IntoIterator<Item = &'a GpuSample>,
+    procs: impl IntoIterator<Item = &'b ProcSample>,
+    carry: &EnergyCarry,
+) -> Rollup {
+    let proc_minutes = proc_minutes(procs);
+    let (gpu_minutes, carry) = gpu_minutes(gpus, &proc_minutes, carry);
+    Rollup { gpu_minutes, proc_minutes, carry }
+}
+
+/// An interval-weighted mean in the making, exact in integers.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mean {
+    weighted: i128,
+    weight_ms: i64,
+}
+
+impl Mean {
+    fn add(&mut self, value: Option<i64>, interval_ms: i64) {
+        if let Some(v) = value {
+            self.weighted += i128::from(v) * i128::from(interval_ms);
+            self.weight_ms += interval_ms;
+        }
+    }
+
+    fn value(self) -> Option<f64> {
+        (self.weight_ms > 0).then(|| self.weighted as f64 / self.weight_ms as f64)
+    }
+}
+
+fn max_opt<T: Ord>(acc: Option<T>, v: Option<T>) -> Option<T> {
+    match (acc, v) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn same(a: &Text, b: &Text) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
+/// One GPU-minute being summed.
+#[derive(Debug)]
+struct GpuAcc {
+    minute: i64,
+    gpu_uuid: Text,
+    gpu_index: i32,
+    gpu_model: Option<Text>,
+    interval_ms: i64,
+    samples: i32,
+    util: Mean,
+    util_max: Option<i32>,
+    mem_util: Mean,
+    fb_used_max: Option<i64>,
+    fb_total: Option<i64>,
+    energy_uj: Option<i64>,
+    power: Mean,
+    tx: Mean,
+    rx: Mean,
+}
+
+impl GpuAcc {
+    fn new(minute: i64, row: &GpuSample) -> Self {
+        Self {
+            minute,
+            gpu_uuid: row.gpu_uuid.clone(),
+            gpu_index: row.gpu_index,
+            gpu_model: None,
+            interval_ms: 0,
+            samples: 0,
+            util: Mean::default(),
+            util_max: None,
+            mem_util: Mean::default(),
+            fb_used_max: None,
+            fb_total: None,
+            energy_uj: None,
+            power: Mean::default(),
+            tx: Mean::default(),
+            rx: Mean::default(),
+        }
+    }
+
+    fn add(&mut self, row: &GpuSample, energy_uj: Option<i64>) {
+        let w = i64::from(row.interval_ms);
+        self.gpu_index = row.gpu_index;
+        if row.gpu_model.is_some() {
+            self.gpu_model.clone_from(&row.gpu_model);
+        }
+        self.interval_ms += w;
+        self.samples += 1;
+        self.util.add(row.gpu_util_pct.map(i64::from), w);
+        self.util_max = max_opt(self.util_max, row.gpu_util_pct);
+        self.mem_util.add(row.mem_util_pct.map(i64::from), w);
+        self.fb_used_max = max_opt(self.fb_used_max, row.fb_used_bytes);
+        self.fb_total = max_opt(self.fb_total, row.fb_total_bytes);
+        if let Some(e) = energy_uj {
+            self.energy_uj = Some(self.energy_uj.unwrap_or(0).saturating_add(e));
+        }
+        self.power.add(row.power_mw.map(i64::from), w);
+        self.tx.add(row.pcie_tx_bytes_per_s, w);
+        self.rx.add(row.pcie_rx_bytes_per_s, w);
+    }
+
+    fn finish(self, procs: Option<&(bool, i32)>) -> GpuMinute {
+        let (proc_held, proc_count) = procs.copied().unwrap_or((false, 0));
+        GpuMinute {
+            minute: self.minute,
+            gpu_uuid: self.gpu_uuid,
+            gpu_index: self.gpu_index,
+            gpu_model: self.gpu_model,
+            seconds: self.interval_ms as f64 / 1000.0,
+            samples: self.samples,
+            gpu_util_pct_mean: self.util.value(),
+            gpu_util_pct_max: self.util_max,
+            mem_util_pct_mean: self.mem_util.value(),
+            fb_used_bytes_max: self.fb_used_max,
+            fb_total_bytes: self.fb_total,
+            energy_j: self.energy_uj.map(|uj| uj as f64 / 1e6),
+            power_mw_mean: self.power.value(),
+            pcie_tx_bytes_per_s_mean: self.tx.value(),
+            pcie_rx_bytes_per_s_mean: self.rx.value(),
+            proc_held,
+            proc_count,
+        }
+    }
+}
+
+/// The energy of `row` in microjoules (see the module docs), given the
+/// GPU's previous sample.
+fn sample_energy_uj(prev: Option<LastSample>, row: &GpuSample) -> Option<i64> {
+    let interval = i64::from(row.interval_ms);
+    if let (Some(prev), Some(now)) = (prev, row.energy_mj)
+        && let Some(before) = prev.energy_mj
+        && row.ts - prev.ts == interval
+        && now >= before
+    {
+        return (now - before).checked_mul(1_000);
+    }
+    // mW × ms = µJ.
+    row.power_mw.map(|p| i64::from(p) * interval)
+}
+
+/// The `gpu_minutes` rows of `gpus` (in (`gpu_uuid`, `ts`) order), with
+/// `proc_held` and `proc_count` from `procs` (the same file's
+/// `proc_minutes`), and `carry` advanced past `gpus`.
+pub fn gpu_minutes<'a>(
+    gpus: impl IntoIterator<Item = &'a GpuSample>,
+    procs: &[ProcMinute],
+    carry: &EnergyCarry,
+) -> (Vec<GpuMinute>, EnergyCarry) {
+    let mut by_minute: HashMap<(Text, i64), (bool, i32)> = HashMap::new();
+    for p in procs {
+        let e = by_minute.entry((p.gpu_uuid.clone(), p.minute)).or_insert((false, 0));
+        e.0 |= p.used_mem_bytes_max.is_none_or(|m| m > 0);
+        e.1 += 1;
+    }
+    let mut carry = carry.clone();
+    let mut out = Vec::new();
+    let mut acc: Option<GpuAcc> = None;
+    // The previous sample of the GPU of `acc`.
+    let mut prev: Option<LastSample> = None;
+    for row in gpus {
+        let minute = minute_of(row.ts);
+        let same_gpu = acc.as_ref().is_some_and(|a| same(&a.gpu_uuid, &row.gpu_uuid));
+        if !same_gpu {
+            if let (Some(a), Some(p)) = (&acc, prev) {
+                carry.last.insert(a.gpu_uuid.clone(), p);
+            }
+            prev = carry.last.get(&row.gpu_uuid).copied();
+        }
+        if !(same_gpu && acc.as_ref().is_some_and(|a| a.minute == minute)) {
+            if let Some(done) = acc.take() {
+                let key = (done.gpu_uuid.clone(), done.minute);
+                out.push(done.finish(by_minute.get(&key)));
+            }
+            acc = Some(GpuAcc::new(minute, row));
+        }
+        let energy = sample_energy_uj(prev, row);
+        if let Some(a) = acc.as_mut() {
+            a.add(row, energy);
+        }
+        prev = Some(LastSample { ts: row.ts, energy_mj: row.energy_mj });
+    }
+    if let Some(done) = acc {
+        if let Some(p) = prev {
+            carry.last.insert(done.gpu_uuid.clone(), p);
+        }
+        let key = (done.gpu_uuid.clone(), done.minute);
+        out.push(done.finish(by_minute.get(&key)));
+    }
+    (out, carry)
+}
+
+/// One (GPU, process)-minute being summed.
+#[derive(Debug)]
+struct ProcAcc {
+    pid: i32,
+    identity: ProcIdentity,
+    interval_ms: i64,
+    samples: i32,
+    mem: Mean,
+    mem_max: Option<i64>,
+    sm: Mean,
+    mem_util: Mean,
+}
+
+impl ProcAcc {
+    fn add(&mut self, row: &ProcSample) {
+        let w = i64::from(row.interval_ms);
+        let id = &mut self.identity;
+        let r = &row.identity;
+        macro_rules! last_known {
+            ($($f:ident),*) => { $(if r.$f.is_some() { id.$f.clone_from(&r.$f); })* };
+        }
+        last_known!(comm, uid, user, container_id, k8s_pod_uid, k8s_namespace, slurm_job_id, slurm_account);
+        self.interval_ms += w;
+        self.samples += 1;
+        self.mem.add(row.used_mem_bytes, w);
+        self.mem_max = max_opt(self.mem_max, row.used_mem_bytes);
+        self.sm.add(row.sm_util_pct.map(i64::from), w);
+        self.mem_util.add(row.mem_util_pct.map(i64::from), w);
+    }
+
+    fn finish(self, minute: i64, gpu_uuid: &Text) -> ProcMinute {
+        ProcMinute {
+            minute,
+            gpu_uuid: gpu_uuid.clone(),
+            pid: self.pid,
+            identity: self.identity,
+            seconds: self.interval_ms as f64 / 1000.0,
+            samples: self.samples,
+            used_mem_bytes_mean: self.mem.value(),
+            used_mem_bytes_max: self.mem_max,
+            sm_util_pct_mean: self.sm.value(),
+            mem_util_pct_mean: self.mem_util.value(),
+        }
+    }
+}
+
+/// The `proc_minutes` rows of `procs` (in (`gpu_uuid`, `ts`) order), in
+/// (`gpu_uuid`, `minute`, `pid`, `proc_start`) order, a null `proc_start`
+/// last (the order files declare: nulls last).
+pub fn proc_minutes<'a>(procs: impl IntoIterator<Item = &'a ProcSample>) -> Vec<ProcMinute> {
+    let mut out = Vec::new();
+    // The GPU-minute being summed and its processes (a handful: a linear
+    // search beats a map).
+    let mut current: Option<(Text, i64)> = None;
+    let mut accs: Vec<ProcAcc> = Vec::new();
+    let flush = |current: &Option<(Text, i64)>, accs: &mut Vec<ProcAcc>, out: &mut Vec<ProcMinute>| {
+        if let Some((uuid, minute)) = current {
+            accs.sort_by_key(|a| (a.pid, a.identity.proc_start.is_none(), a.identity.proc_start));
+            out.extend(accs.drain(..).map(|a| a.finish(*minute, uuid)));
+        }
+    };
+    for row in procs {
+        let minute = minute_of(row.ts);
+        if !current.as_ref().is_some_and(|(u, m)| *m == minute && same(u, &row.gpu_uuid)) {
+            flush(&current, &mut accs, &mut out);
+            current = Some((row.gpu_uuid.clone(), minute));
+        }
+        let start = row.identity.proc_start;
+        let i = match accs.iter().position(|a| a.pid == row.pid && a.identity.proc_start == start) {
+            Some(i) => i,
+            None => {
+                accs.push(ProcAcc {
+                    pid: row.pid,
+                    identity: ProcIdentity { proc_start: start, ..Default::default() },
+                    interval_ms: 0,
+                    samples: 0,
+                    mem: Mean::default(),
+                    mem_max: None,
+                    sm: Mean::default(),
+                    mem_util: Mean::default(),
+                });
+                accs.len() - 1
+            }
+        };
+        accs[i].add(row);
+    }
+    flush(&current, &mut accs, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,573 @@
+//! The write-ahead log format: how the rows of a recorder's open file are
+//! kept on disk until that file closes, and how to read them back.
+//!
+//! This module owns the bytes (frames, checksums, the encoding of rows) so
+//! that the analysis CLI can read what a recording host holds without
+//! linking the recorder. Writing segments (buffering, syncing, deleting them
+//! once their Parquet files are durable) is the recorder's job, and so is
+//! turning them into Parquet after a crash.
+//!
+//! # Format
+//!
+//! A segment is the log of one open file of one host, at
+//! [`DataLayout::wal_segment_path`] (`wal/host=H/<start_ms>-<seq>.wal`, the
+//! same (start, seq) as the Parquet files it turns into). It is a sequence
+//! of frames:
+//!
+//! ```text
+//! [u32 LE payload length][u32 LE CRC-32 (IEEE) of the payload][payload]
+//! ```
+//!
+//! The first frame is the header: the 8 bytes `APRONWAL`, the format
+//! version (u32 LE), the row fingerprint (u32 LE, see
+//! [`rows_fingerprint`]), then a [`SegmentHeader`] in postcard. Every
+//! further frame is one tick: its time, its `gpu_samples` rows and its
+//! `proc_samples` rows, in postcard (varint integers, length-prefixed
+//! strings, fields in declaration order).
+//!
+//! A crash can leave the last frame incomplete, or the file extended with
+//! garbage or zeros. A reader keeps every frame up to the first one that is
+//! incomplete or fails its checksum and reports the bytes after it as torn:
+//! a torn tail is expected after a crash, not an error.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
+
+use crate::paths::parse_wal_segment_name;
+use crate::{DataLayout, GpuSample, ProcSample, Table};
+
+/// The version of the segment format. Bump it when the frame layout or a
+/// row struct ([`GpuSample`], [`ProcSample`], [`crate::ProcIdentity`])
+/// changes: postcard stores fields by position, not by name, so a segment is
+/// only readable by a build of the same version.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The bytes that open a segment's header frame.
+pub const MAGIC: [u8; 8] = *b"APRONWAL";
+
+/// Bytes before each frame's payload: its length and its checksum.
+pub const FRAME_HEADER_BYTES: usize = 8;
+
+/// The largest payload a reader accepts; a longer length is garbage (a torn
+/// or overwritten tail), not a frame. A tick of 8 GPUs and 16 processes
+/// takes about 2 KiB.
+pub const MAX_PAYLOAD_BYTES: u32 = 64 << 20;
+
+/// What a segment says about itself in its first frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentHeader {
+    /// The host whose rows these are (also in the folder name).
+    pub host: String,
+    /// First tick of the open file, milliseconds since the Unix epoch (UTC);
+    /// also in the file name.
+    pub start_ms: i64,
+    /// The writer's file counter; also in the file name.
+    pub seq: u64,
+}
+
+/// Everything readable in one segment, in the order it was written (tick
+/// by tick; within a tick, in the order the source gave the rows).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SegmentRows {
+    /// The header, `None` when not even it was readable (an empty file, or
+    /// a crash right after the segment was created).
+    pub header: Option<SegmentHeader>,
+    /// Complete tick frames read.
+    pub ticks: u64,
+    /// Time of the last of them, milliseconds since the Unix epoch (UTC):
+    /// how fresh the segment is. `None` when there is none.
+    pub last_tick_ms: Option<i64>,
+    /// The `gpu_samples` rows of those ticks.
+    pub gpus: Vec<GpuSample>,
+    /// The `proc_samples` rows of those ticks.
+    pub procs: Vec<ProcSample>,
+    /// Bytes after the last complete, checksum-valid frame, dropped (0 for a
+    /// segment that ends cleanly).
+    pub torn_bytes: u64,
+}
+
+/// A segment file found in a data folder.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SegmentFile {
+    /// The host, from its folder name (`host=H`).
+    pub host: String,
+    /// First tick of the open file, from the file name.
+    pub start_ms: i64,
+    /// The writer's file counter, from the file name.
+    pub seq: u64,
+    /// Where it is.
+    pub path: PathBuf,
+}
+
+/// Reading a segment failed (beyond a torn tail, which is not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum WalError {
+    /// The file could not be read.
+    #[error("cannot read WAL segment {}", path.display())]
+    Read {
+        /// The segment.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The first frame is intact but is not an apron segment header.
+    #[error("{} is not an apron WAL segment", path.display())]
+    NotASegment {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The segment was written by a build with another format or other row
+    /// columns; that build can read it.
+    #[error(
+        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x})",
+        path.display(),
+        rows_fingerprint()
+    )]
+    Version {
+        /// The segment.
+        path: PathBuf,
+        /// Its format version.
+        found_version: u32,
+        /// Its row fingerprint.
+        found_fingerprint: u32,
+    },
+    /// A frame passed its checksum but does not decode: written by a
+    /// different build that failed to bump [`FORMAT_VERSION`], or a bug.
+    #[error("cannot decode the frame at byte {offset} of WAL segment {}", path.display())]
+    Decode {
+        /// The segment.
+        path: PathBuf,
+        /// Byte offset of the frame in the file.
+        offset: u64,
+        /// The cause.
+        #[source]
+        source: postcard::Error,
+    },
+}
+
+/// A fingerprint of the columns of `gpu_samples` and `proc_samples` (names,
+/// types, nullability), stored in each header: a build whose tables differ
+/// refuses the segment instead of misreading it, even where
+/// [`FORMAT_VERSION`] was not bumped.
+pub fn rows_fingerprint() -> u32 {
+    static FINGERPRINT: LazyLock<u32> = LazyLock::new(|| {
+        let mut h = crc32fast::Hasher::new();
+        for table in [Table::GpuSamples, Table::ProcSamples] {
+            h.update(table.name().as_bytes());
+            for f in table.schema().fields() {
+                h.update(format!("|{}:{}:{}", f.name(), f.data_type(), f.is_nullable()).as_bytes());
+            }
+            h.update(b";");
+        }
+        h.finalize()
+    });
+    *FINGERPRINT
+}
+
+/// One tick as written: borrowed rows, no copy.
+#[derive(Serialize)]
+struct TickRef<'a> {
+    ts: i64,
+    gpus: &'a [GpuSample],
+    procs: &'a [ProcSample],
+}
+
+/// One tick as read; the same fields, in the same order, as [`TickRef`].
+#[derive(Deserialize)]
+struct TickOwned {
+    ts: i64,
+    gpus: Vec<GpuSample>,
+    procs: Vec<ProcSample>,
+}
+
+/// A postcard output that appends to a caller's buffer, so encoding a tick
+/// allocates nothing once the buffer has grown.
+struct AppendTo<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for AppendTo<'_> {
+    type Output = ();
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.0.push(byte);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
+/// Appends one frame to `out`, its payload written by `payload`. On error
+/// `out` is as it was.
+fn append_frame(
+    out: &mut Vec<u8>,
+    payload: impl FnOnce(&mut Vec<u8>) -> postcard::Result<()>,
+) -> postcard::Result<()> {
+    let at = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+    if let Err(e) = payload(out) {
+        out.truncate(at);
+        return Err(e);
+    }
+    let body = at + FRAME_HEADER_BYTES;
+    let Ok(len) = u32::try_from(out.len() - body) else {
+        out.truncate(at);
+        return Err(postcard::Error::SerializeBufferFull);
+    };
+    let crc = crc32fast::hash(&out[body..]);
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    out[at + 4..body].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// Appends the header frame of a segment to `out`: the first bytes of every
+/// segment.
+pub fn encode_header(header: &SegmentHeader, out: &mut Vec<u8>) -> postcard::Result<()> {
+    append_frame(out, |buf| {
+        buf.extend_from_slice(&MAGIC);
+        buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        buf.extend_from_slice(&rows_fingerprint().to_le_bytes());
+        postcard::serialize_with_flavor(header, AppendTo(buf))
+    })
+}
+
+/// Appends the frame of the tick at `ts_ms` with its rows to `out`.
+pub fn encode_tick(
+    ts_ms: i64,
+    gpus: &[GpuSample],
+    procs: &[ProcSample],
+    out: &mut Vec<u8>,
+) -> postcard::Result<()> {
+    append_frame(out, |buf| {
+        postcard::serialize_with_flavor(&TickRef { ts: ts_ms, gpus, procs }, AppendTo(buf))
+    })
+}
+
+/// The payload of the intact frame at `at`, or `None` when there is none
+/// there (the end, an incomplete frame, a length out of range, a checksum
+/// mismatch).
+fn frame_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
+    let head = bytes.get(at..at.checked_add(FRAME_HEADER_BYTES)?)?;
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    // Every real payload has bytes; a zero length is a zero-filled tail
+    // (a file extended by the filesystem but never written), whose checksum
+    // of nothing would otherwise pass.
+    if len == 0 || len > MAX_PAYLOAD_BYTES {
+        return None;
+    }
+    let body = at + FRAME_HEADER_BYTES;
+    let payload = bytes.get(body..body.checked_add(usize::try_from(len).ok()?)?)?;
+    (crc32fast::hash(payload) == crc).then_some(payload)
+}
+
+/// Reads every intact frame of the segment at `path`: the rows of every
+/// tick up to the first incomplete or checksum-failing frame. Bytes from
+/// there on are counted in [`SegmentRows::torn_bytes`] and dropped; that is
+/// what a crash leaves, not an error. An empty file gives no rows.
+///
+/// The segment may be growing (a recorder appending to it): the rows read
+/// are those complete when the file was read, and a frame being written
+/// counts as torn.
+pub fn read_segment(path: &Path) -> Result<SegmentRows, WalError> {
+    let bytes = fs::read(path).map_err(|source| WalError::Read { path: path.to_path_buf(), source })?;
+    decode_segment(path, &bytes)
+}
+
+fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
+    let mut out = SegmentRows::default();
+    let mut at = 0usize;
+    if let Some(payload) = frame_at(bytes, at) {
+        out.header = Some(decode_header(path, payload)?);
+        at += FRAME_HEADER_BYTES + payload.len();
+        while let Some(payload) = frame_at(bytes, at) {
+            let tick: TickOwned = postcard::from_bytes(payload).map_err(|source| WalError::Decode {
+                path: path.to_path_buf(),
+                offset: at as u64,
+                source,
+            })?;
+            out.ticks += 1;
+            out.last_tick_ms = Some(tick.ts);
+            out.gpus.extend(tick.gpus);
+            out.procs.extend(tick.procs);
+            at += FRAME_HEADER_BYTES + payload.len();
+        }
+    }
+    out.torn_bytes = (bytes.len() - at) as u64;
+    Ok(out)
+}
+
+fn decode_header(path: &Path, payload: &[u8]) -> Result<SegmentHeader, WalError> {
+    let not_a_segment = || WalError::NotASegment { path: path.to_path_buf() };
+    let rest = payload.strip_prefix(&MAGIC).ok_or_else(not_a_segment)?;
+    let (version, rest) = rest.split_first_chunk::<4>().ok_or_else(not_a_segment)?;
+    let (fingerprint, rest) = rest.split_first_chunk::<4>().ok_or_else(not_a_segment)?;
+    let (version, fingerprint) = (u32::from_le_bytes(*version), u32::from_le_bytes(*fingerprint));
+    if version != FORMAT_VERSION || fingerprint != rows_fingerprint() {
+        return Err(WalError::Version {
+            path: path.to_path_buf(),
+            found_version: version,
+            found_fingerprint: fingerprint,
+        });
+    }
+    postcard::from_bytes(rest).map_err(|source| WalError::Decode {
+        path: path.to_path_buf(),
+        offset: 0,
+        source,
+    })
+}
+
+/// The segments of `host` under `layout`, ordered by (start, seq). Files
+/// whose names are not segment names are left out; a missing WAL folder has
+/// none.
+pub fn host_segments(layout: &DataLayout, host: &str) -> io::Result<Vec<SegmentFile>> {
+    let mut out = Vec::new();
+    collect_segments(&layout.wal_dir(host), host, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// The segments of every host under `layout`, ordered by (host, start,
+/// seq): what the analysis reads besides the closed Parquet files.
+///
+/// A segment may turn into Parquet and be deleted at any moment while a
+/// recorder runs. To see each row once, list segments first and Parquet
+/// files second, then drop every segment whose Parquet file
+/// ([`DataLayout::file_path`] of the same host, start and seq) exists; a
+/// segment gone before it was read ([`WalError::Read`] with
+/// [`io::ErrorKind::NotFound`]) is in Parquet by then.
+pub fn all_segments(layout: &DataLayout) -> io::Result<Vec<SegmentFile>> {
+    let mut out = Vec::new();
+    let entries = match fs::read_dir(layout.wal_root()) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        if let Some(host) = name.to_str().and_then(|n| n.strip_prefix("host="))
+            && entry.file_type()?.is_dir()
+        {
+            collect_segments(&entry.path(), host, &mut out)?;
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn collect_segments(dir: &Path, host: &str, out: &mut Vec<SegmentFile>) -> io::Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        if let Some((start_ms, seq)) = entry.file_name().to_str().and_then(parse_wal_segment_name) {
+            out.push(SegmentFile { host: host.to_owned(), start_ms, seq, path: entry.path() });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ProcIdentity;
+
+    fn gpu(ts: i64, uuid: &str, util: Option<i32>) -> GpuSample {
+        GpuSample {
+            ts,
+            gpu_uuid: uuid.into(),
+            gpu_index: 1,
+            gpu_model: Some("NVIDIA H100 80GB HBM3".into()),
+            interval_ms: 1_000,
+            gpu_util_pct: util,
+            fb_used_bytes: Some(80 << 30),
+            energy_mj: Some(-1),
+            sm_active_pct: Some(12.5),
+            ..Default::default()
+        }
+    }
+
+    fn proc_row(ts: i64, uuid: &str, pid: i32) -> ProcSample {
+        ProcSample {
+            ts,
+            gpu_uuid: uuid.into(),
+            pid,
+            interval_ms: 1_000,
+            identity: ProcIdentity {
+                proc_start: Some(1_700_000_000_000),
+                comm: Some("python3".into()),
+                user: Some("alice".into()),
+                k8s_namespace: None,
+                ..Default::default()
+            },
+            used_mem_bytes: Some(1 << 30),
+            sm_util_pct: None,
+            mem_util_pct: Some(0),
+        }
+    }
+
+    fn header() -> SegmentHeader {
+        SegmentHeader { host: "node07".into(), start_ms: 1_000, seq: 4 }
+    }
+
+    /// A segment of three ticks of two GPUs, one process each; and the
+    /// end offset of each frame.
+    fn segment() -> (Vec<u8>, Vec<usize>) {
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        encode_header(&header(), &mut bytes).expect("encodes");
+        ends.push(bytes.len());
+        for i in 0..3 {
+            let ts = 1_000 + i * 1_000;
+            let gpus = [gpu(ts, "GPU-b", Some(i as i32)), gpu(ts, "GPU-a", None)];
+            let procs = [proc_row(ts, "GPU-b", 7)];
+            encode_tick(ts, &gpus, &procs, &mut bytes).expect("encodes");
+            ends.push(bytes.len());
+        }
+        (bytes, ends)
+    }
+
+    fn read(bytes: &[u8]) -> SegmentRows {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("1000-000004.wal");
+        fs::write(&path, bytes).expect("write");
+        read_segment(&path).expect("readable")
+    }
+
+    #[test]
+    fn rows_round_trip() {
+        let (bytes, _) = segment();
+        let rows = read(&bytes);
+        assert_eq!(rows.header, Some(header()));
+        assert_eq!((rows.ticks, rows.last_tick_ms), (3, Some(3_000)));
+        assert_eq!(rows.torn_bytes, 0);
+        assert_eq!(rows.gpus.len(), 6);
+        assert_eq!(rows.procs.len(), 3);
+        assert_eq!(rows.gpus[2], gpu(2_000, "GPU-b", Some(1)));
+        assert_eq!(rows.gpus[3], gpu(2_000, "GPU-a", None), "null stays null");
+        assert_eq!(rows.procs[2], proc_row(3_000, "GPU-b", 7));
+    }
+
+    #[test]
+    fn a_tick_stays_compact() {
+        // 8 GPUs and 16 processes: the recorder's steady state.
+        let gpus: Vec<_> =
+            (0..8).map(|i| gpu(1_796_083_199_000, &format!("GPU-{i:036}"), Some(50))).collect();
+        let procs: Vec<_> = (0..16)
+            .map(|i| proc_row(1_796_083_199_000, "GPU-000000000000000000000000000000000000", i))
+            .collect();
+        let mut bytes = Vec::new();
+        encode_tick(1_796_083_199_000, &gpus, &procs, &mut bytes).expect("encodes");
+        assert!(bytes.len() < 2_500, "{} bytes", bytes.len());
+    }
+
+    #[test]
+    fn a_torn_last_frame_is_dropped_and_counted() {
+        let (bytes, ends) = segment();
+        // Cut inside the last frame's payload, and inside its 8-byte head.
+        for cut in [ends[3] - 5, ends[2] + 3] {
+            let rows = read(&bytes[..cut]);
+            assert_eq!(rows.ticks, 2, "cut at {cut}");
+            assert_eq!(rows.gpus.len(), 4);
+            assert_eq!(rows.procs.len(), 2);
+            assert_eq!(rows.torn_bytes, (cut - ends[2]) as u64);
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_drops_its_frame_and_everything_after() {
+        let (mut bytes, ends) = segment();
+        bytes[ends[1] + 12] ^= 0x40; // in the second tick's payload
+        let rows = read(&bytes);
+        assert_eq!(rows.ticks, 1);
+        assert_eq!(rows.gpus.len(), 2);
+        assert_eq!(rows.torn_bytes, (ends[3] - ends[1]) as u64);
+    }
+
+    #[test]
+    fn a_zero_filled_tail_is_torn_not_a_frame() {
+        let (mut bytes, ends) = segment();
+        bytes.extend_from_slice(&[0; 4096]);
+        let rows = read(&bytes);
+        assert_eq!(rows.ticks, 3);
+        assert_eq!(rows.torn_bytes, 4096);
+        assert_eq!(bytes.len(), ends[3] + 4096);
+    }
+
+    #[test]
+    fn an_empty_or_headless_file_has_no_rows() {
+        let rows = read(&[]);
+        assert_eq!(rows, SegmentRows::default());
+        let (bytes, ends) = segment();
+        let rows = read(&bytes[..ends[0] - 1]);
+        assert_eq!((rows.header, rows.ticks, rows.torn_bytes), (None, 0, (ends[0] - 1) as u64));
+    }
+
+    #[test]
+    fn another_format_is_refused_not_misread() {
+        let (mut bytes, _) = segment();
+        // Rewrite the header frame with another version and a valid checksum.
+        bytes[FRAME_HEADER_BYTES + 8] = 99;
+        let len = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
+        let crc = crc32fast::hash(&bytes[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len]);
+        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("1000-000004.wal");
+        fs::write(&path, &bytes).expect("write");
+        let err = read_segment(&path).expect_err("version 99");
+        assert!(matches!(err, WalError::Version { found_version: 99, .. }), "{err}");
+
+        let mut other = 4u32.to_le_bytes().to_vec();
+        other.extend_from_slice(&crc32fast::hash(b"nope").to_le_bytes());
+        other.extend_from_slice(b"nope");
+        fs::write(&path, &other).expect("write");
+        let err = read_segment(&path).expect_err("not a segment");
+        assert!(matches!(err, WalError::NotASegment { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_encoding_of_rows_is_pinned() {
+        // postcard stores fields by position: a change to a row struct
+        // changes these bytes and makes older segments unreadable. When
+        // this fails, bump FORMAT_VERSION and update the checksum.
+        let mut bytes = Vec::new();
+        encode_tick(1_000, &[gpu(1_000, "GPU-a", Some(3))], &[proc_row(1_000, "GPU-a", 7)], &mut bytes)
+            .expect("encodes");
+        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (1, PINNED_TICK_CRC));
+    }
+
+    const PINNED_TICK_CRC: u32 = 2_472_781_695;
+
+    #[test]
+    fn segments_are_listed_per_host_in_order() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let layout = DataLayout::new(tmp.path());
+        for (host, start, seq) in [("b", 2_000, 0), ("a", 3_000, 1), ("a", 3_000, 0), ("a", 1_000, 9)] {
+            let p = layout.wal_segment_path(host, start, seq);
+            fs::create_dir_all(p.parent().expect("dir")).expect("mkdir");
+            fs::write(&p, b"").expect("write");
+        }
+        fs::write(layout.wal_dir("a").join("notes.txt"), b"").expect("write");
+        let a: Vec<_> =
+            host_segments(&layout, "a").expect("list").into_iter().map(|s| (s.start_ms, s.seq)).collect();
+        assert_eq!(a, [(1_000, 9), (3_000, 0), (3_000, 1)]);
+        let all: Vec<_> = all_segments(&layout).expect("list").into_iter().map(|s| s.host).collect();
+        assert_eq!(all, ["a", "a", "a", "b"]);
+        assert!(host_segments(&layout, "none").expect("missing folder").is_empty());
+        assert!(all_segments(&DataLayout::new(tmp.path().join("nope"))).expect("missing").is_empty());
+    }
+}
