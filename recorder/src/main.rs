@@ -40,6 +40,13 @@ struct Cli {
     /// most about this much (a killed recorder loses nothing already sampled).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     sync: Duration,
+    /// Most rows held in memory while the disk refuses writes (full,
+    /// read-only); past it the oldest are dropped and counted.
+    #[arg(long, default_value_t = apron_recorder::writer::DEFAULT_MAX_ROWS)]
+    buffer_rows: usize,
+    /// How often the one-line health summary is logged.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    health_every: Duration,
     /// Host name to record under (default: this machine's host name).
     #[arg(long)]
     host: Option<String>,
@@ -323,7 +330,8 @@ fn record(cli: &Cli, layout: DataLayout) -> anyhow::Result<()> {
         }
     }
     let mut maintenance = DailyMaintenance::new(layout.clone(), &host, cli.retention.policy());
-    let mut writer = RollingWriter::new(layout, &host, cli.rotate)?.with_wal(cli.sync)?;
+    let mut writer =
+        RollingWriter::new(layout, &host, cli.rotate)?.with_wal(cli.sync)?.with_max_rows(cli.buffer_rows);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .enable_io()
@@ -334,6 +342,7 @@ fn record(cli: &Cli, layout: DataLayout) -> anyhow::Result<()> {
         source.as_mut(),
         &mut writer,
         cli.interval,
+        cli.health_every,
         Some(&mut maintenance),
     ))
     .with_context(|| format!("cannot write the last rows under {}", cli.data.display()))?;

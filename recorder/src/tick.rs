@@ -14,6 +14,12 @@ use crate::maintenance::DailyMaintenance;
 use crate::source::{Source, Tick};
 use crate::writer::{RollingWriter, WriteError, WriterStats};
 
+/// How often a write the disk keeps refusing is logged again.
+const WRITE_LOG_EVERY_MS: i64 = 60_000;
+
+/// How often the one-line health summary is logged by default.
+pub const DEFAULT_HEALTH_EVERY: Duration = Duration::from_secs(300);
+
 /// How often a GPU that keeps failing is logged again.
 const FAILURE_LOG_EVERY_MS: i64 = 60_000;
 
@@ -60,7 +66,7 @@ pub async fn run(
     writer: &mut RollingWriter,
     interval: Duration,
 ) -> Result<RunStats, WriteError> {
-    run_with_maintenance(source, writer, interval, None).await
+    run_with_maintenance(source, writer, interval, DEFAULT_HEALTH_EVERY, None).await
 }
 
 /// [`run`], also compacting closed days and applying retention in the
@@ -70,6 +76,7 @@ pub async fn run_with_maintenance(
     source: &mut dyn Source,
     writer: &mut RollingWriter,
     interval: Duration,
+    health_every: Duration,
     mut maintenance: Option<&mut DailyMaintenance>,
 ) -> Result<RunStats, WriteError> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -90,6 +97,9 @@ pub async fn run_with_maintenance(
     let mut tick = Tick::default();
     let mut last: Option<i64> = None;
     let mut last_failure_log: HashMap<u32, i64> = HashMap::new();
+    let mut last_write_warning: Option<i64> = None;
+    let health_every_ms = i64::try_from(health_every.as_millis()).unwrap_or(i64::MAX).max(1);
+    let mut last_health = now_ms();
 
     loop {
         let now = now_ms();
@@ -118,7 +128,18 @@ pub async fn run_with_maintenance(
         }
         if let Err(e) = writer.push(ts, &tick) {
             stats.write_errors += 1;
-            warn!(error = %format_chain(&e), pending_rows = writer.pending_rows(), "cannot write; rows kept in memory, retrying at the next rotation");
+            if last_write_warning.is_none_or(|t| ts - t >= WRITE_LOG_EVERY_MS || ts < t) {
+                last_write_warning = Some(ts);
+                let w = writer.stats();
+                warn!(error = %format_chain(&e), held_rows = writer.pending_rows(), dropped_rows = w.dropped_rows,
+                    write_errors = w.write_errors, "cannot write; sampling goes on into memory and the write is retried");
+            }
+        } else if last_write_warning.take().is_some() {
+            info!(files = writer.stats().files, "writing works again; caught up");
+        }
+        if ts - last_health >= health_every_ms || ts < last_health {
+            last_health = ts;
+            log_health(&stats, writer);
         }
         // After the push: at the first tick of a day, the day before is closed.
         if let Some(m) = maintenance.as_deref_mut() {
@@ -141,6 +162,27 @@ pub async fn run_with_maintenance(
         "recorder stopped; all rows written"
     );
     Ok(stats)
+}
+
+/// The periodic one-line health summary: is the recorder keeping up, and
+/// is anything being lost.
+fn log_health(stats: &RunStats, writer: &RollingWriter) {
+    let w = writer.stats();
+    let wal = writer.wal_stats().unwrap_or_default();
+    info!(
+        ticks = stats.ticks,
+        missed_ticks = stats.ticks_missed,
+        gpu_rows = w.gpu_rows,
+        proc_rows = w.proc_rows,
+        files = w.files,
+        held_rows = writer.pending_rows(),
+        dropped_rows = w.dropped_rows,
+        write_errors = w.write_errors,
+        gpu_errors = stats.gpu_failures,
+        wal_bytes = writer.wal_bytes_on_disk(),
+        wal_errors = wal.errors,
+        "health"
+    );
 }
 
 /// An error and its causes on one line.

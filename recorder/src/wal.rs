@@ -211,10 +211,28 @@ impl Wal {
     /// cannot be deleted is warned about; recovery finds its Parquet files
     /// at the next start and only deletes it.
     pub fn finish(&mut self) {
-        let Some(seg) = self.segment.take() else { return };
-        if let Err(e) = fs::remove_file(&seg.path) {
+        if let Some(path) = self.seal() {
+            self.remove(&path);
+        }
+    }
+
+    /// Ends the open segment without deleting it: its file has closed but
+    /// is not in Parquet yet (the disk refused it), so the segment keeps its
+    /// rows crash-safe until [`Wal::remove`]. Syncs it first, best effort.
+    pub fn seal(&mut self) -> Option<PathBuf> {
+        let seg = self.segment.take()?;
+        if let Err(e) = seg.file.sync_data() {
             self.stats.errors += 1;
-            warn!(file = %seg.path.display(), error = %e, "cannot delete a WAL segment whose rows are in Parquet; it is cleared at the next start");
+            warn!(file = %seg.path.display(), error = %e, "cannot sync a WAL segment");
+        }
+        Some(seg.path)
+    }
+
+    /// Deletes a sealed segment whose rows are now in Parquet.
+    pub fn remove(&mut self, path: &Path) {
+        if let Err(e) = fs::remove_file(path) {
+            self.stats.errors += 1;
+            warn!(file = %path.display(), error = %e, "cannot delete a WAL segment whose rows are in Parquet; it is cleared at the next start");
         }
     }
 }

@@ -14,6 +14,7 @@
 //! segment too; so a file that exists already holds its segment's rows, and
 //! writing it again (replaying a segment after a crash) is skipped.
 
+use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -81,6 +82,12 @@ pub struct WriterStats {
     pub gpu_rows: u64,
     /// `proc_samples` rows in those files.
     pub proc_rows: u64,
+    /// Rows dropped from memory because the disk refused writes for longer
+    /// than the buffer holds (oldest first). Where their WAL segment was
+    /// written, they reach Parquet at the next start.
+    pub dropped_rows: u64,
+    /// Writes the disk refused (each retried later).
+    pub write_errors: u64,
 }
 
 /// The open file's rows of one GPU, in tick order. Keeping them apart per
@@ -92,6 +99,29 @@ struct GpuRun {
     gpus: Vec<GpuSample>,
     /// Ordered by (ts, pid).
     procs: Vec<ProcSample>,
+}
+
+/// Default bound of the rows held in memory while the disk refuses writes:
+/// about 2 hours of 8 GPUs and 16 processes at 1 Hz, some 50 MB.
+pub const DEFAULT_MAX_ROWS: usize = 200_000;
+
+/// How often a refused write is retried between rotations.
+pub const RETRY_EVERY_MS: i64 = 10_000;
+
+/// A file whose rows are complete but not yet written as Parquet.
+#[derive(Debug)]
+struct ClosedFile {
+    start_ms: i64,
+    seq: u64,
+    runs: Vec<GpuRun>,
+    /// Its WAL segment, deleted once the Parquet files are durable.
+    segment: Option<PathBuf>,
+}
+
+impl ClosedFile {
+    fn rows(&self) -> usize {
+        self.runs.iter().map(|r| r.gpus.len() + r.procs.len()).sum()
+    }
 }
 
 /// The open file of one host: its rows in memory until it closes.
@@ -110,9 +140,15 @@ pub struct RollingWriter {
     /// First and last tick of the open file.
     open: Option<(i64, i64)>,
     runs: Vec<GpuRun>,
-    /// The open file's `gpu_samples` part is on disk already (its
-    /// `proc_samples` part failed and is being retried).
-    gpus_written: bool,
+    /// Files closed but not yet on disk (the disk refused them), oldest
+    /// first; written in order as soon as the disk takes them again.
+    unwritten: VecDeque<ClosedFile>,
+    /// Most rows held in memory, open and unwritten files together; past
+    /// it the oldest unwritten file is dropped (and counted).
+    max_rows: usize,
+    /// Tick of the last failed write, to retry at most every
+    /// [`RETRY_EVERY_MS`] between rotations.
+    last_failure_ms: Option<i64>,
     stats: WriterStats,
 }
 
@@ -130,7 +166,9 @@ impl RollingWriter {
             energy_carry: EnergyCarry::new(),
             open: None,
             runs: Vec::new(),
-            gpus_written: false,
+            unwritten: VecDeque::new(),
+            max_rows: DEFAULT_MAX_ROWS,
+            last_failure_ms: None,
             stats: WriterStats::default(),
         })
     }
@@ -148,6 +186,25 @@ impl RollingWriter {
         self.wal.as_ref().map(Wal::stats)
     }
 
+    /// Bytes of this host's WAL segments on disk now (0 without a WAL).
+    pub fn wal_bytes_on_disk(&self) -> u64 {
+        if self.wal.is_none() {
+            return 0;
+        }
+        fs::read_dir(self.layout.wal_dir(&self.host))
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| {
+                        e.path().extension().is_some_and(|x| x == apron_schemas::paths::WAL_EXTENSION)
+                    })
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
     /// The host this writer writes for.
     pub fn host(&self) -> &str {
         &self.host
@@ -160,17 +217,31 @@ impl RollingWriter {
 
     /// Rows held in memory, not yet in a closed file.
     pub fn pending_rows(&self) -> usize {
-        self.runs.iter().map(|r| r.gpus.len() + r.procs.len()).sum()
+        let open: usize = self.runs.iter().map(|r| r.gpus.len() + r.procs.len()).sum();
+        open + self.unwritten.iter().map(ClosedFile::rows).sum::<usize>()
+    }
+
+    /// Bounds the rows held in memory while the disk refuses writes
+    /// (default [`DEFAULT_MAX_ROWS`]).
+    pub fn with_max_rows(mut self, max_rows: usize) -> Self {
+        self.max_rows = max_rows.max(1);
+        self
     }
 
     /// Adds the rows of the tick at `ts_ms`. When the tick belongs in a new
     /// file, the open one is closed first. On error the rows stay held and
     /// the next call tries again.
     pub fn push(&mut self, ts_ms: i64, tick: &Tick) -> Result<(), WriteError> {
+        let mut result = Ok(());
         if let Some((start, last)) = self.open
             && should_rotate(start, last, ts_ms, self.rotate_ms)
         {
-            self.close()?;
+            self.seal_open();
+            result = self.write_unwritten(ts_ms);
+        } else if !self.unwritten.is_empty()
+            && self.last_failure_ms.is_none_or(|t| ts_ms - t >= RETRY_EVERY_MS || ts_ms < t)
+        {
+            result = self.write_unwritten(ts_ms);
         }
         let start = match self.open {
             Some((start, _)) => start,
@@ -201,7 +272,54 @@ impl RollingWriter {
         for (i, from) in tails {
             self.runs[i].procs[from..].sort_by_key(|p| p.pid);
         }
+        self.enforce_bound();
+        result
+    }
+
+    /// Moves the open file's rows to the unwritten files (its WAL segment
+    /// sealed, not deleted) and starts no new one.
+    fn seal_open(&mut self) {
+        let Some((start_ms, _)) = self.open.take() else { return };
+        let segment = self.wal.as_mut().and_then(Wal::seal);
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
+        self.unwritten.push_back(ClosedFile { start_ms, seq: self.seq, runs, segment });
+        self.seq += 1;
+    }
+
+    /// Writes the unwritten files, oldest first, stopping at the first the
+    /// disk refuses (kept for the next try).
+    fn write_unwritten(&mut self, now_ms: i64) -> Result<(), WriteError> {
+        while let Some(file) = self.unwritten.pop_front() {
+            if let Err(e) = self.write_closed(&file) {
+                self.unwritten.push_front(file);
+                self.stats.write_errors += 1;
+                self.last_failure_ms = Some(now_ms);
+                return Err(e);
+            }
+            if let (Some(wal), Some(path)) = (self.wal.as_mut(), file.segment.as_deref()) {
+                wal.remove(path);
+            }
+        }
+        self.last_failure_ms = None;
         Ok(())
+    }
+
+    /// Drops the oldest unwritten files while more rows are held than the
+    /// bound allows: a disk that stays full must not exhaust memory.
+    fn enforce_bound(&mut self) {
+        while self.pending_rows() > self.max_rows {
+            let Some(oldest) = self.unwritten.pop_front() else { break };
+            let rows = oldest.rows() as u64;
+            self.stats.dropped_rows += rows;
+            tracing::warn!(
+                start_ms = oldest.start_ms,
+                rows,
+                dropped_rows = self.stats.dropped_rows,
+                segment = oldest.segment.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+                "buffer full while the disk refuses writes: dropped the oldest rows from memory"
+            );
+        }
     }
 
     /// The first counter from `from` on that names no file of any table and
@@ -232,59 +350,55 @@ impl RollingWriter {
         &mut self.runs[i]
     }
 
-    /// Closes the open file: writes every row held, one file per table
-    /// that has rows, raw tables first, then their minute rollups
-    /// ([`crate::rollup`]). When this returns `Ok`, the rows are durable on disk.
+    /// Closes the open file and writes every file held, oldest first: the
+    /// raw tables, then their minute rollups ([`crate::rollup`]). When this
+    /// returns `Ok`, every row pushed is durable on disk; on error the rows
+    /// not written stay held (and in their WAL segments) for another try.
     pub fn close(&mut self) -> Result<(), WriteError> {
-        let Some((start, _)) = self.open else {
-            return Ok(());
-        };
-        self.runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
-        let gpu_rows: usize = self.runs.iter().map(|r| r.gpus.len()).sum();
-        let proc_rows: usize = self.runs.iter().map(|r| r.procs.len()).sum();
-        // Both files are written before either table's rows are dropped, so
-        // a failure of the second leaves everything held for the retry.
-        if gpu_rows > 0 && !self.gpus_written {
-            let rows = self.runs.iter().flat_map(|r| r.gpus.iter());
+        self.seal_open();
+        let now = self.unwritten.back().map_or(0, |f| f.start_ms);
+        self.write_unwritten(now)
+    }
+
+    /// Writes one closed file: one Parquet file per table that has rows,
+    /// under the names chosen when it opened. Files of it already there
+    /// (an earlier, partly failed try) are kept.
+    fn write_closed(&mut self, file: &ClosedFile) -> Result<(), WriteError> {
+        let (start, seq) = (file.start_ms, file.seq);
+        let gpu_rows: usize = file.runs.iter().map(|r| r.gpus.len()).sum();
+        let proc_rows: usize = file.runs.iter().map(|r| r.procs.len()).sum();
+        if gpu_rows > 0 {
+            let rows = file.runs.iter().flat_map(|r| r.gpus.iter());
             let batch = gpu_samples::to_batch_from(rows, gpu_rows)
                 .map_err(|source| WriteError::Batch { table: Table::GpuSamples, source })?;
-            self.write(Table::GpuSamples, start, &batch)?;
-            self.gpus_written = true;
+            self.write(Table::GpuSamples, start, seq, &batch)?;
         }
         if proc_rows > 0 {
-            let rows = self.runs.iter().flat_map(|r| r.procs.iter());
+            let rows = file.runs.iter().flat_map(|r| r.procs.iter());
             let batch = proc_samples::to_batch_from(rows, proc_rows)
                 .map_err(|source| WriteError::Batch { table: Table::ProcSamples, source })?;
-            self.write(Table::ProcSamples, start, &batch)?;
+            self.write(Table::ProcSamples, start, seq, &batch)?;
         }
         // The file's minute rollups, under the same (start, seq) name, so a
         // closed raw file and its rollups go together.
         let rollup = rollup::rollup(
-            self.runs.iter().flat_map(|r| r.gpus.iter()),
-            self.runs.iter().flat_map(|r| r.procs.iter()),
+            file.runs.iter().flat_map(|r| r.gpus.iter()),
+            file.runs.iter().flat_map(|r| r.procs.iter()),
             &self.energy_carry,
         );
         if !rollup.gpu_minutes.is_empty() {
             let batch = gpu_minutes::to_batch(&rollup.gpu_minutes)
                 .map_err(|source| WriteError::Batch { table: Table::GpuMinutes, source })?;
-            self.write(Table::GpuMinutes, start, &batch)?;
+            self.write(Table::GpuMinutes, start, seq, &batch)?;
         }
         if !rollup.proc_minutes.is_empty() {
             let batch = proc_minutes::to_batch(&rollup.proc_minutes)
                 .map_err(|source| WriteError::Batch { table: Table::ProcMinutes, source })?;
-            self.write(Table::ProcMinutes, start, &batch)?;
+            self.write(Table::ProcMinutes, start, seq, &batch)?;
         }
         self.energy_carry = rollup.carry;
         self.stats.gpu_rows += gpu_rows as u64;
         self.stats.proc_rows += proc_rows as u64;
-        self.gpus_written = false;
-        self.runs.clear();
-        self.open = None;
-        self.seq += 1;
-        // Only now, with every file of it durable, may its segment go.
-        if let Some(wal) = &mut self.wal {
-            wal.finish();
-        }
         Ok(())
     }
 
@@ -303,9 +417,9 @@ impl RollingWriter {
         procs: Vec<ProcSample>,
     ) -> Result<(), WriteError> {
         self.close()?;
-        let Some(last) = gpus.iter().map(|r| r.ts).chain(procs.iter().map(|r| r.ts)).max() else {
+        if gpus.is_empty() && procs.is_empty() {
             return Ok(());
-        };
+        }
         let mut gpus = gpus;
         let mut procs = procs;
         gpu_samples::sort(&mut gpus);
@@ -322,17 +436,24 @@ impl RollingWriter {
             let uuid = row.gpu_uuid.clone();
             self.run(&uuid).procs.push(row);
         }
-        self.seq = seq;
-        self.open = Some((start_ms, last));
-        self.close()
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
+        self.unwritten.push_back(ClosedFile { start_ms, seq, runs, segment: None });
+        self.write_unwritten(start_ms)
     }
 
-    fn write(&mut self, table: Table, start_ms: i64, batch: &RecordBatch) -> Result<(), WriteError> {
+    fn write(
+        &mut self,
+        table: Table,
+        start_ms: i64,
+        seq: u64,
+        batch: &RecordBatch,
+    ) -> Result<(), WriteError> {
         // The name was free when the file opened (see `free_seq`), so a file
         // there now holds these very rows: written before a crash that left
         // the WAL segment behind, or by an earlier try of this close. Never
         // write it twice.
-        let path = self.layout.file_path(table, &self.host, start_ms, self.seq);
+        let path = self.layout.file_path(table, &self.host, start_ms, seq);
         if path.exists() {
             return Ok(());
         }
@@ -446,7 +567,7 @@ mod tests {
         assert_eq!(files.len(), 2, "{files:?}");
         assert!(files.iter().all(|f| f.extension().is_some_and(|e| e == "parquet")));
         // Each closed file comes with its gpu_minutes rollup.
-        assert_eq!(w.stats(), WriterStats { files: 4, gpu_rows: 8, proc_rows: 0 });
+        assert_eq!(w.stats(), WriterStats { files: 4, gpu_rows: 8, proc_rows: 0, ..Default::default() });
 
         let reader = SerializedFileReader::new_with_options(
             File::open(&files[0]).expect("open"),
@@ -535,5 +656,60 @@ mod tests {
         let held = batch.column_by_name("proc_held").expect("proc_held").as_boolean();
         // Two samples, each 250 mJ after the one before.
         assert_eq!((batch.num_rows(), energy.value(0), held.value(0)), (1, 0.5, true));
+    }
+
+    /// A data folder whose table folder is blocked by a plain file: every
+    /// write fails until the file is removed (root ignores permissions, so a
+    /// read-only folder would not do in a test run as root).
+    fn blocked_layout() -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let blocker = tmp.path().join("gpu_samples");
+        fs::write(&blocker, b"in the way").expect("write");
+        (tmp, blocker)
+    }
+
+    #[test]
+    fn while_the_disk_refuses_rows_are_held_then_written_in_order() {
+        let (tmp, blocker) = blocked_layout();
+        let mut w =
+            RollingWriter::new(DataLayout::new(tmp.path()), "n", Duration::from_secs(10)).expect("host");
+        // 30 ticks at 1 s over three 10-second files; the first two closes fail.
+        let mut errors = 0;
+        for s in 0..30 {
+            if w.push(s * 1_000, &tick(s * 1_000)).is_err() {
+                errors += 1;
+            }
+        }
+        assert_eq!(errors, 2, "each rotation tried once (the retry interval is 10 s)");
+        assert_eq!(w.pending_rows(), 60, "no tick lost while the disk refused");
+        assert_eq!(w.stats().files, 0);
+        fs::remove_file(&blocker).expect("unblock");
+        // The next push past the retry interval catches up, oldest first.
+        w.push(30_000, &tick(30_000)).expect("the disk takes writes again");
+        assert_eq!(w.pending_rows(), 2, "only the new open file is held");
+        w.close().expect("close");
+        let raw: Vec<_> = parquet_files(tmp.path())
+            .into_iter()
+            .filter(|p| p.starts_with(tmp.path().join("gpu_samples")))
+            .collect();
+        assert_eq!(raw.len(), 4);
+        assert_eq!(w.stats().gpu_rows, 62);
+        assert_eq!(w.stats().dropped_rows, 0);
+    }
+
+    #[test]
+    fn a_disk_that_stays_full_drops_the_oldest_rows_and_counts_them() {
+        let (tmp, _blocker) = blocked_layout();
+        let mut w = RollingWriter::new(DataLayout::new(tmp.path()), "n", Duration::from_secs(10))
+            .expect("host")
+            .with_max_rows(45);
+        for s in 0..40 {
+            let _ = w.push(s * 1_000, &tick(s * 1_000));
+        }
+        // Files of 20 rows each: [0,10) [10,20) [20,30) closed, [30,40) open.
+        // 80 rows exceed 45: the two oldest files (40 rows) are dropped.
+        assert_eq!(w.stats().dropped_rows, 40);
+        assert_eq!(w.pending_rows(), 40);
+        assert!(w.pending_rows() <= 45);
     }
 }

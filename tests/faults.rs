@@ -1,0 +1,252 @@
+//! End to end: the recorder under faults. A data folder that refuses writes
+//! and then takes them again, a second recorder on the same folder, a GPU
+//! that disappears mid-run (through the real NVML calls against the fake
+//! libnvidia-ml), and wall-clock jumps.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use apron_recorder::source::Tick;
+use apron_recorder::writer::RollingWriter;
+use apron_schemas::{DataLayout, GpuSample};
+use apron_tests::{bin, fake_nvml};
+use arrow::array::AsArray;
+use arrow::datatypes::TimestampMillisecondType;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else { continue };
+        for e in entries {
+            let p = e.expect("directory entry").path();
+            if p.is_dir() { stack.push(p) } else { out.push(p) }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every (gpu_uuid, ts) of `gpu_samples`, with how often it occurs.
+fn gpu_keys(data: &Path) -> BTreeMap<(String, i64), usize> {
+    let mut out = BTreeMap::new();
+    for f in files_under(&data.join("gpu_samples")) {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&f).expect("open"))
+            .expect("a complete parquet file")
+            .build()
+            .expect("reader");
+        for b in reader {
+            let b = b.expect("batch");
+            let ts = b.column_by_name("ts").expect("ts").as_primitive::<TimestampMillisecondType>();
+            let uuid = b.column_by_name("gpu_uuid").expect("uuid").as_string::<i32>();
+            for i in 0..b.num_rows() {
+                *out.entry((uuid.value(i).to_owned(), ts.value(i))).or_insert(0) += 1;
+            }
+        }
+    }
+    out
+}
+
+fn recorder(data: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("apron-recorder"));
+    cmd.arg("--data").arg(data).args(args).env("APRON_LOG", "info").stdin(Stdio::null());
+    cmd
+}
+
+fn spawn(mut cmd: Command) -> Child {
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("the recorder starts")
+}
+
+fn stop(child: Child) -> Output {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    // SAFETY: kill(2) on a child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let t0 = Instant::now();
+    let mut child = child;
+    while child.try_wait().expect("try_wait").is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the recorder did not stop");
+        sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Sets or clears the immutable attribute on everything under `dir`: even
+/// root cannot create files in an immutable folder, which is what a
+/// read-only or full disk looks like to the recorder.
+fn set_immutable(dir: &Path, on: bool) {
+    let status = Command::new("chattr")
+        .arg("-R")
+        .arg(if on { "+i" } else { "-i" })
+        .arg(dir)
+        .status()
+        .expect("chattr (e2fsprogs) runs");
+    assert!(
+        status.success(),
+        "chattr on {} failed: this test needs a filesystem with the immutable flag",
+        dir.display()
+    );
+}
+
+/// Clears the immutable flag even when the test fails, so the temporary
+/// folder can be removed.
+struct Unfreeze(PathBuf);
+
+impl Drop for Unfreeze {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-R").arg("-i").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_data_folder_that_refuses_writes_then_takes_them_loses_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let _guard = Unfreeze(data.clone());
+    let child = spawn(recorder(
+        &data,
+        &[
+            "--source",
+            "sim",
+            "--host",
+            "faultnode",
+            "--sim-gpus",
+            "2",
+            "--interval",
+            "200ms",
+            "--rotate",
+            "1s",
+        ],
+    ));
+    // Let it write its first files, so every folder it needs exists.
+    sleep(Duration::from_millis(2_500));
+    let started = Instant::now();
+    set_immutable(&data, true);
+    sleep(Duration::from_millis(3_000));
+    let refused_for = started.elapsed();
+    set_immutable(&data, false);
+    // Rotations every second retry the held files.
+    sleep(Duration::from_millis(2_500));
+    let out = stop(child);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the recorder kept running and stopped cleanly: {log}");
+    assert!(log.contains("cannot write"), "the problem is logged: {log}");
+    assert!(log.contains("writing works again"), "the recovery is logged: {log}");
+    assert!(!log.contains("panicked"), "{log}");
+
+    let keys = gpu_keys(&data);
+    assert!(keys.values().all(|&n| n == 1), "no row twice");
+    let per_gpu: BTreeMap<&str, Vec<i64>> = keys.keys().fold(BTreeMap::new(), |mut m, (g, ts)| {
+        m.entry(g.as_str()).or_insert_with(Vec::new).push(*ts);
+        m
+    });
+    assert_eq!(per_gpu.len(), 2);
+    for (gpu, ts) in per_gpu {
+        // One unbroken run of 200 ms ticks across the refused stretch:
+        // nothing sampled while the disk refused was lost.
+        assert!(ts.windows(2).all(|w| w[1] - w[0] == 200), "{gpu}: a gap in {ts:?}");
+        let span_ms = ts[ts.len() - 1] - ts[0];
+        assert!(span_ms as u128 > refused_for.as_millis() + 3_000, "{gpu}: {span_ms} ms recorded");
+    }
+    assert!(
+        !files_under(&data.join("wal")).iter().any(|f| f.extension().is_some_and(|e| e == "wal")),
+        "every segment was written to Parquet and removed"
+    );
+}
+
+#[test]
+fn a_second_recorder_on_the_same_folder_and_host_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let args = ["--source", "sim", "--host", "locknode", "--sim-gpus", "1", "--interval", "200ms"];
+    let first = spawn(recorder(&data, &args));
+    sleep(Duration::from_millis(1_500));
+    let t0 = Instant::now();
+    let second = recorder(&data, &args).output().expect("runs");
+    assert!(t0.elapsed() < Duration::from_secs(10), "refused at once");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(err.contains("already recording host locknode"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.id())), "names the holder: {err}");
+    let out = stop(first);
+    assert!(out.status.success());
+    // Another host may record into the same folder.
+    let other = spawn(recorder(&data, &["--source", "sim", "--host", "othernode", "--sim-gpus", "1"]));
+    sleep(Duration::from_millis(1_500));
+    assert!(stop(other).status.success());
+}
+
+#[test]
+fn a_gpu_that_disappears_leaves_the_others_recording() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let mut cmd = recorder(&data, &["--source", "nvml", "--host", "nvmlnode", "--interval", "200ms"]);
+    cmd.arg("--nvml-lib").arg(fake_nvml()).env(
+        "FAKE_NVML_GPUS",
+        "uuid=GPU-keeps-going,name=NVIDIA H100 80GB HBM3,util=40;\
+         uuid=GPU-falls-off,name=NVIDIA H100 80GB HBM3,util=60,fail_after=5",
+    );
+    let child = spawn(cmd);
+    sleep(Duration::from_millis(3_000));
+    let out = stop(child);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("cannot sample GPU"), "{log}");
+    assert!(log.contains("GPU-falls-off"), "the lost GPU is named: {log}");
+    let keys = gpu_keys(&data);
+    let count = |g: &str| keys.keys().filter(|(u, _)| u == g).count();
+    assert_eq!(count("GPU-falls-off"), 5, "recorded until it fell off");
+    assert!(count("GPU-keeps-going") >= 12, "the other GPU kept recording: {}", count("GPU-keeps-going"));
+}
+
+fn tick(ts: i64) -> Tick {
+    let gpu = |uuid: &str| GpuSample {
+        ts,
+        gpu_uuid: uuid.into(),
+        interval_ms: 1_000,
+        gpu_util_pct: Some(50),
+        ..Default::default()
+    };
+    Tick { gpus: vec![gpu("GPU-a"), gpu("GPU-b")], ..Default::default() }
+}
+
+#[test]
+fn wall_clock_jumps_neither_overwrite_files_nor_lose_rows() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let layout = DataLayout::new(tmp.path());
+    let mut w = RollingWriter::new(layout, "clocknode", Duration::from_secs(600))
+        .expect("host")
+        .with_wal(Duration::from_secs(1))
+        .expect("wal");
+    let t0 = 1_796_040_000_000; // 2026-11-30T12:00:00Z
+    // Ten ticks, then the clock steps back an hour (NTP fixing a bad clock),
+    // ten ticks, back again onto the very same seconds as the first run,
+    // then forward a day and a half.
+    let mut pushed = Vec::new();
+    for base in [t0, t0 - 3_600_000, t0, t0 + 36 * 3_600_000] {
+        for s in 0..10 {
+            let ts = base + s * 1_000;
+            w.push(ts, &tick(ts)).expect("push");
+            pushed.push(ts);
+        }
+    }
+    w.close().expect("close");
+    let keys = gpu_keys(tmp.path());
+    // Every row pushed is there: the rows of the repeated seconds live in
+    // their own files, none replaced another.
+    let total: usize = keys.values().sum();
+    assert_eq!(total, pushed.len() * 2);
+    let repeated: BTreeSet<_> = keys.iter().filter(|(_, n)| **n == 2).map(|((_, ts), _)| *ts).collect();
+    assert_eq!(repeated.len(), 10, "the ten seconds the clock passed twice are recorded twice");
+    let raw_files = files_under(&tmp.path().join("gpu_samples"));
+    assert_eq!(raw_files.len(), 4, "{raw_files:?}");
+    let dates: BTreeSet<_> = raw_files
+        .iter()
+        .filter_map(|f| f.parent()?.parent()?.file_name()?.to_str().map(str::to_owned))
+        .collect();
+    assert_eq!(dates, BTreeSet::from(["date=2026-11-30".to_owned(), "date=2026-12-02".to_owned()]));
+}
