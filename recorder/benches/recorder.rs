@@ -85,6 +85,7 @@ fn report(what: &str, f: &Figures) {
     );
 }
 
+#[expect(clippy::zombie_processes, reason = "the child is reaped by wait4, which also gives its rusage")]
 fn run(recorder: &Path, data: &Path, secs: u64, configure: impl FnOnce(&mut Command)) -> Figures {
     let mut cmd = Command::new(recorder);
     cmd.arg("--data")
