@@ -250,3 +250,69 @@ fn wall_clock_jumps_neither_overwrite_files_nor_lose_rows() {
         .collect();
     assert_eq!(dates, BTreeSet::from(["date=2026-11-30".to_owned(), "date=2026-12-02".to_owned()]));
 }
+
+#[test]
+fn queries_running_during_compaction_see_every_row_once() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    // Hour-long files: 24 per day, table and host, for compaction to merge.
+    let sim = Command::new(bin("apron-recorder"))
+        .arg("--data")
+        .arg(&data)
+        .args([
+            "simulate",
+            "--gpus",
+            "8",
+            "--days",
+            "3",
+            "--start",
+            "2026-10-01",
+            "--interval",
+            "10s",
+            "--rotate",
+            "1h",
+        ])
+        .output()
+        .expect("simulate runs");
+    assert!(sim.status.success(), "{}", String::from_utf8_lossy(&sim.stderr));
+    // A query that reads every row (a sum), not one that footers answer.
+    let count = || {
+        Command::new(bin("apron"))
+            .arg("--data")
+            .arg(&data)
+            .args(["--format", "csv", "sql", "SELECT count(*) AS n, sum(gpu_util_pct) AS s FROM gpu_samples"])
+            .output()
+            .expect("apron runs")
+    };
+    let before = count();
+    assert!(before.status.success());
+    let expected = String::from_utf8_lossy(&before.stdout).trim().to_owned();
+    assert!(expected.starts_with(&format!("n,s\n{},", 8 * 3 * 8_640)), "{expected}");
+    let compact = Command::new(bin("apron-recorder"))
+        .arg("--data")
+        .arg(&data)
+        .args(["compact", "--no-retention"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("compact starts");
+    let mut during = 0;
+    let mut compact = compact;
+    while compact.try_wait().expect("try_wait").is_none() {
+        let out = count();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "a query during compaction failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(text.trim(), expected, "a query during compaction saw a row twice or missed one");
+        during += 1;
+    }
+    assert!(compact.wait().expect("wait").success());
+    let files = files_under(&data.join("gpu_samples"));
+    assert_eq!(files.len(), 3, "one file per day after compaction: {files:?}");
+    let out = count();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), expected);
+    println!("{during} queries ran during compaction");
+}

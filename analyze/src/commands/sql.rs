@@ -8,15 +8,68 @@ use crate::cli::{GlobalArgs, SqlArgs};
 use crate::error::Error;
 use crate::session::Session;
 
+/// Runs of a query whose files vanished under it (compaction swapping a
+/// partition in) before it gives up.
+const MAX_TRIES: u32 = 3;
+
 /// Reads the query (from the command line, a file, or standard input for
 /// `-f -`), runs it over `global.data` and prints the rows to `out`.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Result<(), Error> {
     // The query first: a missing query file is reported even without data.
     let query = query_text(args)?;
-    let session = Session::open(&global.data)?;
-    let df = session.sql(&query).await?;
-    session.print(df, global.format, out).await?;
-    Ok(())
+    let mut out = Counting { inner: out, written: 0 };
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let session = Session::open(&global.data)?;
+        let df = session.sql(&query).await?;
+        let printed = session.print(df, global.format, &mut out).await.map(drop);
+        match printed {
+            // A file listed for this query was replaced meanwhile (a day
+            // compacted, a recovered file): list again and rerun, if
+            // nothing has been printed yet.
+            Err(e) if tries < MAX_TRIES && out.written == 0 && vanished(&e) => {
+                tracing::debug!(error = %e, "a data file vanished during the query; running it again");
+            }
+            result => return result,
+        }
+    }
+}
+
+/// A writer that counts the bytes written through it.
+struct Counting<W> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Whether `err` comes from a data file that disappeared between the
+/// listing and the read.
+fn vanished(err: &Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::NotFound
+        {
+            return true;
+        }
+        if let Some(datafusion::object_store::Error::NotFound { .. }) = e.downcast_ref() {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// The query text of `args`: the argument, or the contents of `-f FILE`.
@@ -42,6 +95,20 @@ fn query_text(args: &SqlArgs) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_gone_between_listing_and_reading_is_told_apart() {
+        let gone = Error::ReadQuery {
+            path: "x".into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory"),
+        };
+        assert!(vanished(&gone));
+        let denied = Error::ReadQuery {
+            path: "x".into(),
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
+        };
+        assert!(!vanished(&denied));
+    }
 
     #[test]
     fn a_missing_query_file_is_named() {
