@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use apron_schemas::wal::{host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
 use apron_tests::bin;
+use apron_tests::files_under;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::TimestampMillisecondType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -22,21 +23,6 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 const HOST: &str = "crashnode";
 const GPUS: usize = 3;
 const INTERVAL_MS: i64 = 200;
-
-/// Every file under `dir`, sorted.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else { continue };
-        for e in entries {
-            let p = e.expect("directory entry").path();
-            if p.is_dir() { stack.push(p) } else { out.push(p) }
-        }
-    }
-    out.sort();
-    out
-}
 
 fn read_batches(path: &Path) -> Vec<RecordBatch> {
     let file = File::open(path).expect("open parquet file");

@@ -4,7 +4,7 @@
 //! libnvidia-ml), and wall-clock jumps.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::sleep;
@@ -13,24 +13,11 @@ use std::time::{Duration, Instant};
 use apron_recorder::source::Tick;
 use apron_recorder::writer::RollingWriter;
 use apron_schemas::{DataLayout, GpuSample};
+use apron_tests::files_under;
 use apron_tests::{bin, fake_nvml};
 use arrow::array::AsArray;
 use arrow::datatypes::TimestampMillisecondType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else { continue };
-        for e in entries {
-            let p = e.expect("directory entry").path();
-            if p.is_dir() { stack.push(p) } else { out.push(p) }
-        }
-    }
-    out.sort();
-    out
-}
 
 /// Every (gpu_uuid, ts) of `gpu_samples`, with how often it occurs.
 fn gpu_keys(data: &Path) -> BTreeMap<(String, i64), usize> {

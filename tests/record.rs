@@ -10,27 +10,13 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use apron_tests::bin;
+use apron_tests::files_under;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int32Type, TimeUnit, TimestampMillisecondType};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::serialized_reader::ReadOptionsBuilder;
-
-/// Every file under `dir`, sorted.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else { continue };
-        for e in entries {
-            let p = e.expect("directory entry").path();
-            if p.is_dir() { stack.push(p) } else { out.push(p) }
-        }
-    }
-    out.sort();
-    out
-}
 
 fn read_batches(path: &Path) -> Vec<RecordBatch> {
     let file = File::open(path).expect("open parquet file");

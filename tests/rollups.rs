@@ -16,6 +16,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use apron_tests::bin;
+use apron_tests::files_under;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, TimestampMillisecondType};
 use arrow::util::display::array_value_to_string;
@@ -38,21 +39,6 @@ fn simulate(data: &Path, args: &[&str]) {
 
 fn compact(data: &Path, args: &[&str]) -> Output {
     run(Command::new(bin("apron-recorder")).arg("compact").arg("--data").arg(data).args(args))
-}
-
-/// Every file under `dir`, sorted.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else { continue };
-        for e in entries {
-            let p = e.expect("directory entry").path();
-            if p.is_dir() { stack.push(p) } else { out.push(p) }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// The data files a reader reads: `*.parquet`, not hidden.

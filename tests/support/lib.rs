@@ -47,3 +47,18 @@ pub fn fake_nvml() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| build(&["fake-nvml"])).join("libfake_nvml.so")
 }
+
+/// Every file under `dir`, recursively, sorted; none when `dir` is absent.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries {
+            let p = e.expect("directory entry").path();
+            if p.is_dir() { stack.push(p) } else { out.push(p) }
+        }
+    }
+    out.sort();
+    out
+}
