@@ -50,7 +50,15 @@ pub enum Command {
     /// Run one read-only SQL query over the recorded tables (gpu_samples,
     /// proc_samples, partitioned by date and host).
     Sql(SqlArgs),
+
+    /// Print the effective configuration (--config FILE, else ./apron.toml,
+    /// else the defaults) as apron.toml, with a first line naming its source.
+    Config(ConfigArgs),
 }
+
+/// `apron config`: takes only the global options (`--config`, `--format`).
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArgs {}
 
 /// `apron sql QUERY | sql -f FILE`.
 #[derive(Debug, Clone, Args)]
@@ -121,7 +129,7 @@ mod tests {
         for cli in [before, after] {
             assert_eq!(cli.global.format, Format::Csv);
             assert_eq!(cli.global.data, PathBuf::from("/d"));
-            let Command::Sql(args) = cli.command;
+            let Command::Sql(args) = cli.command else { panic!("sql parses as sql") };
             assert_eq!(args.query.as_deref(), Some("SELECT 1"));
         }
     }
@@ -129,10 +137,19 @@ mod tests {
     #[test]
     fn sql_takes_a_query_or_a_file_not_both() {
         let cli = Cli::try_parse_from(["apron", "sql", "-f", "q.sql"]).expect("parses");
-        let Command::Sql(args) = cli.command;
+        let Command::Sql(args) = cli.command else { panic!("sql parses as sql") };
         assert_eq!(args.file, Some(PathBuf::from("q.sql")));
         assert!(Cli::try_parse_from(["apron", "sql"]).is_err());
         assert!(Cli::try_parse_from(["apron", "sql", "SELECT 1", "-f", "q.sql"]).is_err());
+    }
+
+    #[test]
+    fn config_takes_the_global_options() {
+        let cli = Cli::try_parse_from(["apron", "config", "--config", "a.toml", "--format", "json"])
+            .expect("parses");
+        assert!(matches!(cli.command, Command::Config(_)));
+        assert_eq!(cli.global.config, Some(PathBuf::from("a.toml")));
+        assert_eq!(cli.global.format, Format::Json);
     }
 
     #[test]

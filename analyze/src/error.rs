@@ -176,6 +176,41 @@ pub enum Error {
         message: String,
     },
 
+    /// The configuration file (`--config FILE` or `./apron.toml`) could not
+    /// be read.
+    #[error("cannot read config file {}", path.display())]
+    ReadConfig {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The configuration file is not a valid `apron.toml`:
+    /// `apron.toml:7: unknown key `prise_per_kwh` in [energy]`.
+    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// The line the mistake is on, from 1; `None` when the parser did
+        /// not say.
+        line: Option<usize>,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+
+    /// The configuration could not be printed (a bug: every configuration
+    /// has a TOML and a JSON form).
+    #[error("cannot print the configuration as {format}")]
+    ShowConfig {
+        /// `toml` or `json`.
+        format: &'static str,
+        /// The serializer's reason.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+
     /// The result could not be written to the output.
     #[error("cannot write the result")]
     Write {

@@ -6,6 +6,7 @@
 //! [`run`].
 //!
 //! - [`cli`]: the command line (global options, one subcommand per command);
+//! - [`config`]: `apron.toml`, its defaults, and which team owns a process;
 //! - [`session`]: a [`Session`] over a data folder, tables registered from
 //!   their folders, read-only planning, errors that name the bad table or file;
 //! - [`output`]: `--format table|csv|json` for any result;
@@ -16,6 +17,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod config;
 pub mod error;
 pub mod integrity;
 pub mod logging;
@@ -28,6 +30,7 @@ use std::io::BufWriter;
 use std::panic::AssertUnwindSafe;
 
 pub use cli::{Cli, EXIT_FAILURE};
+pub use config::Config;
 pub use error::{Error, one_line};
 pub use output::Format;
 pub use session::Session;

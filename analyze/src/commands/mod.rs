@@ -8,11 +8,13 @@ use std::io::Write;
 use crate::cli::{Cli, Command};
 use crate::error::Error;
 
+pub mod config;
 pub mod sql;
 
 /// Runs the command `cli` names, writing its result to `out`.
 pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<(), Error> {
     match &cli.command {
         Command::Sql(args) => sql::run(&cli.global, args, out).await,
+        Command::Config(args) => config::run(&cli.global, args, out).await,
     }
 }

@@ -1,0 +1,592 @@
+//! The configuration `apron.toml`: prices, idle and report thresholds, and the
+//! rules that map a process to a team.
+//!
+//! This module owns reading and checking the file ([`Config::load`]), its
+//! documented defaults ([`Config::default`]), printing the effective
+//! configuration ([`Config::to_toml`], [`Config::to_json`]) and the two
+//! decisions the reports take from it: which team owns a process
+//! ([`team_of`]) and what a GPU costs ([`gpu_cost_for`]). The reports
+//! themselves, and the SQL that applies the numbers, live elsewhere.
+//!
+//! The file, with every key at its default (`[[team]]` has no default; a
+//! process no rule claims belongs to `unassigned`):
+//!
+//! ```toml
+//! currency = "USD"
+//!
+//! [idle]
+//! threshold_pct = 5      # a GPU-minute under this mean utilization is idle
+//!
+//! [energy]
+//! price_per_kwh = 0.15   # in `currency`
+//! pue = 1.4              # power usage effectiveness, at least 1
+//!
+//! [zombie]
+//! min_mem_mib = 256      # GPU memory a zombie holds, MiB
+//! min_idle = "10m"       # unbroken idle time on its GPU
+//!
+//! [reclaim]
+//! for = "2h"             # unbroken idle time of a reclaim candidate
+//!
+//! [alerts]               # mean utilization, percent
+//! low_usage_1h = 10      # fires below this over the last hour
+//! low_usage_4h = 10      # fires below this over the last 4 hours
+//! high_usage_15m = 80    # fires above this over the last 15 minutes
+//!
+//! [[gpu_cost]]           # first match on gpu_model wins; "*" matches any
+//! model = "*"
+//! purchase_price = 25000 # in `currency`
+//! lifetime_years = 4
+//! ops_per_gpu_hour = 0.2 # in `currency`
+//!
+//! [[team]]               # first matching team wins; any one rule matches
+//! name = "vision"
+//! users = ["alice", "bob"]
+//! uids = [1001]
+//! k8s_namespaces = ["vision-*"]   # glob patterns
+//! slurm_accounts = ["vision"]
+//! ```
+//!
+//! The default `[[gpu_cost]]` entry applies only when the file has none;
+//! a file whose entries leave a model unmatched (no `"*"` entry) prices it
+//! with [`DEFAULT_GPU_COST`] too. A bad file is refused with its path, the
+//! line and the key: `apron.toml:7: unknown key `prise_per_kwh` in [energy]`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Unexpected, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::error::Error;
+
+/// The file looked for in the current folder without `--config FILE`.
+pub const FILE_NAME: &str = "apron.toml";
+
+/// The team of a process that no `[[team]]` rule claims.
+pub const UNASSIGNED: &str = "unassigned";
+
+/// The price of a GPU whose model no `[[gpu_cost]]` entry matches, and the
+/// one entry of a file that gives none: a data-centre GPU bought for 25 000,
+/// written off over 4 years, costing 0.20 an hour to operate (space,
+/// network, staff), all in `currency`.
+pub static DEFAULT_GPU_COST: LazyLock<GpuCost> = LazyLock::new(|| GpuCost {
+    model: "*".to_owned(),
+    purchase_price: 25_000.0,
+    lifetime_years: 4.0,
+    ops_per_gpu_hour: 0.20,
+});
+
+/// Where the effective configuration came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Source {
+    /// No `--config FILE` and no `./apron.toml`: the documented defaults.
+    #[default]
+    Defaults,
+    /// This file, as it was named (`--config` or `apron.toml`).
+    File(PathBuf),
+}
+
+impl fmt::Display for Source {
+    /// `defaults`, or the file's path.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Defaults => f.write_str("defaults"),
+            Source::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// The effective configuration: the file's values, the defaults for what
+/// it leaves out. Field names are the file's keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a table of apron settings")]
+pub struct Config {
+    /// Where these values came from; every report names it.
+    #[serde(skip)]
+    pub source: Source,
+    /// The currency of every price, as printed in reports (default `USD`).
+    #[serde(deserialize_with = "non_empty_string")]
+    pub currency: String,
+    /// `[idle]`: when a GPU-minute is idle.
+    pub idle: Idle,
+    /// `[energy]`: the price of the energy a GPU draws.
+    pub energy: Energy,
+    /// `[zombie]`: what makes a process a zombie.
+    pub zombie: Zombie,
+    /// `[reclaim]`: what makes a GPU a reclaim candidate.
+    pub reclaim: Reclaim,
+    /// `[alerts]`: the default alert rules' thresholds.
+    pub alerts: Alerts,
+    /// `[[gpu_cost]]`: the price of a GPU by model, first match wins. Never
+    /// empty: a file that gives none gets the `"*"` entry
+    /// [`DEFAULT_GPU_COST`].
+    pub gpu_cost: Vec<GpuCost>,
+    /// `[[team]]`: who owns a process, first match wins. Empty by default:
+    /// every process is [`UNASSIGNED`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub team: Vec<Team>,
+}
+
+/// `[idle]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "an [idle] table")]
+pub struct Idle {
+    /// A GPU-minute whose interval-weighted mean `gpu_util_pct` is below
+    /// this is idle, percent 0–100 (default 5).
+    #[serde(deserialize_with = "percent")]
+    pub threshold_pct: f64,
+}
+
+/// `[energy]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "an [energy] table")]
+pub struct Energy {
+    /// Price of one kWh in `currency` (default 0.15).
+    #[serde(deserialize_with = "non_negative")]
+    pub price_per_kwh: f64,
+    /// Power usage effectiveness: facility energy per GPU energy, at least 1
+    /// (default 1.4).
+    #[serde(deserialize_with = "at_least_one")]
+    pub pue: f64,
+}
+
+/// One `[[gpu_cost]]` entry; every key is required.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [[gpu_cost]] table")]
+pub struct GpuCost {
+    /// The `gpu_model` this entry prices, exactly as NVML names it, or `"*"`
+    /// for any model.
+    #[serde(deserialize_with = "non_empty_string")]
+    pub model: String,
+    /// Purchase price of one GPU in `currency`.
+    #[serde(deserialize_with = "non_negative")]
+    pub purchase_price: f64,
+    /// Years over which the purchase price is written off; above zero.
+    #[serde(deserialize_with = "positive")]
+    pub lifetime_years: f64,
+    /// Operating cost of one GPU-hour besides energy, in `currency`.
+    #[serde(deserialize_with = "non_negative")]
+    pub ops_per_gpu_hour: f64,
+}
+
+/// One `[[team]]` entry: a name and the rules that claim a process for it.
+/// A process matches when any one rule does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [[team]] table")]
+pub struct Team {
+    /// The team's name in reports; required.
+    #[serde(deserialize_with = "non_empty_string")]
+    pub name: String,
+    /// Unix user names, exactly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<String>,
+    /// Unix user ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uids: Vec<i64>,
+    /// Kubernetes namespaces, as glob patterns (`vision-*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub k8s_namespaces: Vec<NamespacePattern>,
+    /// Slurm accounts, exactly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slurm_accounts: Vec<String>,
+}
+
+/// A glob pattern over Kubernetes namespace names (`*`, `?`, `[a-z]`),
+/// checked when the file is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespacePattern(glob::Pattern);
+
+impl NamespacePattern {
+    /// The pattern as the file wrote it.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// Whether `namespace` matches the pattern, case-sensitively.
+    pub fn matches(&self, namespace: &str) -> bool {
+        self.0.matches(namespace)
+    }
+}
+
+impl Serialize for NamespacePattern {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for NamespacePattern {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        glob::Pattern::new(&text)
+            .map(NamespacePattern)
+            .map_err(|e| de::Error::custom(format!("has an invalid pattern {text:?}: {}", e.msg)))
+    }
+}
+
+/// `[zombie]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a [zombie] table")]
+pub struct Zombie {
+    /// GPU memory a process must hold, MiB (default 256).
+    #[serde(deserialize_with = "whole_number")]
+    pub min_mem_mib: u64,
+    /// How long its GPU must be idle without a break (default 10 minutes;
+    /// written `"10m"`).
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub min_idle: Duration,
+}
+
+/// `[reclaim]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a [reclaim] table")]
+pub struct Reclaim {
+    /// How long a GPU must be idle in a row to be a candidate (key `for`;
+    /// default 2 hours, written `"2h"`).
+    #[serde(rename = "for", deserialize_with = "duration", serialize_with = "show_duration")]
+    pub idle_for: Duration,
+}
+
+/// `[alerts]`: thresholds of the default alert rules, each a mean
+/// `gpu_util_pct` over the rule's window, percent 0–100.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "an [alerts] table")]
+pub struct Alerts {
+    /// `low_usage_1h` fires below this over the last hour (default 10).
+    #[serde(deserialize_with = "percent")]
+    pub low_usage_1h: f64,
+    /// `low_usage_4h` fires below this over the last 4 hours (default 10).
+    #[serde(deserialize_with = "percent")]
+    pub low_usage_4h: f64,
+    /// `high_usage_15m` fires above this over the last 15 minutes
+    /// (default 80).
+    #[serde(deserialize_with = "percent")]
+    pub high_usage_15m: f64,
+}
+
+impl Default for Config {
+    /// The documented defaults, with [`Source::Defaults`].
+    fn default() -> Self {
+        Config {
+            source: Source::Defaults,
+            currency: "USD".to_owned(),
+            idle: Idle::default(),
+            energy: Energy::default(),
+            zombie: Zombie::default(),
+            reclaim: Reclaim::default(),
+            alerts: Alerts::default(),
+            gpu_cost: vec![DEFAULT_GPU_COST.clone()],
+            team: Vec::new(),
+        }
+    }
+}
+
+impl Default for Idle {
+    fn default() -> Self {
+        Idle { threshold_pct: 5.0 }
+    }
+}
+
+impl Default for Energy {
+    fn default() -> Self {
+        Energy { price_per_kwh: 0.15, pue: 1.4 }
+    }
+}
+
+impl Default for Zombie {
+    fn default() -> Self {
+        Zombie { min_mem_mib: 256, min_idle: Duration::from_secs(10 * 60) }
+    }
+}
+
+impl Default for Reclaim {
+    fn default() -> Self {
+        Reclaim { idle_for: Duration::from_secs(2 * 3600) }
+    }
+}
+
+impl Default for Alerts {
+    fn default() -> Self {
+        Alerts { low_usage_1h: 10.0, low_usage_4h: 10.0, high_usage_15m: 80.0 }
+    }
+}
+
+impl Config {
+    /// The configuration `apron` runs with: `explicit` (`--config FILE`)
+    /// when given, else `./apron.toml` when the current folder has one, else
+    /// the defaults. The result records which in [`Config::source`].
+    ///
+    /// A file that cannot be read (including a missing `explicit` one) is
+    /// [`Error::ReadConfig`]; one that is not a valid configuration is
+    /// [`Error::Config`], naming the file, the line and the key.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, Error> {
+        if let Some(path) = explicit {
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| Error::ReadConfig { path: path.to_path_buf(), source })?;
+            return Config::from_toml(&text, path);
+        }
+        let path = Path::new(FILE_NAME);
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::from_toml(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(source) => Err(Error::ReadConfig { path: path.to_path_buf(), source }),
+        }
+    }
+
+    /// Parses and checks `text`, the contents of the file `path` (used in
+    /// [`Config::source`] and in error messages only).
+    pub fn from_toml(text: &str, path: &Path) -> Result<Config, Error> {
+        let mut config: Config = toml::from_str(text).map_err(|e| config_error(&e, text, path))?;
+        if config.gpu_cost.is_empty() {
+            config.gpu_cost = Config::default().gpu_cost;
+        }
+        config.source = Source::File(path.to_path_buf());
+        tracing::debug!(config = %config.source, teams = config.team.len(), "read the configuration");
+        Ok(config)
+    }
+
+    /// The configuration as an `apron.toml` that reads back to the same
+    /// values, after a first comment line naming its source.
+    pub fn to_toml(&self) -> Result<String, Error> {
+        let body =
+            toml::to_string(self).map_err(|e| Error::ShowConfig { format: "toml", source: Box::new(e) })?;
+        let header = match &self.source {
+            Source::Defaults => {
+                format!("# apron configuration: defaults (no --config FILE, no ./{FILE_NAME})")
+            }
+            Source::File(path) => format!("# apron configuration: {}", path.display()),
+        };
+        let mut text = format!("{header}\n{body}");
+        if self.team.is_empty() {
+            text.push_str("\n# no [[team]] rules: every process is `unassigned`\n");
+        }
+        Ok(text)
+    }
+
+    /// The configuration as one JSON object: its keys, and `source` naming
+    /// where it came from (`"defaults"` or the file's path).
+    pub fn to_json(&self) -> Result<String, Error> {
+        let show = |e: serde_json::Error| Error::ShowConfig { format: "json", source: Box::new(e) };
+        let mut value = serde_json::to_value(self).map_err(show)?;
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert("source".to_owned(), self.source.to_string().into());
+        }
+        let mut text = serde_json::to_string(&value).map_err(show)?;
+        text.push('\n');
+        Ok(text)
+    }
+}
+
+/// The team that owns a process: the first `[[team]]` in file order with a
+/// rule that matches any of the process's user name, unix uid, Kubernetes
+/// namespace (glob) or Slurm account; [`UNASSIGNED`] when none does.
+/// `None` means the process has no such attribute, which matches no rule.
+pub fn team_of<'c>(
+    config: &'c Config,
+    user: Option<&str>,
+    uid: Option<i64>,
+    k8s_namespace: Option<&str>,
+    slurm_account: Option<&str>,
+) -> &'c str {
+    config
+        .team
+        .iter()
+        .find(|team| {
+            user.is_some_and(|u| team.users.iter().any(|x| x == u))
+                || uid.is_some_and(|u| team.uids.contains(&u))
+                || k8s_namespace.is_some_and(|ns| team.k8s_namespaces.iter().any(|p| p.matches(ns)))
+                || slurm_account.is_some_and(|a| team.slurm_accounts.iter().any(|x| x == a))
+        })
+        .map_or(UNASSIGNED, |team| team.name.as_str())
+}
+
+/// The price of a GPU of `model` (its `gpu_model`): the first `[[gpu_cost]]`
+/// entry whose `model` is `model` exactly or `"*"`; [`DEFAULT_GPU_COST`]
+/// when none is.
+pub fn gpu_cost_for<'c>(config: &'c Config, model: &str) -> &'c GpuCost {
+    config.gpu_cost.iter().find(|c| c.model == "*" || c.model == model).unwrap_or(&*DEFAULT_GPU_COST)
+}
+
+/// The one-line [`Error::Config`] for `err`, a failure to read `text` (the
+/// contents of `path`) as a [`Config`]: the line its span starts on, and a
+/// message that names the key.
+fn config_error(err: &toml::de::Error, text: &str, path: &Path) -> Error {
+    let line = err.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+    let keys = error_keys(err);
+    Error::Config { path: path.to_path_buf(), line, message: describe(err.message(), &keys) }
+}
+
+/// The key path toml's error records (`["energy", "pue"]`), which it only
+/// shows in its text when it has no input to quote.
+fn error_keys(err: &toml::de::Error) -> Vec<String> {
+    let mut bare = err.clone();
+    bare.set_input(None);
+    let shown = bare.to_string();
+    shown
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("in `").and_then(|l| l.strip_suffix('`')))
+        .map(|path| path.split('.').map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// The table a key path lies in, as the file writes its header.
+fn section(keys: &[String]) -> String {
+    match keys {
+        [] => "at the top level".to_owned(),
+        [table] if table == "gpu_cost" || table == "team" => format!("in [[{table}]]"),
+        _ => format!("in [{}]", keys.join(".")),
+    }
+}
+
+/// A message naming the key, from serde's or toml's `message` about the
+/// value at `keys` (or about a key of the table at `keys`).
+fn describe(message: &str, keys: &[String]) -> String {
+    let message = message.trim();
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let (key, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        let expected = expected.trim_start_matches(", ");
+        let hint = if expected.is_empty() { String::new() } else { format!(" ({})", plain(expected)) };
+        return format!("unknown key `{key}` {}{hint}", section(keys));
+    }
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        let key = rest.split('`').next().unwrap_or(rest);
+        return match keys.first().map(String::as_str) {
+            Some("team") => format!("team rule without a `{key}`"),
+            Some("gpu_cost") => format!("gpu_cost entry without a `{key}`"),
+            _ => format!("`{key}` is missing {}", section(keys)),
+        };
+    }
+    let Some(key) = keys.last() else {
+        return format!("invalid TOML: {message}");
+    };
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((found, expected)) = rest.rsplit_once(", expected ")
+        {
+            return format!("`{key}`: expected {}, found {found}", plain(expected));
+        }
+    }
+    format!("`{key}` {message}")
+}
+
+/// serde's names for expected types, in the file's words.
+fn plain(expected: &str) -> String {
+    expected
+        .replace("a sequence", "an array")
+        .replace("i64", "a whole number")
+        .replace("u64", "a whole number")
+        .replace("f64", "a number")
+}
+
+/// Deserializes a number (integer or float) that is finite.
+struct Number;
+
+impl Visitor<'_> for Number {
+    type Value = f64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a number")
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+        Ok(v as f64)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+        Ok(v as f64)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+        if v.is_finite() { Ok(v) } else { Err(E::custom("must be a finite number")) }
+    }
+}
+
+/// A number from 0 to 100.
+fn percent<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    let v = deserializer.deserialize_any(Number)?;
+    if (0.0..=100.0).contains(&v) { Ok(v) } else { Err(de::Error::custom("must be between 0 and 100")) }
+}
+
+/// A number at or above zero.
+fn non_negative<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    let v = deserializer.deserialize_any(Number)?;
+    if v >= 0.0 { Ok(v) } else { Err(de::Error::custom("must not be negative")) }
+}
+
+/// A number above zero.
+fn positive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    let v = deserializer.deserialize_any(Number)?;
+    if v > 0.0 { Ok(v) } else { Err(de::Error::custom("must be above zero")) }
+}
+
+/// A number at or above one.
+fn at_least_one<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    let v = deserializer.deserialize_any(Number)?;
+    if v >= 1.0 { Ok(v) } else { Err(de::Error::custom("must be at least 1")) }
+}
+
+/// Deserializes an integer at or above zero.
+struct WholeNumber;
+
+impl Visitor<'_> for WholeNumber {
+    type Value = u64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a whole number")
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+        u64::try_from(v).map_err(|_| E::custom("must not be negative"))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+        Ok(v)
+    }
+}
+
+/// An integer at or above zero.
+fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    deserializer.deserialize_any(WholeNumber)
+}
+
+/// A string that is not empty.
+fn non_empty_string<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let s = String::deserialize(deserializer)?;
+    if s.trim().is_empty() { Err(de::Error::custom("must not be empty")) } else { Ok(s) }
+}
+
+/// Deserializes a duration written as a string (`"10m"`, `"2h"`,
+/// `"1h 30m"`).
+struct DurationText;
+
+impl Visitor<'_> for DurationText {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration such as \"10m\" or \"2h\"")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+        match humantime::parse_duration(v) {
+            Ok(d) if d.is_zero() => Err(E::custom("must be longer than zero")),
+            Ok(d) => Ok(d),
+            Err(_) => Err(E::invalid_value(Unexpected::Str(v), &self)),
+        }
+    }
+}
+
+/// A duration above zero, written as a string.
+fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    deserializer.deserialize_any(DurationText)
+}
+
+/// Writes a duration the way the file does (`"10m"`, `"2h"`).
+fn show_duration<S: Serializer>(d: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&humantime::format_duration(*d).to_string())
+}
+
+#[cfg(test)]
+mod tests;
