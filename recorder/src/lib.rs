@@ -16,6 +16,7 @@ pub mod rollup;
 pub mod rotate;
 pub mod simulate;
 pub mod source;
+pub mod stop_signal;
 pub mod tick;
 pub mod wal;
 pub mod writer;

@@ -13,6 +13,7 @@ use apron_recorder::simulate::{SimulateOptions, simulate};
 use apron_recorder::source::Source;
 use apron_recorder::source::nvml::NvmlSource;
 use apron_recorder::source::sim::SimHost;
+use apron_recorder::stop_signal::StopSignals;
 use apron_recorder::tick;
 use apron_recorder::writer::RollingWriter;
 use apron_schemas::DataLayout;
@@ -286,6 +287,10 @@ fn run_simulate(opts: &SimulateOptions, data: &std::path::Path) -> anyhow::Resul
 }
 
 fn record(cli: &Cli, layout: DataLayout) -> anyhow::Result<()> {
+    // Before any thread starts (NVML's, the WAL's sync thread), so every
+    // thread inherits the blocked mask and the stop signals reach only the
+    // tick loop's wait.
+    let signals = StopSignals::block().context("cannot block SIGTERM and SIGINT for the tick loop")?;
     let host = match &cli.host {
         Some(h) => h.clone(),
         None => nix::unistd::gethostname()
@@ -332,19 +337,15 @@ fn record(cli: &Cli, layout: DataLayout) -> anyhow::Result<()> {
     let mut maintenance = DailyMaintenance::new(layout.clone(), &host, cli.retention.policy());
     let mut writer =
         RollingWriter::new(layout, &host, cli.rotate)?.with_wal(cli.sync)?.with_max_rows(cli.buffer_rows);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .enable_io()
-        .build()
-        .context("cannot start the recorder's event loop")?;
     tracing::info!(host = %host, data = %cli.data.display(), source = ?cli.source, interval = ?cli.interval, rotate = ?cli.rotate, sync = ?cli.sync, "recording");
-    rt.block_on(tick::run_with_maintenance(
+    tick::run_with_maintenance(
+        &signals,
         source.as_mut(),
         &mut writer,
         cli.interval,
         cli.health_every,
         Some(&mut maintenance),
-    ))
+    )
     .with_context(|| format!("cannot write the last rows under {}", cli.data.display()))?;
     Ok(())
 }

@@ -3,7 +3,9 @@
 //! hosts), samples the source, hands the rows to the writer, and on SIGTERM
 //! or SIGINT writes everything held and returns.
 //!
-//! Time is read here and only here; sources get it passed in.
+//! Time is read here and only here; sources get it passed in. The loop
+//! sleeps in [`StopSignals::sleep`]: one wake-up per tick, and at once on a
+//! stop signal.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,6 +14,7 @@ use tracing::{info, warn};
 
 use crate::maintenance::DailyMaintenance;
 use crate::source::{Source, Tick};
+use crate::stop_signal::{StopSignals, Wake};
 use crate::writer::{RollingWriter, WriteError, WriterStats};
 
 /// How often a write the disk keeps refusing is logged again.
@@ -61,36 +64,26 @@ fn now_ms() -> i64 {
 /// Records from `source` into `writer` every `interval` until SIGTERM or
 /// SIGINT, then closes the open file. When this returns `Ok`, every sample
 /// taken is durable on disk.
-pub async fn run(
+pub fn run(
+    signals: &StopSignals,
     source: &mut dyn Source,
     writer: &mut RollingWriter,
     interval: Duration,
 ) -> Result<RunStats, WriteError> {
-    run_with_maintenance(source, writer, interval, DEFAULT_HEALTH_EVERY, None).await
+    run_with_maintenance(signals, source, writer, interval, DEFAULT_HEALTH_EVERY, None)
 }
 
 /// [`run`], also compacting closed days and applying retention in the
 /// background each time the UTC date changes (and at the first tick), via
 /// `maintenance`; a run in progress is waited for at shutdown.
-pub async fn run_with_maintenance(
+pub fn run_with_maintenance(
+    signals: &StopSignals,
     source: &mut dyn Source,
     writer: &mut RollingWriter,
     interval: Duration,
     health_every: Duration,
     mut maintenance: Option<&mut DailyMaintenance>,
 ) -> Result<RunStats, WriteError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).map_err(|source| WriteError::Io {
-        op: "install a SIGTERM handler for",
-        path: writer.host().into(),
-        source,
-    })?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|source| WriteError::Io {
-        op: "install a SIGINT handler for",
-        path: writer.host().into(),
-        source,
-    })?;
-
     let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX).max(1);
     let row_interval = i32::try_from(interval_ms).unwrap_or(i32::MAX);
     let mut stats = RunStats::default();
@@ -108,10 +101,19 @@ pub async fn run_with_maintenance(
             stats.ticks_missed += u64::try_from((ts - prev) / interval_ms - 1).unwrap_or(0);
         }
         let wait = Duration::from_millis(u64::try_from(ts - now).unwrap_or(0));
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = term.recv() => { info!("SIGTERM: writing what is held"); break; }
-            _ = int.recv() => { info!("SIGINT: writing what is held"); break; }
+        match signals.sleep(wait) {
+            Ok(Wake::Deadline) => {}
+            Ok(Wake::Stop(signal)) => {
+                info!(%signal, "stop signal: writing what is held");
+                break;
+            }
+            Err(source) => {
+                return Err(WriteError::Io {
+                    op: "wait for the next tick of",
+                    path: writer.host().into(),
+                    source,
+                });
+            }
         }
         last = Some(ts);
         tick.clear();
