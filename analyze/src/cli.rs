@@ -54,6 +54,32 @@ pub enum Command {
     /// Print the effective configuration (--config FILE, else ./apron.toml,
     /// else the defaults) as apron.toml, with a first line naming its source.
     Config(ConfigArgs),
+
+    /// Print the gpu_index of the least-loaded GPU of a host (lowest mean
+    /// utilization over the window, ties broken by most free memory), for
+    /// CUDA_VISIBLE_DEVICES=$(apron pick --host $(hostname)). With
+    /// --format csv|json, print every GPU of the host, best first.
+    Pick(PickArgs),
+}
+
+/// `apron pick --host H [--window 5m]`.
+#[derive(Debug, Clone, Args)]
+pub struct PickArgs {
+    /// The host whose GPUs to rank.
+    #[arg(long)]
+    pub host: String,
+
+    /// How far back to average utilization (e.g. 30s, 5m, 1h).
+    #[arg(long, default_value = "5m", value_parser = parse_window)]
+    pub window: std::time::Duration,
+}
+
+fn parse_window(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h)"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
 }
 
 /// `apron config`: takes only the global options (`--config`, `--format`).

@@ -84,6 +84,20 @@ pub enum Error {
         statement: String,
     },
 
+    /// `apron pick` found no recent samples of the host: an error, not a
+    /// guess, so a script never starts a job on a GPU nobody has looked at.
+    #[error("no samples from host {host} in the last {window} under {}{newest}; is apron-recorder running there?", data.display())]
+    NoRecentData {
+        /// The host asked for.
+        host: String,
+        /// The window, as given (`5m`).
+        window: String,
+        /// The data folder.
+        data: PathBuf,
+        /// ", newest sample at …" when the host has older data, else empty.
+        newest: String,
+    },
+
     /// The query names a table the data folder does not hold.
     #[error("table {name} not found in {}; {}", data.display(), present_list(present))]
     UnknownTable {

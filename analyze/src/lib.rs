@@ -23,6 +23,7 @@ pub mod integrity;
 pub mod logging;
 pub mod output;
 pub mod panic_guard;
+pub mod queries;
 pub mod recent;
 pub mod session;
 

@@ -9,6 +9,7 @@ use crate::cli::{Cli, Command};
 use crate::error::Error;
 
 pub mod config;
+pub mod pick;
 pub mod sql;
 
 /// Runs the command `cli` names, writing its result to `out`.
@@ -16,5 +17,6 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<(), Error> {
     match &cli.command {
         Command::Sql(args) => sql::run(&cli.global, args, out).await,
         Command::Config(args) => config::run(&cli.global, args, out).await,
+        Command::Pick(args) => pick::run(&cli.global, args, out).await,
     }
 }

@@ -1,0 +1,77 @@
+//! `apron pick --host H [--window 5m]`: the least-loaded GPU of a host, so
+//! `CUDA_VISIBLE_DEVICES=$(apron pick --host $(hostname))` works. The
+//! ranking is `queries/pick.sql`; this module binds its parameters, and
+//! turns "no recent samples" into an error rather than a guess.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use chrono::Utc;
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int32Type};
+use datafusion::common::ScalarValue;
+
+use crate::cli::{GlobalArgs, PickArgs};
+use crate::error::Error;
+use crate::output::Format;
+use crate::queries;
+use crate::session::Session;
+
+/// Ranks the GPUs of `args.host` and prints the best one's index (or, with
+/// `--format csv|json`, the whole ranking).
+pub async fn run<W: Write>(global: &GlobalArgs, args: &PickArgs, mut out: W) -> Result<(), Error> {
+    let session = Session::open(&global.data)?;
+    let window_ms = i64::try_from(args.window.as_millis()).unwrap_or(i64::MAX);
+    let since = Utc::now().timestamp_millis().saturating_sub(window_ms);
+    let params = vec![
+        ScalarValue::Utf8(Some(args.host.clone())),
+        ScalarValue::TimestampMillisecond(Some(since), Some(Arc::from("UTC"))),
+    ];
+    let df = session.sql_with_params(queries::PICK, params).await?;
+    let (schema, batches) = session.collect(df).await?;
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    if rows == 0 {
+        return Err(no_recent_data(&session, global, args).await);
+    }
+    if global.format != Format::Table {
+        return crate::output::write_batches(global.format, schema, &batches, out).map(drop);
+    }
+    let first = batches.iter().find(|b| b.num_rows() > 0).expect("rows > 0");
+    let index = first
+        .column_by_name("gpu_index")
+        .and_then(|c| c.as_primitive_opt::<Int32Type>())
+        .filter(|c| c.is_valid(0))
+        .map(|c| c.value(0));
+    let Some(index) = index else {
+        return Err(no_recent_data(&session, global, args).await);
+    };
+    writeln!(out, "{index}").and_then(|()| out.flush()).map_err(|source| Error::Write { source })
+}
+
+/// The error for a host without samples in the window, naming its newest
+/// sample when it has older ones.
+async fn no_recent_data(session: &Session, global: &GlobalArgs, args: &PickArgs) -> Error {
+    let newest = async {
+        let df = session
+            .sql_with_params(
+                "SELECT CAST(max(ts) AS VARCHAR) AS newest FROM gpu_samples WHERE host = $1",
+                vec![ScalarValue::Utf8(Some(args.host.clone()))],
+            )
+            .await
+            .ok()?;
+        let (_, batches) = session.collect(df).await.ok()?;
+        // VARCHAR may come back as Utf8View; read it as plain Utf8.
+        let col = cast(batches.first()?.column(0), &DataType::Utf8).ok()?;
+        let col = col.as_string_opt::<i32>()?.clone();
+        col.is_valid(0).then(|| format!(", newest sample at {}", col.value(0)))
+    }
+    .await
+    .unwrap_or_default();
+    Error::NoRecentData {
+        host: args.host.clone(),
+        window: humantime::format_duration(args.window).to_string(),
+        data: global.data.clone(),
+        newest,
+    }
+}

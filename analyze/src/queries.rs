@@ -1,0 +1,35 @@
+//! The named reports' SQL, embedded from `queries/<name>.sql` so the binary
+//! carries them and each file stays readable and runnable on its own.
+
+/// `queries/pick.sql`: the least-loaded GPU of a host.
+pub const PICK: &str = include_str!("../../queries/pick.sql");
+
+/// Every embedded query by name (the file name without `.sql`).
+pub const ALL: &[(&str, &str)] = &[("pick", PICK)];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sql_file_is_registered_and_documented() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../queries");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .expect("queries/ exists")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|n| n.strip_suffix(".sql").map(str::to_owned))
+            .collect();
+        on_disk.sort();
+        let mut registered: Vec<String> = ALL.iter().map(|(n, _)| (*n).to_owned()).collect();
+        registered.sort();
+        assert_eq!(on_disk, registered, "every queries/*.sql is embedded, and only those");
+        for (name, text) in ALL {
+            let header: Vec<&str> = text.lines().take_while(|l| l.starts_with("--")).collect();
+            let header = header.join("\n");
+            assert!(header.starts_with(&format!("-- {name}:")), "{name}: header names the report");
+            for section in ["Parameters:", "Output"] {
+                assert!(header.contains(section), "{name}: header lacks {section}");
+            }
+        }
+    }
+}

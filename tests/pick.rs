@@ -1,0 +1,100 @@
+//! End to end: `apron pick` ranks a host's GPUs from files written by the
+//! real writer, and refuses to guess for a host without recent samples.
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use apron_recorder::source::Tick;
+use apron_recorder::writer::RollingWriter;
+use apron_schemas::{DataLayout, GpuSample};
+use apron_tests::bin;
+
+const GIB: i64 = 1 << 30;
+
+/// One GPU's sample: `util` percent, `used` GiB of 80 GiB in use.
+fn gpu(ts: i64, index: i32, util: i32, used_gib: i64) -> GpuSample {
+    GpuSample {
+        ts,
+        gpu_uuid: format!("GPU-{index}").into(),
+        gpu_index: index,
+        interval_ms: 1_000,
+        gpu_util_pct: Some(util),
+        fb_used_bytes: Some(used_gib * GIB),
+        fb_total_bytes: Some(80 * GIB),
+        ..Default::default()
+    }
+}
+
+fn write(data: &std::path::Path, host: &str, ticks: impl Iterator<Item = (i64, Vec<GpuSample>)>) {
+    let mut w = RollingWriter::new(DataLayout::new(data), host, Duration::from_secs(600)).expect("host");
+    for (ts, gpus) in ticks {
+        w.push(ts, &Tick { gpus, ..Default::default() }).expect("push");
+    }
+    w.close().expect("close");
+}
+
+fn pick(data: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(bin("apron"))
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("apron runs")
+}
+
+#[test]
+fn pick_prints_the_least_loaded_gpu_ties_going_to_free_memory() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let now = chrono::Utc::now().timestamp_millis() / 1_000 * 1_000;
+    // The last two minutes, one sample a second (all inside the 10-minute
+    // window): GPU 0 busy (50%); GPUs 1 and 2 alternate 0% and 20%, a mean
+    // of 10%, with 40 GiB and 20 GiB in use: GPU 2 has more free memory and
+    // wins; GPU 3 is 90% busy.
+    write(
+        &data,
+        "n1",
+        (1..=120).rev().map(|s| {
+            let ts = now - s * 1_000;
+            let alt = if s % 2 == 0 { 0 } else { 20 };
+            (ts, vec![gpu(ts, 0, 50, 10), gpu(ts, 1, alt, 40), gpu(ts, 2, alt, 20), gpu(ts, 3, 90, 1)])
+        }),
+    );
+    let out = pick(&data, &["pick", "--host", "n1", "--window", "10m"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n", "only the index, for CUDA_VISIBLE_DEVICES");
+
+    let out = pick(&data, &["--format", "json", "pick", "--host", "n1", "--window", "10m"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let order: Vec<i64> = rows.iter().map(|r| r["gpu_index"].as_i64().expect("index")).collect();
+    assert_eq!(order, [2, 1, 0, 3]);
+    let mean = |i: usize| rows[i]["mean_util_pct"].as_f64().expect("mean");
+    assert!((mean(0) - 10.0).abs() < 1e-9 && (mean(2) - 50.0).abs() < 1e-9 && (mean(3) - 90.0).abs() < 1e-9);
+    assert_eq!(rows[0]["free_bytes"], 60 * GIB);
+    assert_eq!(rows[0]["samples"], 120);
+}
+
+#[test]
+fn a_host_without_recent_samples_is_an_error_not_a_guess() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let two_hours_ago = chrono::Utc::now().timestamp_millis() / 1_000 * 1_000 - 7_200_000;
+    write(
+        &data,
+        "stale",
+        (0..10).map(|s| (two_hours_ago + s * 1_000, vec![gpu(two_hours_ago + s * 1_000, 0, 0, 0)])),
+    );
+    for (host, names_newest) in [("stale", true), ("nosuchhost", false)] {
+        let out = pick(&data, &["pick", "--host", host]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(out.stdout.is_empty(), "nothing a script could take for an index");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("no samples from host {host} in the last 5m")), "{err}");
+        assert_eq!(err.contains("newest sample at"), names_newest, "{err}");
+    }
+    let out = pick(&data, &["pick", "--host", "stale", "--window", "soon"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--window"));
+}
