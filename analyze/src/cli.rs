@@ -60,7 +60,16 @@ pub enum Command {
     /// CUDA_VISIBLE_DEVICES=$(apron pick --host $(hostname)). With
     /// --format csv|json, print every GPU of the host, best first.
     Pick(PickArgs),
+
+    /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m;
+    /// thresholds in the config) now. Exit code 1 when any rule fires, 0
+    /// when none does, 2 on error, for cron and scripts.
+    Alerts(AlertsArgs),
 }
+
+/// `apron alerts`: takes only the global options.
+#[derive(Debug, Clone, Args)]
+pub struct AlertsArgs {}
 
 /// `apron pick --host H [--window 5m]`.
 #[derive(Debug, Clone, Args)]

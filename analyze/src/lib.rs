@@ -47,7 +47,7 @@ fn worker_threads() -> usize {
 ///
 /// This is the process's entry point: it installs a panic hook that prints
 /// nothing, so that a panic deep in a library becomes one error line.
-pub fn run(cli: &Cli) -> Result<(), Error> {
+pub fn run(cli: &Cli) -> Result<commands::Outcome, Error> {
     panic_guard::install_quiet_hook();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads())

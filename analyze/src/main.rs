@@ -13,7 +13,8 @@ fn main() -> ExitCode {
     };
     logging::init();
     match apron_analyze::run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(apron_analyze::commands::Outcome::Done) => ExitCode::SUCCESS,
+        Ok(apron_analyze::commands::Outcome::AlertsFired) => ExitCode::from(1),
         // The reader of the output went away (`apron sql … | head`): it has
         // what it wanted.
         Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,

@@ -4,8 +4,11 @@
 /// `queries/pick.sql`: the least-loaded GPU of a host.
 pub const PICK: &str = include_str!("../../queries/pick.sql");
 
+/// `queries/alerts.sql`: the default alert rules at one moment.
+pub const ALERTS: &str = include_str!("../../queries/alerts.sql");
+
 /// Every embedded query by name (the file name without `.sql`).
-pub const ALL: &[(&str, &str)] = &[("pick", PICK)];
+pub const ALL: &[(&str, &str)] = &[("alerts", ALERTS), ("pick", PICK)];
 
 #[cfg(test)]
 mod tests {

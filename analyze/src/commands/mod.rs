@@ -8,15 +8,27 @@ use std::io::Write;
 use crate::cli::{Cli, Command};
 use crate::error::Error;
 
+pub mod alerts;
 pub mod config;
 pub mod pick;
 pub mod sql;
 
+/// How a command that succeeded wants the process to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit code 0.
+    Done,
+    /// `apron alerts` found rules firing: exit code 1.
+    AlertsFired,
+}
+
 /// Runs the command `cli` names, writing its result to `out`.
-pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<(), Error> {
+pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
+    let done = |r: Result<(), Error>| r.map(|()| Outcome::Done);
     match &cli.command {
-        Command::Sql(args) => sql::run(&cli.global, args, out).await,
-        Command::Config(args) => config::run(&cli.global, args, out).await,
-        Command::Pick(args) => pick::run(&cli.global, args, out).await,
+        Command::Sql(args) => done(sql::run(&cli.global, args, out).await),
+        Command::Config(args) => done(config::run(&cli.global, args, out).await),
+        Command::Pick(args) => done(pick::run(&cli.global, args, out).await),
+        Command::Alerts(args) => alerts::run(&cli.global, args, out).await,
     }
 }
