@@ -65,6 +65,24 @@ pub enum Command {
     /// thresholds in the config) now. Exit code 1 when any rule fires, 0
     /// when none does, 2 on error, for cron and scripts.
     Alerts(AlertsArgs),
+
+    /// List GPUs idle (below the idle threshold, minute by minute) for at
+    /// least --for in a row, since when, who held memory on them, and
+    /// whether they still are: candidates to hand back.
+    Reclaim(ReclaimArgs),
+}
+
+/// `apron reclaim [--for 2h] [--days 30]`.
+#[derive(Debug, Clone, Args)]
+pub struct ReclaimArgs {
+    /// Shortest idle stretch to report (default: `[reclaim] for` of the
+    /// config, 2h).
+    #[arg(long = "for", value_parser = parse_window)]
+    pub idle_for: Option<std::time::Duration>,
+
+    /// How far back to look, ending now.
+    #[arg(long, default_value = "30d", value_parser = parse_window)]
+    pub last: std::time::Duration,
 }
 
 /// `apron alerts`: takes only the global options.

@@ -7,8 +7,11 @@ pub const PICK: &str = include_str!("../../queries/pick.sql");
 /// `queries/alerts.sql`: the default alert rules at one moment.
 pub const ALERTS: &str = include_str!("../../queries/alerts.sql");
 
+/// `queries/reclaim.sql`: GPUs idle for a long stretch.
+pub const RECLAIM: &str = include_str!("../../queries/reclaim.sql");
+
 /// Every embedded query by name (the file name without `.sql`).
-pub const ALL: &[(&str, &str)] = &[("alerts", ALERTS), ("pick", PICK)];
+pub const ALL: &[(&str, &str)] = &[("alerts", ALERTS), ("pick", PICK), ("reclaim", RECLAIM)];
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@ use crate::error::Error;
 pub mod alerts;
 pub mod config;
 pub mod pick;
+pub mod reclaim;
 pub mod sql;
 
 /// How a command that succeeded wants the process to end.
@@ -30,5 +31,6 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::Config(args) => done(config::run(&cli.global, args, out).await),
         Command::Pick(args) => done(pick::run(&cli.global, args, out).await),
         Command::Alerts(args) => alerts::run(&cli.global, args, out).await,
+        Command::Reclaim(args) => done(reclaim::run(&cli.global, args, out).await),
     }
 }

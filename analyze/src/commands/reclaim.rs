@@ -1,0 +1,35 @@
+//! `apron reclaim`: GPUs idle for at least `--for` in a row
+//! (`queries/reclaim.sql`), over the last `--last` (default 30 days), with
+//! the idle threshold and the default stretch from the config.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use chrono::Utc;
+use datafusion::common::ScalarValue;
+
+use crate::cli::{GlobalArgs, ReclaimArgs};
+use crate::config::Config;
+use crate::error::Error;
+use crate::queries;
+use crate::session::Session;
+
+/// Lists the idle stretches, longest first.
+pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, out: W) -> Result<(), Error> {
+    let config = Config::load(global.config.as_deref())?;
+    let session = Session::open(&global.data)?;
+    let idle_for = args.idle_for.unwrap_or(config.reclaim.idle_for);
+    let min_minutes = i64::try_from(idle_for.as_secs().div_ceil(60)).unwrap_or(i64::MAX).max(1);
+    let now = Utc::now().timestamp_millis();
+    let start = now.saturating_sub(i64::try_from(args.last.as_millis()).unwrap_or(i64::MAX));
+    let ts = |ms| ScalarValue::TimestampMillisecond(Some(ms), Some(Arc::from("UTC")));
+    let params = vec![
+        ts(start),
+        ts(now),
+        ScalarValue::Float64(Some(config.idle.threshold_pct)),
+        ScalarValue::Int64(Some(min_minutes)),
+    ];
+    let df = session.sql_with_params(queries::RECLAIM, params).await?;
+    session.print(df, global.format, out).await?;
+    Ok(())
+}
