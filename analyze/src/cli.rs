@@ -70,6 +70,11 @@ pub enum Command {
     /// least --for in a row, since when, who held memory on them, and
     /// whether they still are: candidates to hand back.
     Reclaim(ReclaimArgs),
+
+    /// List processes that held GPU memory while their GPU sat idle for at
+    /// least --min-idle in a row: who, which GPU, how much, since when,
+    /// and whether they still run.
+    Zombies(ZombiesArgs),
 }
 
 /// `apron reclaim [--for 2h] [--days 30]`.
@@ -79,6 +84,22 @@ pub struct ReclaimArgs {
     /// config, 2h).
     #[arg(long = "for", value_parser = parse_window)]
     pub idle_for: Option<std::time::Duration>,
+
+    /// How far back to look, ending now.
+    #[arg(long, default_value = "30d", value_parser = parse_window)]
+    pub last: std::time::Duration,
+}
+
+/// `apron zombies [--min-idle 10m] [--min-mem 256] [--last 30d]`.
+#[derive(Debug, Clone, Args)]
+pub struct ZombiesArgs {
+    /// Shortest idle stretch (default: `[zombie] min_idle` of the config, 10m).
+    #[arg(long, value_parser = parse_window)]
+    pub min_idle: Option<std::time::Duration>,
+
+    /// Least GPU memory held, MiB (default: `[zombie] min_mem_mib`, 256).
+    #[arg(long, value_name = "MIB")]
+    pub min_mem: Option<u64>,
 
     /// How far back to look, ending now.
     #[arg(long, default_value = "30d", value_parser = parse_window)]

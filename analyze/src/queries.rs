@@ -10,8 +10,12 @@ pub const ALERTS: &str = include_str!("../../queries/alerts.sql");
 /// `queries/reclaim.sql`: GPUs idle for a long stretch.
 pub const RECLAIM: &str = include_str!("../../queries/reclaim.sql");
 
+/// `queries/zombies.sql`: processes holding memory on idle GPUs.
+pub const ZOMBIES: &str = include_str!("../../queries/zombies.sql");
+
 /// Every embedded query by name (the file name without `.sql`).
-pub const ALL: &[(&str, &str)] = &[("alerts", ALERTS), ("pick", PICK), ("reclaim", RECLAIM)];
+pub const ALL: &[(&str, &str)] =
+    &[("alerts", ALERTS), ("pick", PICK), ("reclaim", RECLAIM), ("zombies", ZOMBIES)];
 
 #[cfg(test)]
 mod tests {

@@ -13,6 +13,7 @@ pub mod config;
 pub mod pick;
 pub mod reclaim;
 pub mod sql;
+pub mod zombies;
 
 /// How a command that succeeded wants the process to end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,5 +33,6 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::Pick(args) => done(pick::run(&cli.global, args, out).await),
         Command::Alerts(args) => alerts::run(&cli.global, args, out).await,
         Command::Reclaim(args) => done(reclaim::run(&cli.global, args, out).await),
+        Command::Zombies(args) => done(zombies::run(&cli.global, args, out).await),
     }
 }
