@@ -91,6 +91,16 @@ impl Sleeper {
             .spawn()
             .expect("`sleep` runs");
         let after = now_ms();
+        // spawn() returns once exec has closed the parent's pipe, a moment
+        // before the kernel has laid out the new environment: until then
+        // /proc/PID/environ reads empty. Wait for it, as a GPU process is
+        // long past exec when NVML first lists it.
+        let environ = format!("/proc/{}/environ", child.id());
+        let t0 = std::time::Instant::now();
+        while std::fs::read(&environ).map_or(true, |e| e.is_empty()) {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{environ} stays empty");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         Sleeper { child, started: (before, after) }
     }
 
