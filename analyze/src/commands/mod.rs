@@ -15,6 +15,21 @@ pub mod reclaim;
 pub mod sql;
 pub mod zombies;
 
+/// The parameters of a period ending now and reaching back `last`: its
+/// start and end as UTC timestamps, ready to bind as `$1` and `$2`.
+pub(crate) fn last_period(last: std::time::Duration) -> [datafusion::common::ScalarValue; 2] {
+    let now = chrono::Utc::now().timestamp_millis();
+    let start = now.saturating_sub(i64::try_from(last.as_millis()).unwrap_or(i64::MAX));
+    let ts = |ms| datafusion::common::ScalarValue::TimestampMillisecond(Some(ms), Some("UTC".into()));
+    [ts(start), ts(now)]
+}
+
+/// Whole minutes of `d`, rounded up, at least one: how many idle minutes a
+/// stretch needs.
+pub(crate) fn whole_minutes(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_secs().div_ceil(60)).unwrap_or(i64::MAX).max(1)
+}
+
 /// How a command that succeeded wants the process to end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

@@ -3,9 +3,7 @@
 //! the idle threshold and the default stretch from the config.
 
 use std::io::Write;
-use std::sync::Arc;
 
-use chrono::Utc;
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, ReclaimArgs};
@@ -19,13 +17,11 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, out: W) -> R
     let config = Config::load(global.config.as_deref())?;
     let session = Session::open(&global.data)?;
     let idle_for = args.idle_for.unwrap_or(config.reclaim.idle_for);
-    let min_minutes = i64::try_from(idle_for.as_secs().div_ceil(60)).unwrap_or(i64::MAX).max(1);
-    let now = Utc::now().timestamp_millis();
-    let start = now.saturating_sub(i64::try_from(args.last.as_millis()).unwrap_or(i64::MAX));
-    let ts = |ms| ScalarValue::TimestampMillisecond(Some(ms), Some(Arc::from("UTC")));
+    let min_minutes = super::whole_minutes(idle_for);
+    let [start, end] = super::last_period(args.last);
     let params = vec![
-        ts(start),
-        ts(now),
+        start,
+        end,
         ScalarValue::Float64(Some(config.idle.threshold_pct)),
         ScalarValue::Int64(Some(min_minutes)),
     ];

@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use chrono::Utc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
@@ -37,16 +36,14 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, out: W) -> R
     let config = Config::load(global.config.as_deref())?;
     let session = Session::open(&global.data)?;
     let min_idle = args.min_idle.unwrap_or(config.zombie.min_idle);
-    let min_minutes = i64::try_from(min_idle.as_secs().div_ceil(60)).unwrap_or(i64::MAX).max(1);
+    let min_minutes = super::whole_minutes(min_idle);
     let min_mem_bytes =
         i64::try_from(args.min_mem.unwrap_or(config.zombie.min_mem_mib).saturating_mul(1 << 20))
             .unwrap_or(i64::MAX);
-    let now = Utc::now().timestamp_millis();
-    let start = now.saturating_sub(i64::try_from(args.last.as_millis()).unwrap_or(i64::MAX));
-    let ts = |ms| ScalarValue::TimestampMillisecond(Some(ms), Some(Arc::from("UTC")));
+    let [start, end] = super::last_period(args.last);
     let params = vec![
-        ts(start),
-        ts(now),
+        start,
+        end,
         ScalarValue::Float64(Some(config.idle.threshold_pct)),
         ScalarValue::Int64(Some(min_mem_bytes)),
         ScalarValue::Int64(Some(min_minutes)),
