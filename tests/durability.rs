@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -16,6 +16,7 @@ use apron_schemas::wal::{host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
 use apron_tests::bin;
 use apron_tests::files_under;
+use apron_tests::{signal, wait_with_timeout};
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::TimestampMillisecondType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -84,27 +85,6 @@ fn start_recorder(data: &Path, log: &Path, extra: &[&str]) -> Child {
         .stderr(log)
         .spawn()
         .expect("the recorder starts")
-}
-
-fn signal(child: &Child, sig: libc::c_int) {
-    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
-    // SAFETY: kill(2) with the pid of a child this test started and has not
-    // reaped yet, so the pid cannot name another process.
-    let rc = unsafe { libc::kill(pid, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig})");
-}
-
-fn wait_with_timeout(mut child: Child, limit: Duration) -> Output {
-    let t0 = Instant::now();
-    while child.try_wait().expect("try_wait").is_none() {
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the recorder did not exit within {limit:?}");
-        }
-        sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
 }
 
 /// Waits until the recorder started at `spawned_ms` is recording: a WAL

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use apron_tests::bin;
 use apron_tests::files_under;
+use apron_tests::{signal, wait_with_timeout};
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int32Type, TimeUnit, TimestampMillisecondType};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -61,25 +62,6 @@ fn start_recorder(data: &Path, extra: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the recorder starts")
-}
-
-fn signal(child: &Child, sig: libc::c_int) {
-    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
-    // SAFETY: kill(2) with a pid of a child this test started.
-    let rc = unsafe { libc::kill(pid, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig})");
-}
-
-fn wait_with_timeout(mut child: Child, limit: Duration) -> Output {
-    let t0 = Instant::now();
-    while child.try_wait().expect("try_wait").is_none() {
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            panic!("the recorder did not exit within {limit:?}");
-        }
-        sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("output")
 }
 
 fn live_run_stops_cleanly_on(sig: libc::c_int) {

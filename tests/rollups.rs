@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::sleep;
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use apron_tests::bin;
 use apron_tests::files_under;
+use apron_tests::signal;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, TimestampMillisecondType};
 use arrow::util::display::array_value_to_string;
@@ -896,13 +897,6 @@ fn retention_removes_whole_expired_days_raw_and_rollups_apart() {
 }
 
 // ------------------------------------------------------ live recorder
-
-fn signal(child: &Child, sig: libc::c_int) {
-    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
-    // SAFETY: kill(2) with a pid of a child this test started.
-    let rc = unsafe { libc::kill(pid, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig})");
-}
 
 #[test]
 fn the_live_recorder_compacts_its_closed_days_when_it_starts() {

@@ -2,8 +2,9 @@
 //! binaries and of the fake `libnvidia-ml.so`, built on first use.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Output};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The cargo target folder and profile folder this test binary was built in
 /// (`target/debug/deps/<test>` → `target`, `debug`).
@@ -61,4 +62,28 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// Sends `sig` to `child`, a process the test started and has not reaped.
+pub fn signal(child: &Child, sig: libc::c_int) {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    // SAFETY: kill(2) with the pid of a child this test started and has not
+    // reaped yet, so the pid cannot name another process.
+    let rc = unsafe { libc::kill(pid, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig})");
+}
+
+/// Waits for `child` to exit, at most `limit`; past it the child is killed
+/// and the test fails.
+pub fn wait_with_timeout(mut child: Child, limit: Duration) -> Output {
+    let t0 = Instant::now();
+    while child.try_wait().expect("try_wait").is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the recorder did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
 }
