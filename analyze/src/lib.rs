@@ -21,6 +21,7 @@ pub mod config;
 pub mod error;
 pub mod integrity;
 pub mod logging;
+pub mod minutes;
 pub mod output;
 pub mod panic_guard;
 pub mod queries;

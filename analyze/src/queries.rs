@@ -13,9 +13,21 @@ pub const RECLAIM: &str = include_str!("../../queries/reclaim.sql");
 /// `queries/zombies.sql`: processes holding memory on idle GPUs.
 pub const ZOMBIES: &str = include_str!("../../queries/zombies.sql");
 
+/// `queries/gpu_minutes_from_raw.sql`: `gpu_minutes` rows from raw samples.
+pub const GPU_MINUTES_FROM_RAW: &str = include_str!("../../queries/gpu_minutes_from_raw.sql");
+
+/// `queries/proc_minutes_from_raw.sql`: `proc_minutes` rows from raw samples.
+pub const PROC_MINUTES_FROM_RAW: &str = include_str!("../../queries/proc_minutes_from_raw.sql");
+
 /// Every embedded query by name (the file name without `.sql`).
-pub const ALL: &[(&str, &str)] =
-    &[("alerts", ALERTS), ("pick", PICK), ("reclaim", RECLAIM), ("zombies", ZOMBIES)];
+pub const ALL: &[(&str, &str)] = &[
+    ("alerts", ALERTS),
+    ("gpu_minutes_from_raw", GPU_MINUTES_FROM_RAW),
+    ("pick", PICK),
+    ("proc_minutes_from_raw", PROC_MINUTES_FROM_RAW),
+    ("reclaim", RECLAIM),
+    ("zombies", ZOMBIES),
+];
 
 #[cfg(test)]
 mod tests {

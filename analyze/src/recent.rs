@@ -4,7 +4,12 @@
 //!
 //! The WAL format and its reader belong to `apron_schemas::wal`; this module
 //! turns the open segments into record batches with the partition columns
-//! `date` and `host` added, shaped like the table's Parquet listing.
+//! `date` and `host` added, shaped like the table's Parquet listing. It also
+//! rolls each segment's rows up into `gpu_minutes` and `proc_minutes` rows
+//! (with the recorder's own [`apron_recorder::rollup`]), so reports over the
+//! minute tables see the open file too. Those rollups start without the
+//! previous file's last sample, so the first sample of each GPU takes its
+//! energy from power × time (the recorder's rollup at close is exact).
 //!
 //! Each row is seen once: segments are listed before the Parquet files (the
 //! listing runs later, when the query does), a segment whose Parquet file
@@ -16,8 +21,9 @@
 use std::io;
 use std::sync::Arc;
 
+use apron_recorder::rollup::{EnergyCarry, rollup};
 use apron_schemas::wal::{self, SegmentRows, WalError};
-use apron_schemas::{DataLayout, Table, gpu_samples, proc_samples};
+use apron_schemas::{DataLayout, Table, gpu_minutes, gpu_samples, proc_minutes, proc_samples};
 use datafusion::arrow::array::{ArrayRef, Date32Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
@@ -29,6 +35,10 @@ pub struct RecentRows {
     pub gpu_samples: Vec<RecordBatch>,
     /// `proc_samples` batches, one per segment with rows.
     pub proc_samples: Vec<RecordBatch>,
+    /// `gpu_minutes` rows of the segments, one batch per segment with rows.
+    pub gpu_minutes: Vec<RecordBatch>,
+    /// `proc_minutes` rows of the segments, one batch per segment with rows.
+    pub proc_minutes: Vec<RecordBatch>,
 }
 
 impl RecentRows {
@@ -37,7 +47,8 @@ impl RecentRows {
         match table {
             Table::GpuSamples => &self.gpu_samples,
             Table::ProcSamples => &self.proc_samples,
-            _ => &[],
+            Table::GpuMinutes => &self.gpu_minutes,
+            Table::ProcMinutes => &self.proc_minutes,
         }
     }
 }
@@ -67,7 +78,26 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
                 continue;
             }
         };
-        let SegmentRows { gpus, procs, .. } = rows;
+        let SegmentRows { mut gpus, mut procs, .. } = rows;
+        // Ticks come in time order; files (and the rollup) go by GPU first.
+        gpu_samples::sort(&mut gpus);
+        proc_samples::sort(&mut procs);
+        let minutes = rollup(&gpus, &procs, &EnergyCarry::new());
+        if !minutes.gpu_minutes.is_empty() {
+            let batch = gpu_minutes::to_batch(&minutes.gpu_minutes)?;
+            let dates: Vec<i64> = minutes.gpu_minutes.iter().map(|r| r.minute).collect();
+            out.gpu_minutes.push(with_partitions(batch, &dates, &seg.host, full_schema(Table::GpuMinutes))?);
+        }
+        if !minutes.proc_minutes.is_empty() {
+            let batch = proc_minutes::to_batch(&minutes.proc_minutes)?;
+            let dates: Vec<i64> = minutes.proc_minutes.iter().map(|r| r.minute).collect();
+            out.proc_minutes.push(with_partitions(
+                batch,
+                &dates,
+                &seg.host,
+                full_schema(Table::ProcMinutes),
+            )?);
+        }
         if !gpus.is_empty() {
             let batch = gpu_samples::to_batch(&gpus)?;
             let dates: Vec<i64> = gpus.iter().map(|r| r.ts).collect();

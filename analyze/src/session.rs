@@ -25,7 +25,6 @@ use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::error::ArrowError;
 use datafusion::catalog::TableProvider;
 use datafusion::common::ParamValues;
-use datafusion::common::config::TableParquetOptions;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::datasource::physical_plan::FileScanConfig;
@@ -45,6 +44,7 @@ use futures::StreamExt;
 
 use crate::error::Error;
 use crate::integrity;
+use crate::minutes;
 use crate::output::{BatchWriter, Format};
 use crate::panic_guard;
 use crate::recent;
@@ -100,7 +100,7 @@ impl Session {
     /// Fails when `data` is missing or not a folder, and with
     /// [`Error::NoData`] when it holds no table folder at all. Nothing is
     /// read from the Parquet files yet: that happens when a query runs.
-    pub fn open(data: &Path) -> Result<Self, Error> {
+    pub async fn open(data: &Path) -> Result<Self, Error> {
         let meta =
             std::fs::metadata(data).map_err(|source| Error::DataDir { path: data.to_path_buf(), source })?;
         if !meta.is_dir() {
@@ -119,27 +119,49 @@ impl Session {
             path: layout.wal_root(),
             source: DataFusionError::ArrowError(Box::new(source), None),
         })?;
-        let mut tables = Vec::new();
+        let register_err = |table: Table| {
+            let path = layout.table_dir(table);
+            move |source| Error::Register { table: table.name().to_owned(), path, source }
+        };
+        let mut listings = std::collections::HashMap::new();
         for table in Table::ALL {
             let dir = absolute.table_dir(table);
-            let wal_rows = recent.batches(table);
-            if !dir.is_dir() && wal_rows.is_empty() {
-                continue;
+            if dir.is_dir() {
+                let format = ParquetFormat::default().with_options(parquet_options.clone());
+                let listing = listing_table(&dir, table, format).map_err(register_err(table))?;
+                listings.insert(table, Arc::new(listing) as Arc<dyn TableProvider>);
             }
-            let register_err = |source| Error::Register {
-                table: table.name().to_owned(),
-                path: layout.table_dir(table),
-                source,
+        }
+        let unrolled = minutes::unrolled(&absolute);
+        let derived = minutes::from_raw(
+            session_config(),
+            listings.get(&Table::GpuSamples).cloned(),
+            listings.get(&Table::ProcSamples).cloned(),
+            &unrolled,
+        )
+        .await
+        .map_err(register_err(Table::GpuMinutes))?;
+        let (gpu_derived, proc_derived) = derived.map_or((None, None), |(g, p)| (Some(g), Some(p)));
+        let mut tables = Vec::new();
+        for table in Table::ALL {
+            let derived = match table {
+                Table::GpuMinutes => gpu_derived.clone(),
+                Table::ProcMinutes => proc_derived.clone(),
+                _ => None,
             };
-            let provider = table_provider(&dir, table, &parquet_options, wal_rows).map_err(register_err)?;
-            ctx.register_table(table.name(), provider).map_err(register_err)?;
+            let parts =
+                TableParts { files: listings.get(&table).cloned(), wal: recent.batches(table), derived };
+            let Some(provider) = table_provider(table, parts).map_err(register_err(table))? else {
+                continue;
+            };
+            ctx.register_table(table.name(), provider).map_err(register_err(table))?;
             tables.push(table);
         }
         if tables.is_empty() {
             let names: Vec<_> = Table::ALL.iter().map(|t| format!("{}/", t.name())).collect();
             return Err(Error::NoData { path: data.to_path_buf(), tables: names.join(", ") });
         }
-        tracing::debug!(data = %data.display(), tables = ?tables, "registered the tables present");
+        tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
         Ok(Self { ctx, layout, root, tables })
     }
 
@@ -358,7 +380,7 @@ fn session_config() -> SessionConfig {
 
 /// The schema a table is queried with: its file columns, then the
 /// partition columns.
-fn full_schema(table: Table) -> SchemaRef {
+pub(crate) fn full_schema(table: Table) -> SchemaRef {
     let mut fields: Vec<_> = table.schema().fields().iter().cloned().collect();
     for (name, data_type) in partition_columns() {
         fields.push(Arc::new(Field::new(name, data_type, true)));
@@ -366,31 +388,49 @@ fn full_schema(table: Table) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// What a table name resolves to: its Parquet listing and, while a recorder
-/// holds rows not yet closed into a file, those rows too (a union, so
-/// filters still reach the listing and prune folders).
+/// The sources of one table, each optional.
+struct TableParts<'a> {
+    /// The Parquet listing of the table's folder.
+    files: Option<Arc<dyn TableProvider>>,
+    /// Rows a recorder holds in its write-ahead log (for the minute tables:
+    /// their rollups).
+    wal: &'a [RecordBatch],
+    /// Minute tables only: the minutes computed from raw partitions that
+    /// have no rollups ([`crate::minutes`]).
+    derived: Option<LogicalPlan>,
+}
+
+/// What a table name resolves to: the union of its parts (a union, so
+/// filters still reach the listing and prune folders); `None` when it has
+/// none.
 fn table_provider(
-    dir: &Path,
     table: Table,
-    parquet_options: &TableParquetOptions,
-    wal_rows: &[RecordBatch],
-) -> Result<Arc<dyn TableProvider>, DataFusionError> {
-    let files = if dir.is_dir() {
-        let format = ParquetFormat::default().with_options(parquet_options.clone());
-        Some(Arc::new(listing_table(dir, table, format)?) as Arc<dyn TableProvider>)
-    } else {
-        None
-    };
-    if wal_rows.is_empty() {
-        return files.ok_or_else(|| DataFusionError::Plan(format!("no data for {}", table.name())));
+    parts: TableParts<'_>,
+) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
+    let mut plans = Vec::new();
+    if let Some(files) = &parts.files {
+        if parts.wal.is_empty() && parts.derived.is_none() {
+            return Ok(Some(Arc::clone(files)));
+        }
+        plans.push(
+            LogicalPlanBuilder::scan(table.name(), provider_as_source(Arc::clone(files)), None)?.build()?,
+        );
     }
-    let schema = full_schema(table);
-    let wal: Arc<dyn TableProvider> = Arc::new(MemTable::try_new(schema, vec![wal_rows.to_vec()])?);
-    let Some(files) = files else { return Ok(wal) };
-    let plan = LogicalPlanBuilder::scan(table.name(), provider_as_source(files), None)?
-        .union(LogicalPlanBuilder::scan(table.name(), provider_as_source(wal), None)?.build()?)?
-        .build()?;
-    Ok(Arc::new(ViewTable::new(plan, None)))
+    if !parts.wal.is_empty() {
+        let wal: Arc<dyn TableProvider> =
+            Arc::new(MemTable::try_new(full_schema(table), vec![parts.wal.to_vec()])?);
+        plans.push(LogicalPlanBuilder::scan(table.name(), provider_as_source(wal), None)?.build()?);
+    }
+    if let Some(derived) = parts.derived {
+        plans.push(derived);
+    }
+    let mut plans = plans.into_iter();
+    let Some(first) = plans.next() else { return Ok(None) };
+    let mut builder = LogicalPlanBuilder::from(first);
+    for plan in plans {
+        builder = builder.union(plan)?;
+    }
+    Ok(Some(Arc::new(ViewTable::new(builder.build()?, None))))
 }
 
 /// A Hive-partitioned Parquet listing of `table` over the folder `dir`

@@ -19,7 +19,7 @@ use crate::session::Session;
 /// Checks the rules over `global.data` and prints those that fire.
 pub async fn run<W: Write>(global: &GlobalArgs, _args: &AlertsArgs, out: W) -> Result<Outcome, Error> {
     let config = Config::load(global.config.as_deref())?;
-    let session = Session::open(&global.data)?;
+    let session = Session::open(&global.data).await?;
     let now = Utc::now().timestamp_millis();
     let params = vec![
         ScalarValue::TimestampMillisecond(Some(now), Some(Arc::from("UTC"))),

@@ -15,7 +15,7 @@ use crate::session::Session;
 /// Lists the idle stretches, longest first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, out: W) -> Result<(), Error> {
     let config = Config::load(global.config.as_deref())?;
-    let session = Session::open(&global.data)?;
+    let session = Session::open(&global.data).await?;
     let idle_for = args.idle_for.unwrap_or(config.reclaim.idle_for);
     let min_minutes = super::whole_minutes(idle_for);
     let [start, end] = super::last_period(args.last);

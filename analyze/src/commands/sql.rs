@@ -21,7 +21,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
     let mut tries = 0;
     loop {
         tries += 1;
-        let session = Session::open(&global.data)?;
+        let session = Session::open(&global.data).await?;
         let df = session.sql(&query).await?;
         let printed = session.print(df, global.format, &mut out).await.map(drop);
         match printed {

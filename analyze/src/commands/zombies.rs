@@ -34,7 +34,7 @@ const COLUMNS: [&str; 12] = [
 /// Lists the zombie stretches, most memory-minutes first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, out: W) -> Result<(), Error> {
     let config = Config::load(global.config.as_deref())?;
-    let session = Session::open(&global.data)?;
+    let session = Session::open(&global.data).await?;
     let min_idle = args.min_idle.unwrap_or(config.zombie.min_idle);
     let min_minutes = super::whole_minutes(min_idle);
     let min_mem_bytes =

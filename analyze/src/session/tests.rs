@@ -8,7 +8,7 @@ use datafusion::arrow::array::{
     UInt64Array,
 };
 use datafusion::arrow::datatypes::{
-    Date32Type, Field, Int32Type, Int64Type, Schema, TimeUnit, TimestampMillisecondType,
+    Date32Type, Field, Float64Type, Int32Type, Int64Type, Schema, TimeUnit, TimestampMillisecondType,
 };
 use datafusion::common::ScalarValue;
 use datafusion::parquet::arrow::ArrowWriter;
@@ -61,8 +61,9 @@ fn registers_present_tables_with_partition_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let layout = DataLayout::new(dir.path());
     write_gpu(&layout, 30, "node07", &[gpu(DAY + 29 * 86_400_000, Some(5))]);
-    let session = Session::open(dir.path()).expect("opens");
-    assert_eq!(session.tables(), [Table::GpuSamples]);
+    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
+    // The minute tables are computed from the raw files, which have no rollups.
+    assert_eq!(session.tables(), [Table::GpuSamples, Table::GpuMinutes, Table::ProcMinutes]);
 
     let batches = query(&session, "SELECT date, host, gpu_util_pct FROM gpu_samples").expect("runs");
     let schema = batches[0].schema();
@@ -72,6 +73,11 @@ fn registers_present_tables_with_partition_columns() {
     assert_eq!(Date32Type::to_naive_date_opt(day), Some(date(30)));
     assert_eq!(batches[0].column(1).as_string::<i32>().value(0), "node07");
     assert_eq!(batches[0].column(2).as_primitive::<Int32Type>().value(0), 5);
+
+    let minutes =
+        query(&session, "SELECT date, host, gpu_util_pct_mean, seconds FROM gpu_minutes").expect("runs");
+    assert_eq!(minutes[0].column(1).as_string::<i32>().value(0), "node07");
+    assert_eq!(minutes[0].column(2).as_primitive::<Float64Type>().value(0), 5.0);
 }
 
 #[test]
@@ -91,7 +97,7 @@ fn a_filter_on_the_partition_columns_skips_other_folders() {
         std::fs::create_dir_all(bad.parent().expect("parent")).expect("mkdir");
         std::fs::write(&bad, b"not parquet at all").expect("write");
     }
-    let session = Session::open(dir.path()).expect("opens");
+    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
     let sum = |sql: &str| single_i64(&query(&session, sql).expect(sql));
     assert_eq!(sum("SELECT sum(gpu_util_pct) FROM gpu_samples WHERE host = 'a'"), 6);
     assert_eq!(sum("SELECT sum(gpu_util_pct) FROM gpu_samples WHERE date = '2026-11-30' AND host = 'a'"), 3);
@@ -137,7 +143,7 @@ fn files_of_other_tools_are_cast_and_completed() {
     let path = layout.partition_dir(Table::GpuSamples, date(30), "other").join("import.parquet");
     write_batch(&path, &batch);
 
-    let session = Session::open(dir.path()).expect("opens");
+    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
     let batches = query(
         &session,
         "SELECT ts, gpu_index, gpu_util_pct, fb_used_bytes, power_mw, temp_c, sm_active_pct \
@@ -165,7 +171,7 @@ fn statements_that_write_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let layout = DataLayout::new(dir.path());
     write_gpu(&layout, 30, "a", &[gpu(DAY, Some(1))]);
-    let session = Session::open(dir.path()).expect("opens");
+    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
     for (sql, name) in [
         ("CREATE TABLE t AS SELECT 1", "CREATE TABLE"),
         ("create or replace view v as select 1", "CREATE OR REPLACE VIEW"),
@@ -202,7 +208,7 @@ fn statements_that_write_are_refused() {
 fn unknown_tables_name_the_tables_present() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_gpu(&DataLayout::new(dir.path()), 30, "a", &[gpu(DAY, Some(1))]);
-    let session = Session::open(dir.path()).expect("opens");
+    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
     for (sql, name) in [
         ("SELECT * FROM proc_samples", "proc_samples"),
         ("SELECT * FROM gpu_samples g JOIN nope n ON g.gpu_uuid = n.gpu_uuid", "nope"),
@@ -211,7 +217,7 @@ fn unknown_tables_name_the_tables_present() {
             Err(err @ Error::UnknownTable { .. }) => {
                 let text = err.to_string();
                 assert!(text.starts_with(&format!("table {name} not found in ")), "{text}");
-                assert!(text.ends_with("; tables present: gpu_samples"), "{text}");
+                assert!(text.ends_with("; tables present: gpu_samples, gpu_minutes, proc_minutes"), "{text}");
             }
             other => panic!("{sql}: expected an unknown table, got {other:?}"),
         }
@@ -222,7 +228,7 @@ fn unknown_tables_name_the_tables_present() {
 fn parameters_are_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_gpu(&DataLayout::new(dir.path()), 30, "a", &[gpu(DAY, Some(7)), gpu(DAY + 1, Some(9))]);
-    let session = Session::open(dir.path()).expect("opens");
+    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
     let batches = runtime()
         .block_on(async {
             let df = session
@@ -241,15 +247,18 @@ fn parameters_are_bound() {
 fn a_data_folder_without_tables_is_no_data() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("wal")).expect("mkdir");
-    let err = Session::open(dir.path()).expect_err("no tables");
+    let err = runtime().block_on(Session::open(dir.path())).expect_err("no tables");
     let text = err.to_string();
     assert!(text.starts_with(&format!("no apron data in {}", dir.path().display())), "{text}");
     assert!(text.contains("apron-recorder simulate"), "{text}");
 
     let missing = dir.path().join("absent");
-    assert!(matches!(Session::open(&missing), Err(Error::DataDir { .. })));
+    assert!(matches!(runtime().block_on(Session::open(&missing)), Err(Error::DataDir { .. })));
     std::fs::write(dir.path().join("file"), b"").expect("write");
-    assert!(matches!(Session::open(&dir.path().join("file")), Err(Error::NotADir { .. })));
+    assert!(matches!(
+        runtime().block_on(Session::open(&dir.path().join("file"))),
+        Err(Error::NotADir { .. })
+    ));
 }
 
 #[test]
