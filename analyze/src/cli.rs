@@ -8,7 +8,10 @@ use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 
+use chrono::NaiveDate;
+
 use crate::output::Format;
+use crate::period::{self, PeriodChoice};
 
 /// The exit code of every failure: a bad command line, bad input, a failed
 /// query.
@@ -75,9 +78,131 @@ pub enum Command {
     /// least --min-idle in a row: who, which GPU, how much, since when,
     /// and whether they still run.
     Zombies(ZombiesArgs),
+
+    /// What each team's GPU time cost: GPU-hours busy, idle-held and
+    /// idle-empty, energy and cost per team, adding up to the fleet's cost.
+    Spend(SpendArgs),
+
+    /// What idle GPU time cost, by team, user, host or GPU, largest first.
+    IdleCost(IdleCostArgs),
+
+    /// The fleet's week hour by hour (utilization, idle share, idle cost
+    /// per week) and the recurring idle windows it shows, in words.
+    Windows(WindowsArgs),
 }
 
-/// `apron reclaim [--for 2h] [--days 30]`.
+/// The period of a report: `--month`, or `--from`/`--to`, or `--last`;
+/// default the last 30 days. Half-open and in UTC.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PeriodArgs {
+    /// A UTC calendar month, YYYY-MM (e.g. 2026-11).
+    #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month, conflicts_with_all = ["from", "to", "last"])]
+    pub month: Option<NaiveDate>,
+
+    /// Period start, inclusive: YYYY-MM-DD (midnight UTC) or an RFC 3339
+    /// time (2026-11-02T08:00:00Z). Default: 30 days before --to.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time, conflicts_with = "last")]
+    pub from: Option<i64>,
+
+    /// Period end, exclusive, in the same forms as --from. Default: now.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time, conflicts_with = "last")]
+    pub to: Option<i64>,
+
+    /// The period ending now (e.g. 7d, 12h). Default: 30d.
+    #[arg(long, value_parser = parse_window)]
+    pub last: Option<std::time::Duration>,
+}
+
+impl PeriodArgs {
+    /// The flags as a [`PeriodChoice`].
+    pub fn choice(&self) -> PeriodChoice {
+        PeriodChoice { month: self.month, from: self.from, to: self.to, last: self.last }
+    }
+}
+
+/// `apron spend [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct SpendArgs {
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
+
+/// How `apron idle-cost` groups idle time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdleBy {
+    /// By team (the config's rules); idle-empty time is "(unallocated)".
+    Team,
+    /// By the user owning the processes; idle-empty time is "(unallocated)".
+    User,
+    /// By host.
+    Host,
+    /// By GPU (gpu_uuid, with host and gpu_index).
+    Gpu,
+}
+
+impl IdleBy {
+    /// The name `queries/idle_cost.sql` takes as `$1`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleBy::Team => "team",
+            IdleBy::User => "user",
+            IdleBy::Host => "host",
+            IdleBy::Gpu => "gpu",
+        }
+    }
+}
+
+/// `apron idle-cost [--by team|user|host|gpu] [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct IdleCostArgs {
+    /// What to group idle time by.
+    #[arg(long, value_enum, default_value_t = IdleBy::Team)]
+    pub by: IdleBy,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
+
+/// What `apron windows` prints as rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WindowsShow {
+    /// The hour-of-week profile, 168 rows (the windows are in the header).
+    Profile,
+    /// The recurring idle windows found, one row each.
+    Windows,
+}
+
+/// `apron windows [--show profile|windows] [--min-idle-share PCT] [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct WindowsArgs {
+    /// What to print as rows.
+    #[arg(long, value_enum, default_value_t = WindowsShow::Profile)]
+    pub show: WindowsShow,
+
+    /// An hour of the week belongs to an idle window when at least this
+    /// share of its GPU time is idle (percent).
+    #[arg(long, value_name = "PCT", default_value_t = 60.0, value_parser = parse_percent)]
+    pub min_idle_share: f64,
+
+    /// The shortest window reported, in hours.
+    #[arg(long, value_name = "HOURS", default_value_t = 2)]
+    pub min_hours: u32,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err("expected a percentage from 0 to 100".into()),
+    }
+}
+
+/// `apron reclaim [--for 2h] [period]`.
 #[derive(Debug, Clone, Args)]
 pub struct ReclaimArgs {
     /// Shortest idle stretch to report (default: `[reclaim] for` of the
@@ -85,12 +210,12 @@ pub struct ReclaimArgs {
     #[arg(long = "for", value_parser = parse_window)]
     pub idle_for: Option<std::time::Duration>,
 
-    /// How far back to look, ending now.
-    #[arg(long, default_value = "30d", value_parser = parse_window)]
-    pub last: std::time::Duration,
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
 }
 
-/// `apron zombies [--min-idle 10m] [--min-mem 256] [--last 30d]`.
+/// `apron zombies [--min-idle 10m] [--min-mem 256] [period]`.
 #[derive(Debug, Clone, Args)]
 pub struct ZombiesArgs {
     /// Shortest idle stretch (default: `[zombie] min_idle` of the config, 10m).
@@ -101,9 +226,9 @@ pub struct ZombiesArgs {
     #[arg(long, value_name = "MIB")]
     pub min_mem: Option<u64>,
 
-    /// How far back to look, ending now.
-    #[arg(long, default_value = "30d", value_parser = parse_window)]
-    pub last: std::time::Duration,
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
 }
 
 /// `apron alerts`: takes only the global options.

@@ -232,6 +232,41 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+
+    /// The period flags name no valid period.
+    #[error("{message}")]
+    Period {
+        /// What is wrong, naming the flags.
+        message: String,
+    },
+
+    /// The period holds no GPU samples.
+    #[error("no GPU samples between {period} in {}{covers}", data.display())]
+    NoDataInPeriod {
+        /// The period, as [`crate::period::Period::label`] shows it.
+        period: String,
+        /// The data folder.
+        data: PathBuf,
+        /// What the data does cover (`; the data covers …`), or empty.
+        covers: String,
+    },
+
+    /// A command option has a value the command cannot use.
+    #[error("{message}")]
+    Usage {
+        /// What is wrong, naming the option.
+        message: String,
+    },
+
+    /// A report file (chart, page, table) could not be written.
+    #[error("cannot write the report to {}", path.display())]
+    Report {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
 }
 
 fn present_list(present: &[String]) -> String {

@@ -18,14 +18,18 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod cost;
 pub mod error;
+pub mod header;
 pub mod integrity;
 pub mod logging;
 pub mod minutes;
 pub mod output;
 pub mod panic_guard;
+pub mod period;
 pub mod queries;
 pub mod recent;
+pub mod rounding;
 pub mod session;
 
 use std::io::BufWriter;

@@ -19,13 +19,37 @@ pub const GPU_MINUTES_FROM_RAW: &str = include_str!("../../queries/gpu_minutes_f
 /// `queries/proc_minutes_from_raw.sql`: `proc_minutes` rows from raw samples.
 pub const PROC_MINUTES_FROM_RAW: &str = include_str!("../../queries/proc_minutes_from_raw.sql");
 
+/// `queries/minute_costs.sql`: every GPU-minute priced, classified, attributed.
+pub const MINUTE_COSTS: &str = include_str!("../../queries/minute_costs.sql");
+
+/// `queries/coverage.sql`: what the data holds in a period.
+pub const COVERAGE: &str = include_str!("../../queries/coverage.sql");
+
+/// `queries/samples_between.sql`: first and last raw sample in a span.
+pub const SAMPLES_BETWEEN: &str = include_str!("../../queries/samples_between.sql");
+
+/// `queries/spend.sql`: cost per team.
+pub const SPEND: &str = include_str!("../../queries/spend.sql");
+
+/// `queries/idle_cost.sql`: idle cost by team, user, host or GPU.
+pub const IDLE_COST: &str = include_str!("../../queries/idle_cost.sql");
+
+/// `queries/windows.sql`: the hour-of-week profile.
+pub const WINDOWS: &str = include_str!("../../queries/windows.sql");
+
 /// Every embedded query by name (the file name without `.sql`).
 pub const ALL: &[(&str, &str)] = &[
     ("alerts", ALERTS),
+    ("coverage", COVERAGE),
     ("gpu_minutes_from_raw", GPU_MINUTES_FROM_RAW),
+    ("idle_cost", IDLE_COST),
+    ("minute_costs", MINUTE_COSTS),
     ("pick", PICK),
     ("proc_minutes_from_raw", PROC_MINUTES_FROM_RAW),
     ("reclaim", RECLAIM),
+    ("samples_between", SAMPLES_BETWEEN),
+    ("spend", SPEND),
+    ("windows", WINDOWS),
     ("zombies", ZOMBIES),
 ];
 

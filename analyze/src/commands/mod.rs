@@ -5,23 +5,60 @@
 
 use std::io::Write;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, GlobalArgs, PeriodArgs};
+use crate::config::Config;
 use crate::error::Error;
+use crate::header::{Coverage, Header, config_warnings};
+use crate::period::Period;
+use crate::session::Session;
 
 pub mod alerts;
 pub mod config;
+pub mod idle_cost;
 pub mod pick;
 pub mod reclaim;
+pub mod spend;
 pub mod sql;
+pub mod windows;
 pub mod zombies;
 
-/// The parameters of a period ending now and reaching back `last`: its
-/// start and end as UTC timestamps, ready to bind as `$1` and `$2`.
-pub(crate) fn last_period(last: std::time::Duration) -> [datafusion::common::ScalarValue; 2] {
-    let now = chrono::Utc::now().timestamp_millis();
-    let start = now.saturating_sub(i64::try_from(last.as_millis()).unwrap_or(i64::MAX));
-    let ts = |ms| datafusion::common::ScalarValue::TimestampMillisecond(Some(ms), Some("UTC".into()));
-    [ts(start), ts(now)]
+/// What every report over a period starts from.
+#[derive(Debug)]
+pub struct Report {
+    /// The effective configuration.
+    pub config: Config,
+    /// The session over the data folder.
+    pub session: Session,
+    /// The period chosen.
+    pub period: Period,
+    /// What the data holds in it.
+    pub coverage: Coverage,
+    /// The header to print, which commands may extend.
+    pub header: Header,
+}
+
+impl Report {
+    /// Loads the config, opens the data folder, chooses the period and
+    /// finds what the data holds in it (an empty period is an error). Config
+    /// warnings go to stderr.
+    pub async fn prepare(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+        let config = Config::load(global.config.as_deref())?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let period = Period::choose(&period.choice(), now_ms)?;
+        let session = Session::open(&global.data).await?;
+        let coverage = Coverage::of(&session, &period, now_ms).await?;
+        for warning in config_warnings(&config, &coverage) {
+            eprintln!("{warning}");
+        }
+        let header = Header::new(&period, &coverage, &session, &config);
+        Ok(Report { config, session, period, coverage, header })
+    }
+
+    /// Registers `minute_costs` for the period, for the cost reports.
+    pub async fn with_costs(self) -> Result<Report, Error> {
+        crate::cost::register_minute_costs(&self.session, &self.config, &self.period).await?;
+        Ok(self)
+    }
 }
 
 /// Whole minutes of `d`, rounded up, at least one: how many idle minutes a
@@ -49,5 +86,8 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::Alerts(args) => alerts::run(&cli.global, args, out).await,
         Command::Reclaim(args) => done(reclaim::run(&cli.global, args, out).await),
         Command::Zombies(args) => done(zombies::run(&cli.global, args, out).await),
+        Command::Spend(args) => done(spend::run(&cli.global, args, out).await),
+        Command::IdleCost(args) => done(idle_cost::run(&cli.global, args, out).await),
+        Command::Windows(args) => done(windows::run(&cli.global, args, out).await),
     }
 }

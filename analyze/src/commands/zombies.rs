@@ -10,10 +10,10 @@ use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, ZombiesArgs};
+use crate::commands::Report;
 use crate::config::{Config, team_of};
 use crate::error::Error;
 use crate::queries;
-use crate::session::Session;
 
 /// The columns printed, in order; `team` is computed here.
 const COLUMNS: [&str; 12] = [
@@ -32,15 +32,15 @@ const COLUMNS: [&str; 12] = [
 ];
 
 /// Lists the zombie stretches, most memory-minutes first.
-pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, out: W) -> Result<(), Error> {
-    let config = Config::load(global.config.as_deref())?;
-    let session = Session::open(&global.data).await?;
+pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) -> Result<(), Error> {
+    let Report { config, session, period, header, .. } = Report::prepare(global, &args.period).await?;
+    header.print(global.format, &mut out)?;
     let min_idle = args.min_idle.unwrap_or(config.zombie.min_idle);
     let min_minutes = super::whole_minutes(min_idle);
     let min_mem_bytes =
         i64::try_from(args.min_mem.unwrap_or(config.zombie.min_mem_mib).saturating_mul(1 << 20))
             .unwrap_or(i64::MAX);
-    let [start, end] = super::last_period(args.last);
+    let [start, end] = period.params();
     let params = vec![
         start,
         end,

@@ -1,0 +1,100 @@
+//! `apron spend`: what each team's GPU time cost in the period
+//! (`queries/spend.sql` over `minute_costs`), with money rounded to the cent
+//! so that the printed rows add up to the printed fleet total.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, Float64Array, RecordBatch};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::error::ArrowError;
+
+use crate::cli::{GlobalArgs, SpendArgs};
+use crate::commands::Report;
+use crate::error::Error;
+use crate::header::{group_thousands, money};
+use crate::queries;
+use crate::rounding::{cents_keeping_total, f64_column, round_columns};
+
+/// The fleet totals of a spend result, after rounding.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Totals {
+    /// Cost of every recorded GPU-minute (currency, to the cent).
+    pub cost: f64,
+    /// Of which idle.
+    pub idle_cost: f64,
+    /// GPU-hours recorded.
+    pub gpu_hours: f64,
+}
+
+/// Prints the spend per team.
+pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) -> Result<(), Error> {
+    let mut report = Report::prepare(global, &args.period).await?.with_costs().await?;
+    let (batch, totals) = spend(&report).await?;
+    let currency = &report.config.currency;
+    let idle_pct = if totals.cost > 0.0 { 100.0 * totals.idle_cost / totals.cost } else { 0.0 };
+    report.header.push(format!(
+        "Cost:     {} for {} GPU-hours; idle {} ({idle_pct:.1}%)",
+        money(totals.cost, currency),
+        group_thousands(totals.gpu_hours, 1),
+        money(totals.idle_cost, currency),
+    ));
+    report.header.print(global.format, &mut out)?;
+    crate::output::write_batches(global.format, batch.schema(), &[batch], out)?;
+    Ok(())
+}
+
+/// The spend rows of `report` (which has `minute_costs` registered), money
+/// rounded to the cent keeping the total, and the fleet totals.
+pub async fn spend(report: &Report) -> Result<(RecordBatch, Totals), Error> {
+    let session = &report.session;
+    let df = session.sql(queries::SPEND).await?;
+    let (schema, batches) = session.collect(df).await?;
+    let execute = |source: ArrowError| Error::Execute { source: source.into() };
+    let batch = concat_batches(&schema, &batches).map_err(execute)?;
+    let cost = cents_keeping_total(&f64_column(&batch, "cost"));
+    let busy: Vec<i64> = f64_column(&batch, "busy_cost")
+        .iter()
+        .zip(&cost)
+        .map(|(b, c)| ((b * 100.0).round() as i64).min(*c))
+        .collect();
+    let idle: Vec<i64> = cost.iter().zip(&busy).map(|(c, b)| c - b).collect();
+    let total: i64 = cost.iter().sum();
+    let share: Vec<f64> =
+        cost.iter().map(|c| if total > 0 { 100.0 * *c as f64 / total as f64 } else { 0.0 }).collect();
+    let money = |cents: &[i64]| cents.iter().map(|c| *c as f64 / 100.0).collect::<Vec<_>>();
+    let batch = replace_f64(&batch, "cost", money(&cost)).map_err(execute)?;
+    let batch = replace_f64(&batch, "busy_cost", money(&busy)).map_err(execute)?;
+    let batch = replace_f64(&batch, "idle_cost", money(&idle)).map_err(execute)?;
+    let batch = replace_f64(&batch, "share_pct", share).map_err(execute)?;
+    let batch = round_columns(
+        &batch,
+        &[
+            ("gpu_hours", 2),
+            ("busy_gpu_hours", 2),
+            ("idle_held_gpu_hours", 2),
+            ("idle_empty_gpu_hours", 2),
+            ("energy_kwh", 2),
+            ("share_pct", 1),
+        ],
+    )
+    .map_err(execute)?;
+    let totals = Totals {
+        cost: total as f64 / 100.0,
+        idle_cost: idle.iter().sum::<i64>() as f64 / 100.0,
+        gpu_hours: f64_column(&batch, "gpu_hours").iter().sum(),
+    };
+    Ok((batch, totals))
+}
+
+/// `batch` with the Float64 column `name` replaced by `values`.
+pub(crate) fn replace_f64(
+    batch: &RecordBatch,
+    name: &str,
+    values: Vec<f64>,
+) -> Result<RecordBatch, ArrowError> {
+    let index = batch.schema().index_of(name)?;
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns[index] = Arc::new(Float64Array::from(values));
+    RecordBatch::try_new(batch.schema(), columns)
+}

@@ -1,0 +1,141 @@
+//! Money: the config's prices and team rules made available to SQL, and the
+//! `minute_costs` view every cost report reads (`queries/minute_costs.sql`).
+//!
+//! Two SQL functions carry the config into the queries:
+//! `apron_gpu_rate(gpu_model)`, what a second of a GPU of that model costs
+//! besides energy (its purchase price written off over its lifetime, plus
+//! its operating cost), and `apron_team(user, uid, k8s_namespace,
+//! slurm_account)`, the team the config's rules give a process. The
+//! decisions themselves are [`crate::config`]'s; this module only applies them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, StringArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::common::ScalarValue;
+use datafusion::error::DataFusionError;
+use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+
+use crate::config::{Config, GpuCost, gpu_cost_for, team_of};
+use crate::error::Error;
+use crate::period::Period;
+use crate::queries;
+use crate::session::Session;
+
+/// Seconds in a year of the write-off: 365.25 days.
+pub const SECONDS_PER_YEAR: f64 = 365.25 * 86_400.0;
+
+/// What one second of a GPU priced by `cost` costs besides energy, in the
+/// config's currency: `purchase_price / (lifetime_years × 365.25 days) +
+/// ops_per_gpu_hour / 3600`.
+pub fn rate_per_second(cost: &GpuCost) -> f64 {
+    cost.purchase_price / (cost.lifetime_years * SECONDS_PER_YEAR) + cost.ops_per_gpu_hour / 3600.0
+}
+
+/// Registers `apron_gpu_rate` and `apron_team` with `session`, applying `config`.
+pub fn register_functions(session: &Session, config: &Config) {
+    let ctx = session.context();
+    let rates = Arc::new(config.clone());
+    let rate = create_udf(
+        "apron_gpu_rate",
+        vec![DataType::Utf8],
+        DataType::Float64,
+        Volatility::Immutable,
+        Arc::new(move |args: &[ColumnarValue]| gpu_rate(&rates, args)),
+    );
+    ctx.register_udf(rate);
+    let teams = Arc::new(config.clone());
+    let cache: Arc<Mutex<HashMap<Identity, Arc<str>>>> = Arc::default();
+    let team = create_udf(
+        "apron_team",
+        vec![DataType::Utf8, DataType::Int64, DataType::Utf8, DataType::Utf8],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(move |args: &[ColumnarValue]| team(&teams, &cache, args)),
+    );
+    ctx.register_udf(team);
+}
+
+/// Registers the view `minute_costs` for `period` under `config` (with the
+/// functions it needs). Reports then read it by name.
+pub async fn register_minute_costs(session: &Session, config: &Config, period: &Period) -> Result<(), Error> {
+    register_functions(session, config);
+    let [start, end] = period.params();
+    let params = vec![
+        start,
+        end,
+        ScalarValue::Float64(Some(config.idle.threshold_pct)),
+        ScalarValue::Float64(Some(config.energy.price_per_kwh)),
+        ScalarValue::Float64(Some(config.energy.pue)),
+    ];
+    let df = session.sql_with_params(queries::MINUTE_COSTS, params).await?;
+    session
+        .context()
+        .register_table("minute_costs", df.into_view())
+        .map_err(|source| Error::Execute { source })?;
+    Ok(())
+}
+
+fn gpu_rate(config: &Config, args: &[ColumnarValue]) -> Result<ColumnarValue, DataFusionError> {
+    let arrays = ColumnarValue::values_to_arrays(args)?;
+    let models = cast(&arrays[0], &DataType::Utf8)?;
+    let models = models.as_string::<i32>();
+    let mut known: HashMap<Option<&str>, f64> = HashMap::new();
+    let rates: Float64Array = (0..models.len())
+        .map(|i| {
+            let model = models.is_valid(i).then(|| models.value(i));
+            let rate = *known
+                .entry(model)
+                .or_insert_with(|| rate_per_second(gpu_cost_for(config, model.unwrap_or(""))));
+            Some(rate)
+        })
+        .collect();
+    Ok(ColumnarValue::Array(Arc::new(rates) as ArrayRef))
+}
+
+/// A process's attributes the team rules look at.
+type Identity = (Option<String>, Option<i64>, Option<String>, Option<String>);
+
+fn team(
+    config: &Config,
+    cache: &Mutex<HashMap<Identity, Arc<str>>>,
+    args: &[ColumnarValue],
+) -> Result<ColumnarValue, DataFusionError> {
+    let arrays = ColumnarValue::values_to_arrays(args)?;
+    let text = |i: usize| -> Result<ArrayRef, DataFusionError> { Ok(cast(&arrays[i], &DataType::Utf8)?) };
+    let (user, ns, account) = (text(0)?, text(2)?, text(3)?);
+    let (user, ns, account) = (user.as_string::<i32>(), ns.as_string::<i32>(), account.as_string::<i32>());
+    let uid = cast(&arrays[1], &DataType::Int64)?;
+    let uid = uid.as_primitive::<Int64Type>();
+    let get = |a: &StringArray, i: usize| a.is_valid(i).then(|| a.value(i).to_owned());
+    let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let teams: StringArray = (0..user.len())
+        .map(|i| {
+            let key = (get(user, i), uid.is_valid(i).then(|| uid.value(i)), get(ns, i), get(account, i));
+            let team = cache.entry(key).or_insert_with_key(|(u, id, n, a)| {
+                Arc::from(team_of(config, u.as_deref(), *id, n.as_deref(), a.as_deref()))
+            });
+            Some(Arc::clone(team))
+        })
+        .map(|t| t.map(|t| t.to_string()))
+        .collect();
+    Ok(ColumnarValue::Array(Arc::new(teams) as ArrayRef))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_second_costs_its_write_off_and_its_operation() {
+        let cost = GpuCost {
+            model: "*".into(),
+            purchase_price: SECONDS_PER_YEAR,
+            lifetime_years: 1.0,
+            ops_per_gpu_hour: 3.6,
+        };
+        assert!((rate_per_second(&cost) - 1.001).abs() < 1e-12);
+    }
+}

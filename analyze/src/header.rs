@@ -1,0 +1,231 @@
+//! What every report prints before its rows: the period, what the data
+//! holds in it (GPUs, first and last sample, recorded and unrecorded
+//! GPU-hours), and which config priced it.
+//!
+//! With `--format table` the header goes to stdout above the table; with
+//! `csv` or `json` it goes to stderr, so stdout stays pure data for scripts.
+
+use std::io::Write;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{Float64Type, Int64Type, TimestampMillisecondType};
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::output::Format;
+use crate::period::{Period, show_ms, timestamp};
+use crate::queries;
+use crate::session::Session;
+
+/// What the data holds in a period (`queries/coverage.sql`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Coverage {
+    /// First and last recorded sample, milliseconds since the epoch.
+    pub first_ms: i64,
+    /// Last recorded sample.
+    pub last_ms: i64,
+    /// GPUs recorded.
+    pub gpus: i64,
+    /// Recorded GPU-hours.
+    pub recorded_hours: f64,
+    /// GPU-hours of the period, for the GPUs recorded, with no samples
+    /// (never counted as idle).
+    pub unrecorded_hours: f64,
+    /// The GPU models seen, sorted.
+    pub models: Vec<String>,
+}
+
+impl Coverage {
+    /// What `session` holds in `period`, `now_ms` being the current time (a
+    /// period reaching past now cannot have been recorded past now). Fails
+    /// with [`Error::NoDataInPeriod`] when the period holds nothing.
+    pub async fn of(session: &Session, period: &Period, now_ms: i64) -> Result<Coverage, Error> {
+        let Some(raw) = coverage_row(session, period).await? else {
+            let all = Period { start_ms: 0, end_ms: 7_258_118_400_000 }; // 1970 to 2200
+            let covers = match coverage_row(session, &all).await? {
+                Some(c) => format!(
+                    "; the data covers {} – {} UTC",
+                    show_ms(c.first_minute),
+                    show_ms(c.last_minute + 59_000)
+                ),
+                None => String::new(),
+            };
+            return Err(Error::NoDataInPeriod {
+                period: period.label(),
+                data: session.layout().root().to_path_buf(),
+                covers,
+            });
+        };
+        let first_ms = sample_in(session, raw.first_minute, true).await.unwrap_or(raw.first_minute);
+        let last_ms = sample_in(session, raw.last_minute, false).await.unwrap_or(raw.last_minute);
+        let recorded_hours = raw.recorded_seconds / 3600.0;
+        let possible = raw.gpus as f64 * period.elapsed_hours(now_ms);
+        Ok(Coverage {
+            first_ms,
+            last_ms,
+            gpus: raw.gpus,
+            recorded_hours,
+            unrecorded_hours: (possible - recorded_hours).max(0.0),
+            models: raw.models,
+        })
+    }
+}
+
+struct CoverageRow {
+    first_minute: i64,
+    last_minute: i64,
+    gpus: i64,
+    recorded_seconds: f64,
+    models: Vec<String>,
+}
+
+async fn coverage_row(session: &Session, period: &Period) -> Result<Option<CoverageRow>, Error> {
+    let df = session.sql_with_params(queries::COVERAGE, period.params().to_vec()).await?;
+    let (_, batches) = session.collect(df).await?;
+    let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else { return Ok(None) };
+    let first = b.column(0).as_primitive::<TimestampMillisecondType>();
+    if first.is_null(0) {
+        return Ok(None);
+    }
+    let models = b.column(4).as_list::<i32>();
+    let models = if models.is_null(0) {
+        Vec::new()
+    } else {
+        let values = models.value(0);
+        let values = values.as_string::<i32>();
+        values.iter().flatten().map(str::to_owned).collect()
+    };
+    Ok(Some(CoverageRow {
+        first_minute: first.value(0),
+        last_minute: b.column(1).as_primitive::<TimestampMillisecondType>().value(0),
+        gpus: b.column(2).as_primitive::<Int64Type>().value(0),
+        recorded_seconds: b.column(3).as_primitive::<Float64Type>().value(0),
+        models,
+    }))
+}
+
+/// The first (or last) raw sample in the minute starting at `minute_ms`;
+/// `None` when the raw rows are gone (retention keeps rollups longer).
+async fn sample_in(session: &Session, minute_ms: i64, first: bool) -> Option<i64> {
+    let params = vec![timestamp(minute_ms), timestamp(minute_ms + 60_000)];
+    let df = session.sql_with_params(queries::SAMPLES_BETWEEN, params).await.ok()?;
+    let (_, batches) = session.collect(df).await.ok()?;
+    let b: &RecordBatch = batches.iter().find(|b| b.num_rows() > 0)?;
+    let column = b.column(if first { 0 } else { 1 }).as_primitive::<TimestampMillisecondType>();
+    column.is_valid(0).then(|| column.value(0))
+}
+
+/// The lines a report prints first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Header {
+    lines: Vec<String>,
+}
+
+impl Header {
+    /// The common lines: period, data, config, recorded time.
+    pub fn new(period: &Period, coverage: &Coverage, session: &Session, config: &Config) -> Header {
+        let lines = vec![
+            format!("Period:   {}", period.label()),
+            format!(
+                "Data:     {}: {} GPUs, first sample {}, last {} UTC",
+                session.layout().root().display(),
+                coverage.gpus,
+                show_ms(coverage.first_ms),
+                show_ms(coverage.last_ms)
+            ),
+            format!("Config:   {}", config.source),
+            format!(
+                "Recorded: {} GPU-hours; unrecorded: {} GPU-hours (not counted as idle)",
+                group_thousands(coverage.recorded_hours, 1),
+                group_thousands(coverage.unrecorded_hours, 1)
+            ),
+        ];
+        Header { lines }
+    }
+
+    /// Adds a line.
+    pub fn push(&mut self, line: impl Into<String>) {
+        self.lines.push(line.into());
+    }
+
+    /// The lines, in order.
+    pub fn lines(&self) -> &[String] {
+        &self.lines
+    }
+
+    /// Prints the header for a result in `format`: to `out` followed by a
+    /// blank line for a table, to stderr otherwise.
+    pub fn print<W: Write>(&self, format: Format, out: &mut W) -> Result<(), Error> {
+        let text: String = self.lines.iter().map(|l| format!("{l}\n")).collect();
+        if format == Format::Table {
+            out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n"))
+        } else {
+            std::io::stderr().lock().write_all(text.as_bytes())
+        }
+        .map_err(|source| Error::Write { source })
+    }
+}
+
+/// Warnings about `config` against what the data holds: a `[[gpu_cost]]`
+/// entry for a model the period has no GPU of (a typo prices nothing).
+pub fn config_warnings(config: &Config, coverage: &Coverage) -> Vec<String> {
+    config
+        .gpu_cost
+        .iter()
+        .filter(|c| c.model != "*" && !coverage.models.contains(&c.model))
+        .map(|c| {
+            format!(
+                "warning: {}: [[gpu_cost]] model \"{}\" matches no GPU in this period (models here: {})",
+                config.source,
+                c.model,
+                if coverage.models.is_empty() { "none".to_owned() } else { coverage.models.join(", ") }
+            )
+        })
+        .collect()
+}
+
+/// `x` with `decimals` decimals and thousands separated by commas: `46,080.0`.
+pub fn group_thousands(x: f64, decimals: usize) -> String {
+    let text = format!("{:.*}", decimals, x.abs());
+    let (int, frac) = text.split_once('.').map_or((text.as_str(), None), |(i, f)| (i, Some(f)));
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let sign = if x < 0.0 && text.bytes().any(|b| b.is_ascii_digit() && b != b'0') { "-" } else { "" };
+    match frac {
+        Some(f) => format!("{sign}{grouped}.{f}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
+/// `amount` in `currency`: `$1,240.50`, `€1,240.50`, `1,240.50 CHF`.
+pub fn money(amount: f64, currency: &str) -> String {
+    let digits = group_thousands(amount.abs(), 2);
+    let sign = if amount < 0.0 && digits.bytes().any(|b| b.is_ascii_digit() && b != b'0') { "-" } else { "" };
+    match currency {
+        "USD" => format!("{sign}${digits}"),
+        "EUR" => format!("{sign}€{digits}"),
+        "GBP" => format!("{sign}£{digits}"),
+        other => format!("{sign}{digits} {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_with_thousands_separated() {
+        assert_eq!(group_thousands(46080.0, 1), "46,080.0");
+        assert_eq!(group_thousands(999.949, 1), "999.9");
+        assert_eq!(group_thousands(1_234_567.891, 2), "1,234,567.89");
+        assert_eq!(group_thousands(-1234.0, 0), "-1,234");
+        assert_eq!(money(1240.5, "USD"), "$1,240.50");
+        assert_eq!(money(0.004, "EUR"), "€0.00");
+        assert_eq!(money(-3.0, "CHF"), "-3.00 CHF");
+    }
+}
