@@ -4,6 +4,7 @@
 -- minute below the idle threshold) for at least $4 minutes in a row between
 -- $1 and $2, since when, and who held memory on them meanwhile. A minute
 -- with no samples breaks a stretch: unrecorded time is never taken for idle.
+-- Reads the minute tables (gpu_minutes, proc_minutes).
 --
 -- Parameters:
 --   $1  period start (Timestamp, UTC, inclusive)
@@ -20,16 +21,17 @@
 --   held_by       users whose processes held GPU memory during it, comma-separated; empty if none
 --   still_idle    whether the stretch runs up to the GPU's newest recorded minute
 WITH minutes AS (
+  -- One row per GPU-minute (a minute split across two files has two rollup rows).
   SELECT
-    host,
-    gpu_index,
+    max(host) AS host,
+    max(gpu_index) AS gpu_index,
     gpu_uuid,
-    date_trunc('minute', ts) AS minute,
-    sum(CAST(gpu_util_pct AS DOUBLE) * interval_ms)
-      / sum(CASE WHEN gpu_util_pct IS NOT NULL THEN interval_ms END) AS util
-  FROM gpu_samples
-  WHERE ts >= $1 AND ts < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
-  GROUP BY host, gpu_index, gpu_uuid, date_trunc('minute', ts)
+    minute,
+    sum(gpu_util_pct_mean * seconds)
+      / sum(CASE WHEN gpu_util_pct_mean IS NOT NULL THEN seconds END) AS util
+  FROM gpu_minutes
+  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
+  GROUP BY gpu_uuid, minute
 ),
 newest AS (
   SELECT gpu_uuid, max(minute) AS newest_minute FROM minutes GROUP BY gpu_uuid
@@ -44,11 +46,11 @@ idle AS (
   WHERE util < $3
 ),
 holders AS (
-  SELECT gpu_uuid, date_trunc('minute', ts) AS minute, "user"
-  FROM proc_samples
-  WHERE ts >= $1 AND ts < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
-    AND used_mem_bytes > 0 AND "user" IS NOT NULL
-  GROUP BY gpu_uuid, date_trunc('minute', ts), "user"
+  SELECT gpu_uuid, minute, "user"
+  FROM proc_minutes
+  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
+    AND used_mem_bytes_max > 0 AND "user" IS NOT NULL
+  GROUP BY gpu_uuid, minute, "user"
 ),
 stretches AS (
   SELECT host, gpu_index, gpu_uuid, grp, min(minute) AS idle_since, max(minute) AS last_minute,

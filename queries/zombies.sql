@@ -1,9 +1,10 @@
 -- zombies: processes holding GPU memory on a GPU that sits idle.
 --
 -- Answers: which processes held at least $4 bytes of GPU memory while their
--- GPU's minutes were idle (interval-weighted mean gpu_util_pct below $3)
+-- GPU's minutes were idle (seconds-weighted mean gpu_util_pct below $3)
 -- for at least $5 minutes in a row, between $1 and $2. A minute in which
--- the GPU or the process was not recorded breaks the stretch.
+-- the GPU or the process was not recorded breaks the stretch. Reads the
+-- minute tables (gpu_minutes, proc_minutes).
 --
 -- Parameters:
 --   $1  period start (Timestamp, UTC, inclusive)
@@ -20,29 +21,33 @@
 --   idle_minutes    length of the stretch (minutes)
 --   still_running   whether the process is in its GPU's newest recorded minute
 WITH gpu_min AS (
+  -- One row per GPU-minute (a minute split across two files has two rollup rows).
   SELECT
-    host, gpu_index, gpu_uuid, date_trunc('minute', ts) AS minute,
-    sum(CAST(gpu_util_pct AS DOUBLE) * interval_ms)
-      / sum(CASE WHEN gpu_util_pct IS NOT NULL THEN interval_ms END) AS util
-  FROM gpu_samples
-  WHERE ts >= $1 AND ts < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
-  GROUP BY host, gpu_index, gpu_uuid, date_trunc('minute', ts)
+    max(host) AS host,
+    max(gpu_index) AS gpu_index,
+    gpu_uuid,
+    minute,
+    sum(gpu_util_pct_mean * seconds)
+      / sum(CASE WHEN gpu_util_pct_mean IS NOT NULL THEN seconds END) AS util
+  FROM gpu_minutes
+  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
+  GROUP BY gpu_uuid, minute
 ),
 newest AS (
   SELECT gpu_uuid, max(minute) AS newest_minute FROM gpu_min GROUP BY gpu_uuid
 ),
 proc_min AS (
   SELECT
-    gpu_uuid, pid, proc_start, date_trunc('minute', ts) AS minute,
-    max(used_mem_bytes) AS used_mem_bytes,
-    last_value(comm ORDER BY ts) AS comm,
-    last_value("user" ORDER BY ts) AS "user",
-    last_value(uid ORDER BY ts) AS uid,
-    last_value(k8s_namespace ORDER BY ts) AS k8s_namespace,
-    last_value(slurm_account ORDER BY ts) AS slurm_account
-  FROM proc_samples
-  WHERE ts >= $1 AND ts < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
-  GROUP BY gpu_uuid, pid, proc_start, date_trunc('minute', ts)
+    gpu_uuid, pid, proc_start, minute,
+    max(used_mem_bytes_max) AS used_mem_bytes,
+    max(comm) AS comm,
+    max("user") AS "user",
+    max(uid) AS uid,
+    max(k8s_namespace) AS k8s_namespace,
+    max(slurm_account) AS slurm_account
+  FROM proc_minutes
+  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
+  GROUP BY gpu_uuid, pid, proc_start, minute
 ),
 held_idle AS (
   -- Consecutive qualifying minutes of one process share a group.

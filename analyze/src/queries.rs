@@ -37,14 +37,26 @@ pub const IDLE_COST: &str = include_str!("../../queries/idle_cost.sql");
 /// `queries/windows.sql`: the hour-of-week profile.
 pub const WINDOWS: &str = include_str!("../../queries/windows.sql");
 
+/// `queries/fleet_state.sql`: GPUs per state over time.
+pub const FLEET_STATE: &str = include_str!("../../queries/fleet_state.sql");
+
+/// `queries/power.sql`: fleet power and energy over time.
+pub const POWER: &str = include_str!("../../queries/power.sql");
+
+/// `queries/gpu_days.sql`: each GPU's mean utilization per day.
+pub const GPU_DAYS: &str = include_str!("../../queries/gpu_days.sql");
+
 /// Every embedded query by name (the file name without `.sql`).
 pub const ALL: &[(&str, &str)] = &[
     ("alerts", ALERTS),
     ("coverage", COVERAGE),
+    ("fleet_state", FLEET_STATE),
+    ("gpu_days", GPU_DAYS),
     ("gpu_minutes_from_raw", GPU_MINUTES_FROM_RAW),
     ("idle_cost", IDLE_COST),
     ("minute_costs", MINUTE_COSTS),
     ("pick", PICK),
+    ("power", POWER),
     ("proc_minutes_from_raw", PROC_MINUTES_FROM_RAW),
     ("reclaim", RECLAIM),
     ("samples_between", SAMPLES_BETWEEN),

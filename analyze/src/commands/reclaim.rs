@@ -4,6 +4,10 @@
 
 use std::io::Write;
 
+use std::time::Duration;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::concat_batches;
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, ReclaimArgs};
@@ -13,18 +17,25 @@ use crate::queries;
 
 /// Lists the idle stretches, longest first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) -> Result<(), Error> {
-    let Report { config, session, period, header, .. } = Report::prepare(global, &args.period).await?;
-    let idle_for = args.idle_for.unwrap_or(config.reclaim.idle_for);
-    let min_minutes = super::whole_minutes(idle_for);
-    header.print(global.format, &mut out)?;
-    let [start, end] = period.params();
+    let report = Report::prepare(global, &args.period).await?;
+    report.header.print(global.format, &mut out)?;
+    let idle_for = args.idle_for.unwrap_or(report.config.reclaim.idle_for);
+    let batch = reclaim(&report, idle_for).await?;
+    crate::output::write_batches(global.format, batch.schema(), &[batch], out)?;
+    Ok(())
+}
+
+/// The idle stretches of at least `idle_for` in the period of `report`,
+/// longest first.
+pub async fn reclaim(report: &Report, idle_for: Duration) -> Result<RecordBatch, Error> {
+    let [start, end] = report.period.params();
     let params = vec![
         start,
         end,
-        ScalarValue::Float64(Some(config.idle.threshold_pct)),
-        ScalarValue::Int64(Some(min_minutes)),
+        ScalarValue::Float64(Some(report.config.idle.threshold_pct)),
+        ScalarValue::Int64(Some(super::whole_minutes(idle_for))),
     ];
-    let df = session.sql_with_params(queries::RECLAIM, params).await?;
-    session.print(df, global.format, out).await?;
-    Ok(())
+    let df = report.session.sql_with_params(queries::RECLAIM, params).await?;
+    let (schema, batches) = report.session.collect(df).await?;
+    concat_batches(&schema, &batches).map_err(|source| Error::Execute { source: source.into() })
 }

@@ -7,6 +7,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use std::time::Duration;
+
+use datafusion::arrow::compute::concat_batches;
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, ZombiesArgs};
@@ -33,34 +36,41 @@ const COLUMNS: [&str; 12] = [
 
 /// Lists the zombie stretches, most memory-minutes first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) -> Result<(), Error> {
-    let Report { config, session, period, header, .. } = Report::prepare(global, &args.period).await?;
-    header.print(global.format, &mut out)?;
-    let min_idle = args.min_idle.unwrap_or(config.zombie.min_idle);
-    let min_minutes = super::whole_minutes(min_idle);
-    let min_mem_bytes =
-        i64::try_from(args.min_mem.unwrap_or(config.zombie.min_mem_mib).saturating_mul(1 << 20))
-            .unwrap_or(i64::MAX);
-    let [start, end] = period.params();
+    let report = Report::prepare(global, &args.period).await?;
+    report.header.print(global.format, &mut out)?;
+    let min_idle = args.min_idle.unwrap_or(report.config.zombie.min_idle);
+    let min_mem_mib = args.min_mem.unwrap_or(report.config.zombie.min_mem_mib);
+    let batch = zombies(&report, min_idle, min_mem_mib).await?;
+    crate::output::write_batches(global.format, batch.schema(), &[batch], out)?;
+    Ok(())
+}
+
+/// The zombie stretches in the period of `report`: processes holding at
+/// least `min_mem_mib` MiB on a GPU idle for at least `min_idle`, each with
+/// its team; most memory-minutes first.
+pub async fn zombies(report: &Report, min_idle: Duration, min_mem_mib: u64) -> Result<RecordBatch, Error> {
+    let min_mem_bytes = i64::try_from(min_mem_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
+    let [start, end] = report.period.params();
     let params = vec![
         start,
         end,
-        ScalarValue::Float64(Some(config.idle.threshold_pct)),
+        ScalarValue::Float64(Some(report.config.idle.threshold_pct)),
         ScalarValue::Int64(Some(min_mem_bytes)),
-        ScalarValue::Int64(Some(min_minutes)),
+        ScalarValue::Int64(Some(super::whole_minutes(min_idle))),
     ];
-    let df = session.sql_with_params(queries::ZOMBIES, params).await?;
-    let (schema, batches) = session.collect(df).await?;
+    let df = report.session.sql_with_params(queries::ZOMBIES, params).await?;
+    let (schema, batches) = report.session.collect(df).await?;
+    let execute = |source: datafusion::arrow::error::ArrowError| Error::Execute { source: source.into() };
     let batches = batches
         .iter()
-        .map(|b| with_team(b, &config))
+        .map(|b| with_team(b, &report.config))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|source| Error::Execute { source: source.into() })?;
+        .map_err(execute)?;
     let out_schema = match batches.first() {
         Some(b) => b.schema(),
         None => output_schema(&schema)?,
     };
-    crate::output::write_batches(global.format, out_schema, &batches, out)?;
-    Ok(())
+    concat_batches(&out_schema, &batches).map_err(execute)
 }
 
 /// The printed schema: the query's columns of [`COLUMNS`], `team` as text.

@@ -1,0 +1,26 @@
+-- fleet_state: how many GPUs were busy, idle-held and idle-empty over time
+-- (the fleet-state chart).
+--
+-- Answers: for each bucket of $1 seconds, the mean number of GPUs in each
+-- state: the GPU-seconds recorded in that state divided by the bucket's
+-- length. Unrecorded time is in none of the states.
+--
+-- Reads minute_costs (queries/minute_costs.sql), which apron registers for
+-- the period and the config.
+--
+-- Parameters:
+--   $1  bucket length (seconds, a whole number of minutes)
+--
+-- Output, one row per bucket with data, oldest first:
+--   bucket      bucket start (UTC)
+--   busy        mean number of busy GPUs (GPUs)
+--   idle_held   mean number of idle GPUs holding memory (GPUs)
+--   idle_empty  mean number of idle, empty GPUs (GPUs)
+SELECT
+  to_timestamp_millis(CAST(minute AS BIGINT) / ($1 * 1000) * ($1 * 1000)) AS bucket,
+  coalesce(sum(seconds) FILTER (WHERE state = 'busy'), 0) / $1 AS busy,
+  coalesce(sum(seconds) FILTER (WHERE state = 'idle_held'), 0) / $1 AS idle_held,
+  coalesce(sum(seconds) FILTER (WHERE state = 'idle_empty'), 0) / $1 AS idle_empty
+FROM minute_costs
+GROUP BY 1
+ORDER BY 1
