@@ -1,1 +1,27 @@
-//! placeholder
+//! apron's charts and monthly report bundle.
+//!
+//! This crate owns how apron's findings look: the six PNG charts
+//! ([`fleet_state`], [`idle_cost`], [`team_spend`], [`hour_of_week`],
+//! [`gpu_days`], [`power`]) and the report folder of `index.html`,
+//! `summary.md` and one CSV per table ([`write_bundle`]). It knows nothing
+//! about Parquet, SQL or DataFusion: the caller computes every series and
+//! figure and passes plain structs in. Money is formatted by [`money`] in
+//! both the charts and the bundle so the two always agree.
+//!
+//! Charts draw their text with a DejaVu Sans font embedded in the binary, so
+//! they render the same on a server with no fonts installed. Every file is
+//! written atomically: a reader sees the old file or the new one, never half.
+
+mod atomic;
+pub mod bundle;
+pub mod chart;
+mod fonts;
+mod number;
+
+pub use bundle::{BundleError, BundleFiles, Figure, Report, Section, TableData, write_bundle};
+pub use chart::{
+    ChartContext, ChartError, ChartName, FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, TeamCost,
+    UnknownChart, fleet_state, gpu_days, hour_of_week, idle_cost, power, team_spend,
+};
+pub use fonts::FontError;
+pub use number::{grouped, money, money_whole};

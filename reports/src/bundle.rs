@@ -1,0 +1,247 @@
+//! The monthly report bundle: one folder a manager can open, zip or mail.
+//!
+//! [`write_bundle`] writes `index.html` (one self-contained page: inline
+//! CSS, no scripts, no external assets), `summary.md` (the same content in
+//! Markdown) and `<name>.csv` for every table. Charts appear as relative
+//! `<img src="fleet-state.png">` links; the caller renders them into the
+//! same folder with the [chart functions](crate::chart) before or after,
+//! this module never draws. The caller also computes every figure and
+//! formats every cell: this module only lays text out and escapes it.
+
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::atomic;
+use crate::chart::ChartName;
+
+mod csv_table;
+mod html;
+mod markdown;
+
+/// Everything one report says, in reading order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Report {
+    /// The page title, e.g. `"GPU fleet report: November 2026"`.
+    pub title: String,
+    /// The period covered, as the reader should see it.
+    pub period: String,
+    /// The data folder the figures came from, as the user gave it.
+    pub data: String,
+    /// Which configuration file was used (teams, prices).
+    pub config: String,
+    /// ISO 4217 code of the money amounts, e.g. `"USD"`.
+    pub currency: String,
+    /// The big numbers at the top, in order.
+    pub headline: Vec<Figure>,
+    /// The body, in order.
+    pub sections: Vec<Section>,
+}
+
+/// One headline number.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Figure {
+    /// What it is, e.g. `"Idle cost"`.
+    pub label: String,
+    /// The number as it should read, e.g. `"$12,400.00"` (see [`crate::money`]).
+    pub value: String,
+    /// How it moved, e.g. `"+12% vs October"`; `None` shows nothing.
+    pub change: Option<String>,
+}
+
+/// One part of the report: a heading, prose, and optionally a chart and a
+/// table.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Section {
+    /// The section heading.
+    pub heading: String,
+    /// Paragraphs of plain text (no markup; it is escaped).
+    pub paragraphs: Vec<String>,
+    /// A table, also written as `<name>.csv`.
+    pub table: Option<TableData>,
+    /// A chart shown after the paragraphs, as `<chart>.png` in the folder.
+    pub chart: Option<ChartName>,
+}
+
+/// A table of preformatted cells.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TableData {
+    /// The CSV file stem, e.g. `"spend"` for `spend.csv`: letters, digits,
+    /// `-`, `_` and `.`, not starting with `.`; unique within a report.
+    pub name: String,
+    /// Column headings.
+    pub columns: Vec<String>,
+    /// Rows of cells, each exactly as long as `columns`.
+    pub rows: Vec<Vec<String>>,
+    /// Per column: right-align it (numbers). Missing entries mean `false`.
+    pub numeric: Vec<bool>,
+}
+
+impl TableData {
+    /// Whether column `col` is right-aligned.
+    pub fn is_numeric(&self, col: usize) -> bool {
+        self.numeric.get(col).copied().unwrap_or(false)
+    }
+
+    /// The CSV file name, e.g. `"spend.csv"`.
+    pub fn file_name(&self) -> String {
+        format!("{}.csv", self.name)
+    }
+}
+
+/// What [`write_bundle`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleFiles {
+    /// The HTML page, `<out_dir>/index.html`.
+    pub html: PathBuf,
+    /// The Markdown summary, `<out_dir>/summary.md`.
+    pub markdown: PathBuf,
+    /// One CSV per table, in report order.
+    pub csv: Vec<PathBuf>,
+    /// Charts the report shows whose PNG was not in the folder when the
+    /// bundle was written (the page shows a broken image until it is).
+    pub missing_charts: Vec<ChartName>,
+}
+
+impl BundleFiles {
+    /// Every file written: the CSVs, then `summary.md`, then `index.html`.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.csv.iter().map(PathBuf::as_path).chain([self.markdown.as_path(), self.html.as_path()])
+    }
+}
+
+/// A report bundle that could not be written. Every variant names the file,
+/// folder or table.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The output folder does not exist and could not be created.
+    #[error("cannot create report folder {path}")]
+    CreateDir {
+        /// The folder.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// A table's name cannot be a CSV file stem.
+    #[error(
+        "table '{name}' in section '{section}' cannot be written as a CSV file: names use letters, digits, '-', '_' and '.', and do not start with '.'"
+    )]
+    TableName {
+        /// The table's name.
+        name: String,
+        /// The section heading.
+        section: String,
+    },
+    /// Two tables share a name, so one CSV would overwrite the other.
+    #[error("two tables are named '{name}'; each needs its own {name}.csv")]
+    DuplicateTable {
+        /// The shared name.
+        name: String,
+    },
+    /// A row is shorter or longer than the table's columns.
+    #[error("table '{table}': row {row} has {cells} cells but the table has {columns} columns")]
+    RaggedRow {
+        /// The table's name.
+        table: String,
+        /// The row number, from 1.
+        row: usize,
+        /// Cells in that row.
+        cells: usize,
+        /// Columns of the table.
+        columns: usize,
+    },
+    /// A table could not be encoded as CSV.
+    #[error("cannot write table '{table}' as CSV to {path}")]
+    Csv {
+        /// The table's name.
+        table: String,
+        /// The CSV file.
+        path: PathBuf,
+        /// The CSV writer's error.
+        #[source]
+        source: csv::Error,
+    },
+    /// A file could not be written.
+    #[error("cannot write {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Writes `report` into `out_dir` (created if missing): every table as
+/// `<name>.csv`, then `summary.md`, then `index.html`, each replaced
+/// atomically, so re-running overwrites cleanly. The report is checked
+/// before anything is written: a bad table name or a ragged row writes
+/// nothing. When this returns `Ok`, every listed file is complete on disk.
+pub fn write_bundle(report: &Report, out_dir: &Path) -> Result<BundleFiles, BundleError> {
+    check(report)?;
+    std::fs::create_dir_all(out_dir)
+        .map_err(|source| BundleError::CreateDir { path: out_dir.to_owned(), source })?;
+
+    let mut csv = Vec::new();
+    for table in report.sections.iter().filter_map(|s| s.table.as_ref()) {
+        let path = out_dir.join(table.file_name());
+        let bytes = csv_table::render(table).map_err(|source| BundleError::Csv {
+            table: table.name.clone(),
+            path: path.clone(),
+            source,
+        })?;
+        write(&path, &bytes)?;
+        csv.push(path);
+    }
+    let markdown = out_dir.join("summary.md");
+    write(&markdown, markdown::render(report).as_bytes())?;
+    let html = out_dir.join("index.html");
+    write(&html, html::render(report).as_bytes())?;
+
+    let missing_charts = report
+        .sections
+        .iter()
+        .filter_map(|s| s.chart)
+        .filter(|chart| !out_dir.join(chart.file_name()).is_file())
+        .collect();
+    Ok(BundleFiles { html, markdown, csv, missing_charts })
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
+    atomic::write_atomic(path, bytes).map_err(|source| BundleError::Write { path: path.to_owned(), source })
+}
+
+/// Table names are file stems and unique; rows match their columns.
+fn check(report: &Report) -> Result<(), BundleError> {
+    let mut names = HashSet::new();
+    for section in &report.sections {
+        let Some(table) = &section.table else { continue };
+        let name_ok = !table.name.is_empty()
+            && !table.name.starts_with('.')
+            && table.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !name_ok {
+            return Err(BundleError::TableName {
+                name: table.name.clone(),
+                section: section.heading.clone(),
+            });
+        }
+        if !names.insert(table.name.as_str()) {
+            return Err(BundleError::DuplicateTable { name: table.name.clone() });
+        }
+        if let Some((i, row)) =
+            table.rows.iter().enumerate().find(|(_, row)| row.len() != table.columns.len())
+        {
+            return Err(BundleError::RaggedRow {
+                table: table.name.clone(),
+                row: i + 1,
+                cells: row.len(),
+                columns: table.columns.len(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,183 @@
+//! Bundle tests: the files a report folder gets, what they say, escaping,
+//! CSV quoting, and re-running into the same folder.
+
+use super::*;
+
+fn report() -> Report {
+    Report {
+        title: "GPU report <November>".to_owned(),
+        period: "2026-11-01 00:00 – 2026-12-01 00:00 UTC".to_owned(),
+        data: "/data/apron".to_owned(),
+        config: "/etc/apron/apron.toml".to_owned(),
+        currency: "USD".to_owned(),
+        headline: vec![
+            Figure {
+                label: "Idle cost".to_owned(),
+                value: "$12,400.00".to_owned(),
+                change: Some("+12% vs October".to_owned()),
+            },
+            Figure { label: "Mean utilization".to_owned(), value: "41%".to_owned(), change: None },
+        ],
+        sections: vec![
+            Section {
+                heading: "Spend by team".to_owned(),
+                paragraphs: vec!["Teams & <script>alert('x')</script> spent \"a lot\".".to_owned()],
+                table: Some(TableData {
+                    name: "spend".to_owned(),
+                    columns: vec!["Team".to_owned(), "Total".to_owned()],
+                    rows: vec![
+                        vec!["vision, \"core\"".to_owned(), "$54,500.00".to_owned()],
+                        vec!["speech".to_owned(), "$27,200.00".to_owned()],
+                    ],
+                    numeric: vec![false, true],
+                }),
+                chart: Some(ChartName::TeamSpend),
+            },
+            Section {
+                heading: "Idle hosts".to_owned(),
+                paragraphs: vec![],
+                table: Some(TableData {
+                    name: "idle-hosts".to_owned(),
+                    columns: vec!["Host".to_owned(), "Note".to_owned()],
+                    rows: vec![vec!["node03".to_owned(), "line one\nline two".to_owned()]],
+                    numeric: vec![],
+                }),
+                chart: Some(ChartName::GpuDays),
+            },
+        ],
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn writes_page_summary_and_one_csv_per_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("reports").join("2026-11");
+    let files = write_bundle(&report(), &out).unwrap();
+    assert_eq!(files.html, out.join("index.html"));
+    assert_eq!(files.markdown, out.join("summary.md"));
+    assert_eq!(files.csv, vec![out.join("spend.csv"), out.join("idle-hosts.csv")]);
+    assert_eq!(files.paths().count(), 4);
+    assert_eq!(file_names(&out), vec!["idle-hosts.csv", "index.html", "spend.csv", "summary.md"]);
+    assert_eq!(files.missing_charts, vec![ChartName::TeamSpend, ChartName::GpuDays]);
+}
+
+#[test]
+fn the_page_is_self_contained_and_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(&report(), dir.path()).unwrap();
+    let html = read(&dir.path().join("index.html"));
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("<title>GPU report &lt;November&gt;</title>"));
+    assert!(
+        html.contains("Teams &amp; &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; spent &quot;a lot&quot;.")
+    );
+    assert!(!html.contains("<script"), "no scripts, and no injected ones");
+    assert!(html.contains(r#"<img src="team-spend.png" alt="Spend by team: busy and idle">"#));
+    assert!(html.contains(r#"<img src="gpu-days.png""#));
+    assert!(html.contains(r#"<div class="value">$12,400.00</div>"#));
+    assert!(html.contains(r#"<div class="change">+12% vs October</div>"#));
+    assert!(html.contains(r#"<td class="num">$54,500.00</td>"#));
+    assert!(html.contains("<td>vision, &quot;core&quot;</td>"));
+    assert!(html.contains(r#"<a href="spend.csv">spend.csv</a>"#));
+    assert!(html.contains("Period: 2026-11-01 00:00 – 2026-12-01 00:00 UTC"));
+    assert!(html.contains("Config: /etc/apron/apron.toml"));
+    for external in ["http://", "https://", "<link", "@import", "url("] {
+        assert!(!html.contains(external), "the page loads nothing from elsewhere: {external}");
+    }
+}
+
+#[test]
+fn the_summary_says_the_same_in_markdown() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(&report(), dir.path()).unwrap();
+    let md = read(&dir.path().join("summary.md"));
+    assert!(md.starts_with("# GPU report \\<November\\>\n"));
+    assert!(md.contains("- **Idle cost:** $12,400.00 (+12% vs October)\n"));
+    assert!(md.contains("- **Mean utilization:** 41%\n"));
+    assert!(md.contains("## Spend by team\n"));
+    assert!(md.contains("![Spend by team: busy and idle](team-spend.png)"));
+    assert!(md.contains("| Team | Total |\n| --- | ---: |\n| vision, \"core\" | $54,500.00 |\n"));
+    assert!(md.contains("| node03 | line one line two |"), "a cell stays on one line");
+    assert!(md.contains("[spend.csv](spend.csv)"));
+}
+
+#[test]
+fn csv_round_trips_commas_quotes_and_newlines() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(&report(), dir.path()).unwrap();
+    let raw = read(&dir.path().join("spend.csv"));
+    assert_eq!(raw, "Team,Total\r\n\"vision, \"\"core\"\"\",\"$54,500.00\"\r\nspeech,\"$27,200.00\"\r\n");
+    for table in report().sections.iter().filter_map(|s| s.table.clone()) {
+        let mut reader = csv::Reader::from_path(dir.path().join(table.file_name())).unwrap();
+        let headers: Vec<String> = reader.headers().unwrap().iter().map(str::to_owned).collect();
+        assert_eq!(headers, table.columns);
+        let rows: Vec<Vec<String>> =
+            reader.records().map(|r| r.unwrap().iter().map(str::to_owned).collect()).collect();
+        assert_eq!(rows, table.rows);
+    }
+}
+
+#[test]
+fn running_again_overwrites_and_leaves_no_temp_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(&report(), dir.path()).unwrap();
+    std::fs::write(dir.path().join("team-spend.png"), b"a chart").unwrap();
+    let mut second = report();
+    second.headline[0].value = "$99.00".to_owned();
+    let files = write_bundle(&second, dir.path()).unwrap();
+    let html = read(&dir.path().join("index.html"));
+    assert!(html.contains("$99.00") && !html.contains("$12,400.00"));
+    assert_eq!(files.missing_charts, vec![ChartName::GpuDays]);
+    assert_eq!(
+        file_names(dir.path()),
+        vec!["idle-hosts.csv", "index.html", "spend.csv", "summary.md", "team-spend.png"]
+    );
+}
+
+#[test]
+fn bad_tables_are_refused_before_anything_is_written() {
+    type Spoil = fn(&mut Report);
+    let cases: Vec<(Spoil, &str)> = vec![
+        (
+            |r| r.sections[0].table.as_mut().unwrap().name = "../spend".to_owned(),
+            "table '../spend' in section 'Spend by team'",
+        ),
+        (|r| r.sections[0].table.as_mut().unwrap().name = ".hidden".to_owned(), "table '.hidden'"),
+        (|r| r.sections[1].table.as_mut().unwrap().name = "spend".to_owned(), "two tables are named 'spend'"),
+        (
+            |r| r.sections[0].table.as_mut().unwrap().rows[1].push("extra".to_owned()),
+            "table 'spend': row 2 has 3 cells but the table has 2 columns",
+        ),
+    ];
+    for (spoil, message) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bad = report();
+        spoil(&mut bad);
+        let err = write_bundle(&bad, dir.path()).unwrap_err();
+        assert!(err.to_string().contains(message), "{err}");
+        assert!(file_names(dir.path()).is_empty(), "nothing written for: {message}");
+    }
+}
+
+#[test]
+fn an_unwritable_folder_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let err = write_bundle(&report(), &file.join("out")).unwrap_err();
+    assert!(matches!(err, BundleError::CreateDir { .. }), "{err:?}");
+    assert!(err.to_string().contains("a-file"), "{err}");
+}
