@@ -17,7 +17,7 @@
 --   idle_held   mean number of idle GPUs holding memory (GPUs)
 --   idle_empty  mean number of idle, empty GPUs (GPUs)
 SELECT
-  to_timestamp_millis(CAST(minute AS BIGINT) / ($1 * 1000) * ($1 * 1000)) AS bucket,
+  arrow_cast(to_timestamp_millis(CAST(minute AS BIGINT) / ($1 * 1000) * ($1 * 1000)), 'Timestamp(ms, "UTC")') AS bucket,
   coalesce(sum(seconds) FILTER (WHERE state = 'busy'), 0) / $1 AS busy,
   coalesce(sum(seconds) FILTER (WHERE state = 'idle_held'), 0) / $1 AS idle_held,
   coalesce(sum(seconds) FILTER (WHERE state = 'idle_empty'), 0) / $1 AS idle_empty

@@ -18,7 +18,7 @@
 --   energy_kwh  energy since the period's start, up to the bucket's end (kWh)
 WITH buckets AS (
   SELECT
-    to_timestamp_millis(CAST(minute AS BIGINT) / ($1 * 1000) * ($1 * 1000)) AS bucket,
+    arrow_cast(to_timestamp_millis(CAST(minute AS BIGINT) / ($1 * 1000) * ($1 * 1000)), 'Timestamp(ms, "UTC")') AS bucket,
     sum(energy_j) AS energy_j
   FROM minute_costs
   GROUP BY 1

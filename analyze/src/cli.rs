@@ -89,6 +89,87 @@ pub enum Command {
     /// The fleet's week hour by hour (utilization, idle share, idle cost
     /// per week) and the recurring idle windows it shows, in words.
     Windows(WindowsArgs),
+
+    /// Draw one chart as a PNG: fleet-state, idle-cost, team-spend,
+    /// hour-of-week, gpu-days or power.
+    Chart(ChartArgs),
+
+    /// Write the monthly report: index.html, summary.md, every chart as a
+    /// PNG and every table as a CSV, into --out DIR.
+    Report(ReportArgs),
+
+    /// Simulate a month of a realistic fleet into a temporary data folder,
+    /// write its report, and print the headline figures: what apron does,
+    /// in one command, without a GPU.
+    Demo(DemoArgs),
+}
+
+/// `apron chart NAME [period] --out FILE.png`.
+#[derive(Debug, Clone, Args)]
+pub struct ChartArgs {
+    /// The chart: fleet-state, idle-cost, team-spend, hour-of-week,
+    /// gpu-days or power.
+    pub name: String,
+
+    /// The PNG file to write (replaced if it exists).
+    #[arg(long, value_name = "FILE.png")]
+    pub out: PathBuf,
+
+    /// Width in pixels.
+    #[arg(long, default_value_t = 1600)]
+    pub width: u32,
+
+    /// Height in pixels.
+    #[arg(long, default_value_t = 900)]
+    pub height: u32,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
+
+/// `apron report --month YYYY-MM --out DIR`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// The UTC calendar month to report on, YYYY-MM.
+    #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
+    pub month: NaiveDate,
+
+    /// The folder to write the report into (created if missing; apron's
+    /// files in it are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// `apron demo [--out DIR]`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// The folder to write the report into.
+    #[arg(long, value_name = "DIR", default_value = "apron-demo")]
+    pub out: PathBuf,
+
+    /// The month to simulate, YYYY-MM. Default: the last full month.
+    #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
+    pub month: Option<NaiveDate>,
+
+    /// Days of the month to simulate (a shorter demo), from its first day.
+    #[arg(long, value_name = "DAYS")]
+    pub days: Option<u32>,
+
+    /// Hosts of 8 GPUs each.
+    #[arg(long, default_value_t = 4)]
+    pub hosts: usize,
+
+    /// Time between simulated samples. The recorder samples every second;
+    /// the demo samples less often to finish in a minute or two, which
+    /// changes no figure but the row count.
+    #[arg(long, default_value = "10s", value_parser = parse_window)]
+    pub interval: std::time::Duration,
+
+    /// Keep the simulated data in this folder instead of a temporary one
+    /// (to query it afterwards with `apron --data DIR …`).
+    #[arg(long, value_name = "DIR")]
+    pub keep_data: Option<PathBuf>,
 }
 
 /// The period of a report: `--month`, or `--from`/`--to`, or `--last`;

@@ -46,7 +46,7 @@ impl Coverage {
                 Some(c) => format!(
                     "; the data covers {} – {} UTC",
                     show_ms(c.first_minute),
-                    show_ms(c.last_minute + 59_000)
+                    show_ms(c.last_minute + 60_000)
                 ),
                 None => String::new(),
             };
@@ -88,13 +88,8 @@ async fn coverage_row(session: &Session, period: &Period) -> Result<Option<Cover
         return Ok(None);
     }
     let models = b.column(4).as_list::<i32>();
-    let models = if models.is_null(0) {
-        Vec::new()
-    } else {
-        let values = models.value(0);
-        let values = values.as_string::<i32>();
-        values.iter().flatten().map(str::to_owned).collect()
-    };
+    let models =
+        if models.is_null(0) { Vec::new() } else { crate::columns::strings(models.value(0).as_ref()) };
     Ok(Some(CoverageRow {
         first_minute: first.value(0),
         last_minute: b.column(1).as_primitive::<TimestampMillisecondType>().value(0),
@@ -136,8 +131,8 @@ impl Header {
             format!("Config:   {}", config.source),
             format!(
                 "Recorded: {} GPU-hours; unrecorded: {} GPU-hours (not counted as idle)",
-                group_thousands(coverage.recorded_hours, 1),
-                group_thousands(coverage.unrecorded_hours, 1)
+                hours(coverage.recorded_hours),
+                hours(coverage.unrecorded_hours)
             ),
         ];
         Header { lines }
@@ -184,34 +179,20 @@ pub fn config_warnings(config: &Config, coverage: &Coverage) -> Vec<String> {
         .collect()
 }
 
+/// GPU-hours for the header: one decimal, two under ten hours (so a few
+/// minutes do not read as 0.0).
+pub fn hours(h: f64) -> String {
+    group_thousands(h, if h.abs() < 10.0 { 2 } else { 1 })
+}
+
 /// `x` with `decimals` decimals and thousands separated by commas: `46,080.0`.
 pub fn group_thousands(x: f64, decimals: usize) -> String {
-    let text = format!("{:.*}", decimals, x.abs());
-    let (int, frac) = text.split_once('.').map_or((text.as_str(), None), |(i, f)| (i, Some(f)));
-    let mut grouped = String::new();
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    let sign = if x < 0.0 && text.bytes().any(|b| b.is_ascii_digit() && b != b'0') { "-" } else { "" };
-    match frac {
-        Some(f) => format!("{sign}{grouped}.{f}"),
-        None => format!("{sign}{grouped}"),
-    }
+    apron_reports::grouped(x, decimals)
 }
 
 /// `amount` in `currency`: `$1,240.50`, `€1,240.50`, `1,240.50 CHF`.
 pub fn money(amount: f64, currency: &str) -> String {
-    let digits = group_thousands(amount.abs(), 2);
-    let sign = if amount < 0.0 && digits.bytes().any(|b| b.is_ascii_digit() && b != b'0') { "-" } else { "" };
-    match currency {
-        "USD" => format!("{sign}${digits}"),
-        "EUR" => format!("{sign}€{digits}"),
-        "GBP" => format!("{sign}£{digits}"),
-        other => format!("{sign}{digits} {other}"),
-    }
+    apron_reports::money(amount, currency)
 }
 
 #[cfg(test)]

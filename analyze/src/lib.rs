@@ -15,7 +15,9 @@
 //! - [`panic_guard`]: a library's panic on bad input becomes an error;
 //! - [`error`]: the [`Error`] every command returns, and its one-line form.
 
+pub mod charts;
 pub mod cli;
+pub mod columns;
 pub mod commands;
 pub mod config;
 pub mod cost;

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
+use datafusion::arrow::array::{ArrayRef, AsArray, Float64Array, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use datafusion::arrow::error::ArrowError;
 
@@ -26,6 +26,43 @@ pub fn cents_keeping_total(amounts: &[f64]) -> Vec<i64> {
         cents[i] += 1;
     }
     cents
+}
+
+/// Splits each row's `cost_cents` into (busy, idle) cents: each part within
+/// a cent of its exact amount (`busy`, `idle`, in currency), the parts
+/// summing to the row's cents, and the idle parts of all rows summing to
+/// the rounded total of `idle` where the rows' cents allow it (the cents
+/// left over go to the largest remainders, as in [`cents_keeping_total`]).
+pub fn split_cents(cost_cents: &[i64], busy: &[f64], idle: &[f64]) -> Vec<(i64, i64)> {
+    let n = cost_cents.len().min(busy.len()).min(idle.len());
+    let exact_idle: Vec<f64> = idle[..n].iter().map(|i| i * 100.0).collect();
+    let target = exact_idle.iter().sum::<f64>().round() as i64;
+    // The idle cents of a row lie between its floor and ceiling, and leave
+    // the busy part between its own floor and ceiling and never below 0.
+    let bounds: Vec<(i64, i64)> = (0..n)
+        .map(|r| {
+            let (b, i, c) = (busy[r] * 100.0, exact_idle[r], cost_cents[r]);
+            let lo = (i.floor() as i64).max(c - b.ceil() as i64).clamp(0, c);
+            let hi = (i.ceil() as i64).min(c - b.floor() as i64).clamp(lo, c);
+            (lo, hi)
+        })
+        .collect();
+    let mut idle_cents: Vec<i64> = bounds.iter().map(|(lo, _)| *lo).collect();
+    let mut need = target - idle_cents.iter().sum::<i64>();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| {
+        (exact_idle[b] - idle_cents[b] as f64).total_cmp(&(exact_idle[a] - idle_cents[a] as f64))
+    });
+    for &r in &order {
+        if need <= 0 {
+            break;
+        }
+        if idle_cents[r] < bounds[r].1 {
+            idle_cents[r] += 1;
+            need -= 1;
+        }
+    }
+    (0..n).map(|r| (cost_cents[r] - idle_cents[r], idle_cents[r])).collect()
 }
 
 /// `x` rounded to `decimals` decimals.
@@ -56,15 +93,6 @@ pub fn round_columns(batch: &RecordBatch, decimals: &[(&str, i32)]) -> Result<Re
     RecordBatch::try_new(schema, columns)
 }
 
-/// The values of the Float64 column `name` of `batch` (null as 0).
-pub fn f64_column(batch: &RecordBatch, name: &str) -> Vec<f64> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_primitive_opt::<Float64Type>())
-        .map(|c| (0..c.len()).map(|i| if c.is_valid(i) { c.value(i) } else { 0.0 }).collect())
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,11 +101,23 @@ mod tests {
     fn rounded_cents_add_up_to_the_rounded_total() {
         // Three thirds of a dollar: 33 + 33 + 34 cents, not 33 × 3.
         assert_eq!(cents_keeping_total(&[1.0 / 3.0; 3]), vec![34, 33, 33]);
-        let amounts = [10.004, 20.004, 30.004, 0.0];
+        let amounts = [10.004, 20.003, 30.006, 0.0];
         let cents = cents_keeping_total(&amounts);
         assert_eq!(cents.iter().sum::<i64>(), 6001);
         assert_eq!(cents, vec![1000, 2000, 3001, 0]);
         assert_eq!(cents_keeping_total(&[]), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn busy_and_idle_split_each_row_and_keep_the_idle_total() {
+        // A row never idle keeps its idle at 0 even when its cost was rounded up.
+        let split = split_cents(&[46, 76], &[0.454875, 0.0], &[0.0, 0.7625]);
+        assert_eq!(split, vec![(46, 0), (0, 76)]);
+        // Two rows of 0.5 busy + 0.5 idle cents each: the idle total of one
+        // cent goes to one row only.
+        let split = split_cents(&[1, 1], &[0.005, 0.005], &[0.005, 0.005]);
+        assert_eq!(split.iter().map(|s| s.1).sum::<i64>(), 1);
+        assert!(split.iter().all(|(b, i)| b + i == 1));
     }
 
     #[test]

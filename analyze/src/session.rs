@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use apron_schemas::{DataLayout, Table};
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::error::ArrowError;
@@ -212,6 +213,15 @@ impl Session {
         })
         .await?;
         Ok((schema, batches))
+    }
+
+    /// Runs `df` and returns every row in one batch, with the schema the
+    /// rows came with (the engine may pick `Utf8View` where the plan says
+    /// `Utf8`).
+    pub async fn collect_batch(&self, df: DataFrame) -> Result<RecordBatch, Error> {
+        let (schema, batches) = self.collect(df).await?;
+        let schema = batches.first().map_or(schema, RecordBatch::schema);
+        concat_batches(&schema, &batches).map_err(|e| Error::Execute { source: e.into() })
     }
 
     /// Runs `df` and writes its rows to `out` in `format`, batch by batch

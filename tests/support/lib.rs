@@ -1,10 +1,13 @@
 //! Shared helpers of apron's end-to-end tests: the paths of the built
-//! binaries and of the fake `libnvidia-ml.so`, built on first use.
+//! binaries and of the fake `libnvidia-ml.so`, built on first use, and the
+//! hand-built fleet the cost reports are checked on ([`scenario`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+pub mod scenario;
 
 /// The cargo target folder and profile folder this test binary was built in
 /// (`target/debug/deps/<test>` → `target`, `debug`).
@@ -86,4 +89,20 @@ pub fn wait_with_timeout(mut child: Child, limit: Duration) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().expect("output")
+}
+
+/// The number after `label` in `line` (a report's header line), thousands
+/// separators and a leading `$` dropped: in `"Recorded: 1,234.5
+/// GPU-hours"`, the number after `"Recorded:"` is 1234.5. `None` when
+/// `label` is not there or no number follows it.
+pub fn number_after(line: &str, label: &str) -> Option<f64> {
+    let rest = &line[line.find(label)? + label.len()..];
+    let text: String = rest
+        .trim_start()
+        .trim_start_matches('$')
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
+        .filter(|c| *c != ',')
+        .collect();
+    text.trim_end_matches('.').parse().ok()
 }

@@ -6,17 +6,18 @@ use std::io::Write;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
-use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, IdleBy, IdleCostArgs};
+use crate::columns::f64_column;
 use crate::commands::Report;
+use crate::commands::spend::replace_f64;
 use crate::error::Error;
 use crate::header::money;
 use crate::queries;
-use crate::rounding::{f64_column, round_columns};
+use crate::rounding::{cents_keeping_total, round_columns};
 
 /// Prints the idle cost per group.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &IdleCostArgs, mut out: W) -> Result<(), Error> {
@@ -37,12 +38,15 @@ pub async fn idle_cost(report: &Report, by: IdleBy) -> Result<RecordBatch, Error
     let session = &report.session;
     let params = vec![ScalarValue::Utf8(Some(by.name().to_owned()))];
     let df = session.sql_with_params(queries::IDLE_COST, params).await?;
-    let (schema, batches) = session.collect(df).await?;
+    let batch = session.collect_batch(df).await?;
     let execute = |source: ArrowError| Error::Execute { source: source.into() };
-    let batch = concat_batches(&schema, &batches).map_err(execute)?;
+    // Money to the cent, keeping the total (the idle cost `apron spend` gives).
+    let cents = cents_keeping_total(&f64_column(&batch, "idle_cost"));
+    let batch = replace_f64(&batch, "idle_cost", cents.iter().map(|c| *c as f64 / 100.0).collect())
+        .map_err(execute)?;
     let batch = round_columns(
         &batch,
-        &[("idle_gpu_hours", 2), ("idle_held_gpu_hours", 2), ("idle_empty_gpu_hours", 2), ("idle_cost", 2)],
+        &[("idle_gpu_hours", 2), ("idle_held_gpu_hours", 2), ("idle_empty_gpu_hours", 2)],
     )
     .map_err(execute)?;
     keyed(&batch, by).map_err(execute)

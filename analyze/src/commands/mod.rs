@@ -13,10 +13,13 @@ use crate::period::Period;
 use crate::session::Session;
 
 pub mod alerts;
+pub mod chart;
 pub mod config;
+pub mod demo;
 pub mod idle_cost;
 pub mod pick;
 pub mod reclaim;
+pub mod report;
 pub mod spend;
 pub mod sql;
 pub mod windows;
@@ -42,14 +45,20 @@ impl Report {
     /// finds what the data holds in it (an empty period is an error). Config
     /// warnings go to stderr.
     pub async fn prepare(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+        let report = Self::prepare_quietly(global, period).await?;
+        for warning in config_warnings(&report.config, &report.coverage) {
+            eprintln!("{warning}");
+        }
+        Ok(report)
+    }
+
+    /// [`Report::prepare`] without printing the config warnings.
+    pub async fn prepare_quietly(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
         let config = Config::load(global.config.as_deref())?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let period = Period::choose(&period.choice(), now_ms)?;
         let session = Session::open(&global.data).await?;
         let coverage = Coverage::of(&session, &period, now_ms).await?;
-        for warning in config_warnings(&config, &coverage) {
-            eprintln!("{warning}");
-        }
         let header = Header::new(&period, &coverage, &session, &config);
         Ok(Report { config, session, period, coverage, header })
     }
@@ -89,5 +98,8 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::Spend(args) => done(spend::run(&cli.global, args, out).await),
         Command::IdleCost(args) => done(idle_cost::run(&cli.global, args, out).await),
         Command::Windows(args) => done(windows::run(&cli.global, args, out).await),
+        Command::Chart(args) => done(chart::run(&cli.global, args, out).await),
+        Command::Report(args) => done(report::run(&cli.global, args, out).await),
+        Command::Demo(args) => done(demo::run(&cli.global, args, out).await),
     }
 }

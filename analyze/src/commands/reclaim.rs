@@ -7,7 +7,6 @@ use std::io::Write;
 use std::time::Duration;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::compute::concat_batches;
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, ReclaimArgs};
@@ -36,6 +35,5 @@ pub async fn reclaim(report: &Report, idle_for: Duration) -> Result<RecordBatch,
         ScalarValue::Int64(Some(super::whole_minutes(idle_for))),
     ];
     let df = report.session.sql_with_params(queries::RECLAIM, params).await?;
-    let (schema, batches) = report.session.collect(df).await?;
-    concat_batches(&schema, &batches).map_err(|source| Error::Execute { source: source.into() })
+    report.session.collect_batch(df).await
 }

@@ -6,15 +6,15 @@ use std::io::Write;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Float64Array, RecordBatch};
-use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::error::ArrowError;
 
 use crate::cli::{GlobalArgs, SpendArgs};
+use crate::columns::f64_column;
 use crate::commands::Report;
 use crate::error::Error;
-use crate::header::{group_thousands, money};
+use crate::header::{hours, money};
 use crate::queries;
-use crate::rounding::{cents_keeping_total, f64_column, round_columns};
+use crate::rounding::{cents_keeping_total, round_columns, split_cents};
 
 /// The fleet totals of a spend result, after rounding.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,7 +36,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) ->
     report.header.push(format!(
         "Cost:     {} for {} GPU-hours; idle {} ({idle_pct:.1}%)",
         money(totals.cost, currency),
-        group_thousands(totals.gpu_hours, 1),
+        hours(totals.gpu_hours),
         money(totals.idle_cost, currency),
     ));
     report.header.print(global.format, &mut out)?;
@@ -49,16 +49,12 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) ->
 pub async fn spend(report: &Report) -> Result<(RecordBatch, Totals), Error> {
     let session = &report.session;
     let df = session.sql(queries::SPEND).await?;
-    let (schema, batches) = session.collect(df).await?;
+    let batch = session.collect_batch(df).await?;
     let execute = |source: ArrowError| Error::Execute { source: source.into() };
-    let batch = concat_batches(&schema, &batches).map_err(execute)?;
     let cost = cents_keeping_total(&f64_column(&batch, "cost"));
-    let busy: Vec<i64> = f64_column(&batch, "busy_cost")
-        .iter()
-        .zip(&cost)
-        .map(|(b, c)| ((b * 100.0).round() as i64).min(*c))
-        .collect();
-    let idle: Vec<i64> = cost.iter().zip(&busy).map(|(c, b)| c - b).collect();
+    let split = split_cents(&cost, &f64_column(&batch, "busy_cost"), &f64_column(&batch, "idle_cost"));
+    let busy: Vec<i64> = split.iter().map(|s| s.0).collect();
+    let idle: Vec<i64> = split.iter().map(|s| s.1).collect();
     let total: i64 = cost.iter().sum();
     let share: Vec<f64> =
         cost.iter().map(|c| if total > 0 { 100.0 * *c as f64 / total as f64 } else { 0.0 }).collect();
@@ -82,7 +78,7 @@ pub async fn spend(report: &Report) -> Result<(RecordBatch, Totals), Error> {
     let totals = Totals {
         cost: total as f64 / 100.0,
         idle_cost: idle.iter().sum::<i64>() as f64 / 100.0,
-        gpu_hours: f64_column(&batch, "gpu_hours").iter().sum(),
+        gpu_hours: report.coverage.recorded_hours,
     };
     Ok((batch, totals))
 }

@@ -11,16 +11,16 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, RecordBatch, StringArray, UInt32Array,
 };
-use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema};
 use datafusion::arrow::error::ArrowError;
 
 use crate::cli::{GlobalArgs, WindowsArgs, WindowsShow};
+use crate::columns::{f64_column, text_column};
 use crate::commands::Report;
 use crate::error::Error;
 use crate::header::{group_thousands, money};
 use crate::queries;
-use crate::rounding::{f64_column, round_columns};
+use crate::rounding::round_columns;
 
 /// Day names, Monday first.
 pub const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
@@ -145,7 +145,8 @@ fn hh(hour_of_week: usize) -> String {
     format!("{:02}:00", hour_of_week % 24)
 }
 
-/// `Mon–Fri 00:00–06:00`, `Mon–Thu 22:00–06:00` (overnight), `Sat 00:00 – Mon 08:00`.
+/// `Mon–Fri 00:00–06:00`, `Mon–Thu 22:00–06:00 (overnight)`, `Sat 20:00 – Sun 12:00`,
+/// `Sat 00:00 – Mon 08:00`.
 fn label(group: &[(usize, usize)]) -> String {
     let (first, len) = group[0];
     let last = group[group.len() - 1].0;
@@ -156,9 +157,10 @@ fn label(group: &[(usize, usize)]) -> String {
         format!("{}{sep}{}", DAYS[first / 24], DAYS[last / 24])
     };
     let end = first + len;
-    if len < 24 {
+    let crosses_midnight = end / 24 != first / 24 && end % 24 != 0;
+    if len < 24 && !(group.len() == 1 && crosses_midnight) {
         let end_label = if end % 24 == 0 { "24:00".to_owned() } else { hh(end) };
-        let overnight = if end / 24 != first / 24 && end % 24 != 0 { " (overnight)" } else { "" };
+        let overnight = if crosses_midnight { " (overnight)" } else { "" };
         format!("{days} {}–{end_label}{overnight}", hh(first))
     } else {
         format!("{} {} – {} {}", DAYS[first / 24], hh(first), DAYS[(end / 24) % 7], hh(end))
@@ -190,7 +192,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &WindowsArgs, mut out: W) 
     report.header.print(global.format, &mut out)?;
     let execute = |source: ArrowError| Error::Execute { source: source.into() };
     let batch = match args.show {
-        WindowsShow::Profile => profile,
+        WindowsShow::Profile => rounded(&profile).map_err(execute)?,
         WindowsShow::Windows => windows_batch(&windows, &currency).map_err(execute)?,
     };
     crate::output::write_batches(global.format, batch.schema(), &[batch], out)?;
@@ -198,15 +200,17 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &WindowsArgs, mut out: W) 
 }
 
 /// The hour-of-week profile of `report` (which has `minute_costs`
-/// registered), rounded for print, `weeks` and `gpus` included.
+/// registered), `weeks` and `gpus` included, unrounded.
 pub async fn profile(report: &Report) -> Result<RecordBatch, Error> {
     let session = &report.session;
     let df = session.sql(queries::WINDOWS).await?;
-    let (schema, batches) = session.collect(df).await?;
-    let execute = |source: ArrowError| Error::Execute { source: source.into() };
-    let batch = concat_batches(&schema, &batches).map_err(execute)?;
+    session.collect_batch(df).await
+}
+
+/// `profile` rounded for print.
+pub fn rounded(profile: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     round_columns(
-        &batch,
+        profile,
         &[
             ("mean_util_pct", 1),
             ("idle_share_pct", 1),
@@ -215,14 +219,11 @@ pub async fn profile(report: &Report) -> Result<RecordBatch, Error> {
             ("gpus", 2),
         ],
     )
-    .map_err(execute)
 }
 
 /// The cells of a profile batch.
 pub fn cells(profile: &RecordBatch) -> Vec<Cell> {
-    let Some(dow) = profile.column_by_name("dow").map(|c| c.as_string::<i32>().clone()) else {
-        return Vec::new();
-    };
+    let dow = text_column(profile, "dow");
     let Some(hour) = profile.column_by_name("hour").and_then(|c| c.as_primitive_opt::<Int32Type>()) else {
         return Vec::new();
     };
@@ -235,7 +236,8 @@ pub fn cells(profile: &RecordBatch) -> Vec<Cell> {
     let gpus = f64_column(profile, "gpus");
     (0..profile.num_rows())
         .filter_map(|i| {
-            let day = DAYS.iter().position(|d| *d == dow.value(i))?;
+            let name = dow.get(i)?.as_deref()?;
+            let day = DAYS.iter().position(|d| *d == name)?;
             Some(Cell {
                 day,
                 hour: usize::try_from(hour.value(i)).ok()?,
@@ -334,5 +336,8 @@ mod tests {
         let cells = week(|d, h| d < 2 && (9..12).contains(&h));
         let windows = find_windows(&cells, 50.0, 2);
         assert_eq!(windows[0].label, "Mon, Tue 09:00–12:00");
+        // One run over midnight names both days.
+        let cells = week(|d, h| (d == 5 && h >= 20) || (d == 6 && h < 12));
+        assert_eq!(find_windows(&cells, 50.0, 2)[0].label, "Sat 20:00 – Sun 12:00");
     }
 }

@@ -1,0 +1,25 @@
+//! `apron chart NAME [period] --out FILE.png`: one chart of the period,
+//! drawn from the same series as the reports ([`crate::charts`]).
+
+use std::io::Write;
+
+use apron_reports::ChartName;
+
+use crate::charts;
+use crate::cli::{ChartArgs, GlobalArgs};
+use crate::commands::Report;
+use crate::error::Error;
+
+/// Draws the chart and says where it is.
+pub async fn run<W: Write>(global: &GlobalArgs, args: &ChartArgs, mut out: W) -> Result<(), Error> {
+    // The name first: a typo is reported before any data is read.
+    let name: ChartName = args
+        .name
+        .parse()
+        .map_err(|e: apron_reports::UnknownChart| Error::Usage { message: e.to_string() })?;
+    let report = Report::prepare(global, &args.period).await?.with_costs().await?;
+    let ctx = charts::context(&report).with_size(args.width, args.height);
+    charts::render(name, &report, &ctx, &args.out).await?;
+    writeln!(out, "wrote {} ({}, {})", args.out.display(), name.title(), report.period.label())
+        .map_err(|source| Error::Write { source })
+}

@@ -1,0 +1,178 @@
+//! `apron demo [--out DIR]`: what apron does, in one command, without a
+//! GPU. It simulates a month of a realistic fleet (4 hosts of 8 GPUs, six
+//! teams: H100, A100 and L40S hosts; training, serving, notebooks, zombies,
+//! idle nights and weekends) with the recorder's own simulator and writer
+//! into a temporary data folder, writes a config that prices the GPUs and
+//! maps five of the teams (the sixth shows up as `unassigned`), writes the
+//! monthly report, and prints its headline figures and where it is.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use apron_recorder::simulate::{SimulateOptions, simulate};
+use apron_recorder::source::sim::teams;
+use apron_schemas::DataLayout;
+use chrono::{Datelike, NaiveDate, Utc};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::{DemoArgs, GlobalArgs};
+use crate::commands::report::write_report;
+use crate::error::Error;
+
+/// The simulated team left out of the demo config, to show `unassigned`.
+const UNMAPPED_TEAM: &str = "platform";
+
+/// Simulates, reports, and prints the headline.
+pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> Result<(), Error> {
+    let started = Instant::now();
+    let month = args.month.unwrap_or_else(last_full_month);
+    let days = days_in_month(month);
+    let days = args.days.map_or(days, |d| d.clamp(1, days));
+    if args.hosts == 0 {
+        return Err(Error::Usage { message: "--hosts must be at least 1".into() });
+    }
+    let temp;
+    let data: PathBuf = match &args.keep_data {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("apron-demo-data-")
+                .tempdir()
+                .map_err(|e| Error::Report { path: std::env::temp_dir(), source: Box::new(e) })?;
+            temp.path().to_path_buf()
+        }
+    };
+    let report_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e: std::io::Error| Error::Report { path, source: Box::new(e) }
+    };
+    std::fs::create_dir_all(&args.out).map_err(report_err(&args.out))?;
+    let config_path = args.out.join("apron.toml");
+    std::fs::write(&config_path, demo_config()).map_err(report_err(&config_path))?;
+
+    let gpus = args.hosts * 8;
+    simulate_fleet(&data, gpus, month, days, args.interval)?;
+    let global = GlobalArgs { data: data.clone(), config: Some(config_path.clone()), format: global.format };
+    let headline = write_report(&global, month, &args.out).await?;
+
+    let mut text = format!(
+        "Simulated {gpus} GPUs on {} hosts for {days} days of {} ({} s).\n",
+        args.hosts,
+        month.format("%B %Y"),
+        started.elapsed().as_secs()
+    );
+    for line in headline.lines() {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text.push_str(&format!("Config: {} (prices and team rules used)\n", config_path.display()));
+    match &args.keep_data {
+        Some(dir) => text.push_str(&format!(
+            "Data kept in {}: try `apron --data {} --config {} spend --month {}`\n",
+            dir.display(),
+            dir.display(),
+            config_path.display(),
+            month.format("%Y-%m")
+        )),
+        None => text.push_str("The simulated data was temporary; keep it with --keep-data DIR.\n"),
+    }
+    out.write_all(text.as_bytes()).map_err(|source| Error::Write { source })
+}
+
+fn simulate_fleet(
+    data: &Path,
+    gpus: usize,
+    month: NaiveDate,
+    days: u32,
+    interval: Duration,
+) -> Result<(), Error> {
+    let total = u64::from(days) * 86_400 * gpus as u64;
+    let bar = ProgressBar::new(total).with_style(
+        ProgressStyle::with_template("{spinner} simulating [{bar:20}] {percent}% {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(format!("{gpus} GPUs, {days} days"));
+    let options = SimulateOptions {
+        layout: DataLayout::new(data),
+        gpus,
+        days,
+        start: month,
+        seed: 2026,
+        interval,
+        // One file per host and day, as compaction leaves closed days.
+        rotate: Duration::from_secs(86_400),
+        threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
+    let progress = |done: u64, _total: u64| bar.set_position(done);
+    simulate(&options, &progress)
+        .map_err(|e| Error::Report { path: data.to_path_buf(), source: Box::new(e) })?;
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// The demo's `apron.toml`: list prices of the simulated models, and rules
+/// for every simulated team but [`UNMAPPED_TEAM`].
+pub fn demo_config() -> String {
+    let mut text = String::from(
+        "# apron demo configuration: prices of the simulated GPUs and the simulated teams.\n\
+         currency = \"USD\"\n\n\
+         [idle]\nthreshold_pct = 5\n\n\
+         [energy]\nprice_per_kwh = 0.15\npue = 1.4\n\n\
+         [[gpu_cost]]\nmodel = \"NVIDIA H100 80GB HBM3\"\npurchase_price = 30000\nlifetime_years = 4\nops_per_gpu_hour = 0.25\n\n\
+         [[gpu_cost]]\nmodel = \"NVIDIA A100-SXM4-80GB\"\npurchase_price = 15000\nlifetime_years = 4\nops_per_gpu_hour = 0.20\n\n\
+         [[gpu_cost]]\nmodel = \"NVIDIA L40S\"\npurchase_price = 9000\nlifetime_years = 4\nops_per_gpu_hour = 0.15\n",
+    );
+    let quoted = |items: &mut dyn Iterator<Item = &str>| {
+        items.map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ")
+    };
+    for team in teams().iter().filter(|t| t.name != UNMAPPED_TEAM) {
+        text.push_str(&format!("\n[[team]]\nname = \"{}\"\n", team.name));
+        text.push_str(&format!("users = [{}]\n", quoted(&mut team.users.iter().map(|u| u.name))));
+        if !team.k8s_namespaces.is_empty() {
+            text.push_str(&format!(
+                "k8s_namespaces = [{}]\n",
+                quoted(&mut team.k8s_namespaces.iter().copied())
+            ));
+        }
+        if let Some(account) = team.slurm_account {
+            text.push_str(&format!("slurm_accounts = [\"{account}\"]\n"));
+        }
+    }
+    text
+}
+
+/// The first day of the last full UTC month.
+fn last_full_month() -> NaiveDate {
+    let today = Utc::now().date_naive();
+    let first = today.with_day(1).unwrap_or(today);
+    crate::period::Period::previous_month(first).unwrap_or(first)
+}
+
+fn days_in_month(first: NaiveDate) -> u32 {
+    let next = if first.month() == 12 {
+        NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)
+    } else {
+        NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)
+    };
+    next.map_or(30, |n| u32::try_from((n - first).num_days()).unwrap_or(30))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_config_reads_back_and_maps_five_teams() {
+        let config =
+            crate::config::Config::from_toml(&demo_config(), Path::new("apron.toml")).expect("valid");
+        assert_eq!(config.team.len(), 5);
+        assert_eq!(config.gpu_cost.len(), 3);
+        assert_eq!(crate::config::team_of(&config, Some("alice"), None, None, None), "vision");
+        assert_eq!(crate::config::team_of(&config, Some("priya"), None, None, None), "unassigned");
+        let november = NaiveDate::from_ymd_opt(2026, 11, 1).expect("date");
+        assert_eq!(days_in_month(november), 30);
+        assert_eq!(days_in_month(NaiveDate::from_ymd_opt(2026, 12, 1).expect("date")), 31);
+    }
+}

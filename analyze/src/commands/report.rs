@@ -1,0 +1,440 @@
+//! `apron report --month YYYY-MM --out DIR`: the monthly report a manager
+//! reads. One page (`index.html`, and `summary.md`) with the fleet's cost,
+//! its idle cost and share, the teams with the most idle cost, zombies and
+//! reclaim candidates, the change against the previous month, and every
+//! chart; beside it each chart as a PNG and each table as a CSV.
+//!
+//! The figures come from the same functions as `apron spend`,
+//! `idle-cost`, `windows`, `zombies`, `reclaim` and `chart`; the page and
+//! the files are drawn by `apron_reports`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use apron_reports::{ChartName, Figure, Section, TableData};
+use chrono::{Datelike, NaiveDate};
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::charts;
+use crate::cli::{GlobalArgs, IdleBy, PeriodArgs, ReportArgs};
+use crate::columns::f64_column;
+use crate::commands::{Report, idle_cost, reclaim, spend, windows, zombies};
+use crate::error::Error;
+use crate::header::group_thousands;
+use crate::period::Period;
+
+/// Rows shown of the long tables (zombies, reclaim candidates, GPUs); the
+/// CSVs hold all of them.
+const TOP_ROWS: usize = 25;
+
+/// The headline of a report, for the terminal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Headline {
+    /// The month, `November 2026`.
+    pub month: String,
+    /// The report's period.
+    pub period: String,
+    /// Fleet cost (currency).
+    pub cost: f64,
+    /// Of which idle.
+    pub idle_cost: f64,
+    /// Recorded GPU-hours.
+    pub gpu_hours: f64,
+    /// GPUs recorded.
+    pub gpus: i64,
+    /// The teams with the most idle cost, at most three: (team, idle cost).
+    pub top_idle_teams: Vec<(String, f64)>,
+    /// Zombie processes found (distinct processes).
+    pub zombies: usize,
+    /// GPUs with at least one idle stretch of the reclaim length.
+    pub reclaim_gpus: usize,
+    /// The recurring idle windows, in words.
+    pub windows: Vec<String>,
+    /// The currency.
+    pub currency: String,
+    /// The report's page.
+    pub index: PathBuf,
+}
+
+impl Headline {
+    /// The headline as the terminal shows it.
+    pub fn lines(&self) -> Vec<String> {
+        let money = |x| apron_reports::money(x, &self.currency);
+        let idle_pct = if self.cost > 0.0 { 100.0 * self.idle_cost / self.cost } else { 0.0 };
+        let mut lines = vec![
+            format!(
+                "{}: {} GPUs, {} GPU-hours recorded",
+                self.month,
+                self.gpus,
+                group_thousands(self.gpu_hours, 0)
+            ),
+            format!("  fleet cost     {}", money(self.cost)),
+            format!("  idle cost      {} ({idle_pct:.1}% of it)", money(self.idle_cost)),
+        ];
+        if !self.top_idle_teams.is_empty() {
+            let teams: Vec<String> =
+                self.top_idle_teams.iter().map(|(t, c)| format!("{t} {}", money(*c))).collect();
+            lines.push(format!("  top idle cost  {}", teams.join(", ")));
+        }
+        lines.push(format!("  zombies        {} processes holding memory on idle GPUs", self.zombies));
+        lines.push(format!("  reclaimable    {} GPUs idle 2 h or more in a row", self.reclaim_gpus));
+        if let Some(w) = self.windows.first() {
+            lines.push(format!("  idle window    {w}"));
+        }
+        lines.push(format!("Report: {}", self.index.display()));
+        lines
+    }
+}
+
+/// Writes the report and prints where it is.
+pub async fn run<W: Write>(global: &GlobalArgs, args: &ReportArgs, mut out: W) -> Result<(), Error> {
+    let headline = write_report(global, args.month, &args.out).await?;
+    for line in headline.lines() {
+        writeln!(out, "{line}").map_err(|source| Error::Write { source })?;
+    }
+    Ok(())
+}
+
+/// Writes the report of `month` over `global.data` into `out_dir`, with a
+/// progress bar on a terminal, and returns its headline.
+pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path) -> Result<Headline, Error> {
+    let progress = ProgressBar::new(12).with_style(
+        ProgressStyle::with_template("{spinner} report [{bar:20}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let step = |msg: &'static str| {
+        progress.set_message(msg);
+        progress.inc(1);
+    };
+    let period_args = PeriodArgs { month: Some(month), ..PeriodArgs::default() };
+    step("reading the data");
+    let report = Report::prepare(global, &period_args).await?.with_costs().await?;
+    let currency = report.config.currency.clone();
+    let money = |x: f64| apron_reports::money(x, &currency);
+    let month_name = month_name(month);
+
+    step("spend per team");
+    let (spend_rows, totals) = spend::spend(&report).await?;
+    step("idle cost");
+    let idle_teams = idle_cost::idle_cost(&report, IdleBy::Team).await?;
+    let idle_gpus = idle_cost::idle_cost(&report, IdleBy::Gpu).await?;
+    step("idle windows");
+    let profile = windows::profile(&report).await?;
+    let found = windows::find_windows(&windows::cells(&profile), 60.0, 2);
+    let window_lines: Vec<String> = found.iter().map(|w| w.sentence(&currency)).collect();
+    step("zombies");
+    let zombie_rows =
+        zombies::zombies(&report, report.config.zombie.min_idle, report.config.zombie.min_mem_mib).await?;
+    step("reclaim candidates");
+    let reclaim_rows = reclaim::reclaim(&report, report.config.reclaim.idle_for).await?;
+    step("the previous month");
+    let previous = previous_month(global, month).await?;
+
+    std::fs::create_dir_all(out_dir)
+        .map_err(|e| Error::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+    let ctx = charts::context(&report);
+    for name in ChartName::ALL {
+        step(chart_step(name));
+        charts::render(name, &report, &ctx, &out_dir.join(name.file_name())).await?;
+    }
+
+    let busy_hours: f64 = f64_column(&spend_rows, "busy_gpu_hours").iter().sum();
+    let held_hours: f64 = f64_column(&spend_rows, "idle_held_gpu_hours").iter().sum();
+    let empty_hours: f64 = f64_column(&spend_rows, "idle_empty_gpu_hours").iter().sum();
+    let energy_kwh: f64 = f64_column(&spend_rows, "energy_kwh").iter().sum();
+    let idle_pct = if totals.cost > 0.0 { 100.0 * totals.idle_cost / totals.cost } else { 0.0 };
+    let zombie_count = distinct_count(&zombie_rows, &["gpu_uuid", "pid", "proc_start"]);
+    let reclaim_gpus = distinct_count(&reclaim_rows, &["gpu_uuid"]);
+    let top_idle_teams: Vec<(String, f64)> = string_column(&idle_teams, "team")
+        .into_iter()
+        .zip(f64_column(&idle_teams, "idle_cost"))
+        .filter(|(t, c)| t != "(unallocated)" && *c > 0.0)
+        .take(3)
+        .collect();
+    let hours_in_period = report.period.elapsed_hours(i64::MAX);
+
+    let change = |now: f64, before: Option<f64>| -> Option<String> {
+        let (before, name) = (before?, previous.as_ref()?.0.clone());
+        if before <= 0.0 {
+            return None;
+        }
+        Some(format!("{:+.1}% vs {name}", 100.0 * (now - before) / before))
+    };
+    let prev = previous.as_ref().map(|(_, t)| *t);
+    let headline_figures = vec![
+        Figure {
+            label: "Fleet cost".into(),
+            value: money(totals.cost),
+            change: change(totals.cost, prev.map(|p| p.cost)),
+        },
+        Figure {
+            label: "Idle cost".into(),
+            value: format!("{} ({idle_pct:.0}%)", money(totals.idle_cost)),
+            change: change(totals.idle_cost, prev.map(|p| p.idle_cost)),
+        },
+        Figure {
+            label: "GPU-hours recorded".into(),
+            value: group_thousands(totals.gpu_hours, 0),
+            change: change(totals.gpu_hours, prev.map(|p| p.gpu_hours)),
+        },
+        Figure {
+            label: "Busy share of GPU time".into(),
+            value: format!(
+                "{:.0}%",
+                if totals.gpu_hours > 0.0 { 100.0 * busy_hours / totals.gpu_hours } else { 0.0 }
+            ),
+            change: None,
+        },
+        Figure { label: "Zombie processes".into(), value: zombie_count.to_string(), change: None },
+        Figure { label: "GPUs to reclaim".into(), value: reclaim_gpus.to_string(), change: None },
+    ];
+
+    let previous_paragraph = match &previous {
+        Some((name, p)) => format!(
+            "Against {name}: fleet cost {} (was {}), idle cost {} (was {}).",
+            money(totals.cost),
+            money(p.cost),
+            money(totals.idle_cost),
+            money(p.idle_cost)
+        ),
+        None => format!("There is no data for the month before {month_name} to compare with."),
+    };
+    let mut sections = vec![
+        Section {
+            heading: "Spend by team".into(),
+            paragraphs: vec![
+                format!(
+                    "The fleet of {} GPUs cost {} in {month_name}; {} of it ({idle_pct:.1}%) paid for GPUs that sat idle.",
+                    report.coverage.gpus,
+                    money(totals.cost),
+                    money(totals.idle_cost)
+                ),
+                previous_paragraph,
+                "A team's cost is its processes' share of each GPU-minute they held (by memory held × time). \
+                 \"(unallocated)\" is GPU time no process held; \"unassigned\" is processes no team rule in the config claims."
+                    .into(),
+            ],
+            table: Some(table("spend", &spend_rows, usize::MAX)),
+            chart: Some(ChartName::TeamSpend),
+        },
+        Section {
+            heading: "Idle cost by team".into(),
+            paragraphs: vec![if top_idle_teams.is_empty() {
+                "No team held memory on idle GPUs.".to_owned()
+            } else {
+                format!(
+                    "Teams whose idle GPUs cost the most: {}. Idle time with nothing on the GPU is \"(unallocated)\".",
+                    top_idle_teams.iter().map(|(t, c)| format!("{t} ({})", money(*c))).collect::<Vec<_>>().join(", ")
+                )
+            }],
+            table: Some(table("idle-cost-by-team", &idle_teams, usize::MAX)),
+            chart: Some(ChartName::IdleCost),
+        },
+        Section {
+            heading: "Busy and idle GPUs over the month".into(),
+            paragraphs: vec![format!(
+                "On average {:.1} GPUs were busy, {:.1} idle while a process held memory on them, and {:.1} idle and empty.",
+                busy_hours / hours_in_period,
+                held_hours / hours_in_period,
+                empty_hours / hours_in_period
+            )],
+            table: None,
+            chart: Some(ChartName::FleetState),
+        },
+        Section {
+            heading: "When the fleet sits idle".into(),
+            paragraphs: if window_lines.is_empty() {
+                vec!["No hour of the week was 60% idle or more for 2 hours in a row.".into()]
+            } else {
+                let mut p = vec!["Recurring idle windows (hours of the week, UTC, at least 60% of GPU time idle):".to_owned()];
+                p.extend(window_lines.iter().cloned());
+                p
+            },
+            table: None,
+            chart: Some(ChartName::HourOfWeek),
+        },
+        Section {
+            heading: "Every GPU, every day".into(),
+            paragraphs: vec![format!(
+                "Mean utilization of each GPU per day. The GPUs whose idle time cost the most (top {TOP_ROWS}; all in idle-cost-by-gpu.csv):"
+            )],
+            table: Some(table("idle-cost-by-gpu", &idle_gpus, TOP_ROWS)),
+            chart: Some(ChartName::GpuDays),
+        },
+        Section {
+            heading: "Zombies".into(),
+            paragraphs: vec![format!(
+                "Processes that held at least {} MiB of GPU memory while their GPU sat idle for {} or more: {zombie_count}. \
+                 Longest-held first (top {TOP_ROWS}; all in zombies.csv).",
+                report.config.zombie.min_mem_mib,
+                humantime::format_duration(report.config.zombie.min_idle)
+            )],
+            table: Some(table("zombies", &zombie_rows, TOP_ROWS)),
+            chart: None,
+        },
+        Section {
+            heading: "Reclaim candidates".into(),
+            paragraphs: vec![format!(
+                "GPUs idle for {} or more in a row: {reclaim_gpus}, in {} stretches. Longest first (top {TOP_ROWS}; all in reclaim.csv).",
+                humantime::format_duration(report.config.reclaim.idle_for),
+                reclaim_rows.num_rows()
+            )],
+            table: Some(table("reclaim", &reclaim_rows, TOP_ROWS)),
+            chart: None,
+        },
+        Section {
+            heading: "Power and energy".into(),
+            paragraphs: vec![format!(
+                "The GPUs drew {} kWh ({} with the data centre's overhead, PUE {}).",
+                group_thousands(energy_kwh, 0),
+                group_thousands(energy_kwh * report.config.energy.pue, 0),
+                report.config.energy.pue
+            )],
+            table: None,
+            chart: Some(ChartName::Power),
+        },
+    ];
+    sections.push(Section {
+        heading: "About these figures".into(),
+        paragraphs: vec![
+            format!(
+                "Recorded: {} GPU-hours; unrecorded: {} GPU-hours, which are not counted as idle.",
+                group_thousands(report.coverage.recorded_hours, 1),
+                group_thousands(report.coverage.unrecorded_hours, 1)
+            ),
+            format!(
+                "A GPU-minute is idle when its mean utilization is under {}%. Its cost is its share of the GPU's price \
+                 written off over its lifetime, its operating cost, and its energy at {} per kWh × PUE {}.",
+                report.config.idle.threshold_pct,
+                money(report.config.energy.price_per_kwh),
+                report.config.energy.pue
+            ),
+            format!("Config: {}. Data: {}.", report.config.source, report.session.layout().root().display()),
+        ],
+        table: None,
+        chart: None,
+    });
+
+    step("writing the page");
+    let bundle = apron_reports::Report {
+        title: format!("GPU fleet report: {month_name}"),
+        period: report.period.label(),
+        data: report.session.layout().root().display().to_string(),
+        config: report.config.source.to_string(),
+        currency: currency.clone(),
+        headline: headline_figures,
+        sections,
+    };
+    apron_reports::write_bundle(&bundle, out_dir)
+        .map_err(|e| Error::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+    progress.finish_and_clear();
+    Ok(Headline {
+        month: month_name,
+        period: report.period.label(),
+        cost: totals.cost,
+        idle_cost: totals.idle_cost,
+        gpu_hours: totals.gpu_hours,
+        gpus: report.coverage.gpus,
+        top_idle_teams,
+        zombies: zombie_count,
+        reclaim_gpus,
+        windows: window_lines,
+        currency,
+        index: out_dir.join("index.html"),
+    })
+}
+
+/// `November 2026`.
+fn month_name(month: NaiveDate) -> String {
+    month.format("%B %Y").to_string()
+}
+
+fn chart_step(name: ChartName) -> &'static str {
+    match name {
+        ChartName::FleetState => "chart fleet-state",
+        ChartName::IdleCost => "chart idle-cost",
+        ChartName::TeamSpend => "chart team-spend",
+        ChartName::HourOfWeek => "chart hour-of-week",
+        ChartName::GpuDays => "chart gpu-days",
+        ChartName::Power => "chart power",
+    }
+}
+
+/// The spend totals of the month before `month`, with its name; `None`
+/// when it has no data.
+async fn previous_month(
+    global: &GlobalArgs,
+    month: NaiveDate,
+) -> Result<Option<(String, spend::Totals)>, Error> {
+    let Some(before) = Period::previous_month(month) else { return Ok(None) };
+    let args = PeriodArgs { month: Some(before), ..PeriodArgs::default() };
+    let report = match Report::prepare_quietly(global, &args).await {
+        Ok(r) => r.with_costs().await?,
+        Err(Error::NoDataInPeriod { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let (_, totals) = spend::spend(&report).await?;
+    let name = if before.year() == month.year() { before.format("%B") } else { before.format("%B %Y") };
+    Ok(Some((name.to_string(), totals)))
+}
+
+/// The number of distinct values of `columns` together in `batch`.
+fn distinct_count(batch: &RecordBatch, columns: &[&str]) -> usize {
+    let formatted: Vec<Vec<String>> = columns.iter().map(|c| display_column(batch, c)).collect();
+    let mut keys: Vec<Vec<&str>> = (0..batch.num_rows())
+        .map(|i| formatted.iter().map(|col| col.get(i).map_or("", String::as_str)).collect())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.len()
+}
+
+fn string_column(batch: &RecordBatch, name: &str) -> Vec<String> {
+    display_column(batch, name)
+}
+
+/// Every value of column `name` as text (empty for null); none when the
+/// column is missing.
+fn display_column(batch: &RecordBatch, name: &str) -> Vec<String> {
+    let Some(column) = batch.column_by_name(name) else { return Vec::new() };
+    (0..column.len()).map(|i| cell(column.as_ref(), name, i)).collect()
+}
+
+/// One cell for the page and the CSV: money and hours with fixed decimals,
+/// times to the minute, null as empty.
+fn cell(column: &dyn Array, name: &str, i: usize) -> String {
+    if column.is_null(i) {
+        return String::new();
+    }
+    match column.data_type() {
+        DataType::Float64 => {
+            let v = column.as_primitive::<datafusion::arrow::datatypes::Float64Type>().value(i);
+            let decimals = if name.ends_with("cost") || name.ends_with("cost_per_week") { 2 } else { 1 };
+            format!("{v:.decimals$}")
+        }
+        DataType::Timestamp(..) => {
+            let options = FormatOptions::default().with_timestamp_tz_format(Some("%Y-%m-%d %H:%M"));
+            ArrayFormatter::try_new(column, &options).map(|f| f.value(i).to_string()).unwrap_or_default()
+        }
+        _ => ArrayFormatter::try_new(column, &FormatOptions::default())
+            .map(|f| f.value(i).to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// `batch` as a table named `name` (its CSV's stem), at most `rows` rows.
+fn table(name: &str, batch: &RecordBatch, rows: usize) -> TableData {
+    let schema = batch.schema();
+    let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let numeric = schema.fields().iter().map(|f| f.data_type().is_numeric()).collect();
+    let rows = (0..batch.num_rows().min(rows))
+        .map(|i| {
+            schema.fields().iter().zip(batch.columns()).map(|(f, c)| cell(c.as_ref(), f.name(), i)).collect()
+        })
+        .collect();
+    TableData { name: name.to_owned(), columns, rows, numeric }
+}

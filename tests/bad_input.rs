@@ -1,0 +1,106 @@
+//! End to end: user mistakes on the cost reports' command lines end with
+//! exit code 2, one `error:` line on stderr that says what is wrong, and
+//! nothing on stdout: no panic, no backtrace. A config that prices a model
+//! the data does not hold is a warning, not an error.
+//!
+//! Runs on the hand-built fleet of `apron_tests::scenario` (Monday
+//! 2026-11-02 10:00–10:10 UTC).
+
+use std::process::Output;
+
+use apron_tests::scenario::{FROM_TO, Fixture};
+
+/// The text of `out`'s stderr.
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `out` is a refused command line or bad input: exit code 2, nothing on
+/// stdout, exactly one line on stderr, starting `error:`, with no panic or
+/// backtrace, and containing each of `mentions`.
+fn assert_one_error(args: &[&str], out: &Output, mentions: &[&str]) {
+    let text = stderr(out);
+    let what = format!("apron {}", args.join(" "));
+    assert_eq!(out.status.code(), Some(2), "{what}: exit code; stderr: {text}");
+    assert!(out.stdout.is_empty(), "{what}: stdout: {}", String::from_utf8_lossy(&out.stdout));
+    for bad in ["panicked", "backtrace", "RUST_BACKTRACE", "stack"] {
+        assert!(!text.contains(bad), "{what}: stderr mentions {bad:?}: {text}");
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{what}: one line on stderr, got {lines:?}");
+    assert!(lines[0].starts_with("error: "), "{what}: {text}");
+    for m in mentions {
+        assert!(lines[0].contains(m), "{what}: the error names {m:?}: {text}");
+    }
+}
+
+#[test]
+fn bad_command_lines_are_one_error_line_and_exit_2() {
+    let fx = Fixture::new();
+    let cases: [(&[&str], &[&str]); 5] = [
+        // clap refuses these; apron folds its message into one line.
+        (&["idle-cost", "--by", "nobody"], &["'nobody'", "--by", "team, user, host, gpu"]),
+        (&["spend", "--from", "2026-13-01"], &["'2026-13-01'", "--from", "YYYY-MM-DD"]),
+        (&["spend", "--month", "2026-1"], &["'2026-1'", "--month", "YYYY-MM"]),
+        (
+            &["spend", "--month", "2026-11", "--from", "2026-11-02"],
+            &["--month", "--from", "cannot be used with"],
+        ),
+        // apron refuses this one itself.
+        (
+            &["spend", "--from", "2026-11-05", "--to", "2026-11-02"],
+            &["--from 2026-11-05 00:00", "--to 2026-11-02 00:00"],
+        ),
+    ];
+    for (args, mentions) in cases {
+        for format in ["table", "json"] {
+            let mut all = vec!["--format", format];
+            all.extend_from_slice(args);
+            assert_one_error(&all, &fx.apron(&all), mentions);
+        }
+    }
+}
+
+#[test]
+fn a_period_without_data_names_the_period_and_what_the_data_covers() {
+    let fx = Fixture::new();
+    for report in [&["spend"][..], &["idle-cost", "--by", "user"], &["windows"], &["zombies"], &["reclaim"]] {
+        let mut args = report.to_vec();
+        args.extend_from_slice(&["--month", "2025-01"]);
+        let out = fx.apron(&args);
+        assert_one_error(
+            &args,
+            &out,
+            &[
+                "2025-01-01 00:00 – 2025-02-01 00:00 UTC",
+                &fx.data.display().to_string(),
+                "the data covers 2026-11-02 10:00",
+            ],
+        );
+    }
+}
+
+#[test]
+fn a_config_pricing_a_model_the_data_lacks_is_a_warning() {
+    let fx = Fixture::new();
+    // "Test X" instead of "Test A": nothing matches it, so every GPU is
+    // priced by "*" (0.001 per second): 28 recorded minutes × (60 × 0.001 +
+    // 0.0013 energy) = 1.7164 → $1.72.
+    let text =
+        std::fs::read_to_string(&fx.config).expect("read the config").replace("\"Test A\"", "\"Test X\"");
+    let config = fx.dir.path().join("typo.toml");
+    std::fs::write(&config, text).expect("write the config");
+    let mut args = vec!["--format", "json", "spend"];
+    args.extend_from_slice(&FROM_TO);
+    let out = fx.apron_with(&config, &args);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "stderr: {text}");
+    let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(warnings[0].contains("\"Test X\"") && warnings[0].contains("typo.toml"), "{text}");
+    assert!(!text.contains("error:") && !text.contains("panicked"), "{text}");
+    assert!(text.contains("\nCost:     $1.72 for 0.47 GPU-hours"), "{text}");
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON rows");
+    let total: f64 = rows.iter().map(|r| r["cost"].as_f64().expect("cost")).sum();
+    assert!((total - 1.72).abs() < 1e-9, "{rows:?}");
+}

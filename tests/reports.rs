@@ -1,0 +1,573 @@
+//! End to end: the numbers of apron's cost reports (`spend`, `idle-cost`,
+//! `windows`) and of `zombies` and `reclaim`, on the hand-built fleet of
+//! `apron_tests::scenario`, each figure worked out by hand below from
+//! DESIGN.md's definitions, not by re-running the SQL. Then the same
+//! reports on the raw files alone (rollups deleted) must say exactly the
+//! same.
+//!
+//! Every mismatch is collected and the test fails once at the end listing
+//! them all, so one wrong figure does not hide the others.
+//!
+//! # The figures, by hand
+//!
+//! Prices (see `scenario::CONFIG`): a "Test A" GPU-second costs 0.002, a
+//! "Test B" one 0.001; a recorded minute's energy is 0.005 kWh, which costs
+//! 0.005 × 0.2 × 1.3 = 0.0013. So a full minute of
+//!
+//! - GPU-A or GPU-C ("Test A") costs 60 × 0.002 + 0.0013 = 0.1213,
+//! - GPU-B ("Test B")          costs 60 × 0.001 + 0.0013 = 0.0613.
+//!
+//! Minutes (threshold 5%): GPU-A m 0–4 busy (50%), shared by memory-time
+//! alice 1 GiB : bob 3 GiB = 1/4 : 3/4; GPU-A m 5–9 idle-held, alice alone;
+//! GPU-B m 0–9 idle-empty, "(unallocated)"; GPU-C m 0–7 busy, carol alone;
+//! GPU-C m 8–9 unrecorded: no row, no cost, not idle.
+//!
+//! | team (user)      | busy s       | idle-held s  | idle-empty s  | energy J                         | busy cost                   | idle cost           | cost     |
+//! |------------------|--------------|--------------|---------------|----------------------------------|-----------------------------|---------------------|----------|
+//! | nlp (carol)      | 8 × 60 = 480 | 0            | 0             | 8 × 18 000 = 144 000             | 8 × 0.1213 = 0.9704         | 0                   | 0.9704   |
+//! | vision (alice)   | 5 × 15 = 75  | 5 × 60 = 300 | 0             | 5 × 4 500 + 5 × 18 000 = 112 500 | 5 × 0.1213 / 4 = 0.151625   | 5 × 0.1213 = 0.6065 | 0.758125 |
+//! | (unallocated)    | 0            | 0            | 10 × 60 = 600 | 10 × 18 000 = 180 000            | 0                           | 10 × 0.0613 = 0.613 | 0.613    |
+//! | unassigned (bob) | 5 × 45 = 225 | 0            | 0             | 5 × 13 500 = 67 500              | 5 × 0.1213 × 3/4 = 0.454875 | 0                   | 0.454875 |
+//! | fleet            | 780          | 300          | 600           | 504 000 (0.14 kWh)               | 1.5769                      | 1.2195              | 2.7964   |
+//!
+//! Hours to two decimals: nlp 480 s = 0.1333 → 0.13; vision 375 s = 0.1042
+//! → 0.10 (busy 75 s → 0.02, idle-held 300 s → 0.08); "(unallocated)" 600 s
+//! → 0.17; unassigned 225 s = 0.0625 → 0.06. Energy: 0.04, 0.03125 → 0.03,
+//! 0.05, 0.01875 → 0.02 kWh.
+//!
+//! Money to the cent keeping the total (largest remainder): the exact
+//! amounts are 97.04, 75.8125, 61.3 and 45.4875 cents, 279.64 in all, so
+//! the total is 280 cents; rounded down they make 97 + 75 + 61 + 45 = 278,
+//! and the 2 cents left go to the largest remainders, vision (.8125) and
+//! unassigned (.4875): 0.97, 0.76, 0.61, 0.46 (rounding each on its own
+//! would print 2.79 against a 2.80 total). Each row's busy and idle cost
+//! must add up to its cost and each be its exact amount to within a cent
+//! the right way: vision 0.15 + 0.61 (exact 0.1516 + 0.6065), unassigned
+//! 0.46 + 0.00 (bob was never idle: exact idle cost 0). Fleet idle cost
+//! 1.2195 → $1.22, 43.6% of $2.80. Shares of the printed total: 97/280 =
+//! 34.6%, 76/280 = 27.1%, 61/280 = 21.8%, 46/280 = 16.4%.
+
+use std::time::Instant;
+
+use apron_tests::number_after;
+use apron_tests::scenario::{END, FROM_TO, Fixture, START, ms};
+use serde_json::{Value, json};
+
+/// Collected mismatches; the test fails once, listing all of them.
+#[derive(Debug, Default)]
+struct Checks {
+    failures: Vec<String>,
+}
+
+impl Checks {
+    fn fail(&mut self, what: impl Into<String>) {
+        self.failures.push(what.into());
+    }
+
+    fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
+        if got != want {
+            self.fail(format!("{what}: got {got:?}, want {want:?}"));
+        }
+    }
+
+    /// `got` is within `tolerance` of `want`.
+    fn near(&mut self, what: &str, got: f64, want: f64, tolerance: f64) {
+        // NaN (a figure not found) fails too.
+        if (got - want).abs().partial_cmp(&tolerance).is_none_or(|o| o.is_gt()) {
+            self.fail(format!("{what}: got {got}, want {want} ± {tolerance}"));
+        }
+    }
+
+    /// Two row lists are the same: same length, same columns, strings and
+    /// booleans equal, numbers within 1e-9 (the CLI rounds; the expected
+    /// figures are the rounded ones).
+    fn rows(&mut self, what: &str, got: &[Value], want: &[Value]) {
+        if got.len() != want.len() {
+            self.fail(format!(
+                "{what}: {} rows, want {}:\n  got  {got:?}\n  want {want:?}",
+                got.len(),
+                want.len()
+            ));
+            return;
+        }
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            let (Some(g), Some(w)) = (g.as_object(), w.as_object()) else {
+                self.fail(format!("{what}: row {i} is not an object: {g}"));
+                continue;
+            };
+            let mut gk: Vec<&String> = g.keys().collect();
+            let mut wk: Vec<&String> = w.keys().collect();
+            gk.sort();
+            wk.sort();
+            if gk != wk {
+                self.fail(format!("{what}: row {i} has columns {gk:?}, want {wk:?}"));
+                continue;
+            }
+            for (key, wv) in w {
+                let gv = &g[key];
+                let same = match (gv.as_f64(), wv.as_f64()) {
+                    (Some(a), Some(b)) => (a - b).abs() <= 1e-9,
+                    _ => gv == wv,
+                };
+                if !same {
+                    let id = ["team", "user", "host", "gpu_uuid", "window", "dow"]
+                        .iter()
+                        .find_map(|k| w.get(*k))
+                        .map(Value::to_string)
+                        .unwrap_or_default();
+                    self.fail(format!("{what}: row {i} ({id}) {key}: got {gv}, want {wv}"));
+                }
+            }
+        }
+    }
+
+    fn finish(self) {
+        assert!(
+            self.failures.is_empty(),
+            "{} figure(s) differ from the hand computation:\n- {}",
+            self.failures.len(),
+            self.failures.join("\n- ")
+        );
+    }
+}
+
+/// What `apron --format json ARGS…` printed: the rows and the stderr lines
+/// (the header), or `None` (recorded as a failure) when it did not succeed.
+fn json(checks: &mut Checks, fx: &Fixture, args: &[&str]) -> Option<(Vec<Value>, Vec<String>)> {
+    let mut all = vec!["--format", "json"];
+    all.extend_from_slice(args);
+    let out = fx.apron(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        checks.fail(format!("apron {}: {}, stderr: {}", args.join(" "), out.status, stderr.trim()));
+        return None;
+    }
+    match serde_json::from_slice::<Vec<Value>>(&out.stdout) {
+        Ok(rows) => Some((rows, stderr.lines().map(str::to_owned).collect())),
+        Err(e) => {
+            checks.fail(format!("apron {}: stdout is not a JSON array ({e})", args.join(" ")));
+            None
+        }
+    }
+}
+
+/// The rows of `apron --format json ARGS…` with the period flags added.
+fn rows(checks: &mut Checks, fx: &Fixture, args: &[&str]) -> Vec<Value> {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&FROM_TO);
+    json(checks, fx, &all).map(|(rows, _)| rows).unwrap_or_default()
+}
+
+/// The column names of `apron --format csv ARGS…`, in order (JSON objects
+/// do not keep it).
+fn columns(fx: &Fixture, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["--format", "csv"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&FROM_TO);
+    let out = fx.apron(&all);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout.lines().next().unwrap_or_default().split(',').map(str::to_owned).collect()
+}
+
+fn spend_row(team: &str, hours: [f64; 5], money: [f64; 3], share_pct: f64) -> Value {
+    json!({
+        "team": team,
+        "gpu_hours": hours[0],
+        "busy_gpu_hours": hours[1],
+        "idle_held_gpu_hours": hours[2],
+        "idle_empty_gpu_hours": hours[3],
+        "energy_kwh": hours[4],
+        "cost": money[0],
+        "busy_cost": money[1],
+        "idle_cost": money[2],
+        "share_pct": share_pct,
+    })
+}
+
+/// Spend per team, highest cost first, as worked out in the module docs.
+fn expected_spend() -> Vec<Value> {
+    vec![
+        spend_row("nlp", [0.13, 0.13, 0.0, 0.0, 0.04], [0.97, 0.97, 0.0], 34.6),
+        spend_row("vision", [0.10, 0.02, 0.08, 0.0, 0.03], [0.76, 0.15, 0.61], 27.1),
+        spend_row("(unallocated)", [0.17, 0.0, 0.0, 0.17, 0.05], [0.61, 0.0, 0.61], 21.8),
+        // Bob was never idle: his 0.46 is all busy cost.
+        spend_row("unassigned", [0.06, 0.06, 0.0, 0.0, 0.02], [0.46, 0.46, 0.0], 16.4),
+    ]
+}
+
+/// The header every report prints first, for the `--from`/`--to` period.
+fn check_common_header(checks: &mut Checks, what: &str, fx: &Fixture, lines: &[String]) {
+    let want = [
+        "Period:   2026-11-02 10:00 – 2026-11-02 10:10 UTC (10 min)".to_owned(),
+        format!(
+            "Data:     {}: 3 GPUs, first sample 2026-11-02 10:00, last 2026-11-02 10:09:50 UTC",
+            fx.data.display()
+        ),
+        format!("Config:   {}", fx.config.display()),
+    ];
+    for (i, w) in want.iter().enumerate() {
+        checks.eq(
+            &format!("{what}: header line {}", i + 1),
+            lines.get(i).map(String::as_str),
+            Some(w.as_str()),
+        );
+    }
+    // Recorded: GPU-A 10 + GPU-B 10 + GPU-C 8 = 28 GPU-minutes = 0.467 h;
+    // unrecorded: GPU-C's minutes 8 and 9, 3 GPUs × 10 min − 28 = 2
+    // GPU-minutes = 0.033 h. The header prints two decimals under 10 h.
+    let recorded = lines.get(3).map(String::as_str).unwrap_or_default();
+    checks.eq(&format!("{what}: recorded line"), recorded.starts_with("Recorded: "), true);
+    match (number_after(recorded, "Recorded:"), number_after(recorded, "unrecorded:")) {
+        (Some(r), Some(u)) => {
+            checks.near(&format!("{what}: recorded GPU-hours"), r, 28.0 / 60.0, 0.005 + 1e-9);
+            checks.near(&format!("{what}: unrecorded GPU-hours"), u, 2.0 / 60.0, 0.005 + 1e-9);
+        }
+        _ => checks.fail(format!("{what}: no recorded/unrecorded figures in {recorded:?}")),
+    }
+    checks.eq(&format!("{what}: unrecorded not idle"), recorded.ends_with("(not counted as idle)"), true);
+}
+
+#[test]
+fn hand_built_fleet_costs_add_up_to_the_cent() {
+    let t0 = Instant::now();
+    let fx = Fixture::new();
+    let mut c = Checks::default();
+
+    // --- spend ---------------------------------------------------------
+    let mut args = vec!["spend"];
+    args.extend_from_slice(&FROM_TO);
+    if let Some((rows, header)) = json(&mut c, &fx, &args) {
+        c.rows("spend", &rows, &expected_spend());
+        check_common_header(&mut c, "spend", &fx, &header);
+        c.eq("spend: header lines", header.len(), 5);
+        c.eq(
+            "spend: Cost line",
+            header.get(4).map(String::as_str),
+            Some("Cost:     $2.80 for 0.47 GPU-hours; idle $1.22 (43.6%)"),
+        );
+        // The printed rows add up to the printed total, and each row's busy
+        // and idle cost to its cost, to the cent.
+        let cents = |r: &Value, k: &str| (r[k].as_f64().unwrap_or(f64::NAN) * 100.0).round() as i64;
+        let total = header.get(4).and_then(|l| number_after(l, "Cost:")).unwrap_or(f64::NAN);
+        c.eq(
+            "spend: Σ cost = Cost: total (cents)",
+            rows.iter().map(|r| cents(r, "cost")).sum::<i64>(),
+            (total * 100.0).round() as i64,
+        );
+        for r in &rows {
+            c.eq(
+                &format!("spend {}: busy_cost + idle_cost = cost (cents)", r["team"]),
+                cents(r, "busy_cost") + cents(r, "idle_cost"),
+                cents(r, "cost"),
+            );
+        }
+        let idle = header.get(4).and_then(|l| number_after(l, "idle")).unwrap_or(f64::NAN);
+        c.eq(
+            "spend: Σ idle_cost = header idle (cents)",
+            rows.iter().map(|r| cents(r, "idle_cost")).sum::<i64>(),
+            (idle * 100.0).round() as i64,
+        );
+    }
+    c.eq(
+        "spend: columns in order",
+        columns(&fx, &["spend"]).join(","),
+        "team,gpu_hours,busy_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,energy_kwh,cost,busy_cost,idle_cost,share_pct"
+            .to_owned(),
+    );
+    // As a table, the header goes above the rows on stdout, nothing on stderr.
+    let mut table = vec!["spend"];
+    table.extend_from_slice(&FROM_TO);
+    let out = fx.apron(&table);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    c.eq("spend table: success", out.status.success(), true);
+    c.eq("spend table: stderr", String::from_utf8_lossy(&out.stderr).into_owned(), String::new());
+    c.eq("spend table: header first", stdout.starts_with("Period:   2026-11-02 10:00"), true);
+    c.eq("spend table: Cost line", stdout.contains("\nCost:     $2.80 for 0.47 GPU-hours"), true);
+
+    // --- spend over the month --------------------------------------------
+    // The data holds only the ten minutes, so November costs the same. Its
+    // unrecorded time is larger: the period runs from Nov 1 00:00 to now
+    // (or to Dec 1 once past): 3 GPUs × the elapsed hours − 28/60 h
+    // recorded, every hour before 10:00 on Nov 2 and after 10:10 included.
+    let before = chrono::Utc::now().timestamp_millis();
+    let month = json(&mut c, &fx, &["spend", "--month", "2026-11"]);
+    let after = chrono::Utc::now().timestamp_millis();
+    if let Some((rows, header)) = month {
+        c.rows("spend --month", &rows, &expected_spend());
+        c.eq(
+            "spend --month: period",
+            header.first().map(String::as_str),
+            Some("Period:   2026-11-01 00:00 – 2026-12-01 00:00 UTC (30 days)"),
+        );
+        c.eq(
+            "spend --month: Cost line",
+            header.get(4).map(String::as_str),
+            Some("Cost:     $2.80 for 0.47 GPU-hours; idle $1.22 (43.6%)"),
+        );
+        let (start, end) = (ms("2026-11-01T00:00:00Z"), ms("2026-12-01T00:00:00Z"));
+        let unrecorded = |now: i64| 3.0 * (now.min(end) - start) as f64 / 3_600_000.0 - 28.0 / 60.0;
+        let got = header.get(3).and_then(|l| number_after(l, "unrecorded:")).unwrap_or(f64::NAN);
+        let (lo, hi) = (unrecorded(before) - 0.05, unrecorded(after) + 0.05);
+        if !(lo..=hi).contains(&got) {
+            c.fail(format!("spend --month: unrecorded {got} GPU-hours, want {lo}..{hi}"));
+        }
+    }
+
+    // --- idle-cost ---------------------------------------------------------
+    // Idle minutes only: vision (alice) GPU-A m 5–9, 300 s = 0.08 h, 0.6065
+    // → 0.61; "(unallocated)" GPU-B m 0–9, 600 s = 0.17 h, 0.613 → 0.61, the
+    // larger, so first. nlp and unassigned were never idle: no rows.
+    let idle_row = |key: (&str, &str), hours: [f64; 3], cost: f64| {
+        let mut row = json!({
+            "idle_gpu_hours": hours[0],
+            "idle_held_gpu_hours": hours[1],
+            "idle_empty_gpu_hours": hours[2],
+            "idle_cost": cost,
+        });
+        row[key.0] = json!(key.1);
+        row
+    };
+    let unalloc = [0.17, 0.0, 0.17];
+    let held = [0.08, 0.08, 0.0];
+    for (by, key, holder) in [("team", "team", "vision"), ("user", "user", "alice")] {
+        let got = rows(&mut c, &fx, &["idle-cost", "--by", by]);
+        let want = vec![idle_row((key, "(unallocated)"), unalloc, 0.61), idle_row((key, holder), held, 0.61)];
+        c.rows(&format!("idle-cost --by {by}"), &got, &want);
+    }
+    // By host: h1's idle minutes together, 900 s = 0.25 h (of which 300 s
+    // held → 0.08, 600 s empty → 0.17), 0.6065 + 0.613 = 1.2195 → 1.22; h2
+    // was never idle.
+    let got = rows(&mut c, &fx, &["idle-cost", "--by", "host"]);
+    c.rows("idle-cost --by host", &got, &[idle_row(("host", "h1"), [0.25, 0.08, 0.17], 1.22)]);
+    // By GPU: GPU-B (0.613) before GPU-A (0.6065).
+    let got = rows(&mut c, &fx, &["idle-cost", "--by", "gpu"]);
+    let mut gpu_b = idle_row(("gpu_uuid", "GPU-B"), unalloc, 0.61);
+    gpu_b["host"] = json!("h1");
+    gpu_b["gpu_index"] = json!(1);
+    let mut gpu_a = idle_row(("gpu_uuid", "GPU-A"), held, 0.61);
+    gpu_a["host"] = json!("h1");
+    gpu_a["gpu_index"] = json!(0);
+    c.rows("idle-cost --by gpu", &got, &[gpu_b, gpu_a]);
+    c.eq(
+        "idle-cost --by gpu: columns in order",
+        columns(&fx, &["idle-cost", "--by", "gpu"]).join(","),
+        "gpu_uuid,host,gpu_index,idle_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,idle_cost"
+            .to_owned(),
+    );
+    let mut args = vec!["idle-cost", "--by", "team"];
+    args.extend_from_slice(&FROM_TO);
+    if let Some((_, header)) = json(&mut c, &fx, &args) {
+        check_common_header(&mut c, "idle-cost", &fx, &header);
+        c.eq("idle-cost: Idle line", header.get(4).map(String::as_str), Some("Idle:     $1.22 in all"));
+    }
+
+    // --- windows -------------------------------------------------------------
+    // One hour of the week holds data: Monday 10:00 (2026-11-02 is a
+    // Monday), recorded once (weeks 1).
+    //   mean_util_pct  = (GPU-A 50% × 300 s + 0% × 300 s + GPU-B 0% × 600 s
+    //                     + GPU-C 100% × 480 s) / 1680 s = 63 000 / 1680 = 37.5
+    //   idle_share_pct = idle 900 s / recorded 1680 s = 53.57 → 53.6
+    //   idle_gpu_hours_per_week = 900 s = 0.25 h
+    //   idle_cost_per_week      = 0.6065 + 0.613 = 1.2195 → 1.22
+    //   gpus                    = 1680 s / 3600 s = 0.467 → 0.47
+    let profile = json!({
+        "dow": "Mon", "hour": 10, "mean_util_pct": 37.5, "idle_share_pct": 53.6,
+        "idle_gpu_hours_per_week": 0.25, "idle_cost_per_week": 1.22, "gpus": 0.47, "weeks": 1,
+    });
+    let mut args = vec!["windows", "--min-hours", "1", "--min-idle-share", "50"];
+    args.extend_from_slice(&FROM_TO);
+    if let Some((got, header)) = json(&mut c, &fx, &args) {
+        c.rows("windows --show profile", &got, std::slice::from_ref(&profile));
+        check_common_header(&mut c, "windows", &fx, &header);
+        c.eq(
+            "windows: header",
+            header.get(4..).map(<[String]>::to_vec),
+            Some(vec![
+                "Windows:  recurring idle windows (50% idle or more, 1 h or longer), costliest first:"
+                    .to_owned(),
+                "  Mon 10:00–11:00: 54% of GPU time idle, 0 GPU-hours and $1.22 a week".to_owned(),
+            ]),
+        );
+    }
+    // With at least 50% idle asked, Monday 10:00–11:00 is a window: the
+    // one hour, so the hour's figures (53.57% idle, not a figure recomputed
+    // from rounded ones).
+    let got =
+        rows(&mut c, &fx, &["windows", "--show", "windows", "--min-hours", "1", "--min-idle-share", "50"]);
+    let window = json!({
+        "window": "Mon 10:00–11:00", "hours_per_week": 1, "idle_share_pct": 53.6,
+        "idle_gpu_hours_per_week": 0.25, "idle_cost_per_week": 1.22,
+        "text": "Mon 10:00–11:00: 54% of GPU time idle, 0 GPU-hours and $1.22 a week",
+    });
+    c.rows("windows --show windows (50%)", &got, &[window]);
+    // At 60% it is not.
+    let mut args = vec!["windows", "--show", "windows", "--min-hours", "1", "--min-idle-share", "60"];
+    args.extend_from_slice(&FROM_TO);
+    if let Some((got, header)) = json(&mut c, &fx, &args) {
+        c.rows("windows --show windows (60%)", &got, &[]);
+        c.eq(
+            "windows (60%): header",
+            header.get(4).map(String::as_str),
+            Some("Windows:  none (no 1 h in a row of the week are 60% idle or more)"),
+        );
+    }
+    // A two-hour window cannot come out of one recorded hour.
+    let got =
+        rows(&mut c, &fx, &["windows", "--show", "windows", "--min-hours", "2", "--min-idle-share", "50"]);
+    c.rows("windows --show windows (2 h)", &got, &[]);
+
+    // --- zombies ---------------------------------------------------------
+    // alice held 1 GiB on GPU-A while it was idle in minutes 5–9: 5
+    // minutes, still there at GPU-A's last minute. bob held memory only
+    // while GPU-A was busy; carol's GPU was always busy.
+    let alice = json!({
+        "host": "h1", "gpu_index": 0, "gpu_uuid": "GPU-A", "pid": 100,
+        "proc_start": "2026-11-02T09:00:00.100Z", "comm": "python", "user": "alice", "team": "vision",
+        "used_mem_bytes": 1_073_741_824_i64, "idle_since": "2026-11-02T10:05:00Z", "idle_minutes": 5,
+        "still_running": true,
+    });
+    for (flags, want, why) in [
+        (
+            &["--min-idle", "5m", "--min-mem", "512"][..],
+            vec![alice.clone()],
+            "5 idle minutes, 1 GiB ≥ 512 MiB",
+        ),
+        (&["--min-idle", "5m"][..], vec![alice.clone()], "default 256 MiB"),
+        (&["--min-idle", "5m", "--min-mem", "1024"][..], vec![alice.clone()], "1 GiB is at least 1024 MiB"),
+        (&["--min-idle", "5m", "--min-mem", "1025"][..], vec![], "1 GiB is less than 1025 MiB"),
+        (&["--min-idle", "6m"][..], vec![], "5 minutes are less than 6"),
+        (&[][..], vec![], "default 10 minutes"),
+    ] {
+        let mut args = vec!["zombies"];
+        args.extend_from_slice(flags);
+        let got = rows(&mut c, &fx, &args);
+        c.rows(&format!("zombies {} ({why})", flags.join(" ")), &got, &want);
+    }
+
+    // --- reclaim ---------------------------------------------------------
+    // GPU-B idle from 10:00 for 10 minutes, nobody holding memory; GPU-A
+    // idle from 10:05 for 5, alice holding; both up to their last minute.
+    // GPU-C's unrecorded minutes are not idle: it never shows.
+    let gpu_b = json!({
+        "host": "h1", "gpu_index": 1, "gpu_uuid": "GPU-B", "idle_since": "2026-11-02T10:00:00Z",
+        "idle_minutes": 10, "held_by": "", "still_idle": true,
+    });
+    let gpu_a = json!({
+        "host": "h1", "gpu_index": 0, "gpu_uuid": "GPU-A", "idle_since": "2026-11-02T10:05:00Z",
+        "idle_minutes": 5, "held_by": "alice", "still_idle": true,
+    });
+    for (idle_for, want) in [
+        ("1m", vec![gpu_b.clone(), gpu_a.clone()]),
+        ("5m", vec![gpu_b.clone(), gpu_a]),
+        ("6m", vec![gpu_b]),
+        ("11m", vec![]),
+    ] {
+        let got = rows(&mut c, &fx, &["reclaim", "--for", idle_for]);
+        c.rows(&format!("reclaim --for {idle_for}"), &got, &want);
+    }
+    let mut args = vec!["reclaim", "--for", "5m"];
+    args.extend_from_slice(&FROM_TO);
+    if let Some((_, header)) = json(&mut c, &fx, &args) {
+        check_common_header(&mut c, "reclaim", &fx, &header);
+        c.eq("reclaim: header lines", header.len(), 4);
+    }
+
+    eprintln!("hand-built fleet: {:.1} s", t0.elapsed().as_secs_f64());
+    c.finish();
+}
+
+/// Every report invocation checked above, for the raw-files comparison.
+fn invocations() -> Vec<Vec<&'static str>> {
+    let period = |args: &[&'static str]| {
+        let mut v = args.to_vec();
+        v.extend_from_slice(&FROM_TO);
+        v
+    };
+    vec![
+        period(&["spend"]),
+        vec!["spend", "--month", "2026-11"],
+        period(&["idle-cost", "--by", "team"]),
+        period(&["idle-cost", "--by", "user"]),
+        period(&["idle-cost", "--by", "host"]),
+        period(&["idle-cost", "--by", "gpu"]),
+        period(&["windows", "--min-hours", "1", "--min-idle-share", "50"]),
+        period(&["windows", "--show", "windows", "--min-hours", "1", "--min-idle-share", "50"]),
+        period(&["zombies", "--min-idle", "5m"]),
+        period(&["reclaim", "--for", "5m"]),
+    ]
+}
+
+#[test]
+fn every_report_says_the_same_on_raw_files_alone() {
+    let t0 = Instant::now();
+    let fx = Fixture::new();
+    let mut c = Checks::default();
+    let run_all = |c: &mut Checks| {
+        invocations()
+            .into_iter()
+            .map(|args| {
+                let mut all = vec!["--format", "json"];
+                all.extend_from_slice(&args);
+                let out = fx.apron(&all);
+                if !out.status.success() {
+                    c.fail(format!(
+                        "apron {}: {}: {}",
+                        args.join(" "),
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ));
+                }
+                (args.join(" "), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+            })
+            .collect::<Vec<_>>()
+    };
+    let with_rollups = run_all(&mut c);
+    fx.remove_rollups();
+    let raw_only = run_all(&mut c);
+    for ((args, stdout, stderr), (_, raw_stdout, raw_stderr)) in with_rollups.iter().zip(&raw_only) {
+        let (a, b) = (String::from_utf8_lossy(stdout), String::from_utf8_lossy(raw_stdout));
+        c.eq(&format!("apron {args}: rows on raw files alone"), b.as_ref(), a.as_ref());
+        // The header too (the month's unrecorded time moves with the clock:
+        // compare all but that line there).
+        let month = args.contains("--month");
+        let keep = |s: &str| {
+            s.lines().filter(|l| !(month && l.starts_with("Recorded:"))).collect::<Vec<_>>().join("\n")
+        };
+        c.eq(&format!("apron {args}: header on raw files alone"), keep(raw_stderr), keep(stderr));
+    }
+    eprintln!("raw files alone: {:.1} s", t0.elapsed().as_secs_f64());
+    c.finish();
+}
+
+#[test]
+fn the_period_bounds_are_half_open() {
+    // [10:05, 10:10) holds GPU-A's idle minutes and GPU-B's second half;
+    // [10:00, 10:05) none of GPU-A's idle minutes. Spend's totals of the two
+    // halves are the whole (2.7964 = 1.5195 + 1.2769 before rounding).
+    let fx = Fixture::new();
+    let mut c = Checks::default();
+    let mid = "2026-11-02T10:05:00Z";
+    let total = |c: &mut Checks, from: &str, to: &str| -> f64 {
+        let args = ["spend", "--from", from, "--to", to];
+        let Some((_, header)) = json(c, &fx, &args) else { return f64::NAN };
+        header.iter().find_map(|l| number_after(l, "Cost:")).unwrap_or(f64::NAN)
+    };
+    // First half: GPU-A 5 × 0.1213 + GPU-B 5 × 0.0613 + GPU-C 5 × 0.1213 = 1.5195 → 1.52.
+    // Second half: GPU-A 5 × 0.1213 + GPU-B 5 × 0.0613 + GPU-C 3 × 0.1213 = 1.2769 → 1.28.
+    let got = total(&mut c, START, mid);
+    c.near("spend [10:00, 10:05)", got, 1.52, 1e-9);
+    let got = total(&mut c, mid, END);
+    c.near("spend [10:05, 10:10)", got, 1.28, 1e-9);
+    let got = total(&mut c, START, END);
+    c.near("spend [10:00, 10:10)", got, 2.80, 1e-9);
+    // Reclaim in the first half: only GPU-B, idle 10:00–10:04.
+    let args = ["reclaim", "--for", "1m", "--from", START, "--to", mid];
+    if let Some((got, _)) = json(&mut c, &fx, &args) {
+        let want = json!({
+            "host": "h1", "gpu_index": 1, "gpu_uuid": "GPU-B", "idle_since": "2026-11-02T10:00:00Z",
+            "idle_minutes": 5, "held_by": "", "still_idle": true,
+        });
+        c.rows("reclaim [10:00, 10:05)", &got, &[want]);
+    }
+    c.finish();
+}
