@@ -38,7 +38,7 @@ pub struct GlobalArgs {
     pub data: PathBuf,
 
     /// Cost and team configuration (apron.toml); without it the documented
-    /// defaults apply. `sql` does not use it.
+    /// defaults apply. `sql` uses it only for the view minute_costs.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -51,7 +51,9 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one read-only SQL query over the recorded tables (gpu_samples,
-    /// proc_samples, partitioned by date and host).
+    /// proc_samples, the minute rollups gpu_minutes and proc_minutes, all
+    /// partitioned by date and host; and minute_costs, every GPU-minute of
+    /// the period priced and attributed).
     Sql(SqlArgs),
 
     /// Print the effective configuration (--config FILE, else ./apron.toml,
@@ -350,6 +352,11 @@ pub struct SqlArgs {
     /// Read the query from FILE ("-" for standard input).
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<PathBuf>,
+
+    /// The period of the view minute_costs (every GPU-minute priced and
+    /// attributed, queries/minute_costs.sql), for queries that read it.
+    #[command(flatten)]
+    pub period: PeriodArgs,
 }
 
 /// What `apron` does with a command line clap did not turn into a [`Cli`]:

@@ -75,12 +75,20 @@ pub struct TableData {
     pub rows: Vec<Vec<String>>,
     /// Per column: right-align it (numbers). Missing entries mean `false`.
     pub numeric: Vec<bool>,
+    /// How many rows the page and the summary show (the first ones); `None`
+    /// shows them all. The CSV always holds every row.
+    pub shown: Option<usize>,
 }
 
 impl TableData {
     /// Whether column `col` is right-aligned.
     pub fn is_numeric(&self, col: usize) -> bool {
         self.numeric.get(col).copied().unwrap_or(false)
+    }
+
+    /// The rows the page and the summary show.
+    pub fn shown_rows(&self) -> &[Vec<String>] {
+        &self.rows[..self.shown.map_or(self.rows.len(), |n| n.min(self.rows.len()))]
     }
 
     /// The CSV file name, e.g. `"spend.csv"`.

@@ -260,30 +260,74 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         Section {
             heading: "Every GPU, every day".into(),
             paragraphs: vec![format!(
-                "Mean utilization of each GPU per day. The GPUs whose idle time cost the most (top {TOP_ROWS}; all in idle-cost-by-gpu.csv):"
+                "Mean utilization of each GPU per day, and the GPUs whose idle time cost the most:"
             )],
-            table: Some(table("idle-cost-by-gpu", &idle_gpus, TOP_ROWS)),
+            table: Some(picked(
+                "idle-cost-by-gpu",
+                &idle_gpus,
+                &[
+                    ("host", "host", Unit::AsIs),
+                    ("gpu_index", "gpu_index", Unit::AsIs),
+                    ("idle_gpu_hours", "idle_gpu_hours", Unit::AsIs),
+                    ("idle_held_gpu_hours", "idle_held_gpu_hours", Unit::AsIs),
+                    ("idle_empty_gpu_hours", "idle_empty_gpu_hours", Unit::AsIs),
+                    ("idle_cost", "idle_cost", Unit::AsIs),
+                    ("gpu_uuid", "gpu_uuid", Unit::AsIs),
+                ],
+                TOP_ROWS,
+            )),
             chart: Some(ChartName::GpuDays),
         },
         Section {
             heading: "Zombies".into(),
             paragraphs: vec![format!(
                 "Processes that held at least {} MiB of GPU memory while their GPU sat idle for {} or more: {zombie_count}. \
-                 Longest-held first (top {TOP_ROWS}; all in zombies.csv).",
+                 Most memory × time first; a process idle in several stretches has a row for each.",
                 report.config.zombie.min_mem_mib,
                 humantime::format_duration(report.config.zombie.min_idle)
             )],
-            table: Some(table("zombies", &zombie_rows, TOP_ROWS)),
+            table: Some(picked(
+                "zombies",
+                &zombie_rows,
+                &[
+                    ("host", "host", Unit::AsIs),
+                    ("gpu_index", "gpu_index", Unit::AsIs),
+                    ("user", "user", Unit::AsIs),
+                    ("team", "team", Unit::AsIs),
+                    ("comm", "comm", Unit::AsIs),
+                    ("pid", "pid", Unit::AsIs),
+                    ("used_mem_bytes", "used_mem_gib", Unit::BytesToGib),
+                    ("idle_since", "idle_since", Unit::AsIs),
+                    ("idle_minutes", "idle_hours", Unit::MinutesToHours),
+                    ("still_running", "still_running", Unit::AsIs),
+                    ("gpu_uuid", "gpu_uuid", Unit::AsIs),
+                    ("proc_start", "proc_start", Unit::AsIs),
+                ],
+                TOP_ROWS,
+            )),
             chart: None,
         },
         Section {
             heading: "Reclaim candidates".into(),
             paragraphs: vec![format!(
-                "GPUs idle for {} or more in a row: {reclaim_gpus}, in {} stretches. Longest first (top {TOP_ROWS}; all in reclaim.csv).",
+                "GPUs idle for {} or more in a row: {reclaim_gpus}, in {} stretches, longest first.",
                 humantime::format_duration(report.config.reclaim.idle_for),
                 reclaim_rows.num_rows()
             )],
-            table: Some(table("reclaim", &reclaim_rows, TOP_ROWS)),
+            table: Some(picked(
+                "reclaim",
+                &reclaim_rows,
+                &[
+                    ("host", "host", Unit::AsIs),
+                    ("gpu_index", "gpu_index", Unit::AsIs),
+                    ("idle_since", "idle_since", Unit::AsIs),
+                    ("idle_minutes", "idle_hours", Unit::MinutesToHours),
+                    ("held_by", "held_by", Unit::AsIs),
+                    ("still_idle", "still_idle", Unit::AsIs),
+                    ("gpu_uuid", "gpu_uuid", Unit::AsIs),
+                ],
+                TOP_ROWS,
+            )),
             chart: None,
         },
         Section {
@@ -426,15 +470,73 @@ fn cell(column: &dyn Array, name: &str, i: usize) -> String {
     }
 }
 
-/// `batch` as a table named `name` (its CSV's stem), at most `rows` rows.
-fn table(name: &str, batch: &RecordBatch, rows: usize) -> TableData {
+/// How [`picked`] shows a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    /// As [`cell`] formats it.
+    AsIs,
+    /// Bytes as GiB, one decimal.
+    BytesToGib,
+    /// Minutes as hours, one decimal.
+    MinutesToHours,
+}
+
+/// The columns `picks` (source column, heading, unit) of `batch`, in that
+/// order, as a table named `name`, the page showing at most `shown` rows: a
+/// reader's choice and units, where the CLI prints every column raw.
+fn picked(name: &str, batch: &RecordBatch, picks: &[(&str, &str, Unit)], shown: usize) -> TableData {
+    let columns: Vec<Vec<String>> = picks
+        .iter()
+        .map(|(source, _, unit)| {
+            let raw = display_column(batch, source);
+            match unit {
+                Unit::AsIs => raw,
+                Unit::BytesToGib => scaled(&raw, 1.0 / f64::from(1u32 << 30)),
+                Unit::MinutesToHours => scaled(&raw, 1.0 / 60.0),
+            }
+        })
+        .collect();
+    let numeric = picks
+        .iter()
+        .map(|(source, _, unit)| {
+            *unit != Unit::AsIs || batch.column_by_name(source).is_some_and(|c| c.data_type().is_numeric())
+        })
+        .collect();
+    let rows = (0..batch.num_rows())
+        .map(|i| columns.iter().map(|c| c.get(i).cloned().unwrap_or_default()).collect())
+        .collect();
+    TableData {
+        name: name.to_owned(),
+        columns: picks.iter().map(|(_, heading, _)| (*heading).to_owned()).collect(),
+        rows,
+        numeric,
+        shown: (shown < batch.num_rows()).then_some(shown),
+    }
+}
+
+/// Each number of `raw` times `factor`, one decimal; other text as is.
+fn scaled(raw: &[String], factor: f64) -> Vec<String> {
+    raw.iter()
+        .map(|v| v.parse::<f64>().map_or_else(|_| v.clone(), |x| format!("{:.1}", x * factor)))
+        .collect()
+}
+
+/// `batch` as a table named `name` (its CSV's stem), the page showing at
+/// most `shown` rows.
+fn table(name: &str, batch: &RecordBatch, shown: usize) -> TableData {
     let schema = batch.schema();
     let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
     let numeric = schema.fields().iter().map(|f| f.data_type().is_numeric()).collect();
-    let rows = (0..batch.num_rows().min(rows))
+    let rows = (0..batch.num_rows())
         .map(|i| {
             schema.fields().iter().zip(batch.columns()).map(|(f, c)| cell(c.as_ref(), f.name(), i)).collect()
         })
         .collect();
-    TableData { name: name.to_owned(), columns, rows, numeric }
+    TableData {
+        name: name.to_owned(),
+        columns,
+        rows,
+        numeric,
+        shown: (shown < batch.num_rows()).then_some(shown),
+    }
 }

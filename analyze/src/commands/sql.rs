@@ -1,11 +1,15 @@
 //! `apron sql QUERY | sql -f FILE`: one ad-hoc read-only query over the data
-//! folder, printed in the chosen format.
+//! folder, printed in the chosen format. A query that reads `minute_costs`
+//! gets it registered for the period flags and the config, so
+//! `apron sql -f queries/spend.sql --month 2026-11` runs a report's SQL as is.
 
 use std::io::{Read, Write};
 use std::path::Path;
 
 use crate::cli::{GlobalArgs, SqlArgs};
+use crate::config::Config;
 use crate::error::Error;
+use crate::period::Period;
 use crate::session::Session;
 
 /// Runs of a query whose files vanished under it (compaction swapping a
@@ -22,6 +26,11 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
     loop {
         tries += 1;
         let session = Session::open(&global.data).await?;
+        if query.to_ascii_lowercase().contains("minute_costs") {
+            let config = Config::load(global.config.as_deref())?;
+            let period = Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis())?;
+            crate::cost::register_minute_costs(&session, &config, &period).await?;
+        }
         let df = session.sql(&query).await?;
         let printed = session.print(df, global.format, &mut out).await.map(drop);
         match printed {

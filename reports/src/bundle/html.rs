@@ -32,6 +32,7 @@ figure.chart img { display: block; width: 100%; height: auto; border: 1px solid 
 .table { overflow-x: auto; margin: 16px 0 6px; }
 table { border-collapse: collapse; width: 100%; font-size: 14px; font-variant-numeric: tabular-nums; }
 th, td { padding: 7px 12px; border-bottom: 1px solid #e5e7eb; text-align: left; vertical-align: top; }
+td { white-space: nowrap; }
 th { background: #f6f8fa; font-weight: 600; border-bottom: 2px solid #d0d7de; }
 th.num, td.num { text-align: right; white-space: nowrap; }
 tbody tr:nth-child(even) td { background: #fafbfc; }
@@ -119,10 +120,11 @@ fn push_table(out: &mut String, table: &TableData) {
     let class = |col: usize| if table.is_numeric(col) { " class=\"num\"" } else { "" };
     out.push_str("<div class=\"table\"><table>\n<thead><tr>");
     for (col, heading) in table.columns.iter().enumerate() {
-        let _ = write!(out, "<th scope=\"col\"{}>{}</th>", class(col), escape(heading));
+        // `idle_held_gpu_hours` reads, and wraps, as "idle held gpu hours".
+        let _ = write!(out, "<th scope=\"col\"{}>{}</th>", class(col), escape(&heading.replace('_', " ")));
     }
     out.push_str("</tr></thead>\n<tbody>\n");
-    for row in &table.rows {
+    for row in table.shown_rows() {
         out.push_str("<tr>");
         for (col, cell) in row.iter().enumerate() {
             let _ = write!(out, "<td{}>{}</td>", class(col), escape(cell));
@@ -131,7 +133,16 @@ fn push_table(out: &mut String, table: &TableData) {
     }
     out.push_str("</tbody>\n</table></div>\n");
     let file = escape(&table.file_name());
-    let _ = writeln!(out, "<p class=\"csv\">This table as CSV: <a href=\"{file}\">{file}</a></p>");
+    let shown = table.shown_rows().len();
+    if shown < table.rows.len() {
+        let _ = writeln!(
+            out,
+            "<p class=\"csv\">The first {shown} of {} rows; all of them as CSV: <a href=\"{file}\">{file}</a></p>",
+            table.rows.len()
+        );
+    } else {
+        let _ = writeln!(out, "<p class=\"csv\">This table as CSV: <a href=\"{file}\">{file}</a></p>");
+    }
 }
 
 /// An HTML id from `heading` ("Spend by team" → "spend-by-team"), made

@@ -57,10 +57,20 @@ fn push_table(out: &mut String, table: &TableData) {
     let rule =
         (0..table.columns.len()).map(|col| if table.is_numeric(col) { "---:" } else { "---" }.to_owned());
     let _ = writeln!(out, "{}", row(&mut rule.into_iter()));
-    for cells in &table.rows {
+    for cells in table.shown_rows() {
         let _ = writeln!(out, "{}", row(&mut cells.iter().map(|c| inline(c))));
     }
-    let _ = writeln!(out, "\nThis table as CSV: [{name}]({name})\n", name = table.file_name());
+    let shown = table.shown_rows().len();
+    if shown < table.rows.len() {
+        let _ = writeln!(
+            out,
+            "\nThe first {shown} of {} rows; all of them as CSV: [{name}]({name})\n",
+            table.rows.len(),
+            name = table.file_name()
+        );
+    } else {
+        let _ = writeln!(out, "\nThis table as CSV: [{name}]({name})\n", name = table.file_name());
+    }
 }
 
 /// Characters Markdown may read as markup anywhere in a line (`|` only

@@ -30,6 +30,7 @@ fn report() -> Report {
                         vec!["speech".to_owned(), "$27,200.00".to_owned()],
                     ],
                     numeric: vec![false, true],
+                    shown: None,
                 }),
                 chart: Some(ChartName::TeamSpend),
             },
@@ -41,6 +42,7 @@ fn report() -> Report {
                     columns: vec!["Host".to_owned(), "Note".to_owned()],
                     rows: vec![vec!["node03".to_owned(), "line one\nline two".to_owned()]],
                     numeric: vec![],
+                    shown: Some(5),
                 }),
                 chart: Some(ChartName::GpuDays),
             },
@@ -180,4 +182,21 @@ fn an_unwritable_folder_is_named() {
     let err = write_bundle(&report(), &file.join("out")).unwrap_err();
     assert!(matches!(err, BundleError::CreateDir { .. }), "{err:?}");
     assert!(err.to_string().contains("a-file"), "{err}");
+}
+
+#[test]
+fn a_long_table_shows_its_first_rows_and_keeps_all_in_the_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = report();
+    let table = r.sections[0].table.as_mut().unwrap();
+    table.rows = (0..30).map(|i| vec![format!("team-{i:02}"), format!("{i}.00")]).collect();
+    table.shown = Some(10);
+    write_bundle(&r, dir.path()).unwrap();
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(html.contains("team-09") && !html.contains("team-10"), "only the first 10 rows are shown");
+    assert!(html.contains("The first 10 of 30 rows"));
+    let markdown = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+    assert!(markdown.contains("team-09") && !markdown.contains("team-10"));
+    let csv = std::fs::read_to_string(dir.path().join("spend.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 31, "the CSV has the header and every row");
 }
