@@ -104,6 +104,7 @@ fn query_text(args: &SqlArgs) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::PeriodArgs;
 
     #[test]
     fn a_file_gone_between_listing_and_reading_is_told_apart() {
@@ -121,7 +122,8 @@ mod tests {
 
     #[test]
     fn a_missing_query_file_is_named() {
-        let args = SqlArgs { query: None, file: Some("/nonexistent/q.sql".into()) };
+        let args =
+            SqlArgs { query: None, file: Some("/nonexistent/q.sql".into()), period: PeriodArgs::default() };
         let err = query_text(&args).expect_err("no such file");
         assert!(matches!(err, Error::ReadQuery { .. }));
         assert!(err.to_string().contains("/nonexistent/q.sql"), "{err}");
@@ -132,9 +134,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("q.sql");
         std::fs::write(&path, "SELECT 2").expect("write");
-        let from_file = SqlArgs { query: None, file: Some(path) };
+        let from_file = SqlArgs { query: None, file: Some(path), period: PeriodArgs::default() };
         assert_eq!(query_text(&from_file).expect("reads"), "SELECT 2");
-        let inline = SqlArgs { query: Some("SELECT 1".into()), file: None };
+        let inline = SqlArgs { query: Some("SELECT 1".into()), file: None, period: PeriodArgs::default() };
         assert_eq!(query_text(&inline).expect("given"), "SELECT 1");
     }
 }
