@@ -50,7 +50,7 @@ pub async fn render(name: ChartName, report: &Report, ctx: &ChartContext, out: &
         ChartName::GpuDays => apron_reports::gpu_days(&gpu_days(report).await?, ctx, out),
         ChartName::Power => apron_reports::power(&power(report).await?, ctx, out),
     };
-    drawn.map_err(|e| Error::Report { path: out.to_path_buf(), source: Box::new(e) })
+    drawn.map_err(Error::from)
 }
 
 async fn rows(report: &Report, sql: &str, params: Vec<ScalarValue>) -> Result<Vec<RecordBatch>, Error> {

@@ -251,7 +251,8 @@ pub struct IdleCostArgs {
 /// What `apron windows` prints as rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WindowsShow {
-    /// The hour-of-week profile, 168 rows (the windows are in the header).
+    /// The hour-of-week profile, one row per recorded hour of the week (168
+    /// for a week or more of data); the windows are in the header.
     Profile,
     /// The recurring idle windows found, one row each.
     Windows,

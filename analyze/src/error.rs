@@ -258,7 +258,11 @@ pub enum Error {
         message: String,
     },
 
-    /// A report file (chart, page, table) could not be written.
+    /// A chart could not be drawn or written; the message names the file.
+    #[error(transparent)]
+    Chart(#[from] apron_reports::ChartError),
+
+    /// A report file (page, table) could not be written.
     #[error("cannot write the report to {}", path.display())]
     Report {
         /// The file or folder.

@@ -24,7 +24,8 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{}.", name.to_string_lossy()))
         .suffix(".tmp")
-        .tempfile_in(dir)?;
+        .tempfile_in(dir)
+        .map_err(without_temp_path)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     #[cfg(unix)]
@@ -40,6 +41,17 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = dir.sync_all();
     }
     Ok(())
+}
+
+/// `err` of creating the temp file, without the temp file's random name
+/// (callers name the destination): `tempfile` appends ` at path "…"` to
+/// the operating system's message.
+fn without_temp_path(err: io::Error) -> io::Error {
+    let message = err.to_string();
+    match message.find(" at path \"") {
+        Some(end) => io::Error::new(err.kind(), message[..end].to_owned()),
+        None => err,
+    }
 }
 
 #[cfg(test)]
@@ -60,6 +72,8 @@ mod tests {
     #[test]
     fn a_missing_folder_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(write_atomic(&dir.path().join("no/such/a.txt"), b"x").is_err());
+        let err = write_atomic(&dir.path().join("no/such/a.txt"), b"x").expect_err("no folder");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert!(!err.to_string().contains(".tmp"), "{err}");
     }
 }

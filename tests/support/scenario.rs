@@ -148,7 +148,14 @@ impl Default for Fixture {
 
 /// Writes the scenario under `data` through one `RollingWriter` per host.
 pub fn write(data: &Path) {
-    let start = ms(START);
+    write_at(data, ms(START));
+}
+
+/// Writes the scenario under `data` as [`write`] does, but starting at
+/// `start` (milliseconds since the epoch) instead of [`START`]: the same
+/// ten minutes, GPUs, processes and figures, shifted in time. Several
+/// copies at different times may share one data folder.
+pub fn write_at(data: &Path, start: i64) {
     let layout = DataLayout::new(data);
     let mut h1 = RollingWriter::new(layout.clone(), "h1", Duration::from_secs(3_600)).expect("host h1");
     let mut h2 = RollingWriter::new(layout, "h2", Duration::from_secs(3_600)).expect("host h2");

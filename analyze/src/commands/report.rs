@@ -23,7 +23,7 @@ use crate::cli::{GlobalArgs, IdleBy, PeriodArgs, ReportArgs};
 use crate::columns::f64_column;
 use crate::commands::{Report, idle_cost, reclaim, spend, windows, zombies};
 use crate::error::Error;
-use crate::header::group_thousands;
+use crate::header::{group_thousands, hours};
 use crate::period::Period;
 
 /// Rows shown of the long tables (zombies, reclaim candidates, GPUs); the
@@ -142,10 +142,8 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         charts::render(name, &report, &ctx, &out_dir.join(name.file_name())).await?;
     }
 
-    let busy_hours: f64 = f64_column(&spend_rows, "busy_gpu_hours").iter().sum();
-    let held_hours: f64 = f64_column(&spend_rows, "idle_held_gpu_hours").iter().sum();
-    let empty_hours: f64 = f64_column(&spend_rows, "idle_empty_gpu_hours").iter().sum();
-    let energy_kwh: f64 = f64_column(&spend_rows, "energy_kwh").iter().sum();
+    let (busy_hours, held_hours, empty_hours, energy_kwh) =
+        (totals.busy_gpu_hours, totals.idle_held_gpu_hours, totals.idle_empty_gpu_hours, totals.energy_kwh);
     let idle_pct = if totals.cost > 0.0 { 100.0 * totals.idle_cost / totals.cost } else { 0.0 };
     let zombie_count = distinct_count(&zombie_rows, &["gpu_uuid", "pid", "proc_start"]);
     let reclaim_gpus = distinct_count(&reclaim_rows, &["gpu_uuid"]);
@@ -178,7 +176,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         },
         Figure {
             label: "GPU-hours recorded".into(),
-            value: group_thousands(totals.gpu_hours, 0),
+            value: hours(totals.gpu_hours),
             change: change(totals.gpu_hours, prev.map(|p| p.gpu_hours)),
         },
         Figure {
@@ -334,8 +332,8 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
             heading: "Power and energy".into(),
             paragraphs: vec![format!(
                 "The GPUs drew {} kWh ({} with the data centre's overhead, PUE {}).",
-                group_thousands(energy_kwh, 0),
-                group_thousands(energy_kwh * report.config.energy.pue, 0),
+                hours(energy_kwh),
+                hours(energy_kwh * report.config.energy.pue),
                 report.config.energy.pue
             )],
             table: None,
@@ -457,7 +455,9 @@ fn cell(column: &dyn Array, name: &str, i: usize) -> String {
     match column.data_type() {
         DataType::Float64 => {
             let v = column.as_primitive::<datafusion::arrow::datatypes::Float64Type>().value(i);
-            let decimals = if name.ends_with("cost") || name.ends_with("cost_per_week") { 2 } else { 1 };
+            // Money to the cent, shares to a tenth of a percent, hours and
+            // energy as `apron spend` prints them.
+            let decimals = if name.ends_with("_pct") { 1 } else { 2 };
             format!("{v:.decimals$}")
         }
         DataType::Timestamp(..) => {

@@ -25,6 +25,14 @@ pub struct Totals {
     pub idle_cost: f64,
     /// GPU-hours recorded.
     pub gpu_hours: f64,
+    /// Of which busy (exact, before the rows were rounded).
+    pub busy_gpu_hours: f64,
+    /// Of which idle while some process held memory.
+    pub idle_held_gpu_hours: f64,
+    /// Of which idle and empty.
+    pub idle_empty_gpu_hours: f64,
+    /// Energy of the GPUs, kWh before PUE (exact).
+    pub energy_kwh: f64,
 }
 
 /// Prints the spend per team.
@@ -51,6 +59,13 @@ pub async fn spend(report: &Report) -> Result<(RecordBatch, Totals), Error> {
     let df = session.sql(queries::SPEND).await?;
     let batch = session.collect_batch(df).await?;
     let execute = |source: ArrowError| Error::Execute { source: source.into() };
+    let exact = |name: &str| f64_column(&batch, name).iter().sum::<f64>();
+    let (busy_hours, held_hours, empty_hours, energy_kwh) = (
+        exact("busy_gpu_hours"),
+        exact("idle_held_gpu_hours"),
+        exact("idle_empty_gpu_hours"),
+        exact("energy_kwh"),
+    );
     let cost = cents_keeping_total(&f64_column(&batch, "cost"));
     let split = split_cents(&cost, &f64_column(&batch, "busy_cost"), &f64_column(&batch, "idle_cost"));
     let busy: Vec<i64> = split.iter().map(|s| s.0).collect();
@@ -79,6 +94,10 @@ pub async fn spend(report: &Report) -> Result<(RecordBatch, Totals), Error> {
         cost: total as f64 / 100.0,
         idle_cost: idle.iter().sum::<i64>() as f64 / 100.0,
         gpu_hours: report.coverage.recorded_hours,
+        busy_gpu_hours: busy_hours,
+        idle_held_gpu_hours: held_hours,
+        idle_empty_gpu_hours: empty_hours,
+        energy_kwh,
     };
     Ok((batch, totals))
 }

@@ -1,0 +1,219 @@
+//! End to end: `apron report --month YYYY-MM --out DIR`, the monthly report
+//! bundle, on the hand-built fleet of `apron_tests::scenario` (ten minutes
+//! on Monday 2026-11-02; `tests/reports.rs` works its figures out by hand).
+//!
+//! - The folder holds the page, the summary, the six charts and the five
+//!   tables, and nothing else; its figures are the ones `apron spend` and
+//!   `apron idle-cost` print; the page links every file, names no outside
+//!   resource, and a second run replaces the files cleanly.
+//! - The change against the previous month: the scenario written four
+//!   times into October 2026 (Mondays the 5th, 12th, 19th and 26th) costs
+//!   4 × 2.7964 = 11.1856, $11.19 to the cent, against November's $2.80:
+//!   (2.80 − 11.19) / 11.19 = −74.98%, "-75.0% vs October" (the exact
+//!   figures give −75% too). Without October data the page says so.
+//! - A month without data is one error line, and no file is written.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Output;
+use std::time::Instant;
+
+use apron_tests::png::check_chart;
+use apron_tests::scenario::{self, Fixture, ms};
+use apron_tests::{files_under, number_after};
+use serde_json::Value;
+
+const PNGS: [&str; 6] =
+    ["fleet-state.png", "idle-cost.png", "team-spend.png", "hour-of-week.png", "gpu-days.png", "power.png"];
+
+const CSVS: [&str; 5] =
+    ["spend.csv", "idle-cost-by-team.csv", "idle-cost-by-gpu.csv", "zombies.csv", "reclaim.csv"];
+
+/// The names of the files in `dir` (recursively), sorted.
+fn names(dir: &Path) -> BTreeSet<String> {
+    files_under(dir)
+        .iter()
+        .map(|p| p.strip_prefix(dir).expect("under dir").to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The files a report folder holds.
+fn bundle_names() -> BTreeSet<String> {
+    ["index.html", "summary.md"].into_iter().chain(PNGS).chain(CSVS).map(str::to_owned).collect()
+}
+
+/// `apron report --month MONTH --out DIR` on `fx`, which must succeed.
+fn report(fx: &Fixture, month: &str, dir: &Path) -> Output {
+    let out = fx.apron(&["report", "--month", month, "--out", dir.to_str().expect("UTF-8 path")]);
+    assert!(
+        out.status.success(),
+        "apron report --month {month}: {}, stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `apron spend --month MONTH --format json` on `fx`: the rows and the
+/// header lines.
+fn spend(fx: &Fixture, month: &str) -> (Vec<Value>, Vec<String>) {
+    let out = fx.apron(&["spend", "--month", month, "--format", "json"]);
+    assert!(out.status.success(), "apron spend: {}", String::from_utf8_lossy(&out.stderr));
+    let rows = serde_json::from_slice(&out.stdout).expect("spend prints a JSON array");
+    (rows, String::from_utf8_lossy(&out.stderr).lines().map(str::to_owned).collect())
+}
+
+/// The fleet cost spend's header prints ("Cost:     $2.80 for …"), as
+/// printed ("$2.80") and as a number.
+fn printed_cost(header: &[String]) -> (String, f64) {
+    let line = header.iter().find(|l| l.starts_with("Cost:")).expect("spend prints a Cost: line");
+    let text = line.trim_start_matches("Cost:").split_whitespace().next().expect("an amount").to_owned();
+    (text, number_after(line, "Cost:").expect("a number after Cost:"))
+}
+
+/// The values of `column` in a CSV file with a header line and no quoted
+/// commas.
+fn csv_column(path: &Path, column: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(path).expect("read the CSV");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header line").split(',').collect();
+    let at = header.iter().position(|h| *h == column).unwrap_or_else(|| panic!("{column} in {header:?}"));
+    lines.map(|l| l.split(',').nth(at).expect("a full row").to_owned()).collect()
+}
+
+/// Every `src="…"` and `href="…"` target of `html`.
+fn links(html: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for attr in ["src=\"", "href=\""] {
+        for (i, _) in html.match_indices(attr) {
+            let rest = &html[i + attr.len()..];
+            out.insert(rest[..rest.find('"').unwrap_or(rest.len())].to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_monthly_report_holds_every_file_with_the_figures_of_the_reports() {
+    let t0 = Instant::now();
+    let fx = Fixture::new();
+    let dir = fx.dir.path().join("report");
+    let out = report(&fx, "2026-11", &dir);
+
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let want_last = format!("Report: {}", dir.join("index.html").display());
+    assert_eq!(stdout.lines().last(), Some(want_last.as_str()), "stdout:\n{stdout}");
+    assert!(stdout.contains("  fleet cost     $2.80\n"), "headline fleet cost, stdout:\n{stdout}");
+    assert!(
+        stdout.contains("  idle cost      $1.22 (43.6% of it)\n"),
+        "headline idle cost, stdout:\n{stdout}"
+    );
+
+    // Exactly the bundle: no temporary file left, nothing missing.
+    assert_eq!(names(&dir), bundle_names());
+    for png in PNGS {
+        if let Err(e) = check_chart(&dir.join(png), 1600, 900) {
+            panic!("{e}");
+        }
+    }
+
+    // The tables are the reports' figures.
+    let (rows, header) = spend(&fx, "2026-11");
+    let want: Vec<String> =
+        rows.iter().map(|r| format!("{:.2}", r["cost"].as_f64().unwrap_or(f64::NAN))).collect();
+    assert_eq!(csv_column(&dir.join("spend.csv"), "cost"), want, "spend.csv's cost = apron spend's");
+    // By hand (tests/reports.rs): nlp, vision, (unallocated), unassigned.
+    assert_eq!(csv_column(&dir.join("spend.csv"), "team"), ["nlp", "vision", "(unallocated)", "unassigned"]);
+    assert_eq!(want, ["0.97", "0.76", "0.61", "0.46"]);
+    let idle = fx.apron(&["idle-cost", "--by", "team", "--month", "2026-11", "--format", "json"]);
+    let idle: Vec<Value> = serde_json::from_slice(&idle.stdout).expect("idle-cost prints a JSON array");
+    let want: Vec<String> =
+        idle.iter().map(|r| format!("{:.2}", r["idle_cost"].as_f64().unwrap_or(f64::NAN))).collect();
+    assert_eq!(csv_column(&dir.join("idle-cost-by-team.csv"), "idle_cost"), want);
+    // Nothing was idle 10 minutes or 2 hours in a row: header lines only.
+    for empty in ["zombies.csv", "reclaim.csv"] {
+        let text = std::fs::read_to_string(dir.join(empty)).expect("read");
+        assert_eq!(text.lines().count(), 1, "{empty}: {text}");
+    }
+
+    // The page: the fleet cost as spend prints it, every file linked and
+    // every link a file, nothing from outside.
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("read index.html");
+    let (cost, value) = printed_cost(&header);
+    assert_eq!((cost.as_str(), value), ("$2.80", 2.80));
+    assert!(
+        html.contains(&format!("<div class=\"label\">Fleet cost</div><div class=\"value\">{cost}</div>")),
+        "the page's Fleet cost figure is {cost}"
+    );
+    let linked = links(&html);
+    let on_disk: BTreeSet<String> =
+        names(&dir).into_iter().filter(|n| n.ends_with(".png") || n.ends_with(".csv")).collect();
+    assert_eq!(linked, on_disk, "the page links exactly the PNGs and CSVs in the folder");
+    let lower = html.to_ascii_lowercase();
+    assert!(!lower.contains("http://") && !lower.contains("https://"), "an outside reference in the page");
+    assert!(!lower.contains("src=\"//") && !lower.contains("href=\"//"), "a protocol-relative reference");
+    let summary = std::fs::read_to_string(dir.join("summary.md")).expect("read summary.md");
+    assert!(summary.contains(&cost), "summary.md has the fleet cost {cost}");
+
+    // Again into the same folder: the same files, the same tables.
+    let csvs: Vec<String> =
+        CSVS.iter().map(|c| std::fs::read_to_string(dir.join(c)).expect("read")).collect();
+    report(&fx, "2026-11", &dir);
+    assert_eq!(names(&dir), bundle_names(), "a second run leaves the same files");
+    for (name, before) in CSVS.iter().zip(&csvs) {
+        assert_eq!(&std::fs::read_to_string(dir.join(name)).expect("read"), before, "{name} changed");
+    }
+    eprintln!("report: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+#[test]
+fn the_page_compares_with_the_month_before() {
+    let fx = Fixture::new();
+    for day in ["05", "12", "19", "26"] {
+        scenario::write_at(&fx.data, ms(&format!("2026-10-{day}T10:00:00Z")));
+    }
+    let dir = fx.dir.path().join("report");
+    report(&fx, "2026-11", &dir);
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("read index.html");
+
+    // The change from the figures `apron spend` prints for each month.
+    let (_, november) = printed_cost(&spend(&fx, "2026-11").1);
+    let (october_text, october) = printed_cost(&spend(&fx, "2026-10").1);
+    assert_eq!((november, october_text.as_str()), (2.80, "$11.19"), "4 × 2.7964 = 11.1856");
+    let change = format!("{:+.1}% vs October", 100.0 * (november - october) / october);
+    assert_eq!(change, "-75.0% vs October");
+    let figure = format!(
+        "<div class=\"label\">Fleet cost</div><div class=\"value\">$2.80</div><div class=\"change\">{change}</div>"
+    );
+    assert!(html.contains(&figure), "the page's fleet cost figure has {change:?}");
+    assert!(html.contains("Against October: fleet cost $2.80 (was $11.19)"), "the spend section compares");
+    assert!(!html.contains("no data for the month before"));
+
+    // Without October's data there is nothing to compare with.
+    let fx = Fixture::new();
+    let dir = fx.dir.path().join("report");
+    report(&fx, "2026-11", &dir);
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("read index.html");
+    assert!(html.contains("There is no data for the month before November 2026 to compare with."));
+    assert!(!html.contains("vs October") && !html.contains("class=\"change\""), "no change is shown");
+}
+
+#[test]
+fn a_month_without_data_is_one_error_line_and_writes_nothing() {
+    let fx = Fixture::new();
+    let fresh = fx.dir.path().join("fresh");
+    let existing = fx.dir.path().join("existing");
+    std::fs::create_dir(&existing).expect("create a folder");
+    for dir in [&fresh, &existing] {
+        let out = fx.apron(&["report", "--month", "2025-01", "--out", dir.to_str().expect("UTF-8 path")]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "exit code; stderr: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one error line: {lines:?}");
+        assert!(lines[0].starts_with("error: "), "{lines:?}");
+        assert!(lines[0].contains("2025-01-01 00:00 – 2025-02-01 00:00 UTC"), "names the period: {lines:?}");
+        assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(files_under(dir).is_empty(), "files written into {}: {:?}", dir.display(), files_under(dir));
+    }
+    assert!(!fresh.exists(), "the report folder was created for nothing");
+}
