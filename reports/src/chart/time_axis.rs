@@ -11,13 +11,20 @@ use super::axis;
 use super::frame::Frame;
 use super::text;
 
-const HOUR_MS: i64 = 3_600_000;
+const MINUTE_MS: i64 = 60_000;
+const HOUR_MS: i64 = 60 * MINUTE_MS;
 const DAY_MS: i64 = 24 * HOUR_MS;
 /// 1970-01-01 was a Thursday; the first Monday was four days later.
 const FIRST_MONDAY_MS: i64 = 4 * DAY_MS;
 
-/// Tick spacings to try, smallest first.
-const STEPS_MS: [i64; 13] = [
+/// Tick spacings to try, smallest first (minutes, for a report on a short
+/// period).
+const STEPS_MS: [i64; 18] = [
+    MINUTE_MS,
+    5 * MINUTE_MS,
+    10 * MINUTE_MS,
+    15 * MINUTE_MS,
+    30 * MINUTE_MS,
     HOUR_MS,
     2 * HOUR_MS,
     3 * HOUR_MS,
@@ -152,6 +159,15 @@ mod tests {
         assert_eq!(axis.ticks.first(), Some(&(NOV_1 + 3 * HOUR_MS)));
         assert_eq!(axis.label(NOV_1 + 3 * HOUR_MS), "03:00");
         assert_eq!(axis.label(NOV_1 + DAY_MS), "Nov 02");
+    }
+
+    #[test]
+    fn ten_minutes_get_minute_ticks() {
+        let start = NOV_1 + 10 * HOUR_MS;
+        let axis = TimeAxis::new(start, start + 10 * MINUTE_MS, 8);
+        assert_eq!(axis.step_ms, 5 * MINUTE_MS);
+        assert_eq!(axis.ticks.len(), 3);
+        assert_eq!(axis.label(start + 5 * MINUTE_MS), "10:05");
     }
 
     #[test]
