@@ -82,36 +82,51 @@ pub async fn fleet_state(report: &Report) -> Result<Vec<FleetStatePoint>, Error>
 /// `team-spend`: busy and idle cost per team, from `apron spend`.
 pub async fn team_spend(report: &Report) -> Result<Vec<TeamCost>, Error> {
     let (batch, _) = spend::spend(report).await?;
-    let (busy, idle) = (f64_column(&batch, "busy_cost"), f64_column(&batch, "idle_cost"));
-    Ok(text_column(&batch, "team")
+    Ok(team_spend_of(&batch))
+}
+
+/// The `team-spend` series of `apron spend`'s rows.
+pub fn team_spend_of(batch: &RecordBatch) -> Vec<TeamCost> {
+    let (busy, idle) = (f64_column(batch, "busy_cost"), f64_column(batch, "idle_cost"));
+    text_column(batch, "team")
         .into_iter()
         .enumerate()
         .map(|(i, team)| TeamCost { team: team.unwrap_or_default(), busy_cost: busy[i], idle_cost: idle[i] })
-        .collect())
+        .collect()
 }
 
 /// `idle-cost`: idle cost per team, from `apron idle-cost --by team`.
 pub async fn idle_by_team(report: &Report) -> Result<Vec<TeamCost>, Error> {
     let batch = idle_cost::idle_cost(report, IdleBy::Team).await?;
-    let idle = f64_column(&batch, "idle_cost");
-    Ok(text_column(&batch, "team")
+    Ok(idle_by_team_of(&batch))
+}
+
+/// The `idle-cost` series of `apron idle-cost --by team`'s rows.
+pub fn idle_by_team_of(batch: &RecordBatch) -> Vec<TeamCost> {
+    let idle = f64_column(batch, "idle_cost");
+    text_column(batch, "team")
         .into_iter()
         .enumerate()
         .map(|(i, team)| TeamCost { team: team.unwrap_or_default(), busy_cost: 0.0, idle_cost: idle[i] })
-        .collect())
+        .collect()
 }
 
 /// `hour-of-week`: mean utilization per hour of the week, from `apron windows`.
 pub async fn hour_of_week(report: &Report) -> Result<Vec<HourOfWeekCell>, Error> {
     let profile = windows::profile(report).await?;
-    Ok(windows::cells(&profile)
+    Ok(hour_of_week_of(&profile))
+}
+
+/// The `hour-of-week` series of the `apron windows` profile.
+pub fn hour_of_week_of(profile: &RecordBatch) -> Vec<HourOfWeekCell> {
+    windows::cells(profile)
         .into_iter()
         .map(|c| HourOfWeekCell {
             dow: u32::try_from(c.day).unwrap_or(0),
             hour: u32::try_from(c.hour).unwrap_or(0),
             mean_util_pct: c.mean_util_pct,
         })
-        .collect())
+        .collect()
 }
 
 /// `gpu-days`: each GPU's mean utilization per UTC day, rows labelled

@@ -68,6 +68,19 @@ impl Report {
         crate::cost::register_minute_costs(&self.session, &self.config, &self.period).await?;
         Ok(self)
     }
+
+    /// [`Report::with_costs`], computed once and held in memory, for a
+    /// command that reads it many times (the monthly report).
+    pub async fn with_costs_in_memory(self) -> Result<Report, Error> {
+        crate::cost::register_minute_costs_as(
+            &self.session,
+            &self.config,
+            &self.period,
+            crate::cost::Keep::InMemory,
+        )
+        .await?;
+        Ok(self)
+    }
 }
 
 /// Whole minutes of `d`, rounded up, at least one: how many idle minutes a

@@ -112,7 +112,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     };
     let period_args = PeriodArgs { month: Some(month), ..PeriodArgs::default() };
     step("reading the data");
-    let report = Report::prepare(global, &period_args).await?.with_costs().await?;
+    let report = Report::prepare(global, &period_args).await?.with_costs_in_memory().await?;
     let currency = report.config.currency.clone();
     let money = |x: f64| apron_reports::money(x, &currency);
     let month_name = month_name(month);
@@ -139,7 +139,20 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let ctx = charts::context(&report);
     for name in ChartName::ALL {
         step(chart_step(name));
-        charts::render(name, &report, &ctx, &out_dir.join(name.file_name())).await?;
+        let out = out_dir.join(name.file_name());
+        // The series the report has computed already are drawn as they are.
+        match name {
+            ChartName::TeamSpend => {
+                apron_reports::team_spend(&charts::team_spend_of(&spend_rows), &ctx, &out)?
+            }
+            ChartName::IdleCost => {
+                apron_reports::idle_cost(&charts::idle_by_team_of(&idle_teams), &ctx, &out)?
+            }
+            ChartName::HourOfWeek => {
+                apron_reports::hour_of_week(&charts::hour_of_week_of(&profile), &ctx, &out)?
+            }
+            _ => charts::render(name, &report, &ctx, &out).await?,
+        }
     }
 
     let (busy_hours, held_hours, empty_hours, energy_kwh) =
