@@ -303,6 +303,13 @@ fn queries_see_the_rows_a_running_recorder_still_holds() {
                CAST(max(ts) AS BIGINT) AS newest_ms, count(DISTINCT host) AS hosts, \
                CAST(max(date) AS VARCHAR) AS day FROM gpu_samples";
     let live = query(&data, sql);
+    // The minute tables hold the open file too: its rows rolled up when the
+    // query's session opened (one session, so both counts see the same log).
+    let minutes = query(
+        &data,
+        "SELECT (SELECT count(*) FROM gpu_samples) AS raw_rows, \
+         (SELECT CAST(sum(samples) AS BIGINT) FROM gpu_minutes) AS rolled_up",
+    );
     signal(&child, libc::SIGTERM);
     let out = wait_with_timeout(child, Duration::from_secs(20));
     assert!(out.status.success());
@@ -316,6 +323,8 @@ fn queries_see_the_rows_a_running_recorder_still_holds() {
     assert!(row["n"].as_i64().expect("count") >= 3 * 5, "{row}");
     let today = chrono::Utc::now().date_naive().format("%Y-%m-%d").to_string();
     assert_eq!(row["day"], today.as_str(), "the date partition column is filled for WAL rows");
+    assert!(minutes[0]["raw_rows"].as_i64() > Some(0), "{minutes:?}");
+    assert_eq!(minutes[0]["raw_rows"], minutes[0]["rolled_up"], "every WAL row is in gpu_minutes");
 
     // After the stop everything is in Parquet, each row once.
     let after = query(
