@@ -101,11 +101,15 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ReportArgs, mut out: W) -
 /// Writes the report of `month` over `global.data` into `out_dir`, with a
 /// progress bar on a terminal, and returns its headline.
 pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path) -> Result<Headline, Error> {
-    let progress = ProgressBar::new(12).with_style(
+    // Steps: the data, spend, idle cost, windows, zombies, reclaim, the
+    // previous month, each chart, the page.
+    let steps = 7 + ChartName::ALL.len() as u64 + 1;
+    let progress = ProgressBar::new(steps).with_style(
         ProgressStyle::with_template("{spinner} report [{bar:20}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
+    progress.enable_steady_tick(std::time::Duration::from_millis(120));
     let step = |msg: &'static str| {
         progress.set_message(msg);
         progress.inc(1);
