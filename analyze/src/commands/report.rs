@@ -51,6 +51,10 @@ pub struct Headline {
     pub zombies: usize,
     /// GPUs with at least one idle stretch of the reclaim length.
     pub reclaim_gpus: usize,
+    /// GPU-hours in those stretches: capacity that could have been handed back.
+    pub reclaim_hours: f64,
+    /// The reclaim stretch length, as configured.
+    pub reclaim_for: std::time::Duration,
     /// The recurring idle windows, in words.
     pub windows: Vec<String>,
     /// The currency.
@@ -80,7 +84,12 @@ impl Headline {
             lines.push(format!("  top idle cost  {}", teams.join(", ")));
         }
         lines.push(format!("  zombies        {} processes holding memory on idle GPUs", self.zombies));
-        lines.push(format!("  reclaimable    {} GPUs idle 2 h or more in a row", self.reclaim_gpus));
+        lines.push(format!(
+            "  reclaimable    {} GPU-hours on {} GPUs, in idle stretches of {} or more",
+            hours(self.reclaim_hours),
+            self.reclaim_gpus,
+            humantime::format_duration(self.reclaim_for)
+        ));
         if let Some(w) = self.windows.first() {
             lines.push(format!("  idle window    {w}"));
         }
@@ -164,6 +173,11 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let idle_pct = if totals.cost > 0.0 { 100.0 * totals.idle_cost / totals.cost } else { 0.0 };
     let zombie_count = distinct_count(&zombie_rows, &["gpu_uuid", "pid", "proc_start"]);
     let reclaim_gpus = distinct_count(&reclaim_rows, &["gpu_uuid"]);
+    let reclaim_hours = display_column(&reclaim_rows, "idle_minutes")
+        .iter()
+        .filter_map(|m| m.parse::<f64>().ok())
+        .sum::<f64>()
+        / 60.0;
     let top_idle_teams: Vec<(String, f64)> = string_column(&idle_teams, "team")
         .into_iter()
         .zip(f64_column(&idle_teams, "idle_cost"))
@@ -205,7 +219,14 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
             change: None,
         },
         Figure { label: "Zombie processes".into(), value: zombie_count.to_string(), change: None },
-        Figure { label: "GPUs to reclaim".into(), value: reclaim_gpus.to_string(), change: None },
+        Figure {
+            label: format!(
+                "GPU-hours idle {}+ in a row",
+                humantime::format_duration(report.config.reclaim.idle_for)
+            ),
+            value: hours(reclaim_hours),
+            change: None,
+        },
     ];
 
     let previous_paragraph = match &previous {
@@ -325,9 +346,10 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         Section {
             heading: "Reclaim candidates".into(),
             paragraphs: vec![format!(
-                "GPUs idle for {} or more in a row: {reclaim_gpus}, in {} stretches, longest first.",
+                "GPUs idle for {} or more in a row: {reclaim_gpus}, in {} stretches of {} GPU-hours in all, longest first.",
                 humantime::format_duration(report.config.reclaim.idle_for),
-                reclaim_rows.num_rows()
+                reclaim_rows.num_rows(),
+                hours(reclaim_hours)
             )],
             table: Some(picked(
                 "reclaim",
@@ -401,6 +423,8 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         top_idle_teams,
         zombies: zombie_count,
         reclaim_gpus,
+        reclaim_hours,
+        reclaim_for: report.config.reclaim.idle_for,
         windows: window_lines,
         currency,
         index: out_dir.join("index.html"),
