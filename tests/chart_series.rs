@@ -42,43 +42,9 @@ use apron_analyze::charts;
 use apron_analyze::cli::{GlobalArgs, PeriodArgs};
 use apron_analyze::commands::Report;
 use apron_analyze::output::Format;
+use apron_tests::checks::Checks;
 use apron_tests::scenario::{END, FROM_TO, Fixture, START, ms};
 use serde_json::Value;
-
-/// Collected mismatches; the test fails once, listing all of them.
-#[derive(Debug, Default)]
-struct Checks {
-    failures: Vec<String>,
-}
-
-impl Checks {
-    fn fail(&mut self, what: impl Into<String>) {
-        self.failures.push(what.into());
-    }
-
-    fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
-        if got != want {
-            self.fail(format!("{what}: got {got:?}, want {want:?}"));
-        }
-    }
-
-    /// `got` is within `tolerance` of `want` (NaN, a figure not found,
-    /// fails).
-    fn near(&mut self, what: &str, got: f64, want: f64, tolerance: f64) {
-        if (got - want).abs().partial_cmp(&tolerance).is_none_or(|o| o.is_gt()) {
-            self.fail(format!("{what}: got {got}, want {want} ± {tolerance}"));
-        }
-    }
-
-    fn finish(self) {
-        assert!(
-            self.failures.is_empty(),
-            "{} figure(s) differ:\n- {}",
-            self.failures.len(),
-            self.failures.join("\n- ")
-        );
-    }
-}
 
 /// What the chart functions return for the scenario's period, in plain
 /// tuples: (t_ms, busy, idle_held, idle_empty), (team, busy_cost,

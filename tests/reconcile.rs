@@ -16,6 +16,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
+use apron_tests::checks::Checks;
 use apron_tests::{bin, number_after};
 use serde_json::Value;
 
@@ -58,26 +59,6 @@ name = "research"
 users = ["maya", "nils", "oscar"]
 slurm_accounts = ["research"]
 "#;
-
-/// Collected mismatches.
-#[derive(Debug, Default)]
-struct Checks {
-    failures: Vec<String>,
-}
-
-impl Checks {
-    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
-        if !ok {
-            self.failures.push(what());
-        }
-    }
-
-    fn near(&mut self, what: &str, got: f64, want: f64, tolerance: f64) {
-        self.check((got - want).abs() <= tolerance, || {
-            format!("{what}: got {got}, want {want} ± {tolerance}")
-        });
-    }
-}
 
 /// Whole cents of a printed amount.
 fn cents(x: f64) -> i64 {

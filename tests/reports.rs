@@ -49,87 +49,10 @@
 
 use std::time::Instant;
 
+use apron_tests::checks::Checks;
 use apron_tests::number_after;
 use apron_tests::scenario::{END, FROM_TO, Fixture, START, ms};
 use serde_json::{Value, json};
-
-/// Collected mismatches; the test fails once, listing all of them.
-#[derive(Debug, Default)]
-struct Checks {
-    failures: Vec<String>,
-}
-
-impl Checks {
-    fn fail(&mut self, what: impl Into<String>) {
-        self.failures.push(what.into());
-    }
-
-    fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
-        if got != want {
-            self.fail(format!("{what}: got {got:?}, want {want:?}"));
-        }
-    }
-
-    /// `got` is within `tolerance` of `want`.
-    fn near(&mut self, what: &str, got: f64, want: f64, tolerance: f64) {
-        // NaN (a figure not found) fails too.
-        if (got - want).abs().partial_cmp(&tolerance).is_none_or(|o| o.is_gt()) {
-            self.fail(format!("{what}: got {got}, want {want} ± {tolerance}"));
-        }
-    }
-
-    /// Two row lists are the same: same length, same columns, strings and
-    /// booleans equal, numbers within 1e-9 (the CLI rounds; the expected
-    /// figures are the rounded ones).
-    fn rows(&mut self, what: &str, got: &[Value], want: &[Value]) {
-        if got.len() != want.len() {
-            self.fail(format!(
-                "{what}: {} rows, want {}:\n  got  {got:?}\n  want {want:?}",
-                got.len(),
-                want.len()
-            ));
-            return;
-        }
-        for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            let (Some(g), Some(w)) = (g.as_object(), w.as_object()) else {
-                self.fail(format!("{what}: row {i} is not an object: {g}"));
-                continue;
-            };
-            let mut gk: Vec<&String> = g.keys().collect();
-            let mut wk: Vec<&String> = w.keys().collect();
-            gk.sort();
-            wk.sort();
-            if gk != wk {
-                self.fail(format!("{what}: row {i} has columns {gk:?}, want {wk:?}"));
-                continue;
-            }
-            for (key, wv) in w {
-                let gv = &g[key];
-                let same = match (gv.as_f64(), wv.as_f64()) {
-                    (Some(a), Some(b)) => (a - b).abs() <= 1e-9,
-                    _ => gv == wv,
-                };
-                if !same {
-                    let id = ["team", "user", "host", "gpu_uuid", "window", "dow"]
-                        .iter()
-                        .find_map(|k| w.get(*k))
-                        .map(Value::to_string)
-                        .unwrap_or_default();
-                    self.fail(format!("{what}: row {i} ({id}) {key}: got {gv}, want {wv}"));
-                }
-            }
-        }
-    }
-
-    fn finish(self) {
-        assert!(
-            self.failures.is_empty(),
-            "{} figure(s) differ from the hand computation:\n- {}",
-            self.failures.len(),
-            self.failures.join("\n- ")
-        );
-    }
-}
 
 /// What `apron --format json ARGS…` printed: the rows and the stderr lines
 /// (the header), or `None` (recorded as a failure) when it did not succeed.

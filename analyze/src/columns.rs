@@ -1,9 +1,12 @@
-//! Reading a query result's columns by name, whatever physical string type
-//! the engine chose (`Utf8`, `LargeUtf8`, `Utf8View`).
+//! A query result's columns by name: read whatever physical string type the
+//! engine chose (`Utf8`, `LargeUtf8`, `Utf8View`), or replaced.
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type};
+use datafusion::arrow::error::ArrowError;
 
 /// The values of the Float64 column `name` of `batch` (null as 0).
 pub fn f64_column(batch: &RecordBatch, name: &str) -> Vec<f64> {
@@ -28,4 +31,12 @@ pub fn strings(array: &dyn Array) -> Vec<String> {
         Ok(text) => text.as_string::<i32>().iter().flatten().map(str::to_owned).collect(),
         Err(_) => Vec::new(),
     }
+}
+
+/// `batch` with the Float64 column `name` replaced by `values`.
+pub fn replace_f64(batch: &RecordBatch, name: &str, values: Vec<f64>) -> Result<RecordBatch, ArrowError> {
+    let index = batch.schema().index_of(name)?;
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns[index] = Arc::new(Float64Array::from(values));
+    RecordBatch::try_new(batch.schema(), columns)
 }

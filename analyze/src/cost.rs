@@ -9,7 +9,7 @@
 //! decisions themselves are [`crate::config`]'s; this module only applies them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, StringArray};
 use datafusion::arrow::compute::cast;
@@ -47,13 +47,12 @@ pub fn register_functions(session: &Session, config: &Config) {
     );
     ctx.register_udf(rate);
     let teams = Arc::new(config.clone());
-    let cache: Arc<Mutex<HashMap<Identity, Arc<str>>>> = Arc::default();
     let team = create_udf(
         "apron_team",
         vec![DataType::Utf8, DataType::Int64, DataType::Utf8, DataType::Utf8],
         DataType::Utf8,
         Volatility::Immutable,
-        Arc::new(move |args: &[ColumnarValue]| team(&teams, &cache, args)),
+        Arc::new(move |args: &[ColumnarValue]| team(&teams, args)),
     );
     ctx.register_udf(team);
 }
@@ -158,31 +157,28 @@ fn gpu_rate(config: &Config, args: &[ColumnarValue]) -> Result<ColumnarValue, Da
     Ok(ColumnarValue::Array(Arc::new(rates) as ArrayRef))
 }
 
-/// A process's attributes the team rules look at.
-type Identity = (Option<String>, Option<i64>, Option<String>, Option<String>);
+/// A process's attributes the team rules look at: user, uid, Kubernetes
+/// namespace, Slurm account.
+type Identity<'a> = (Option<&'a str>, Option<i64>, Option<&'a str>, Option<&'a str>);
 
-fn team(
-    config: &Config,
-    cache: &Mutex<HashMap<Identity, Arc<str>>>,
-    args: &[ColumnarValue],
-) -> Result<ColumnarValue, DataFusionError> {
+/// The `apron_team` of each row: rows of one batch repeat a few
+/// identities, so each distinct one is matched against the rules once.
+fn team(config: &Config, args: &[ColumnarValue]) -> Result<ColumnarValue, DataFusionError> {
     let arrays = ColumnarValue::values_to_arrays(args)?;
     let text = |i: usize| -> Result<ArrayRef, DataFusionError> { Ok(cast(&arrays[i], &DataType::Utf8)?) };
     let (user, ns, account) = (text(0)?, text(2)?, text(3)?);
     let (user, ns, account) = (user.as_string::<i32>(), ns.as_string::<i32>(), account.as_string::<i32>());
     let uid = cast(&arrays[1], &DataType::Int64)?;
     let uid = uid.as_primitive::<Int64Type>();
-    let get = |a: &StringArray, i: usize| a.is_valid(i).then(|| a.value(i).to_owned());
-    let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    fn get(a: &StringArray, i: usize) -> Option<&str> {
+        a.is_valid(i).then(|| a.value(i))
+    }
+    let mut known: HashMap<Identity<'_>, &str> = HashMap::new();
     let teams: StringArray = (0..user.len())
         .map(|i| {
             let key = (get(user, i), uid.is_valid(i).then(|| uid.value(i)), get(ns, i), get(account, i));
-            let team = cache.entry(key).or_insert_with_key(|(u, id, n, a)| {
-                Arc::from(team_of(config, u.as_deref(), *id, n.as_deref(), a.as_deref()))
-            });
-            Some(Arc::clone(team))
+            Some(*known.entry(key).or_insert_with_key(|(u, id, n, a)| team_of(config, *u, *id, *n, *a)))
         })
-        .map(|t| t.map(|t| t.to_string()))
         .collect();
     Ok(ColumnarValue::Array(Arc::new(teams) as ArrayRef))
 }

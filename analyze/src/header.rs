@@ -182,17 +182,7 @@ pub fn config_warnings(config: &Config, coverage: &Coverage) -> Vec<String> {
 /// GPU-hours for the header: one decimal, two under ten hours (so a few
 /// minutes do not read as 0.0).
 pub fn hours(h: f64) -> String {
-    group_thousands(h, if h.abs() < 10.0 { 2 } else { 1 })
-}
-
-/// `x` with `decimals` decimals and thousands separated by commas: `46,080.0`.
-pub fn group_thousands(x: f64, decimals: usize) -> String {
-    apron_reports::grouped(x, decimals)
-}
-
-/// `amount` in `currency`: `$1,240.50`, `€1,240.50`, `1,240.50 CHF`.
-pub fn money(amount: f64, currency: &str) -> String {
-    apron_reports::money(amount, currency)
+    apron_reports::grouped(h, if h.abs() < 10.0 { 2 } else { 1 })
 }
 
 #[cfg(test)]
@@ -200,13 +190,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_read_with_thousands_separated() {
-        assert_eq!(group_thousands(46080.0, 1), "46,080.0");
-        assert_eq!(group_thousands(999.949, 1), "999.9");
-        assert_eq!(group_thousands(1_234_567.891, 2), "1,234,567.89");
-        assert_eq!(group_thousands(-1234.0, 0), "-1,234");
-        assert_eq!(money(1240.5, "USD"), "$1,240.50");
-        assert_eq!(money(0.004, "EUR"), "€0.00");
-        assert_eq!(money(-3.0, "CHF"), "-3.00 CHF");
+    fn hours_keep_a_few_minutes_visible() {
+        assert_eq!(hours(46_080.0), "46,080.0");
+        assert_eq!(hours(28.0 / 60.0), "0.47");
+        assert_eq!(hours(2.0 / 60.0), "0.03");
     }
 }

@@ -51,6 +51,15 @@ impl RecentRows {
             Table::ProcMinutes => &self.proc_minutes,
         }
     }
+
+    fn batches_mut(&mut self, table: Table) -> &mut Vec<RecordBatch> {
+        match table {
+            Table::GpuSamples => &mut self.gpu_samples,
+            Table::ProcSamples => &mut self.proc_samples,
+            Table::GpuMinutes => &mut self.gpu_minutes,
+            Table::ProcMinutes => &mut self.proc_minutes,
+        }
+    }
 }
 
 /// Reads every open segment under `layout`, shaping rows like the listing
@@ -83,36 +92,26 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
         gpu_samples::sort(&mut gpus);
         proc_samples::sort(&mut procs);
         let minutes = rollup(&gpus, &procs, &EnergyCarry::new());
-        if !minutes.gpu_minutes.is_empty() {
-            let batch = gpu_minutes::to_batch(&minutes.gpu_minutes)?;
-            let dates: Vec<i64> = minutes.gpu_minutes.iter().map(|r| r.minute).collect();
-            out.gpu_minutes.push(with_partitions(batch, &dates, &seg.host, full_schema(Table::GpuMinutes))?);
-        }
-        if !minutes.proc_minutes.is_empty() {
-            let batch = proc_minutes::to_batch(&minutes.proc_minutes)?;
-            let dates: Vec<i64> = minutes.proc_minutes.iter().map(|r| r.minute).collect();
-            out.proc_minutes.push(with_partitions(
-                batch,
-                &dates,
-                &seg.host,
-                full_schema(Table::ProcMinutes),
-            )?);
-        }
-        if !gpus.is_empty() {
-            let batch = gpu_samples::to_batch(&gpus)?;
-            let dates: Vec<i64> = gpus.iter().map(|r| r.ts).collect();
-            out.gpu_samples.push(with_partitions(batch, &dates, &seg.host, full_schema(Table::GpuSamples))?);
-        }
-        if !procs.is_empty() {
-            let batch = proc_samples::to_batch(&procs)?;
-            let dates: Vec<i64> = procs.iter().map(|r| r.ts).collect();
-            out.proc_samples.push(with_partitions(
-                batch,
-                &dates,
-                &seg.host,
-                full_schema(Table::ProcSamples),
-            )?);
-        }
+        let mut add = |table: Table, batch: RecordBatch, ts_ms: Vec<i64>| -> Result<(), ArrowError> {
+            if batch.num_rows() > 0 {
+                let batch = with_partitions(batch, &ts_ms, &seg.host, full_schema(table))?;
+                out.batches_mut(table).push(batch);
+            }
+            Ok(())
+        };
+        add(Table::GpuSamples, gpu_samples::to_batch(&gpus)?, gpus.iter().map(|r| r.ts).collect())?;
+        add(Table::ProcSamples, proc_samples::to_batch(&procs)?, procs.iter().map(|r| r.ts).collect())?;
+        let (gpu_rows, proc_rows) = (&minutes.gpu_minutes, &minutes.proc_minutes);
+        add(
+            Table::GpuMinutes,
+            gpu_minutes::to_batch(gpu_rows)?,
+            gpu_rows.iter().map(|r| r.minute).collect(),
+        )?;
+        add(
+            Table::ProcMinutes,
+            proc_minutes::to_batch(proc_rows)?,
+            proc_rows.iter().map(|r| r.minute).collect(),
+        )?;
     }
     Ok(out)
 }

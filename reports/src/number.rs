@@ -104,4 +104,15 @@ mod tests {
         assert_eq!(money_whole(1240.51, "USD"), "$1,241");
         assert_eq!(money_whole(48_000.0, "CHF"), "48,000 CHF");
     }
+
+    #[test]
+    fn figures_as_the_reports_print_them() {
+        assert_eq!(grouped(46080.0, 1), "46,080.0");
+        assert_eq!(grouped(999.949, 1), "999.9");
+        assert_eq!(grouped(1_234_567.891, 2), "1,234,567.89");
+        assert_eq!(grouped(-1234.0, 0), "-1,234");
+        assert_eq!(money(1240.5, "USD"), "$1,240.50");
+        assert_eq!(money(0.004, "EUR"), "€0.00");
+        assert_eq!(money(-3.0, "CHF"), "-3.00 CHF");
+    }
 }

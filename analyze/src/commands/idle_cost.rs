@@ -5,17 +5,16 @@
 use std::io::Write;
 use std::sync::Arc;
 
+use apron_reports::money;
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, IdleBy, IdleCostArgs};
-use crate::columns::f64_column;
+use crate::columns::{f64_column, replace_f64};
 use crate::commands::Report;
-use crate::commands::spend::replace_f64;
 use crate::error::Error;
-use crate::header::money;
 use crate::queries;
 use crate::rounding::{cents_keeping_total, round_columns};
 

@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use apron_reports::{ChartName, Figure, Section, TableData};
+use apron_reports::{ChartName, Figure, Section, TableData, grouped};
 use chrono::{Datelike, NaiveDate};
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
@@ -20,10 +20,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::charts;
 use crate::cli::{GlobalArgs, IdleBy, PeriodArgs, ReportArgs};
-use crate::columns::f64_column;
+use crate::columns::{f64_column, text_column};
 use crate::commands::{Report, idle_cost, reclaim, spend, windows, zombies};
 use crate::error::Error;
-use crate::header::{group_thousands, hours};
+use crate::header::hours;
 use crate::period::Period;
 
 /// Rows shown of the long tables (zombies, reclaim candidates, GPUs); the
@@ -69,12 +69,7 @@ impl Headline {
         let money = |x| apron_reports::money(x, &self.currency);
         let idle_pct = if self.cost > 0.0 { 100.0 * self.idle_cost / self.cost } else { 0.0 };
         let mut lines = vec![
-            format!(
-                "{}: {} GPUs, {} GPU-hours recorded",
-                self.month,
-                self.gpus,
-                group_thousands(self.gpu_hours, 0)
-            ),
+            format!("{}: {} GPUs, {} GPU-hours recorded", self.month, self.gpus, grouped(self.gpu_hours, 0)),
             format!("  fleet cost     {}", money(self.cost)),
             format!("  idle cost      {} ({idle_pct:.1}% of it)", money(self.idle_cost)),
         ];
@@ -178,8 +173,9 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         .filter_map(|m| m.parse::<f64>().ok())
         .sum::<f64>()
         / 60.0;
-    let top_idle_teams: Vec<(String, f64)> = string_column(&idle_teams, "team")
+    let top_idle_teams: Vec<(String, f64)> = text_column(&idle_teams, "team")
         .into_iter()
+        .map(Option::unwrap_or_default)
         .zip(f64_column(&idle_teams, "idle_cost"))
         .filter(|(t, c)| t != "(unallocated)" && *c > 0.0)
         .take(3)
@@ -384,8 +380,8 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         paragraphs: vec![
             format!(
                 "Recorded: {} GPU-hours; unrecorded: {} GPU-hours, which are not counted as idle.",
-                group_thousands(report.coverage.recorded_hours, 1),
-                group_thousands(report.coverage.unrecorded_hours, 1)
+                grouped(report.coverage.recorded_hours, 1),
+                grouped(report.coverage.unrecorded_hours, 1)
             ),
             format!(
                 "A GPU-minute is idle when its mean utilization is under {}%. Its cost is its share of the GPU's price \
@@ -474,10 +470,6 @@ fn distinct_count(batch: &RecordBatch, columns: &[&str]) -> usize {
     keys.sort();
     keys.dedup();
     keys.len()
-}
-
-fn string_column(batch: &RecordBatch, name: &str) -> Vec<String> {
-    display_column(batch, name)
 }
 
 /// Every value of column `name` as text (empty for null); none when the

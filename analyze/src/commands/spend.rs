@@ -3,16 +3,16 @@
 //! so that the printed rows add up to the printed fleet total.
 
 use std::io::Write;
-use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, Float64Array, RecordBatch};
+use apron_reports::money;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
 use crate::cli::{GlobalArgs, SpendArgs};
-use crate::columns::f64_column;
+use crate::columns::{f64_column, replace_f64};
 use crate::commands::Report;
 use crate::error::Error;
-use crate::header::{hours, money};
+use crate::header::hours;
 use crate::queries;
 use crate::rounding::{cents_keeping_total, round_columns, split_cents};
 
@@ -100,16 +100,4 @@ pub async fn spend(report: &Report) -> Result<(RecordBatch, Totals), Error> {
         energy_kwh,
     };
     Ok((batch, totals))
-}
-
-/// `batch` with the Float64 column `name` replaced by `values`.
-pub(crate) fn replace_f64(
-    batch: &RecordBatch,
-    name: &str,
-    values: Vec<f64>,
-) -> Result<RecordBatch, ArrowError> {
-    let index = batch.schema().index_of(name)?;
-    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-    columns[index] = Arc::new(Float64Array::from(values));
-    RecordBatch::try_new(batch.schema(), columns)
 }

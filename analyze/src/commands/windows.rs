@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
+use apron_reports::{grouped, money};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, RecordBatch, StringArray, UInt32Array,
 };
@@ -18,7 +19,6 @@ use crate::cli::{GlobalArgs, WindowsArgs, WindowsShow};
 use crate::columns::{f64_column, text_column};
 use crate::commands::Report;
 use crate::error::Error;
-use crate::header::{group_thousands, money};
 use crate::queries;
 use crate::rounding::round_columns;
 
@@ -67,7 +67,7 @@ impl Window {
             "{}: {:.0}% of GPU time idle, {} GPU-hours and {} a week",
             self.label,
             self.idle_share_pct,
-            group_thousands(self.idle_gpu_hours_per_week, 0),
+            grouped(self.idle_gpu_hours_per_week, 0),
             money(self.idle_cost_per_week, currency)
         )
     }
