@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, Months, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use datafusion::common::ScalarValue;
 
 use crate::error::Error;
@@ -46,11 +46,7 @@ impl Period {
     pub fn choose(choice: &PeriodChoice, now_ms: i64) -> Result<Period, Error> {
         let span = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let period = if let Some(first) = choice.month {
-            let next = if first.month() == 12 {
-                NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)
-            } else {
-                NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)
-            };
+            let next = Period::next_month(first);
             let next =
                 next.ok_or_else(|| Error::Period { message: format!("month {first} is out of range") })?;
             Period { start_ms: midnight_ms(first), end_ms: midnight_ms(next) }
@@ -108,14 +104,14 @@ impl Period {
         (end - self.start_ms) as f64 / 3_600_000.0
     }
 
-    /// The period of the same length just before this one (for `--month`,
-    /// the previous calendar month).
+    /// The first day of the month before `month`'s.
     pub fn previous_month(month: NaiveDate) -> Option<NaiveDate> {
-        if month.month() == 1 {
-            NaiveDate::from_ymd_opt(month.year() - 1, 12, 1)
-        } else {
-            NaiveDate::from_ymd_opt(month.year(), month.month() - 1, 1)
-        }
+        month.with_day(1)?.checked_sub_months(Months::new(1))
+    }
+
+    /// The first day of the month after `month`'s.
+    pub fn next_month(month: NaiveDate) -> Option<NaiveDate> {
+        month.with_day(1)?.checked_add_months(Months::new(1))
     }
 }
 

@@ -151,12 +151,8 @@ fn last_full_month() -> NaiveDate {
 }
 
 fn days_in_month(first: NaiveDate) -> u32 {
-    let next = if first.month() == 12 {
-        NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)
-    } else {
-        NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)
-    };
-    next.map_or(30, |n| u32::try_from((n - first).num_days()).unwrap_or(30))
+    crate::period::Period::next_month(first)
+        .map_or(30, |n| u32::try_from((n - first).num_days()).unwrap_or(30))
 }
 
 #[cfg(test)]
