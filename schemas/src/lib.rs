@@ -21,6 +21,7 @@ pub mod paths;
 pub mod proc_minutes;
 pub mod proc_samples;
 pub mod table;
+pub mod test_pause;
 pub mod wal;
 
 pub use gpu_minutes::GpuMinute;

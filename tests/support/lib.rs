@@ -80,6 +80,22 @@ pub fn signal(child: &Child, sig: libc::c_int) {
     assert_eq!(rc, 0, "kill({pid}, {sig})");
 }
 
+/// Waits until process `pid` is stopped (state `T` in `/proc/PID/stat`),
+/// as it is after reaching the pause point the test named in
+/// `APRON_TEST_PAUSE_AT`; fails the test after `limit`.
+pub fn wait_stopped(pid: u32, limit: Duration) {
+    let t0 = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the process is alive");
+        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+        if state == Some('T') {
+            return;
+        }
+        assert!(t0.elapsed() < limit, "process {pid} did not reach its pause point within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Waits for `child` to exit, at most `limit`; past it the child is killed
 /// and the test fails.
 pub fn wait_with_timeout(mut child: Child, limit: Duration) -> Output {
