@@ -22,6 +22,7 @@ pub mod commands;
 pub mod config;
 pub mod cost;
 pub mod error;
+pub mod fence;
 pub mod header;
 pub mod integrity;
 pub mod logging;

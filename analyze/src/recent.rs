@@ -11,22 +11,24 @@
 //! previous file's last sample, so the first sample of each GPU takes its
 //! energy from power × time (the recorder's rollup at close is exact).
 //!
-//! Each row is seen once: segments are listed before the Parquet files (the
-//! listing runs later, when the query does), a segment whose Parquet file
-//! already exists is skipped, and a segment deleted between listing and
-//! reading has become Parquet and is skipped too. A file that closes in the
-//! milliseconds between this read and the query's listing can still count
-//! its rows twice; the next query is exact again.
+//! Each row is seen once: the rows of every segment read here come from the
+//! log, and the Parquet files of the same name are hidden from the query's
+//! listing, whenever they appear ([`crate::fence`]); a segment deleted
+//! before it is read has become Parquet completely and is left to the
+//! listing.
 
 use std::io;
 use std::sync::Arc;
 
 use apron_recorder::rollup::{EnergyCarry, rollup};
+use apron_schemas::test_pause;
 use apron_schemas::wal::{self, SegmentRows, WalError};
 use apron_schemas::{DataLayout, Table, gpu_minutes, gpu_samples, proc_minutes, proc_samples};
 use datafusion::arrow::array::{ArrayRef, Date32Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
+
+use crate::fence::Fence;
 
 /// The rows of the open WAL segments, per raw table.
 #[derive(Debug, Default)]
@@ -39,6 +41,9 @@ pub struct RecentRows {
     pub gpu_minutes: Vec<RecordBatch>,
     /// `proc_minutes` rows of the segments, one batch per segment with rows.
     pub proc_minutes: Vec<RecordBatch>,
+    /// What the query's listing must leave out so that no row is counted
+    /// twice or missed ([`crate::fence`]).
+    pub fence: Fence,
 }
 
 impl RecentRows {
@@ -75,10 +80,19 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
             return Ok(out);
         }
     };
-    for seg in segments {
-        if layout.file_path(Table::GpuSamples, &seg.host, seg.start_ms, seg.seq).exists() {
-            continue; // closed into Parquet already; the listing has its rows
+    // Each host's newest segment, when a recorder is writing it, marks the
+    // snapshot's end on that host: files named after it began later.
+    let mut newest: std::collections::BTreeMap<&str, &wal::SegmentFile> = Default::default();
+    for seg in &segments {
+        newest.insert(&seg.host, seg); // listed in (host, start, seq) order
+    }
+    for seg in newest.values() {
+        if is_live(&seg.path) {
+            out.fence.saw_segment(&seg.host, seg.start_ms, seg.seq);
         }
+    }
+    test_pause::pause_at(test_pause::points::AFTER_WAL_LIST);
+    for seg in segments {
         let rows = match wal::read_segment(&seg.path) {
             Ok(rows) => rows,
             Err(WalError::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => continue,
@@ -88,6 +102,10 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
             }
         };
         let SegmentRows { mut gpus, mut procs, .. } = rows;
+        if gpus.is_empty() && procs.is_empty() {
+            continue; // nothing to fence: its files, if any, hold its rows
+        }
+        out.fence.hide(Table::ALL.into_iter().map(|t| layout.file_path(t, &seg.host, seg.start_ms, seg.seq)));
         // Ticks come in time order; files (and the rollup) go by GPU first.
         gpu_samples::sort(&mut gpus);
         proc_samples::sort(&mut procs);
@@ -115,6 +133,21 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
     }
     Ok(out)
 }
+
+/// A segment written to within [`LIVE_SEGMENT_WINDOW`] belongs to a
+/// running recorder. A segment a crash left long ago (or one recovery keeps)
+/// says nothing about which of the host's later files are new. A segment
+/// already gone was live a moment ago: it has just closed.
+fn is_live(path: &std::path::Path) -> bool {
+    match std::fs::metadata(path).and_then(|m| m.modified()) {
+        Ok(modified) => modified.elapsed().map_or(true, |age| age <= LIVE_SEGMENT_WINDOW),
+        Err(_) => true,
+    }
+}
+
+/// How recently a segment must have been written to count as a running
+/// recorder's open segment: far longer than any tick interval.
+const LIVE_SEGMENT_WINDOW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// Appends `date` (the UTC day of each row's `ts_ms`) and `host` to `batch`.
 fn with_partitions(

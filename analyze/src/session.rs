@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use apron_schemas::{DataLayout, Table};
+use apron_schemas::{DataLayout, Table, test_pause};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -44,6 +44,7 @@ use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use futures::StreamExt;
 
 use crate::error::Error;
+use crate::fence::FencedStore;
 use crate::integrity;
 use crate::minutes;
 use crate::output::{BatchWriter, Format};
@@ -120,6 +121,13 @@ impl Session {
             path: layout.wal_root(),
             source: DataFusionError::ArrowError(Box::new(source), None),
         })?;
+        test_pause::pause_at(test_pause::points::AFTER_WAL_READ);
+        // Every query of this session lists files through the fence: the
+        // files of the segments just read are never listed (see `fence`).
+        let local: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new());
+        let fenced = FencedStore::new(local, recent.fence.clone());
+        let file_url = url::Url::parse("file://").expect("a valid URL");
+        ctx.register_object_store(&file_url, Arc::new(fenced));
         let register_err = |table: Table| {
             let path = layout.table_dir(table);
             move |source| Error::Register { table: table.name().to_owned(), path, source }

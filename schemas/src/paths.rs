@@ -76,7 +76,7 @@ impl DataLayout {
     /// before.
     pub fn compacted_file_name(date: NaiveDate, compacted_at_ms: i64) -> String {
         let at = DateTime::<Utc>::from_timestamp_millis(compacted_at_ms).unwrap_or_default();
-        format!("{}T000000000Z-compacted-{}.parquet", date.format("%Y%m%d"), at.format("%Y%m%dT%H%M%S%3fZ"))
+        format!("{}T000000000Z-compacted-{}.parquet", date.format("%Y%m%d"), at.format(FILE_START_FORMAT))
     }
 
     /// `DATA/.compact.lock`: held (flock) by whoever compacts or applies
@@ -92,7 +92,7 @@ impl DataLayout {
     pub fn file_path(&self, table: Table, host: &str, start_ms: i64, seq: u64) -> PathBuf {
         let start = DateTime::<Utc>::from_timestamp_millis(start_ms).unwrap_or_default();
         self.partition_dir(table, start.date_naive(), host)
-            .join(format!("{}-{seq:06}.parquet", start.format("%Y%m%dT%H%M%S%3fZ")))
+            .join(format!("{}-{seq:06}.parquet", start.format(FILE_START_FORMAT)))
     }
 
     /// The write-ahead log folder of `host`.
@@ -119,6 +119,22 @@ impl DataLayout {
     pub fn wal_segment_path(&self, host: &str, start_ms: i64, seq: u64) -> PathBuf {
         self.wal_dir(host).join(format!("{start_ms}-{seq:06}.{WAL_EXTENSION}"))
     }
+}
+
+/// How a data file's name writes its first tick (UTC, to the millisecond).
+const FILE_START_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
+
+/// The (start_ms, seq) of a data file name written by
+/// [`DataLayout::file_path`]; `None` for any other name (compacted files,
+/// other tools' files).
+pub fn parse_data_file_name(name: &str) -> Option<(i64, u64)> {
+    let stem = name.strip_suffix(".parquet")?;
+    let (start, seq) = stem.rsplit_once('-')?;
+    if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let start = chrono::NaiveDateTime::parse_from_str(start, FILE_START_FORMAT).ok()?;
+    Some((start.and_utc().timestamp_millis(), seq.parse().ok()?))
 }
 
 /// The extension of write-ahead log segments.
@@ -182,6 +198,20 @@ pub fn validate_host(host: &str) -> Result<(), PathError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_file_names_parse_back_to_their_start_and_seq() {
+        let layout = DataLayout::new("/d");
+        let path = layout.file_path(Table::GpuSamples, "n1", 1_796_083_212_345, 7);
+        let name = path.file_name().and_then(|n| n.to_str()).expect("a name");
+        assert_eq!(name, "20261201T000012345Z-000007.parquet");
+        assert_eq!(parse_data_file_name(name), Some((1_796_083_212_345, 7)));
+        let compacted =
+            DataLayout::compacted_file_name(NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"), 0);
+        assert_eq!(parse_data_file_name(&compacted), None);
+        assert_eq!(parse_data_file_name("part-0001.parquet"), None);
+        assert_eq!(parse_data_file_name("20261130T000012345Z-000007.wal"), None);
+    }
 
     #[test]
     fn file_path_is_hive_partitioned_by_utc_date_and_host() {

@@ -20,6 +20,9 @@ pub mod points {
     /// Parquet files (the tick that closed it is already in the new WAL
     /// segment).
     pub const BEFORE_CLOSED_FILE_WRITE: &str = "before-closed-file-write";
+    /// `apron` has listed the write-ahead log's segments and has not read
+    /// them yet.
+    pub const AFTER_WAL_LIST: &str = "after-wal-list";
     /// `apron` has read the write-ahead log and has not listed the Parquet
     /// files of its query yet.
     pub const AFTER_WAL_READ: &str = "after-wal-read";
