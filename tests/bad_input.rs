@@ -104,3 +104,56 @@ fn a_config_pricing_a_model_the_data_lacks_is_a_warning() {
     let total: f64 = rows.iter().map(|r| r["cost"].as_f64().expect("cost")).sum();
     assert!((total - 1.72).abs() < 1e-9, "{rows:?}");
 }
+
+/// `apron ARGS…` on `fx` fails with one error line naming `file` and
+/// saying what is wrong with it (`what`); a report writes nothing.
+fn assert_names_the_file(fx: &Fixture, args: &[&str], file: &std::path::Path, what: &str) {
+    let out = fx.apron(args);
+    assert_one_error(args, &out, &[&file.display().to_string(), what]);
+}
+
+#[test]
+fn an_empty_or_non_parquet_data_file_is_named_by_every_command() {
+    let month = ["--month", "2026-11"];
+    for (name, bytes, what) in [
+        ("zz-empty.parquet", &b""[..], "the file is empty (0 bytes), not Parquet"),
+        ("zz-junk.parquet", &b"not parquet\n"[..], "corrupt or truncated Parquet file"),
+    ] {
+        for raw_only in [false, true] {
+            let fx = Fixture::new();
+            if raw_only {
+                // The minute tables then come from the raw files.
+                fx.remove_rollups();
+            }
+            let file = fx.data.join("gpu_samples/date=2026-11-02/host=h1").join(name);
+            std::fs::write(&file, bytes).expect("write the bad file");
+            let report = fx.dir.path().join("report");
+            let report = report.to_str().expect("UTF-8 path");
+            let mut commands: Vec<Vec<&str>> = vec![
+                vec!["sql", "SELECT count(*) FROM gpu_samples"],
+                vec!["spend", month[0], month[1]],
+                vec!["idle-cost", month[0], month[1]],
+                vec!["report", month[0], month[1], "--out", report],
+            ];
+            if raw_only {
+                // The minutes computed from the raw files read it too.
+                commands.push(vec!["--format", "csv", "sql", "SELECT count(*) FROM gpu_minutes"]);
+            }
+            for args in &commands {
+                assert_names_the_file(&fx, args, &file, what);
+            }
+            assert!(!std::path::Path::new(report).exists(), "a failed report wrote {report}");
+
+            // Without the file, the same data answers again.
+            std::fs::remove_file(&file).expect("remove the bad file");
+            let out = fx.apron(&["--format", "csv", "sql", "SELECT count(*) AS n FROM gpu_samples"]);
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n168\n");
+        }
+    }
+    // A zero-byte file in the rollups is named too.
+    let fx = Fixture::new();
+    let file = fx.data.join("gpu_minutes/date=2026-11-02/host=h2/zz.parquet");
+    std::fs::write(&file, b"").expect("write the empty file");
+    assert_names_the_file(&fx, &["spend", month[0], month[1]], &file, "empty (0 bytes)");
+}

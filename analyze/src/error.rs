@@ -128,6 +128,14 @@ pub enum Error {
         source: ParquetError,
     },
 
+    /// A data file under the data folder is empty: zero bytes are not
+    /// Parquet (and would otherwise read as no rows).
+    #[error("cannot read {}: the file is empty (0 bytes), not Parquet", path.display())]
+    EmptyFile {
+        /// The offending file.
+        path: PathBuf,
+    },
+
     /// A Parquet file under the data folder lacks a column every row must
     /// have.
     #[error("cannot read {}: required column {column} is missing", path.display())]

@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type, TimestampMillisecondType};
 
 use crate::config::Config;
@@ -56,8 +56,8 @@ impl Coverage {
                 covers,
             });
         };
-        let first_ms = sample_in(session, raw.first_minute, true).await.unwrap_or(raw.first_minute);
-        let last_ms = sample_in(session, raw.last_minute, false).await.unwrap_or(raw.last_minute);
+        let first_ms = sample_in(session, raw.first_minute, true).await?.unwrap_or(raw.first_minute);
+        let last_ms = sample_in(session, raw.last_minute, false).await?.unwrap_or(raw.last_minute);
         let recorded_hours = raw.recorded_seconds / 3600.0;
         let possible = raw.gpus as f64 * period.elapsed_hours(now_ms);
         Ok(Coverage {
@@ -100,14 +100,20 @@ async fn coverage_row(session: &Session, period: &Period) -> Result<Option<Cover
 }
 
 /// The first (or last) raw sample in the minute starting at `minute_ms`;
-/// `None` when the raw rows are gone (retention keeps rollups longer).
-async fn sample_in(session: &Session, minute_ms: i64, first: bool) -> Option<i64> {
+/// `None` when the raw rows are gone (retention keeps rollups longer, and
+/// data may come as rollups alone). A raw file that cannot be read is an
+/// error: the header never hides a broken file.
+async fn sample_in(session: &Session, minute_ms: i64, first: bool) -> Result<Option<i64>, Error> {
     let params = vec![timestamp(minute_ms), timestamp(minute_ms + 60_000)];
-    let df = session.sql_with_params(queries::SAMPLES_BETWEEN, params).await.ok()?;
-    let (_, batches) = session.collect(df).await.ok()?;
-    let b: &RecordBatch = batches.iter().find(|b| b.num_rows() > 0)?;
+    let df = match session.sql_with_params(queries::SAMPLES_BETWEEN, params).await {
+        Ok(df) => df,
+        Err(Error::UnknownTable { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let (_, batches) = session.collect(df).await?;
+    let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else { return Ok(None) };
     let column = b.column(if first { 0 } else { 1 }).as_primitive::<TimestampMillisecondType>();
-    column.is_valid(0).then(|| column.value(0))
+    Ok(column.is_valid(0).then(|| column.value(0)))
 }
 
 /// The lines a report prints first.

@@ -112,6 +112,10 @@ impl Session {
             .map_err(|source| Error::DataDir { path: data.to_path_buf(), source })?;
 
         let ctx = SessionContext::new_with_config(session_config());
+        // Every listing reads the local files through this store, which
+        // names a zero-byte data file instead of skipping it.
+        let file_url = url::Url::parse("file://").expect("a constant URL parses");
+        ctx.register_object_store(&file_url, Arc::new(crate::store::DataFileStore::default()));
         let parquet_options = ctx.state().default_table_options().parquet;
         let layout = DataLayout::new(data);
         let absolute = DataLayout::new(&root);
@@ -330,6 +334,15 @@ impl Session {
     /// rows of those files are decoded to find the damaged one. Otherwise
     /// the engine's error is given as is.
     fn execute_error(&self, err: DataFusionError, files: Option<&[PathBuf]>) -> Error {
+        if let Some(path) = crate::store::empty_file_in(&err) {
+            // The store names the file under the canonical folder; the
+            // message names it under the folder as the user gave it.
+            let path = match path.strip_prefix(&self.root) {
+                Ok(rel) => self.layout.root().join(rel),
+                Err(_) => path,
+            };
+            return Error::EmptyFile { path };
+        }
         let found = match files {
             Some(files) => integrity::find_bad_file_among(&self.layout, files)
                 .or_else(|| if is_decode_failure(&err) { integrity::find_undecodable(files) } else { None }),
