@@ -266,6 +266,11 @@ pub enum Error {
         message: String,
     },
 
+    /// An amount of money too large to count in cents: a price in the
+    /// config far beyond any real one.
+    #[error(transparent)]
+    Money(#[from] crate::rounding::MoneyOverflow),
+
     /// A chart could not be drawn or written; the message names the file.
     #[error(transparent)]
     Chart(#[from] apron_reports::ChartError),
