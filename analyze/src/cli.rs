@@ -137,18 +137,29 @@ pub struct ReportArgs {
     #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
     pub month: NaiveDate,
 
-    /// The folder to write the report into (created if missing; apron's
-    /// files in it are replaced).
+    /// The folder to write the report into: a new or empty folder, or an
+    /// earlier report's (whose files are replaced).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+
+    /// Write into --out even when it holds other files and no earlier
+    /// report (apron's files in it are replaced; nothing else is touched).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `apron demo [--out DIR]`.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
-    /// The folder to write the report into.
+    /// The folder to write the report into: a new or empty folder, or an
+    /// earlier report's (whose files are replaced).
     #[arg(long, value_name = "DIR", default_value = "apron-demo")]
     pub out: PathBuf,
+
+    /// Write into --out even when it holds other files and no earlier
+    /// report (apron's files in it are replaced; nothing else is touched).
+    #[arg(long)]
+    pub force: bool,
 
     /// The month to simulate, YYYY-MM. Default: the last full month.
     #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]

@@ -275,6 +275,20 @@ pub enum Error {
     #[error(transparent)]
     Chart(#[from] apron_reports::ChartError),
 
+    /// `--out` of `report` or `demo` holds files of its own and no earlier
+    /// report: nothing is written there without `--force`.
+    #[error(
+        "will not write the report into {}: it holds other files and no earlier apron report \
+         (no {marker} file); choose a new or empty folder, or pass --force to write into it anyway",
+        path.display()
+    )]
+    OutDirNotEmpty {
+        /// The folder.
+        path: PathBuf,
+        /// The marker file an earlier report leaves.
+        marker: &'static str,
+    },
+
     /// A report file (page, table) could not be written.
     #[error("cannot write the report to {}", path.display())]
     Report {

@@ -95,6 +95,7 @@ impl Headline {
 
 /// Writes the report and prints where it is.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReportArgs, mut out: W) -> Result<(), Error> {
+    check_out_dir(&args.out, args.force)?;
     let headline = write_report(global, args.month, &args.out).await?;
     for line in headline.lines() {
         writeln!(out, "{line}").map_err(|source| Error::Write { source })?;
@@ -425,6 +426,28 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         currency,
         index: out_dir.join("index.html"),
     })
+}
+
+/// Whether a report may be written into `out_dir`: a new or empty folder,
+/// or an earlier report's ([`apron_reports::MARKER`]), or any folder with
+/// `force`. Anything else is [`Error::OutDirNotEmpty`], so `--out /` or
+/// `--out ~` never scatters files among someone's own. Checked before
+/// anything is computed or written.
+pub(crate) fn check_out_dir(out_dir: &Path, force: bool) -> Result<(), Error> {
+    use apron_reports::OutDirState;
+    let state = apron_reports::out_dir_state(out_dir)
+        .map_err(|e| Error::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+    match state {
+        OutDirState::Missing | OutDirState::Empty | OutDirState::Report => Ok(()),
+        OutDirState::Other if force => Ok(()),
+        OutDirState::Other => {
+            Err(Error::OutDirNotEmpty { path: out_dir.to_path_buf(), marker: apron_reports::MARKER })
+        }
+        OutDirState::NotAFolder => Err(Error::Report {
+            path: out_dir.to_path_buf(),
+            source: "it exists and is not a folder".into(),
+        }),
+    }
 }
 
 /// `November 2026`.
