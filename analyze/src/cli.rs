@@ -57,7 +57,9 @@ pub enum Command {
     Sql(SqlArgs),
 
     /// Print the effective configuration (--config FILE, else ./apron.toml,
-    /// else the defaults) as apron.toml, with a first line naming its source.
+    /// else the defaults) as apron.toml, with a first line naming its source;
+    /// with a data folder, also the GPU models of the period (default the
+    /// last 30 days) that no [[gpu_cost]] entry prices.
     Config(ConfigArgs),
 
     /// Print the gpu_index of the least-loaded GPU of a host (lowest mean
@@ -350,9 +352,16 @@ fn parse_window(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
-/// `apron config`: takes only the global options (`--config`, `--format`).
+/// `apron config [period]`: the global options (`--config`, `--format`,
+/// `--data`) and the period whose GPU models are checked against the
+/// prices.
 #[derive(Debug, Clone, Args)]
-pub struct ConfigArgs {}
+pub struct ConfigArgs {
+    /// The period whose GPU models are checked against the `[[gpu_cost]]`
+    /// entries, when there is a data folder.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
 
 /// `apron sql QUERY | sql -f FILE`.
 #[derive(Debug, Clone, Args)]

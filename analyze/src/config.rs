@@ -379,13 +379,19 @@ impl Config {
     /// where it came from (`"defaults"` or the file's path).
     pub fn to_json(&self) -> Result<String, Error> {
         let show = |e: serde_json::Error| Error::ShowConfig { format: "json", source: Box::new(e) };
-        let mut value = serde_json::to_value(self).map_err(show)?;
+        let mut text = serde_json::to_string(&self.to_json_value()?).map_err(show)?;
+        text.push('\n');
+        Ok(text)
+    }
+
+    /// [`Config::to_json`] as a value, for a caller that adds keys.
+    pub fn to_json_value(&self) -> Result<serde_json::Value, Error> {
+        let mut value = serde_json::to_value(self)
+            .map_err(|e| Error::ShowConfig { format: "json", source: Box::new(e) })?;
         if let serde_json::Value::Object(map) = &mut value {
             map.insert("source".to_owned(), self.source.to_string().into());
         }
-        let mut text = serde_json::to_string(&value).map_err(show)?;
-        text.push('\n');
-        Ok(text)
+        Ok(value)
     }
 }
 

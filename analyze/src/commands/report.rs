@@ -59,6 +59,9 @@ pub struct Headline {
     pub windows: Vec<String>,
     /// The currency.
     pub currency: String,
+    /// One line for each GPU model no `[[gpu_cost]]` entry priced
+    /// ([`crate::header::Unpriced::line`]).
+    pub unpriced: Vec<String>,
     /// The report's page.
     pub index: PathBuf,
 }
@@ -88,6 +91,7 @@ impl Headline {
         if let Some(w) = self.windows.first() {
             lines.push(format!("  idle window    {w}"));
         }
+        lines.extend(self.unpriced.iter().cloned());
         lines.push(format!("Report: {}", self.index.display()));
         lines
     }
@@ -182,6 +186,8 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         .take(3)
         .collect();
     let hours_in_period = report.period.elapsed_hours(i64::MAX);
+    let unpriced: Vec<String> =
+        crate::header::unpriced(&report.config, &report.coverage).iter().map(|u| u.line(&report.config)).collect();
 
     let change = |now: f64, before: Option<f64>| -> Option<String> {
         let (before, name) = (before?, previous.as_ref()?.0.clone());
@@ -392,7 +398,10 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
                 report.config.energy.pue
             ),
             format!("Config: {}. Data: {}.", report.config.source, report.session.layout().root().display()),
-        ],
+        ]
+        .into_iter()
+        .chain(unpriced.iter().cloned())
+        .collect(),
         table: None,
         chart: None,
     });
@@ -424,6 +433,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         reclaim_for: report.config.reclaim.idle_for,
         windows: window_lines,
         currency,
+        unpriced,
         index: out_dir.join("index.html"),
     })
 }
