@@ -93,8 +93,8 @@ fn case(name: &str) -> Option<Case> {
     let threshold = f64p(5.0);
     let case = match name {
         "alerts" => Case {
-            // now = 10:10; thresholds of the default rules.
-            params: vec![end, f64p(10.0), f64p(10.0), f64p(80.0)],
+            // now = 10:10; thresholds of the default rules; no_data after 5 min.
+            params: vec![end, f64p(10.0), f64p(10.0), f64p(80.0), timestamp(ms("2026-11-02T10:05:00Z"))],
             columns: &["rule", "host", "gpu_index", "gpu_uuid", "value", "since"],
         },
         "coverage" => Case {
@@ -588,7 +588,8 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
     // GPU-B's mean is 0%, GPU-A's 25%.
     check("pick: h1's GPU 1 before GPU 0", order == [1, 0], &order);
     let alerts = rows("alerts");
-    // No window is 90% recorded: nothing fires.
+    // No window is 90% recorded, and every GPU has a sample after 10:05:
+    // nothing fires.
     check("alerts: none", alerts.is_empty(), &alerts);
 
     eprintln!("queries: {:.1} s", t0.elapsed().as_secs_f64());

@@ -68,8 +68,8 @@ pub enum Command {
     /// --format csv|json, print every GPU of the host, best first.
     Pick(PickArgs),
 
-    /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m;
-    /// thresholds in the config) now. Exit code 1 when any rule fires, 0
+    /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m,
+    /// no_data; thresholds in the config) now. Exit code 1 when any rule fires, 0
     /// when none does, 2 on error, for cron and scripts.
     Alerts(AlertsArgs),
 

@@ -32,6 +32,8 @@
 //! low_usage_1h = 10      # fires below this over the last hour
 //! low_usage_4h = 10      # fires below this over the last 4 hours
 //! high_usage_15m = 80    # fires above this over the last 15 minutes
+//! no_data = "5m"         # fires when a host or GPU seen in the last 7 days
+//!                        # has had no sample for this long; under 7 days
 //!
 //! [[gpu_cost]]           # first match on gpu_model wins; "*" matches any
 //! model = "*"
@@ -274,7 +276,16 @@ pub struct Alerts {
     /// (default 80).
     #[serde(deserialize_with = "percent")]
     pub high_usage_15m: f64,
+    /// `no_data` fires when a host or GPU seen in the last 7 days has had
+    /// no sample for this long (default 5 minutes, written `"5m"`; less
+    /// than [`NO_DATA_LOOKBACK`], the rule's look-back).
+    #[serde(deserialize_with = "no_data", serialize_with = "show_duration")]
+    pub no_data: Duration,
 }
+
+/// How far back `no_data` looks for hosts and GPUs: one seen longer ago is
+/// taken as retired, not as silent.
+pub const NO_DATA_LOOKBACK: Duration = Duration::from_secs(7 * 86_400);
 
 impl Default for Config {
     /// The documented defaults, with [`Source::Defaults`].
@@ -319,7 +330,12 @@ impl Default for Reclaim {
 
 impl Default for Alerts {
     fn default() -> Self {
-        Alerts { low_usage_1h: 10.0, low_usage_4h: 10.0, high_usage_15m: 80.0 }
+        Alerts {
+            low_usage_1h: 10.0,
+            low_usage_4h: 10.0,
+            high_usage_15m: 80.0,
+            no_data: Duration::from_secs(5 * 60),
+        }
     }
 }
 
@@ -646,6 +662,16 @@ impl Visitor<'_> for DurationText {
 /// A duration above zero and at most [`MAX_DURATION`], written as a string.
 fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     deserializer.deserialize_any(DurationText)
+}
+
+/// A duration above zero and shorter than [`NO_DATA_LOOKBACK`].
+fn no_data<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let d = duration(deserializer)?;
+    if d < NO_DATA_LOOKBACK {
+        Ok(d)
+    } else {
+        Err(de::Error::custom("must be shorter than 7 days, the rule's look-back"))
+    }
 }
 
 /// Writes a duration the way the file does (`"10m"`, `"2h"`).

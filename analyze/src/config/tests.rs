@@ -49,6 +49,7 @@ for = "3h"
 low_usage_1h = 5
 low_usage_4h = 12
 high_usage_15m = 90
+no_data = "15m"
 "#;
 
 fn parse(text: &str) -> Result<Config, Error> {
@@ -75,6 +76,7 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(c.zombie.min_idle, Duration::from_secs(600));
     assert_eq!(c.reclaim.idle_for, Duration::from_secs(7200));
     assert_eq!((c.alerts.low_usage_1h, c.alerts.low_usage_4h, c.alerts.high_usage_15m), (10.0, 10.0, 80.0));
+    assert_eq!(c.alerts.no_data, Duration::from_secs(300));
     assert_eq!(c.gpu_cost.len(), 1);
     let cost = &c.gpu_cost[0];
     assert_eq!(
@@ -122,6 +124,7 @@ fn a_full_file_is_read_and_printed_back_the_same() {
     assert_eq!(c.zombie.min_idle, Duration::from_secs(15 * 60));
     assert_eq!(c.reclaim.idle_for, Duration::from_secs(3 * 3600));
     assert_eq!((c.alerts.low_usage_1h, c.alerts.low_usage_4h, c.alerts.high_usage_15m), (5.0, 12.0, 90.0));
+    assert_eq!(c.alerts.no_data, Duration::from_secs(15 * 60));
 
     let printed = c.to_toml().expect("prints");
     assert_eq!(printed.lines().next(), Some("# apron configuration: apron.toml"));
@@ -228,6 +231,8 @@ fn every_number_has_a_plausible_range() {
         ("[zombie]\nmin_idle = \"367d\"\n".into(), "apron.toml:2: `min_idle` must be at most 366 days"),
         ("[reclaim]\nfor = \"100000y\"\n".into(), "apron.toml:2: `for` must be at most 366 days"),
         ("[alerts]\nhigh_usage_15m = 1e300\n".into(), "apron.toml:2: `high_usage_15m` must be between 0 and 100"),
+        ("[alerts]\nno_data = \"7d\"\n".into(), "apron.toml:2: `no_data` must be shorter than 7 days, the rule's look-back"),
+        ("[alerts]\nno_data = \"0s\"\n".into(), "apron.toml:2: `no_data` must be longer than zero"),
     ];
     for (text, want) in cases {
         assert_eq!(refusal(&text), want, "{text}");
