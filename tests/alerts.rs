@@ -136,7 +136,9 @@ fn fired(out: &Output) -> (Option<i32>, Vec<serde_json::Value>) {
 }
 
 fn ms_of(value: &serde_json::Value) -> i64 {
-    chrono::DateTime::parse_from_rfc3339(value.as_str().expect("a time")).expect("RFC 3339").timestamp_millis()
+    chrono::DateTime::parse_from_rfc3339(value.as_str().expect("a time"))
+        .expect("RFC 3339")
+        .timestamp_millis()
 }
 
 #[test]

@@ -162,7 +162,8 @@ fn an_empty_or_non_parquet_data_file_is_named_by_every_command() {
 /// `test_a_as`, written next to the data; returns its path.
 fn config_without_star(fx: &Fixture, test_a_as: &str, name: &str) -> std::path::PathBuf {
     let text = std::fs::read_to_string(&fx.config).expect("read the config");
-    let star = "[[gpu_cost]]\nmodel = \"*\"\npurchase_price = 0\nlifetime_years = 1\nops_per_gpu_hour = 3.6\n";
+    let star =
+        "[[gpu_cost]]\nmodel = \"*\"\npurchase_price = 0\nlifetime_years = 1\nops_per_gpu_hour = 3.6\n";
     assert!(text.contains(star), "the scenario's config has a \"*\" entry");
     let text = text.replace(star, "").replace("\"Test A\"", &format!("\"{test_a_as}\""));
     let path = fx.dir.path().join(name);
@@ -193,7 +194,10 @@ fn models_no_gpu_cost_entry_prices_are_named_with_their_gpu_hours() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let lines = unpriced_lines(&out);
     assert_eq!(lines.len(), 1, "{}", stderr(&out));
-    assert!(lines[0].starts_with("Unpriced: 0.17 GPU-hours of Test B (1 GPU) priced at the default"), "{lines:?}");
+    assert!(
+        lines[0].starts_with("Unpriced: 0.17 GPU-hours of Test B (1 GPU) priced at the default"),
+        "{lines:?}"
+    );
     assert!(lines[0].contains("25,000 USD over 4 years + 0.20 USD/h"), "{lines:?}");
     assert!(lines[0].contains("only-a.toml"), "{lines:?}");
     // And that is the price it got: Test A 18 min × 60 s × 0.002, energy
@@ -217,11 +221,16 @@ fn models_no_gpu_cost_entry_prices_are_named_with_their_gpu_hours() {
         let named: Vec<(String, f64)> = lines
             .iter()
             .map(|l| {
-                let model = l.split(" GPU-hours of ").nth(1).and_then(|r| r.split(" (").next()).expect("a model");
+                let model =
+                    l.split(" GPU-hours of ").nth(1).and_then(|r| r.split(" (").next()).expect("a model");
                 (model.to_owned(), apron_tests::number_after(l, "Unpriced:").expect("GPU-hours"))
             })
             .collect();
-        assert_eq!(named, [("Test A".to_owned(), 0.30), ("Test B".to_owned(), 0.17)], "{report:?}: {lines:?}");
+        assert_eq!(
+            named,
+            [("Test A".to_owned(), 0.30), ("Test B".to_owned(), 0.17)],
+            "{report:?}: {lines:?}"
+        );
         assert!(lines[0].contains("(2 GPUs)"), "{lines:?}");
     }
 
@@ -248,7 +257,8 @@ fn models_no_gpu_cost_entry_prices_are_named_with_their_gpu_hours() {
 
     // The monthly report says it on the page and in its headline.
     let dir = fx.dir.path().join("report");
-    let out = fx.apron_with(&config, &["report", "--month", "2026-11", "--out", dir.to_str().expect("UTF-8")]);
+    let out =
+        fx.apron_with(&config, &["report", "--month", "2026-11", "--out", dir.to_str().expect("UTF-8")]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout.lines().filter(|l| l.starts_with("Unpriced:")).count(), 2, "{stdout}");

@@ -39,7 +39,12 @@ fn names(dir: &Path) -> BTreeSet<String> {
 
 /// The files a report folder holds.
 fn bundle_names() -> BTreeSet<String> {
-    [".apron-report", "index.html", "summary.md"].into_iter().chain(PNGS).chain(CSVS).map(str::to_owned).collect()
+    [".apron-report", "index.html", "summary.md"]
+        .into_iter()
+        .chain(PNGS)
+        .chain(CSVS)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// `apron report --month MONTH --out DIR` on `fx`, which must succeed.

@@ -628,7 +628,10 @@ fn min_mem_mib<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Err
     if v <= MAX_MIN_MEM_MIB {
         Ok(v)
     } else {
-        Err(de::Error::custom(format!("must be at most {} (1 TiB)", apron_reports::grouped(MAX_MIN_MEM_MIB as f64, 0))))
+        Err(de::Error::custom(format!(
+            "must be at most {} (1 TiB)",
+            apron_reports::grouped(MAX_MIN_MEM_MIB as f64, 0)
+        )))
     }
 }
 

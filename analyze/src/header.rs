@@ -297,7 +297,11 @@ mod tests {
             std::path::Path::new("fleet.toml"),
         )
         .expect("valid");
-        let hours = |model: Option<&str>, gpus, gpu_hours| ModelHours { model: model.map(str::to_owned), gpus, gpu_hours };
+        let hours = |model: Option<&str>, gpus, gpu_hours| ModelHours {
+            model: model.map(str::to_owned),
+            gpus,
+            gpu_hours,
+        };
         let coverage = Coverage {
             first_ms: 0,
             last_ms: 0,

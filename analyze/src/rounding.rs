@@ -183,7 +183,7 @@ mod tests {
             assert!(split_cents(&[100], &[0.0], &[bad]).is_err());
         }
         // Many rows each within the limit whose sum is not.
-        assert!(cents_keeping_total(&vec![max / 2.0; 3]).is_err());
+        assert!(cents_keeping_total(&[max / 2.0; 3]).is_err());
         assert!(split_cents(&[i64::MAX, 1], &[0.0, 0.0], &[0.0, 0.0]).is_err());
     }
 }

@@ -92,7 +92,11 @@ impl ObjectStore for DataFileStore {
         self.inner.list(prefix).map(move |meta| meta.and_then(|m| store.check(m))).boxed()
     }
 
-    fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
         let store = DataFileStore::default();
         self.inner.list_with_offset(prefix, offset).map(move |meta| meta.and_then(|m| store.check(m))).boxed()
     }

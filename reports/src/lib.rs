@@ -19,8 +19,8 @@ mod fonts;
 mod number;
 
 pub use bundle::{
-    BundleError, BundleFiles, Figure, MARKER, OutDirState, Report, Section, TableData, mark_out_dir, out_dir_state,
-    write_bundle,
+    BundleError, BundleFiles, Figure, MARKER, OutDirState, Report, Section, TableData, mark_out_dir,
+    out_dir_state, write_bundle,
 };
 pub use chart::{
     ChartContext, ChartError, ChartName, FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, TeamCost,

@@ -71,7 +71,9 @@ fn toml(config: &Config, check: &DataCheck) -> Result<String, Error> {
     match check {
         DataCheck::NoFolder => {}
         DataCheck::NoSamples { data, period } => {
-            text.push_str(&format!("\n# no GPU samples in {data} over {period} to check the prices against\n"));
+            text.push_str(&format!(
+                "\n# no GPU samples in {data} over {period} to check the prices against\n"
+            ));
         }
         DataCheck::Checked { data, period, unpriced } if unpriced.is_empty() => {
             text.push_str(&format!(
@@ -92,7 +94,9 @@ fn toml(config: &Config, check: &DataCheck) -> Result<String, Error> {
 
 fn json(config: &Config, check: &DataCheck) -> Result<String, Error> {
     let mut value = config.to_json_value()?;
-    if let (serde_json::Value::Object(map), DataCheck::Checked { data, period, unpriced }) = (&mut value, check) {
+    if let (serde_json::Value::Object(map), DataCheck::Checked { data, period, unpriced }) =
+        (&mut value, check)
+    {
         let models: Vec<serde_json::Value> = unpriced
             .iter()
             .map(|u| {
@@ -104,7 +108,10 @@ fn json(config: &Config, check: &DataCheck) -> Result<String, Error> {
                 })
             })
             .collect();
-        map.insert("unpriced".to_owned(), serde_json::json!({"data": data, "period": period, "models": models}));
+        map.insert(
+            "unpriced".to_owned(),
+            serde_json::json!({"data": data, "period": period, "models": models}),
+        );
     }
     let mut text = serde_json::to_string(&value)
         .map_err(|e| Error::ShowConfig { format: "json", source: Box::new(e) })?;

@@ -186,8 +186,10 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         .take(3)
         .collect();
     let hours_in_period = report.period.elapsed_hours(i64::MAX);
-    let unpriced: Vec<String> =
-        crate::header::unpriced(&report.config, &report.coverage).iter().map(|u| u.line(&report.config)).collect();
+    let unpriced: Vec<String> = crate::header::unpriced(&report.config, &report.coverage)
+        .iter()
+        .map(|u| u.line(&report.config))
+        .collect();
 
     let change = |now: f64, before: Option<f64>| -> Option<String> {
         let (before, name) = (before?, previous.as_ref()?.0.clone());
@@ -453,10 +455,9 @@ pub(crate) fn check_out_dir(out_dir: &Path, force: bool) -> Result<(), Error> {
         OutDirState::Other => {
             Err(Error::OutDirNotEmpty { path: out_dir.to_path_buf(), marker: apron_reports::MARKER })
         }
-        OutDirState::NotAFolder => Err(Error::Report {
-            path: out_dir.to_path_buf(),
-            source: "it exists and is not a folder".into(),
-        }),
+        OutDirState::NotAFolder => {
+            Err(Error::Report { path: out_dir.to_path_buf(), source: "it exists and is not a folder".into() })
+        }
     }
 }
 

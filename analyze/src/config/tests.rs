@@ -199,11 +199,8 @@ fn a_negative_price_is_refused() {
 #[test]
 fn every_number_has_a_plausible_range() {
     let cost = |key: &str, value: &str| {
-        let mut entry = vec![
-            ("purchase_price", "25000"),
-            ("lifetime_years", "4"),
-            ("ops_per_gpu_hour", "0.2"),
-        ];
+        let mut entry =
+            vec![("purchase_price", "25000"), ("lifetime_years", "4"), ("ops_per_gpu_hour", "0.2")];
         for e in &mut entry {
             if e.0 == key {
                 e.1 = value;
@@ -218,7 +215,10 @@ fn every_number_has_a_plausible_range() {
     let cases: Vec<(String, &str)> = vec![
         ("[energy]\npue = 1e300\n".into(), "apron.toml:2: `pue` must be at most 3"),
         ("[energy]\npue = 3.01\n".into(), "apron.toml:2: `pue` must be at most 3"),
-        ("[energy]\nprice_per_kwh = 100001\n".into(), "apron.toml:2: `price_per_kwh` must be at most 100,000"),
+        (
+            "[energy]\nprice_per_kwh = 100001\n".into(),
+            "apron.toml:2: `price_per_kwh` must be at most 100,000",
+        ),
         ("[energy]\nprice_per_kwh = inf\n".into(), "apron.toml:2: `price_per_kwh` must be a finite number"),
         (cost("purchase_price", "1e308"), "apron.toml:3: `purchase_price` must be at most 10,000,000,000"),
         (cost("purchase_price", "-0.01"), "apron.toml:3: `purchase_price` must not be negative"),
@@ -227,11 +227,20 @@ fn every_number_has_a_plausible_range() {
         (cost("lifetime_years", "51"), "apron.toml:4: `lifetime_years` must be at most 50"),
         (cost("ops_per_gpu_hour", "1000001"), "apron.toml:5: `ops_per_gpu_hour` must be at most 1,000,000"),
         (cost("ops_per_gpu_hour", "-1"), "apron.toml:5: `ops_per_gpu_hour` must not be negative"),
-        ("[zombie]\nmin_mem_mib = 1048577\n".into(), "apron.toml:2: `min_mem_mib` must be at most 1,048,576 (1 TiB)"),
+        (
+            "[zombie]\nmin_mem_mib = 1048577\n".into(),
+            "apron.toml:2: `min_mem_mib` must be at most 1,048,576 (1 TiB)",
+        ),
         ("[zombie]\nmin_idle = \"367d\"\n".into(), "apron.toml:2: `min_idle` must be at most 366 days"),
         ("[reclaim]\nfor = \"100000y\"\n".into(), "apron.toml:2: `for` must be at most 366 days"),
-        ("[alerts]\nhigh_usage_15m = 1e300\n".into(), "apron.toml:2: `high_usage_15m` must be between 0 and 100"),
-        ("[alerts]\nno_data = \"7d\"\n".into(), "apron.toml:2: `no_data` must be shorter than 7 days, the rule's look-back"),
+        (
+            "[alerts]\nhigh_usage_15m = 1e300\n".into(),
+            "apron.toml:2: `high_usage_15m` must be between 0 and 100",
+        ),
+        (
+            "[alerts]\nno_data = \"7d\"\n".into(),
+            "apron.toml:2: `no_data` must be shorter than 7 days, the rule's look-back",
+        ),
         ("[alerts]\nno_data = \"0s\"\n".into(), "apron.toml:2: `no_data` must be longer than zero"),
     ];
     for (text, want) in cases {
