@@ -327,8 +327,9 @@ impl Session {
         }
     }
 
-    /// An error while the query ran. The engine's errors seldom say which
-    /// file failed, so the footers of the files the query read (`files`, or
+    /// An error while the query ran. A listing that met a zero-byte data
+    /// file ([`crate::store`]) names it. The engine's other errors seldom
+    /// say which file failed, so the footers of the files the query read (`files`, or
     /// every file of the data folder when the plan was not made) are checked
     /// and a broken one is named; when the failure was in decoding rows, the
     /// rows of those files are decoded to find the damaged one. Otherwise
