@@ -5,12 +5,18 @@
 //! reads it, so an empty `x.parquet` in a partition would make its rows
 //! vanish without a word (`count(*)` of 0, exit 0). A file of zero bytes is
 //! not Parquet. [`DataFileStore`] lists as the local file system does, but
-//! a listing that meets a zero-byte data file (a name the listing reads,
-//! [`is_data_file_name`]) fails with [`EmptyDataFile`] naming it, which the
+//! a listing that meets a zero-byte data file fails with [`EmptyDataFile`]
+//! naming it, which the
 //! session reports as [`crate::Error::EmptyFile`]. So every query that
 //! lists the table's folder fails (`apron sql`, the minute tables computed
 //! from raw files, every report) until the file is removed or restored.
 //! Reading, and everything else, is the local file system's.
+//!
+//! A data file is one the table listing reads: below the folder listed, in
+//! `key=value` partition folders only, none of them hidden, under a name
+//! [`is_data_file_name`] accepts. So a compaction's or a writer's file
+//! that is still empty in its hidden working folder
+//! (`date=…/.compact-…/x.parquet`) is none of the listing's business.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -48,9 +54,10 @@ impl std::fmt::Display for DataFileStore {
 }
 
 impl DataFileStore {
-    /// `meta` when it is not a zero-byte data file, else the error naming it.
-    fn check(&self, meta: ObjectMeta) -> Result<ObjectMeta> {
-        if meta.size > 0 || !meta.location.filename().is_some_and(is_data_file_name) {
+    /// `meta`, listed under `prefix`, when it is not a zero-byte data file;
+    /// else the error naming it.
+    fn check(&self, meta: ObjectMeta, prefix: Option<&Path>) -> Result<ObjectMeta> {
+        if meta.size > 0 || !is_data_file(&meta.location, prefix) {
             return Ok(meta);
         }
         let path = self.inner.path_to_filesystem(&meta.location)?;
@@ -89,7 +96,8 @@ impl ObjectStore for DataFileStore {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let store = DataFileStore::default();
-        self.inner.list(prefix).map(move |meta| meta.and_then(|m| store.check(m))).boxed()
+        let under = prefix.cloned();
+        self.inner.list(prefix).map(move |meta| meta.and_then(|m| store.check(m, under.as_ref()))).boxed()
     }
 
     fn list_with_offset(
@@ -98,12 +106,16 @@ impl ObjectStore for DataFileStore {
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         let store = DataFileStore::default();
-        self.inner.list_with_offset(prefix, offset).map(move |meta| meta.and_then(|m| store.check(m))).boxed()
+        let under = prefix.cloned();
+        self.inner
+            .list_with_offset(prefix, offset)
+            .map(move |meta| meta.and_then(|m| store.check(m, under.as_ref())))
+            .boxed()
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         let mut listed = self.inner.list_with_delimiter(prefix).await?;
-        listed.objects = listed.objects.into_iter().map(|m| self.check(m)).collect::<Result<_>>()?;
+        listed.objects = listed.objects.into_iter().map(|m| self.check(m, prefix)).collect::<Result<_>>()?;
         Ok(listed)
     }
 
@@ -114,6 +126,21 @@ impl ObjectStore for DataFileStore {
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         self.inner.rename_opts(from, to, options).await
     }
+}
+
+/// True when `location`, listed under `prefix`, is a file the table
+/// listing reads: a data file name in `key=value` folders below `prefix`,
+/// none of them hidden (`.…`) or bookkeeping (`_…`).
+fn is_data_file(location: &Path, prefix: Option<&Path>) -> bool {
+    let relative: Vec<String> = match prefix {
+        Some(prefix) => match location.prefix_match(prefix) {
+            Some(parts) => parts.map(|p| p.as_ref().to_owned()).collect(),
+            None => return false,
+        },
+        None => location.parts().map(|p| p.as_ref().to_owned()).collect(),
+    };
+    let Some((name, folders)) = relative.split_last() else { return false };
+    is_data_file_name(name) && folders.iter().all(|f| f.contains('=') && !f.starts_with(['.', '_']))
 }
 
 /// The path of the zero-byte data file `err` (or one of its causes) is
@@ -148,6 +175,12 @@ mod tests {
         assert_eq!(listed.len(), 3);
         assert_eq!(store.list_with_delimiter(Some(&prefix)).await.expect("lists").objects.len(), 3);
 
+        // A writer's empty file in a hidden working folder is not read.
+        let work = root.join("date=2026-11-02").join(".compact-node01-1");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        std::fs::write(work.join("x.parquet"), b"").expect("write empty");
+        let listed: Vec<ObjectMeta> = store.list(Some(&prefix)).try_collect().await.expect("lists");
+        assert_eq!(listed.len(), 4);
         std::fs::write(root.join("d.parquet"), b"").expect("write empty");
         for err in [
             store.list(Some(&prefix)).try_collect::<Vec<_>>().await.expect_err("an empty data file"),
