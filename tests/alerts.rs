@@ -115,3 +115,92 @@ fn no_data_is_an_error_with_exit_code_two() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end().lines().count(), 1);
 }
+
+/// [`series`] of a GPU with its own UUID (`GPU-<host>-<index>`).
+fn series_of(host: &str, end_ms: i64, index: i32, util: i32, minutes: i64) -> Vec<GpuSample> {
+    let mut rows = series(end_ms, index, util, minutes);
+    for r in &mut rows {
+        r.gpu_uuid = format!("GPU-{host}-{index}").into();
+    }
+    rows
+}
+
+/// The rows `apron alerts --format json` printed, with its exit code.
+fn fired(out: &Output) -> (Option<i32>, Vec<serde_json::Value>) {
+    let rows = if out.stdout.is_empty() {
+        Vec::new()
+    } else {
+        serde_json::from_slice(&out.stdout).expect("one JSON array")
+    };
+    (out.status.code(), rows)
+}
+
+fn ms_of(value: &serde_json::Value) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(value.as_str().expect("a time"))
+        .expect("RFC 3339")
+        .timestamp_millis()
+}
+
+#[test]
+fn a_host_or_gpu_that_stopped_sending_fires_no_data() {
+    bin("apron");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let now = chrono::Utc::now().timestamp_millis() / STEP_MS * STEP_MS;
+    let hour_ago = now - 3_600_000;
+    // Host a stopped an hour ago, both GPUs; on host b, GPU 0 still
+    // records and GPU 1 stopped an hour ago.
+    let mut a = series_of("a", hour_ago, 0, 50, 30);
+    a.extend(series_of("a", hour_ago - 2 * STEP_MS, 1, 50, 30));
+    write(&data, "a", a);
+    let mut b = series_of("b", now, 0, 50, 30);
+    b.extend(series_of("b", hour_ago, 1, 50, 30));
+    write(&data, "b", b);
+
+    let (code, rows) = fired(&alerts(&data, &[]));
+    assert_eq!(code, Some(1), "{rows:?}");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    // The whole host a, since its newest sample (GPU 0's, a step before
+    // the hour mark).
+    let host = &rows[0];
+    assert_eq!((host["rule"].as_str(), host["host"].as_str()), (Some("no_data"), Some("a")), "{host}");
+    assert!(host["gpu_index"].is_null() && host["gpu_uuid"].is_null(), "{host}");
+    assert_eq!(ms_of(&host["since"]), hour_ago - STEP_MS, "{host}");
+    let minutes = host["value"].as_f64().expect("minutes");
+    let elapsed_min = (chrono::Utc::now().timestamp_millis() - (hour_ago - STEP_MS)) as f64 / 60_000.0;
+    assert!(minutes > 60.0 && minutes <= elapsed_min + 1e-9, "{minutes} minutes, at most {elapsed_min}");
+    // Only GPU 1 of host b.
+    let gpu = &rows[1];
+    assert_eq!((gpu["rule"].as_str(), gpu["host"].as_str()), (Some("no_data"), Some("b")), "{gpu}");
+    assert_eq!((gpu["gpu_index"].as_i64(), gpu["gpu_uuid"].as_str()), (Some(1), Some("GPU-b-1")), "{gpu}");
+    assert_eq!(ms_of(&gpu["since"]), hour_ago - STEP_MS, "{gpu}");
+
+    // With [alerts] no_data = "2h", an hour of silence says nothing.
+    let config = tmp.path().join("apron.toml");
+    std::fs::write(&config, "[alerts]\nno_data = \"2h\"\n").expect("write");
+    let (code, rows) = fired(&alerts(&data, &["--config", config.to_str().expect("utf-8")]));
+    assert_eq!((code, rows.len()), (Some(0), 0), "{rows:?}");
+}
+
+#[test]
+fn fresh_data_and_data_older_than_a_week_do_not_fire_no_data() {
+    bin("apron");
+    let now = chrono::Utc::now().timestamp_millis() / STEP_MS * STEP_MS;
+    // Fresh: the newest sample a step ago.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    write(&data, "a", series_of("a", now, 0, 50, 30));
+    assert_eq!(fired(&alerts(&data, &[])), (Some(0), Vec::new()));
+    // Eight days old: a retired host, not a silent one.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    write(&data, "a", series_of("a", now - 8 * 86_400_000, 0, 50, 30));
+    assert_eq!(fired(&alerts(&data, &[])), (Some(0), Vec::new()));
+    // Six days old: still silent.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    write(&data, "a", series_of("a", now - 6 * 86_400_000, 0, 50, 30));
+    let (code, rows) = fired(&alerts(&data, &[]));
+    assert_eq!((code, rows.len()), (Some(1), 1), "{rows:?}");
+    assert_eq!(rows[0]["rule"], "no_data");
+}

@@ -142,6 +142,11 @@ fn a_bad_config_is_one_line_with_file_line_and_key() {
     let text =
         "[[gpu_cost]]\nmodel = \"*\"\npurchase_price = -5\nlifetime_years = 4\nops_per_gpu_hour = 0.2\n";
     assert_eq!(refused(text), "error: bad.toml:3: `purchase_price` must not be negative");
+    // Absurd numbers, which would overflow the reports' money, are refused.
+    assert_eq!(refused("[energy]\npue = 1e300\n"), "error: bad.toml:2: `pue` must be at most 3");
+    let text =
+        "[[gpu_cost]]\nmodel = \"*\"\npurchase_price = 1e308\nlifetime_years = 4\nops_per_gpu_hour = 0.2\n";
+    assert_eq!(refused(text), "error: bad.toml:3: `purchase_price` must be at most 10,000,000,000");
     let text = "[zombie]\nmin_idle = \"soon\"\n";
     assert!(refused(text).starts_with("error: bad.toml:2: `min_idle`: expected a duration"));
     let text = "[[team]]\nname = \"a\"\n\n[[team]]\nusers = [\"x\"]\n";

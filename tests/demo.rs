@@ -18,6 +18,7 @@ const MONTH: &str = "2026-10";
 /// The report bundle and the demo's config.
 fn bundle_names() -> BTreeSet<String> {
     [
+        ".apron-report",
         "index.html",
         "summary.md",
         "apron.toml",
@@ -150,4 +151,25 @@ fn a_two_day_demo_writes_the_bundle_and_its_figures_are_spends() {
     assert!(teams.contains(&"unassigned"), "the unmapped team shows as unassigned: {teams:?}");
 
     eprintln!("demo: {:.1} s (apron demo {:.1} s)", t0.elapsed().as_secs_f64(), demo_time.as_secs_f64());
+}
+
+#[test]
+fn the_demo_refuses_a_folder_that_is_not_a_report_unless_forced() {
+    let tmp = tempfile::tempdir().expect("a temporary folder");
+    let out_dir = tmp.path().join("home");
+    std::fs::create_dir(&out_dir).expect("create a folder");
+    std::fs::write(out_dir.join("notes.txt"), b"mine").expect("write a file of the user's");
+    let out = Command::new(bin("apron"))
+        .args(["demo", "--month", MONTH, "--days", "1", "--hosts", "1", "--out"])
+        .arg(&out_dir)
+        .current_dir(tmp.path())
+        .env_remove("APRON_DATA")
+        .stdin(Stdio::null())
+        .output()
+        .expect("apron runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(&out_dir.display().to_string()) && stderr.contains("--force"), "{stderr}");
+    assert_eq!(files_under(&out_dir), [out_dir.join("notes.txt")], "nothing written");
 }

@@ -93,8 +93,8 @@ fn case(name: &str) -> Option<Case> {
     let threshold = f64p(5.0);
     let case = match name {
         "alerts" => Case {
-            // now = 10:10; thresholds of the default rules.
-            params: vec![end, f64p(10.0), f64p(10.0), f64p(80.0)],
+            // now = 10:10; thresholds of the default rules; no_data after 5 min.
+            params: vec![end, f64p(10.0), f64p(10.0), f64p(80.0), timestamp(ms("2026-11-02T10:05:00Z"))],
             columns: &["rule", "host", "gpu_index", "gpu_uuid", "value", "since"],
         },
         "coverage" => Case {
@@ -111,6 +111,7 @@ fn case(name: &str) -> Option<Case> {
             columns: &["host", "gpu_index", "gpu_uuid", "day", "mean_util_pct", "recorded_hours"],
         },
         "gpu_minutes_from_raw" => Case { params: vec![], columns: GPU_MINUTES },
+        "gpu_models" => Case { params: vec![start, end], columns: &["gpu_model", "gpus", "gpu_hours"] },
         "idle_cost" => Case {
             params: vec![text("team")],
             columns: &[
@@ -456,6 +457,19 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
         &proc_minutes.first(),
     );
 
+    // GPU-A 10 minutes and GPU-C 8 of "Test A", GPU-B 10 of "Test B".
+    let models = rows("gpu_models");
+    let got: Vec<(&str, i64, f64)> = models
+        .iter()
+        .map(|r| {
+            let model = r["gpu_model"].as_str().unwrap_or_default();
+            (model, r["gpus"].as_i64().unwrap_or_default(), r["gpu_hours"].as_f64().unwrap_or_default())
+        })
+        .collect();
+    let want_models = [("Test A", 2, 18.0 / 60.0), ("Test B", 1, 10.0 / 60.0)];
+    let same = got.len() == 2
+        && got.iter().zip(want_models).all(|(g, w)| g.0 == w.0 && g.1 == w.1 && (g.2 - w.2).abs() < 1e-9);
+    check("gpu_models: per model", same, &models);
     // Coverage: 28 minutes of 60 s recorded, 3 GPUs, two models.
     let cov = rows("coverage");
     check("coverage: one row", cov.len() == 1, &cov);
@@ -574,7 +588,8 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
     // GPU-B's mean is 0%, GPU-A's 25%.
     check("pick: h1's GPU 1 before GPU 0", order == [1, 0], &order);
     let alerts = rows("alerts");
-    // No window is 90% recorded: nothing fires.
+    // No window is 90% recorded, and every GPU has a sample after 10:05:
+    // nothing fires.
     check("alerts: none", alerts.is_empty(), &alerts);
 
     eprintln!("queries: {:.1} s", t0.elapsed().as_secs_f64());

@@ -39,7 +39,12 @@ fn names(dir: &Path) -> BTreeSet<String> {
 
 /// The files a report folder holds.
 fn bundle_names() -> BTreeSet<String> {
-    ["index.html", "summary.md"].into_iter().chain(PNGS).chain(CSVS).map(str::to_owned).collect()
+    [".apron-report", "index.html", "summary.md"]
+        .into_iter()
+        .chain(PNGS)
+        .chain(CSVS)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// `apron report --month MONTH --out DIR` on `fx`, which must succeed.
@@ -216,4 +221,126 @@ fn a_month_without_data_is_one_error_line_and_writes_nothing() {
         assert!(files_under(dir).is_empty(), "files written into {}: {:?}", dir.display(), files_under(dir));
     }
     assert!(!fresh.exists(), "the report folder was created for nothing");
+}
+
+#[test]
+fn a_folder_that_is_not_a_report_is_refused_unless_forced() {
+    let fx = Fixture::new();
+    let home = fx.dir.path().join("home");
+    std::fs::create_dir(&home).expect("create a folder");
+    std::fs::write(home.join("notes.txt"), b"mine").expect("write a file of the user's");
+    let home_arg = home.to_str().expect("UTF-8 path");
+
+    let out = fx.apron(&["report", "--month", "2026-11", "--out", home_arg]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("error: will not write the report into"), "{lines:?}");
+    assert!(lines[0].contains(home_arg) && lines[0].contains("--force"), "{lines:?}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(files_under(&home), [home.join("notes.txt")], "nothing written");
+
+    // Told to, it writes the report beside the user's file and marks the
+    // folder, so the next run needs no --force.
+    let out = fx.apron(&["report", "--month", "2026-11", "--out", home_arg, "--force"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut want = bundle_names();
+    want.insert("notes.txt".to_owned());
+    assert_eq!(names(&home), want);
+    report(&fx, "2026-11", &home);
+    assert_eq!(std::fs::read(home.join("notes.txt")).expect("read"), b"mine", "the user's file is untouched");
+
+    // A file is not a folder, --force or not.
+    let file = home.join("notes.txt");
+    for force in [&[][..], &["--force"]] {
+        let mut args = vec!["report", "--month", "2026-11", "--out", file.to_str().expect("UTF-8")];
+        args.extend_from_slice(force);
+        let out = fx.apron(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+        assert!(stderr.contains("is not a folder"), "{stderr}");
+    }
+}
+
+#[test]
+fn names_that_look_like_formulas_are_text_in_the_csv_files() {
+    use apron_recorder::source::Tick;
+    use apron_recorder::writer::RollingWriter;
+    use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
+    use std::process::{Command, Stdio};
+
+    // One idle GPU for 15 minutes, held by a process whose user and name
+    // are formulas: a zombie, owned by a team whose name is one too.
+    let tmp = tempfile::tempdir().expect("a temporary folder");
+    let data = tmp.path().join("data");
+    let start = ms("2026-11-02T10:00:00Z");
+    let mut w = RollingWriter::new(DataLayout::new(&data), "h1", std::time::Duration::from_secs(3_600))
+        .expect("host h1");
+    for n in 0..90 {
+        let ts = start + n * scenario::STEP_MS;
+        let tick = Tick {
+            gpus: vec![GpuSample {
+                ts,
+                gpu_uuid: "GPU-A".into(),
+                gpu_model: Some("Test A".into()),
+                interval_ms: scenario::STEP_MS as i32,
+                gpu_util_pct: Some(0),
+                power_mw: Some(100_000),
+                ..Default::default()
+            }],
+            procs: vec![ProcSample {
+                ts,
+                gpu_uuid: "GPU-A".into(),
+                pid: 4242,
+                interval_ms: scenario::STEP_MS as i32,
+                identity: ProcIdentity {
+                    proc_start: Some(start - 60_000),
+                    comm: Some("@SUM(1+1)".into()),
+                    uid: Some(1001),
+                    user: Some("=1+2".into()),
+                    ..Default::default()
+                },
+                used_mem_bytes: Some(scenario::GIB),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        w.push(ts, &tick).expect("push");
+    }
+    w.close().expect("close");
+    let config = tmp.path().join("apron.toml");
+    std::fs::write(&config, "[[team]]\nname = \"-team\"\nusers = [\"=1+2\"]\n").expect("write the config");
+    let dir = tmp.path().join("report");
+    let out = Command::new(apron_tests::bin("apron"))
+        .arg("--data")
+        .arg(&data)
+        .arg("--config")
+        .arg(&config)
+        .args(["report", "--month", "2026-11", "--out"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("apron runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let zombies = std::fs::read_to_string(dir.join("zombies.csv")).expect("read zombies.csv");
+    assert_eq!(zombies.lines().count(), 2, "one zombie: {zombies}");
+    assert_eq!(csv_column(&dir.join("zombies.csv"), "user"), ["'=1+2"]);
+    assert_eq!(csv_column(&dir.join("zombies.csv"), "comm"), ["'@SUM(1+1)"]);
+    assert_eq!(csv_column(&dir.join("zombies.csv"), "team"), ["'-team"]);
+    assert_eq!(csv_column(&dir.join("zombies.csv"), "pid"), ["4242"], "numbers stay numbers");
+    assert_eq!(csv_column(&dir.join("spend.csv"), "team"), ["'-team"]);
+    assert_eq!(csv_column(&dir.join("idle-cost-by-team.csv"), "team"), ["'-team"]);
+    for file in files_under(&dir).iter().filter(|p| p.extension().is_some_and(|e| e == "csv")) {
+        let text = std::fs::read_to_string(file).expect("read a CSV");
+        for line in text.lines().skip(1) {
+            for cell in line.split(',') {
+                let cell = cell.trim_matches('"');
+                let looks_like_formula = cell.starts_with(['=', '+', '@'])
+                    || (cell.starts_with('-') && cell.parse::<f64>().is_err());
+                assert!(!looks_like_formula, "{}: {cell:?} in {line:?}", file.display());
+            }
+        }
+    }
 }

@@ -57,7 +57,9 @@ pub enum Command {
     Sql(SqlArgs),
 
     /// Print the effective configuration (--config FILE, else ./apron.toml,
-    /// else the defaults) as apron.toml, with a first line naming its source.
+    /// else the defaults) as apron.toml, with a first line naming its source;
+    /// with a data folder, also the GPU models of the period (default the
+    /// last 30 days) that no [[gpu_cost]] entry prices.
     Config(ConfigArgs),
 
     /// Print the gpu_index of the least-loaded GPU of a host (lowest mean
@@ -66,8 +68,8 @@ pub enum Command {
     /// --format csv|json, print every GPU of the host, best first.
     Pick(PickArgs),
 
-    /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m;
-    /// thresholds in the config) now. Exit code 1 when any rule fires, 0
+    /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m,
+    /// no_data; thresholds in the config) now. Exit code 1 when any rule fires, 0
     /// when none does, 2 on error, for cron and scripts.
     Alerts(AlertsArgs),
 
@@ -137,18 +139,29 @@ pub struct ReportArgs {
     #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
     pub month: NaiveDate,
 
-    /// The folder to write the report into (created if missing; apron's
-    /// files in it are replaced).
+    /// The folder to write the report into: a new or empty folder, or an
+    /// earlier report's (whose files are replaced).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+
+    /// Write into --out even when it holds other files and no earlier
+    /// report (apron's files in it are replaced; nothing else is touched).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `apron demo [--out DIR]`.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
-    /// The folder to write the report into.
+    /// The folder to write the report into: a new or empty folder, or an
+    /// earlier report's (whose files are replaced).
     #[arg(long, value_name = "DIR", default_value = "apron-demo")]
     pub out: PathBuf,
+
+    /// Write into --out even when it holds other files and no earlier
+    /// report (apron's files in it are replaced; nothing else is touched).
+    #[arg(long)]
+    pub force: bool,
 
     /// The month to simulate, YYYY-MM. Default: the last full month.
     #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
@@ -339,9 +352,16 @@ fn parse_window(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
-/// `apron config`: takes only the global options (`--config`, `--format`).
+/// `apron config [period]`: the global options (`--config`, `--format`,
+/// `--data`) and the period whose GPU models are checked against the
+/// prices.
 #[derive(Debug, Clone, Args)]
-pub struct ConfigArgs {}
+pub struct ConfigArgs {
+    /// The period whose GPU models are checked against the `[[gpu_cost]]`
+    /// entries, when there is a data folder.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
 
 /// `apron sql QUERY | sql -f FILE`.
 #[derive(Debug, Clone, Args)]

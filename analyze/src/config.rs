@@ -15,29 +15,31 @@
 //! currency = "USD"
 //!
 //! [idle]
-//! threshold_pct = 5      # a GPU-minute under this mean utilization is idle
+//! threshold_pct = 5      # a GPU-minute under this mean utilization is idle; 0–100
 //!
 //! [energy]
-//! price_per_kwh = 0.15   # in `currency`
-//! pue = 1.4              # power usage effectiveness, at least 1
+//! price_per_kwh = 0.15   # in `currency`; 0–100,000
+//! pue = 1.4              # power usage effectiveness; 1–3
 //!
 //! [zombie]
-//! min_mem_mib = 256      # GPU memory a zombie holds, MiB
-//! min_idle = "10m"       # unbroken idle time on its GPU
+//! min_mem_mib = 256      # GPU memory a zombie holds, MiB; 0–1,048,576 (1 TiB)
+//! min_idle = "10m"       # unbroken idle time on its GPU; up to 366 days
 //!
 //! [reclaim]
-//! for = "2h"             # unbroken idle time of a reclaim candidate
+//! for = "2h"             # unbroken idle time of a reclaim candidate; up to 366 days
 //!
-//! [alerts]               # mean utilization, percent
+//! [alerts]               # mean utilization, percent, 0–100
 //! low_usage_1h = 10      # fires below this over the last hour
 //! low_usage_4h = 10      # fires below this over the last 4 hours
 //! high_usage_15m = 80    # fires above this over the last 15 minutes
+//! no_data = "5m"         # fires when a host or GPU seen in the last 7 days
+//!                        # has had no sample for this long; under 7 days
 //!
 //! [[gpu_cost]]           # first match on gpu_model wins; "*" matches any
 //! model = "*"
-//! purchase_price = 25000 # in `currency`
-//! lifetime_years = 4
-//! ops_per_gpu_hour = 0.2 # in `currency`
+//! purchase_price = 25000 # in `currency`; 0–10,000,000,000
+//! lifetime_years = 4     # 0.1–50
+//! ops_per_gpu_hour = 0.2 # in `currency`; 0–1,000,000
 //!
 //! [[team]]               # first matching team wins; any one rule matches
 //! name = "vision"
@@ -46,6 +48,12 @@
 //! k8s_namespaces = ["vision-*"]   # glob patterns
 //! slurm_accounts = ["vision"]
 //! ```
+//!
+//! Every number must be finite and within the range shown, which is wide
+//! enough for any real fleet in any currency (prices in yen or rupiah
+//! included) and narrow enough that no month of any fleet overflows the
+//! cent arithmetic of the reports ([`crate::rounding`]): a price of `1e308`
+//! is a typo, refused with the line and the key.
 //!
 //! The default `[[gpu_cost]]` entry applies only when the file has none;
 //! a file whose entries leave a model unmatched (no `"*"` entry) prices it
@@ -144,12 +152,13 @@ pub struct Idle {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, expecting = "an [energy] table")]
 pub struct Energy {
-    /// Price of one kWh in `currency` (default 0.15).
-    #[serde(deserialize_with = "non_negative")]
+    /// Price of one kWh in `currency` (default 0.15), 0 to
+    /// [`MAX_PRICE_PER_KWH`].
+    #[serde(deserialize_with = "price_per_kwh")]
     pub price_per_kwh: f64,
-    /// Power usage effectiveness: facility energy per GPU energy, at least 1
-    /// (default 1.4).
-    #[serde(deserialize_with = "at_least_one")]
+    /// Power usage effectiveness: facility energy per GPU energy, 1 to
+    /// [`MAX_PUE`] (default 1.4).
+    #[serde(deserialize_with = "pue")]
     pub pue: f64,
 }
 
@@ -161,14 +170,16 @@ pub struct GpuCost {
     /// for any model.
     #[serde(deserialize_with = "non_empty_string")]
     pub model: String,
-    /// Purchase price of one GPU in `currency`.
-    #[serde(deserialize_with = "non_negative")]
+    /// Purchase price of one GPU in `currency`, 0 to [`MAX_PURCHASE_PRICE`].
+    #[serde(deserialize_with = "purchase_price")]
     pub purchase_price: f64,
-    /// Years over which the purchase price is written off; above zero.
-    #[serde(deserialize_with = "positive")]
+    /// Years over which the purchase price is written off,
+    /// [`LIFETIME_YEARS`].
+    #[serde(deserialize_with = "lifetime_years")]
     pub lifetime_years: f64,
-    /// Operating cost of one GPU-hour besides energy, in `currency`.
-    #[serde(deserialize_with = "non_negative")]
+    /// Operating cost of one GPU-hour besides energy, in `currency`, 0 to
+    /// [`MAX_OPS_PER_GPU_HOUR`].
+    #[serde(deserialize_with = "ops_per_gpu_hour")]
     pub ops_per_gpu_hour: f64,
 }
 
@@ -230,8 +241,9 @@ impl<'de> Deserialize<'de> for NamespacePattern {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, expecting = "a [zombie] table")]
 pub struct Zombie {
-    /// GPU memory a process must hold, MiB (default 256).
-    #[serde(deserialize_with = "whole_number")]
+    /// GPU memory a process must hold, MiB, up to [`MAX_MIN_MEM_MIB`]
+    /// (default 256).
+    #[serde(deserialize_with = "min_mem_mib")]
     pub min_mem_mib: u64,
     /// How long its GPU must be idle without a break (default 10 minutes;
     /// written `"10m"`).
@@ -264,7 +276,16 @@ pub struct Alerts {
     /// (default 80).
     #[serde(deserialize_with = "percent")]
     pub high_usage_15m: f64,
+    /// `no_data` fires when a host or GPU seen in the last 7 days has had
+    /// no sample for this long (default 5 minutes, written `"5m"`; less
+    /// than [`NO_DATA_LOOKBACK`], the rule's look-back).
+    #[serde(deserialize_with = "no_data", serialize_with = "show_duration")]
+    pub no_data: Duration,
 }
+
+/// How far back `no_data` looks for hosts and GPUs: one seen longer ago is
+/// taken as retired, not as silent.
+pub const NO_DATA_LOOKBACK: Duration = Duration::from_secs(7 * 86_400);
 
 impl Default for Config {
     /// The documented defaults, with [`Source::Defaults`].
@@ -309,7 +330,12 @@ impl Default for Reclaim {
 
 impl Default for Alerts {
     fn default() -> Self {
-        Alerts { low_usage_1h: 10.0, low_usage_4h: 10.0, high_usage_15m: 80.0 }
+        Alerts {
+            low_usage_1h: 10.0,
+            low_usage_4h: 10.0,
+            high_usage_15m: 80.0,
+            no_data: Duration::from_secs(5 * 60),
+        }
     }
 }
 
@@ -369,13 +395,19 @@ impl Config {
     /// where it came from (`"defaults"` or the file's path).
     pub fn to_json(&self) -> Result<String, Error> {
         let show = |e: serde_json::Error| Error::ShowConfig { format: "json", source: Box::new(e) };
-        let mut value = serde_json::to_value(self).map_err(show)?;
+        let mut text = serde_json::to_string(&self.to_json_value()?).map_err(show)?;
+        text.push('\n');
+        Ok(text)
+    }
+
+    /// [`Config::to_json`] as a value, for a caller that adds keys.
+    pub fn to_json_value(&self) -> Result<serde_json::Value, Error> {
+        let mut value = serde_json::to_value(self)
+            .map_err(|e| Error::ShowConfig { format: "json", source: Box::new(e) })?;
         if let serde_json::Value::Object(map) = &mut value {
             map.insert("source".to_owned(), self.source.to_string().into());
         }
-        let mut text = serde_json::to_string(&value).map_err(show)?;
-        text.push('\n');
-        Ok(text)
+        Ok(value)
     }
 }
 
@@ -510,22 +542,65 @@ fn percent<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> 
     if (0.0..=100.0).contains(&v) { Ok(v) } else { Err(de::Error::custom("must be between 0 and 100")) }
 }
 
-/// A number at or above zero.
-fn non_negative<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+/// The highest `[energy] price_per_kwh`, in `currency`: above any
+/// electricity tariff in any currency.
+pub const MAX_PRICE_PER_KWH: f64 = 100_000.0;
+
+/// The highest `[energy] pue`: the least efficient data centres report
+/// about 2.5.
+pub const MAX_PUE: f64 = 3.0;
+
+/// The highest `[[gpu_cost]] purchase_price`, in `currency`: ten billion,
+/// above any GPU's price in any currency.
+pub const MAX_PURCHASE_PRICE: f64 = 10_000_000_000.0;
+
+/// The range of `[[gpu_cost]] lifetime_years`: from five weeks to 50 years.
+pub const LIFETIME_YEARS: std::ops::RangeInclusive<f64> = 0.1..=50.0;
+
+/// The highest `[[gpu_cost]] ops_per_gpu_hour`, in `currency`.
+pub const MAX_OPS_PER_GPU_HOUR: f64 = 1_000_000.0;
+
+/// The highest `[zombie] min_mem_mib`: 1 TiB, more than any GPU holds.
+pub const MAX_MIN_MEM_MIB: u64 = 1 << 20;
+
+/// The longest duration the file may give (`min_idle`, `for`): 366 days.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
+
+/// A finite number from `min` to `max`, refused with a message that names
+/// the bound it breaks.
+fn within<'de, D: Deserializer<'de>>(deserializer: D, min: f64, max: f64) -> Result<f64, D::Error> {
     let v = deserializer.deserialize_any(Number)?;
-    if v >= 0.0 { Ok(v) } else { Err(de::Error::custom("must not be negative")) }
+    if v < min {
+        Err(de::Error::custom(if min == 0.0 {
+            "must not be negative".to_owned()
+        } else {
+            format!("must be at least {min}")
+        }))
+    } else if v > max {
+        Err(de::Error::custom(format!("must be at most {}", apron_reports::grouped(max, 0))))
+    } else {
+        Ok(v)
+    }
 }
 
-/// A number above zero.
-fn positive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
-    let v = deserializer.deserialize_any(Number)?;
-    if v > 0.0 { Ok(v) } else { Err(de::Error::custom("must be above zero")) }
+fn price_per_kwh<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    within(deserializer, 0.0, MAX_PRICE_PER_KWH)
 }
 
-/// A number at or above one.
-fn at_least_one<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
-    let v = deserializer.deserialize_any(Number)?;
-    if v >= 1.0 { Ok(v) } else { Err(de::Error::custom("must be at least 1")) }
+fn pue<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    within(deserializer, 1.0, MAX_PUE)
+}
+
+fn purchase_price<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    within(deserializer, 0.0, MAX_PURCHASE_PRICE)
+}
+
+fn lifetime_years<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    within(deserializer, *LIFETIME_YEARS.start(), *LIFETIME_YEARS.end())
+}
+
+fn ops_per_gpu_hour<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    within(deserializer, 0.0, MAX_OPS_PER_GPU_HOUR)
 }
 
 /// Deserializes an integer at or above zero.
@@ -547,9 +622,17 @@ impl Visitor<'_> for WholeNumber {
     }
 }
 
-/// An integer at or above zero.
-fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    deserializer.deserialize_any(WholeNumber)
+/// An integer from zero to [`MAX_MIN_MEM_MIB`].
+fn min_mem_mib<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let v = deserializer.deserialize_any(WholeNumber)?;
+    if v <= MAX_MIN_MEM_MIB {
+        Ok(v)
+    } else {
+        Err(de::Error::custom(format!(
+            "must be at most {} (1 TiB)",
+            apron_reports::grouped(MAX_MIN_MEM_MIB as f64, 0)
+        )))
+    }
 }
 
 /// A string that is not empty.
@@ -572,15 +655,26 @@ impl Visitor<'_> for DurationText {
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
         match humantime::parse_duration(v) {
             Ok(d) if d.is_zero() => Err(E::custom("must be longer than zero")),
+            Ok(d) if d > MAX_DURATION => Err(E::custom("must be at most 366 days")),
             Ok(d) => Ok(d),
             Err(_) => Err(E::invalid_value(Unexpected::Str(v), &self)),
         }
     }
 }
 
-/// A duration above zero, written as a string.
+/// A duration above zero and at most [`MAX_DURATION`], written as a string.
 fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     deserializer.deserialize_any(DurationText)
+}
+
+/// A duration above zero and shorter than [`NO_DATA_LOOKBACK`].
+fn no_data<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let d = duration(deserializer)?;
+    if d < NO_DATA_LOOKBACK {
+        Ok(d)
+    } else {
+        Err(de::Error::custom("must be shorter than 7 days, the rule's look-back"))
+    }
 }
 
 /// Writes a duration the way the file does (`"10m"`, `"2h"`).

@@ -128,6 +128,14 @@ pub enum Error {
         source: ParquetError,
     },
 
+    /// A data file under the data folder is empty: zero bytes are not
+    /// Parquet (and would otherwise read as no rows).
+    #[error("cannot read {}: the file is empty (0 bytes), not Parquet", path.display())]
+    EmptyFile {
+        /// The offending file.
+        path: PathBuf,
+    },
+
     /// A Parquet file under the data folder lacks a column every row must
     /// have.
     #[error("cannot read {}: required column {column} is missing", path.display())]
@@ -258,9 +266,28 @@ pub enum Error {
         message: String,
     },
 
+    /// An amount of money too large to count in cents: a price in the
+    /// config far beyond any real one.
+    #[error(transparent)]
+    Money(#[from] crate::rounding::MoneyOverflow),
+
     /// A chart could not be drawn or written; the message names the file.
     #[error(transparent)]
     Chart(#[from] apron_reports::ChartError),
+
+    /// `--out` of `report` or `demo` holds files of its own and no earlier
+    /// report: nothing is written there without `--force`.
+    #[error(
+        "will not write the report into {}: it holds other files and no earlier apron report \
+         (no {marker} file); choose a new or empty folder, or pass --force to write into it anyway",
+        path.display()
+    )]
+    OutDirNotEmpty {
+        /// The folder.
+        path: PathBuf,
+        /// The marker file an earlier report leaves.
+        marker: &'static str,
+    },
 
     /// A report file (page, table) could not be written.
     #[error("cannot write the report to {}", path.display())]

@@ -1,16 +1,18 @@
 //! What every report prints before its rows: the period, what the data
 //! holds in it (GPUs, first and last sample, recorded and unrecorded
-//! GPU-hours), and which config priced it.
+//! GPU-hours), which config priced it, and each GPU model of the period no
+//! `[[gpu_cost]]` entry of that config prices ([`unpriced`]), with its
+//! GPU-hours and the default price it was given instead.
 //!
 //! With `--format table` the header goes to stdout above the table; with
 //! `csv` or `json` it goes to stderr, so stdout stays pure data for scripts.
 
 use std::io::Write;
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type, TimestampMillisecondType};
 
-use crate::config::Config;
+use crate::config::{Config, GpuCost, gpu_cost_for};
 use crate::error::Error;
 use crate::output::Format;
 use crate::period::{Period, show_ms, timestamp};
@@ -33,6 +35,20 @@ pub struct Coverage {
     pub unrecorded_hours: f64,
     /// The GPU models seen, sorted.
     pub models: Vec<String>,
+    /// The recorded GPU-hours of each model (`queries/gpu_models.sql`), by
+    /// model; a GPU whose model was not recorded last, as `None`.
+    pub model_hours: Vec<ModelHours>,
+}
+
+/// The recorded GPU-hours of one GPU model in a period.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelHours {
+    /// The model as NVML names it; `None` when it was not recorded.
+    pub model: Option<String>,
+    /// GPUs of it recorded.
+    pub gpus: i64,
+    /// Their recorded GPU-hours.
+    pub gpu_hours: f64,
 }
 
 impl Coverage {
@@ -56,10 +72,11 @@ impl Coverage {
                 covers,
             });
         };
-        let first_ms = sample_in(session, raw.first_minute, true).await.unwrap_or(raw.first_minute);
-        let last_ms = sample_in(session, raw.last_minute, false).await.unwrap_or(raw.last_minute);
+        let first_ms = sample_in(session, raw.first_minute, true).await?.unwrap_or(raw.first_minute);
+        let last_ms = sample_in(session, raw.last_minute, false).await?.unwrap_or(raw.last_minute);
         let recorded_hours = raw.recorded_seconds / 3600.0;
         let possible = raw.gpus as f64 * period.elapsed_hours(now_ms);
+        let model_hours = model_hours(session, period).await?;
         Ok(Coverage {
             first_ms,
             last_ms,
@@ -67,8 +84,84 @@ impl Coverage {
             recorded_hours,
             unrecorded_hours: (possible - recorded_hours).max(0.0),
             models: raw.models,
+            model_hours,
         })
     }
+}
+
+/// The GPU-hours per model of `period`.
+async fn model_hours(session: &Session, period: &Period) -> Result<Vec<ModelHours>, Error> {
+    let df = session.sql_with_params(queries::GPU_MODELS, period.params().to_vec()).await?;
+    let (_, batches) = session.collect(df).await?;
+    let mut out = Vec::new();
+    for b in &batches {
+        let models = crate::columns::text_column(b, "gpu_model");
+        let gpus = b.column(1).as_primitive::<Int64Type>();
+        let hours = b.column(2).as_primitive::<Float64Type>();
+        for (i, model) in models.into_iter().enumerate() {
+            out.push(ModelHours { model, gpus: gpus.value(i), gpu_hours: hours.value(i) });
+        }
+    }
+    Ok(out)
+}
+
+/// A GPU model of the period that no `[[gpu_cost]]` entry of the config
+/// matches, so it was priced with [`crate::config::DEFAULT_GPU_COST`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unpriced {
+    /// The model and its GPU-hours.
+    pub hours: ModelHours,
+    /// The price it was given.
+    pub cost: GpuCost,
+}
+
+impl Unpriced {
+    /// The model as the header names it (`(model not recorded)` for none).
+    pub fn model_name(&self) -> &str {
+        self.hours.model.as_deref().unwrap_or("(model not recorded)")
+    }
+
+    /// One line saying so: `Unpriced: 1,440.0 GPU-hours of NVIDIA L40S (8
+    /// GPUs) priced at the default 25,000 USD over 4 years + 0.20 USD/h: no
+    /// [[gpu_cost]] entry of apron.toml matches it`.
+    pub fn line(&self, config: &Config) -> String {
+        format!(
+            "Unpriced: {} GPU-hours of {} ({} GPU{}) priced at the default {}: no [[gpu_cost]] entry of {} matches it",
+            hours(self.hours.gpu_hours),
+            self.model_name(),
+            self.hours.gpus,
+            if self.hours.gpus == 1 { "" } else { "s" },
+            price(&self.cost, &config.currency),
+            config.source
+        )
+    }
+}
+
+/// A GPU price in words: `25,000 USD over 4 years + 0.20 USD/h`.
+pub fn price(cost: &GpuCost, currency: &str) -> String {
+    format!(
+        "{} {currency} over {} years + {:.2} {currency}/h",
+        apron_reports::grouped(cost.purchase_price, 0),
+        cost.lifetime_years,
+        cost.ops_per_gpu_hour
+    )
+}
+
+/// The models of `coverage` that no `[[gpu_cost]]` entry of `config`
+/// matches (none does `"*"`), each with the price it was given.
+pub fn unpriced(config: &Config, coverage: &Coverage) -> Vec<Unpriced> {
+    coverage
+        .model_hours
+        .iter()
+        .filter(|m| {
+            let model = m.model.as_deref().unwrap_or("");
+            !config.gpu_cost.iter().any(|c| c.model == "*" || c.model == model)
+        })
+        .map(|m| Unpriced {
+            hours: m.clone(),
+            cost: gpu_cost_for(config, m.model.as_deref().unwrap_or("")).clone(),
+        })
+        .collect()
 }
 
 struct CoverageRow {
@@ -100,14 +193,20 @@ async fn coverage_row(session: &Session, period: &Period) -> Result<Option<Cover
 }
 
 /// The first (or last) raw sample in the minute starting at `minute_ms`;
-/// `None` when the raw rows are gone (retention keeps rollups longer).
-async fn sample_in(session: &Session, minute_ms: i64, first: bool) -> Option<i64> {
+/// `None` when the raw rows are gone (retention keeps rollups longer, and
+/// data may come as rollups alone). A raw file that cannot be read is an
+/// error: the header never hides a broken file.
+async fn sample_in(session: &Session, minute_ms: i64, first: bool) -> Result<Option<i64>, Error> {
     let params = vec![timestamp(minute_ms), timestamp(minute_ms + 60_000)];
-    let df = session.sql_with_params(queries::SAMPLES_BETWEEN, params).await.ok()?;
-    let (_, batches) = session.collect(df).await.ok()?;
-    let b: &RecordBatch = batches.iter().find(|b| b.num_rows() > 0)?;
+    let df = match session.sql_with_params(queries::SAMPLES_BETWEEN, params).await {
+        Ok(df) => df,
+        Err(Error::UnknownTable { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let (_, batches) = session.collect(df).await?;
+    let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else { return Ok(None) };
     let column = b.column(if first { 0 } else { 1 }).as_primitive::<TimestampMillisecondType>();
-    column.is_valid(0).then(|| column.value(0))
+    Ok(column.is_valid(0).then(|| column.value(0)))
 }
 
 /// The lines a report prints first.
@@ -117,9 +216,10 @@ pub struct Header {
 }
 
 impl Header {
-    /// The common lines: period, data, config, recorded time.
+    /// The common lines: period, data, config, recorded time, and a line
+    /// for each model the config does not price.
     pub fn new(period: &Period, coverage: &Coverage, session: &Session, config: &Config) -> Header {
-        let lines = vec![
+        let mut lines = vec![
             format!("Period:   {}", period.label()),
             format!(
                 "Data:     {}: {} GPUs, first sample {}, last {} UTC",
@@ -135,6 +235,7 @@ impl Header {
                 hours(coverage.unrecorded_hours)
             ),
         ];
+        lines.extend(unpriced(config, coverage).iter().map(|u| u.line(config)));
         Header { lines }
     }
 
@@ -188,6 +289,48 @@ pub fn hours(h: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unpriced_models_are_the_ones_no_entry_matches() {
+        let config = Config::from_toml(
+            "currency = \"EUR\"\n[[gpu_cost]]\nmodel = \"H100\"\npurchase_price = 30000\nlifetime_years = 3\nops_per_gpu_hour = 0.25\n",
+            std::path::Path::new("fleet.toml"),
+        )
+        .expect("valid");
+        let hours = |model: Option<&str>, gpus, gpu_hours| ModelHours {
+            model: model.map(str::to_owned),
+            gpus,
+            gpu_hours,
+        };
+        let coverage = Coverage {
+            first_ms: 0,
+            last_ms: 0,
+            gpus: 17,
+            recorded_hours: 0.0,
+            unrecorded_hours: 0.0,
+            models: vec!["A100".into(), "H100".into(), "L40S".into()],
+            model_hours: vec![
+                hours(Some("A100"), 8, 5_760.0),
+                hours(Some("H100"), 8, 5_760.0),
+                hours(Some("L40S"), 1, 12.5),
+                hours(None, 1, 0.25),
+            ],
+        };
+        let found = unpriced(&config, &coverage);
+        let names: Vec<&str> = found.iter().map(Unpriced::model_name).collect();
+        assert_eq!(names, ["A100", "L40S", "(model not recorded)"]);
+        assert_eq!(found[0].cost, *crate::config::DEFAULT_GPU_COST);
+        assert_eq!(
+            found[1].line(&config),
+            "Unpriced: 12.5 GPU-hours of L40S (1 GPU) priced at the default 25,000 EUR over 4 years + 0.20 EUR/h: \
+             no [[gpu_cost]] entry of fleet.toml matches it"
+        );
+        // A "*" entry prices every model.
+        let mut all = config.clone();
+        all.gpu_cost.push(GpuCost { model: "*".into(), ..all.gpu_cost[0].clone() });
+        assert!(unpriced(&all, &coverage).is_empty());
+        assert!(unpriced(&Config::default(), &coverage).is_empty());
+    }
 
     #[test]
     fn hours_keep_a_few_minutes_visible() {

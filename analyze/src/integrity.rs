@@ -4,8 +4,8 @@
 //! the file. When a query fails while running, [`find_bad_file`] (every file
 //! of the folder) or [`find_bad_file_among`] (the files the query read)
 //! checks the data files as the engine lists them (`DATA/<table>/date=…/
-//! host=…/*.parquet`, hidden and empty files skipped, see
-//! [`is_data_file_name`]): that each has a readable footer, page index and
+//! host=…/*.parquet`, hidden files skipped, see [`is_data_file_name`]):
+//! that each is not empty and has a readable footer, page index and
 //! schema, and every column the table requires, with a type that casts to
 //! the table's. That reads metadata only, so it is cheap enough to run over
 //! the whole folder. A file whose metadata is sound but whose pages are
@@ -107,8 +107,8 @@ pub fn find_undecodable(files: &[PathBuf]) -> Option<Error> {
     })
 }
 
-/// The data files of one table folder, sorted: the non-hidden, non-empty
-/// `*.parquet` files two partition levels (`key=value`) below it.
+/// The data files of one table folder, sorted: the non-hidden
+/// `*.parquet` files (empty ones too: they are bad files) two partition levels (`key=value`) below it.
 fn data_files(table_dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for date_dir in partition_dirs(table_dir) {
@@ -117,7 +117,7 @@ fn data_files(table_dir: &Path) -> Vec<PathBuf> {
             for entry in entries.flatten() {
                 let name = entry.file_name();
                 let name = name.to_string_lossy();
-                if is_data_file_name(&name) && entry.metadata().is_ok_and(|m| m.is_file() && m.len() > 0) {
+                if is_data_file_name(&name) && entry.metadata().is_ok_and(|m| m.is_file()) {
                     files.push(entry.path());
                 }
             }
@@ -145,6 +145,9 @@ fn check_file(path: &Path, table: Table) -> Option<Error> {
         Ok(file) => file,
         Err(e) => return Some(corrupt(ParquetError::External(Box::new(e)))),
     };
+    if file.metadata().is_ok_and(|m| m.len() == 0) {
+        return Some(Error::EmptyFile { path: path.to_path_buf() });
+    }
     // The page index too: the engine reads it to plan, and it lies outside
     // the footer.
     let reader = ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Optional);
@@ -210,8 +213,13 @@ mod tests {
         write(&part.join("a.parquet"), &good);
         std::fs::write(part.join(".b.parquet.tmp"), b"not parquet").expect("write tmp");
         std::fs::write(part.join(".c.parquet"), b"hidden").expect("write hidden");
-        std::fs::write(part.join("d.parquet"), b"").expect("write empty");
         assert!(find_bad_file(&layout, &[Table::GpuSamples]).is_none());
+        std::fs::write(part.join("d.parquet"), b"").expect("write empty");
+        match find_bad_file(&layout, &[Table::GpuSamples]) {
+            Some(Error::EmptyFile { path }) => assert_eq!(path, part.join("d.parquet")),
+            other => panic!("expected an empty file, got {other:?}"),
+        }
+        std::fs::remove_file(part.join("d.parquet")).expect("rm");
 
         std::fs::write(part.join("b.parquet"), b"PAR1 truncated").expect("write bad");
         match find_bad_file(&layout, &Table::ALL) {

@@ -12,6 +12,8 @@
 //! - [`output`]: `--format table|csv|json` for any result;
 //! - [`commands`]: one module per command (`commands/sql.rs`, …);
 //! - [`integrity`]: finds the Parquet file that broke a query;
+//! - `store`: the file system the listings read, where an empty data file
+//!   is an error;
 //! - [`panic_guard`]: a library's panic on bad input becomes an error;
 //! - [`error`]: the [`Error`] every command returns, and its one-line form.
 
@@ -34,6 +36,7 @@ pub mod queries;
 pub mod recent;
 pub mod rounding;
 pub mod session;
+mod store;
 
 use std::io::BufWriter;
 use std::panic::AssertUnwindSafe;

@@ -6,7 +6,11 @@
 //! `--format` means the same everywhere:
 //!
 //! - `table`: aligned columns with a header; a null shows as `NULL`, so it
-//!   never looks like a measured 0; an empty result shows its header.
+//!   never looks like a measured 0; an empty result shows its header. The
+//!   column widths come from the first [`TABLE_WIDTH_ROWS`] rows; the rows
+//!   after them are printed batch by batch in those widths (a longer value
+//!   widens its own line only), so a table of millions of rows streams in
+//!   bounded memory like the other formats.
 //! - `csv`: a header line, then one line per row; a null is an empty field.
 //! - `json`: one JSON array of objects keyed by column name (`[]` when there
 //!   are no rows); a null is `null`, never a missing key.
@@ -19,11 +23,14 @@ use std::io::Write;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
-use datafusion::arrow::util::display::FormatOptions;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::util::pretty::pretty_format_batches_with_options;
 use datafusion::arrow::{csv, json};
 
 use crate::error::Error;
+
+/// Rows a table holds back to size its columns before it prints.
+pub const TABLE_WIDTH_ROWS: usize = 1_000;
 
 /// The output format chosen with `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -50,18 +57,19 @@ impl Format {
 
 /// Writes record batches of one schema to `W` in one [`Format`].
 ///
-/// CSV and JSON are written as batches arrive, so a large result is never
-/// held in memory; a table needs every row to align its columns, so it is
-/// written by [`BatchWriter::finish`]. Nothing is written before the first
-/// batch (so a query that fails at once prints nothing), and nothing is
-/// complete before `finish` returns (the CSV header of a result without rows
-/// written, the JSON array closed, the table printed, `W` flushed).
+/// CSV and JSON are written as batches arrive, and a table once its first
+/// [`TABLE_WIDTH_ROWS`] rows have sized its columns, so a large result is
+/// never held in memory. Nothing is written before the first batch (a
+/// table: before its first rows are sized, or `finish`), so a query that
+/// fails at once prints nothing; nothing is complete before `finish`
+/// returns (the CSV header of a result without rows written, the JSON array
+/// closed, the table's last border drawn, `W` flushed).
 pub struct BatchWriter<W: Write> {
     inner: Inner<W>,
 }
 
 enum Inner<W: Write> {
-    Table { out: W, schema: SchemaRef, batches: Vec<RecordBatch> },
+    Table(TableWriter<W>),
     Csv { out: W, schema: SchemaRef, header: bool },
     Json(json::Writer<W, json::writer::JsonArray>),
 }
@@ -69,7 +77,7 @@ enum Inner<W: Write> {
 impl<W: Write> std::fmt::Debug for BatchWriter<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let format = match &self.inner {
-            Inner::Table { .. } => Format::Table,
+            Inner::Table(_) => Format::Table,
             Inner::Csv { .. } => Format::Csv,
             Inner::Json(_) => Format::Json,
         };
@@ -81,7 +89,9 @@ impl<W: Write> BatchWriter<W> {
     /// A writer of rows with `schema` in `format` to `out`.
     pub fn new(format: Format, schema: SchemaRef, out: W) -> Self {
         let inner = match format {
-            Format::Table => Inner::Table { out, schema, batches: Vec::new() },
+            Format::Table => {
+                Inner::Table(TableWriter { out, schema, head: Vec::new(), head_rows: 0, body: None })
+            }
             Format::Csv => Inner::Csv { out, schema, header: true },
             Format::Json => Inner::Json(
                 json::WriterBuilder::new().with_explicit_nulls(true).build::<_, json::writer::JsonArray>(out),
@@ -93,12 +103,7 @@ impl<W: Write> BatchWriter<W> {
     /// Adds the rows of `batch` (of the schema given to [`BatchWriter::new`]).
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), Error> {
         match &mut self.inner {
-            Inner::Table { batches, .. } => {
-                if batch.num_rows() > 0 {
-                    batches.push(batch.clone());
-                }
-                Ok(())
-            }
+            Inner::Table(table) => table.write(batch),
             Inner::Csv { out, header, .. } => write_csv(out, header, batch),
             Inner::Json(writer) => writer.write(batch).map_err(|e| format_error(Format::Json, e)),
         }
@@ -107,18 +112,7 @@ impl<W: Write> BatchWriter<W> {
     /// Completes the output and flushes it; returns the writer.
     pub fn finish(self) -> Result<W, Error> {
         let mut out = match self.inner {
-            Inner::Table { mut out, schema, mut batches } => {
-                if batches.is_empty() {
-                    // The first batch gives the header; an empty one keeps it
-                    // for a result without rows.
-                    batches.push(RecordBatch::new_empty(schema));
-                }
-                let options = FormatOptions::default().with_display_error(true).with_null("NULL");
-                let table = pretty_format_batches_with_options(&batches, &options)
-                    .map_err(|e| format_error(Format::Table, e))?;
-                writeln!(out, "{table}").map_err(|source| Error::Write { source })?;
-                out
-            }
+            Inner::Table(table) => table.finish()?,
             Inner::Csv { mut out, schema, mut header } => {
                 if header {
                     // A result without rows still gets its header.
@@ -136,6 +130,109 @@ impl<W: Write> BatchWriter<W> {
         out.flush().map_err(|source| Error::Write { source })?;
         Ok(out)
     }
+}
+
+/// A table being written: the first rows held back to size the columns,
+/// then each batch as it comes.
+struct TableWriter<W: Write> {
+    out: W,
+    schema: SchemaRef,
+    /// The rows held back, while `body` is `None`.
+    head: Vec<RecordBatch>,
+    head_rows: usize,
+    /// Once the head is printed: each column's width and the border line.
+    body: Option<(Vec<usize>, String)>,
+}
+
+impl<W: Write> TableWriter<W> {
+    fn options() -> FormatOptions<'static> {
+        FormatOptions::default().with_display_error(true).with_null("NULL")
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), Error> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        match &self.body {
+            Some((widths, _)) => {
+                let text = rows_in_widths(batch, widths)?;
+                self.out.write_all(text.as_bytes()).map_err(|source| Error::Write { source })
+            }
+            None => {
+                self.head.push(batch.clone());
+                self.head_rows += batch.num_rows();
+                if self.head_rows >= TABLE_WIDTH_ROWS { self.print_head() } else { Ok(()) }
+            }
+        }
+    }
+
+    /// Prints the header and the rows held back, without the last border,
+    /// and keeps their widths for the rows to come.
+    fn print_head(&mut self) -> Result<(), Error> {
+        let table = self.head_table()?;
+        let (top, bottom) = table.rsplit_once('\n').unwrap_or(("", table.as_str()));
+        let widths =
+            bottom.trim_matches('+').split('+').map(|dashes| dashes.len().saturating_sub(2)).collect();
+        writeln!(self.out, "{top}").map_err(|source| Error::Write { source })?;
+        self.body = Some((widths, bottom.to_owned()));
+        self.head = Vec::new();
+        Ok(())
+    }
+
+    /// The rows held back as arrow draws a table (an empty result: its
+    /// header alone).
+    fn head_table(&mut self) -> Result<String, Error> {
+        if self.head.is_empty() {
+            self.head.push(RecordBatch::new_empty(std::sync::Arc::clone(&self.schema)));
+        }
+        let table = pretty_format_batches_with_options(&self.head, &Self::options())
+            .map_err(|e| format_error(Format::Table, e))?;
+        Ok(table.to_string())
+    }
+
+    fn finish(mut self) -> Result<W, Error> {
+        match &self.body {
+            Some((_, border)) => writeln!(self.out, "{border}"),
+            None => {
+                let table = self.head_table()?;
+                writeln!(self.out, "{table}")
+            }
+        }
+        .map_err(|source| Error::Write { source })?;
+        Ok(self.out)
+    }
+}
+
+/// The rows of `batch` as table lines in `widths` (each cell padded to its
+/// column's width; a value that is wider widens its own line; a value with
+/// line breaks takes a line for each, as arrow's tables do).
+fn rows_in_widths(batch: &RecordBatch, widths: &[usize]) -> Result<String, Error> {
+    use unicode_width::UnicodeWidthStr;
+    let options = TableWriter::<std::io::Sink>::options();
+    let formatters = batch
+        .columns()
+        .iter()
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format_error(Format::Table, e))?;
+    let mut text = String::new();
+    for row in 0..batch.num_rows() {
+        let cells: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
+        let cell_lines: Vec<Vec<&str>> = cells.iter().map(|c| c.split('\n').collect()).collect();
+        let height = cell_lines.iter().map(Vec::len).max().unwrap_or(1);
+        for line in 0..height {
+            text.push('|');
+            for (lines, width) in cell_lines.iter().zip(widths) {
+                let value = lines.get(line).copied().unwrap_or("");
+                text.push(' ');
+                text.push_str(value);
+                text.push_str(&" ".repeat(width.saturating_sub(value.width())));
+                text.push_str(" |");
+            }
+            text.push('\n');
+        }
+    }
+    Ok(text)
 }
 
 /// Formats `batch` as CSV lines (after the header, the first time) and
@@ -233,6 +330,42 @@ mod tests {
         assert!(text.starts_with("[{\"ts\":\"2026-11-30T01:45:00Z\",\"host\":\"node07\",\"util\":0}"));
         assert!(text.trim_end().ends_with(']'));
         assert_eq!(render(Format::Json, &[], schema), "[]\n");
+    }
+
+    #[test]
+    fn a_long_table_streams_in_the_widths_of_its_first_rows() {
+        use datafusion::arrow::array::Int64Array;
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("n", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let batch = |from: i64, count: i64, name: &str| {
+            let columns: Vec<ArrayRef> = vec![
+                // Two digits at most, so the first rows' widths fit all.
+                Arc::new(Int64Array::from((from..from + count).map(|i| i % 100).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(vec![Some(name); count as usize])),
+            ];
+            RecordBatch::try_new(schema.clone(), columns).expect("columns match")
+        };
+        let n = TABLE_WIDTH_ROWS as i64;
+        let batches = [batch(0, n, "ab"), batch(n, 2, "ab"), batch(n + 2, 1, "a\nlonger one")];
+        let streamed = render(Format::Table, &batches, schema.clone());
+        // Arrow draws the same table from every row at once (the widths of
+        // the first rows hold for the rest).
+        let whole = render(Format::Table, &[batch(0, n + 2, "ab")], schema.clone());
+        let mut lines: Vec<&str> = streamed.lines().collect();
+        let last_row = [lines.remove(lines.len() - 3), lines.remove(lines.len() - 2)];
+        assert_eq!(lines.join("\n"), whole.trim_end(), "the first rows and the border");
+        assert_eq!(last_row, ["| 2  | a    |", "|    | longer one |"]);
+
+        // Once the head is printed, a batch goes out as it comes.
+        let mut writer = BatchWriter::new(Format::Table, schema.clone(), Vec::new());
+        writer.write(&batch(0, n, "x")).expect("writes");
+        let Inner::Table(table) = &writer.inner else { panic!("a table") };
+        assert!(table.head.is_empty() && !table.out.is_empty(), "the head is printed, not held");
+        writer.write(&batch(n, 1, "x")).expect("writes");
+        let Inner::Table(table) = &writer.inner else { panic!("a table") };
+        assert!(String::from_utf8_lossy(&table.out).ends_with("| 0  | x    |\n"));
     }
 
     #[test]

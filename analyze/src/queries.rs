@@ -25,6 +25,9 @@ pub const MINUTE_COSTS: &str = include_str!("../../queries/minute_costs.sql");
 /// `queries/coverage.sql`: what the data holds in a period.
 pub const COVERAGE: &str = include_str!("../../queries/coverage.sql");
 
+/// `queries/gpu_models.sql`: GPU-hours per GPU model in a period.
+pub const GPU_MODELS: &str = include_str!("../../queries/gpu_models.sql");
+
 /// `queries/samples_between.sql`: first and last raw sample in a span.
 pub const SAMPLES_BETWEEN: &str = include_str!("../../queries/samples_between.sql");
 
@@ -53,6 +56,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("fleet_state", FLEET_STATE),
     ("gpu_days", GPU_DAYS),
     ("gpu_minutes_from_raw", GPU_MINUTES_FROM_RAW),
+    ("gpu_models", GPU_MODELS),
     ("idle_cost", IDLE_COST),
     ("minute_costs", MINUTE_COSTS),
     ("pick", PICK),

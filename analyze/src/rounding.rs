@@ -4,6 +4,11 @@
 //! A report whose rows add up to a total must still add up once printed:
 //! [`cents_keeping_total`] rounds each amount to the cent so that the
 //! rounded amounts sum to the rounded total exactly (largest remainder).
+//!
+//! Cents are whole numbers (`i64`) only while an `f64` holds every whole
+//! number of cents exactly: up to [`MAX_CENTS`], about 90 trillion in the
+//! config's currency. An amount beyond that, or not a number, is
+//! [`MoneyOverflow`], never a saturated or wrapped figure of the wrong sign.
 
 use std::sync::Arc;
 
@@ -11,21 +16,53 @@ use datafusion::arrow::array::{ArrayRef, AsArray, Float64Array, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use datafusion::arrow::error::ArrowError;
 
+/// The most cents (either sign) rounded and added up: 2^53, the last whole
+/// number an `f64` holds with every whole number below it.
+pub const MAX_CENTS: f64 = 9_007_199_254_740_992.0;
+
+/// An amount of money too large to count in cents exactly, or not a number.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "cannot round the amount {amount:e} to the cent: amounts and their sums must stay within \
+     ±90,071,992,547,409.92; check the prices in the config"
+)]
+pub struct MoneyOverflow {
+    /// The amount (or sum of amounts), in currency.
+    pub amount: f64,
+}
+
+/// `amount × 100`, when it is finite and within [`MAX_CENTS`].
+fn exact_cents(amount: f64) -> Result<f64, MoneyOverflow> {
+    let cents = amount * 100.0;
+    if cents.is_finite() && cents.abs() <= MAX_CENTS { Ok(cents) } else { Err(MoneyOverflow { amount }) }
+}
+
+/// The sum of `cents`, when it is within [`MAX_CENTS`].
+fn checked_sum(cents: &[i64]) -> Result<i64, MoneyOverflow> {
+    let limit = MAX_CENTS as i64;
+    cents
+        .iter()
+        .try_fold(0i64, |sum, c| sum.checked_add(*c).filter(|s| s.abs() <= limit))
+        .ok_or(MoneyOverflow { amount: cents.iter().map(|c| *c as f64).sum::<f64>() / 100.0 })
+}
+
 /// Each of `amounts` in whole cents, rounded so that they sum to the sum of
 /// `amounts` rounded to the cent: every amount is rounded down, and the
 /// cents left over go one each to the amounts with the largest remainders
-/// (ties to the earlier one).
-pub fn cents_keeping_total(amounts: &[f64]) -> Vec<i64> {
-    let exact: Vec<f64> = amounts.iter().map(|a| a * 100.0).collect();
-    let total = exact.iter().sum::<f64>().round() as i64;
+/// (ties to the earlier one). [`MoneyOverflow`] when an amount or the sum
+/// is beyond [`MAX_CENTS`] cents or not a number.
+pub fn cents_keeping_total(amounts: &[f64]) -> Result<Vec<i64>, MoneyOverflow> {
+    let exact: Vec<f64> = amounts.iter().map(|a| exact_cents(*a)).collect::<Result<_, _>>()?;
+    // Each term is within 2^53; the sum is checked before it is converted.
+    let total = exact_cents(exact.iter().sum::<f64>() / 100.0)?.round() as i64;
     let mut cents: Vec<i64> = exact.iter().map(|c| c.floor() as i64).collect();
-    let left = total - cents.iter().sum::<i64>();
+    let left = total - checked_sum(&cents)?;
     let mut by_remainder: Vec<usize> = (0..exact.len()).collect();
     by_remainder.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
     for &i in by_remainder.iter().cycle().take(usize::try_from(left.max(0)).unwrap_or(0)) {
         cents[i] += 1;
     }
-    cents
+    Ok(cents)
 }
 
 /// Splits each row's `cost_cents` into (busy, idle) cents: each part within
@@ -33,10 +70,15 @@ pub fn cents_keeping_total(amounts: &[f64]) -> Vec<i64> {
 /// summing to the row's cents, and the idle parts of all rows summing to
 /// the rounded total of `idle` where the rows' cents allow it (the cents
 /// left over go to the largest remainders, as in [`cents_keeping_total`]).
-pub fn split_cents(cost_cents: &[i64], busy: &[f64], idle: &[f64]) -> Vec<(i64, i64)> {
+/// [`MoneyOverflow`] as there.
+pub fn split_cents(cost_cents: &[i64], busy: &[f64], idle: &[f64]) -> Result<Vec<(i64, i64)>, MoneyOverflow> {
     let n = cost_cents.len().min(busy.len()).min(idle.len());
-    let exact_idle: Vec<f64> = idle[..n].iter().map(|i| i * 100.0).collect();
-    let target = exact_idle.iter().sum::<f64>().round() as i64;
+    checked_sum(&cost_cents[..n])?;
+    for b in &busy[..n] {
+        exact_cents(*b)?;
+    }
+    let exact_idle: Vec<f64> = idle[..n].iter().map(|i| exact_cents(*i)).collect::<Result<_, _>>()?;
+    let target = exact_cents(exact_idle.iter().sum::<f64>() / 100.0)?.round() as i64;
     // The idle cents of a row lie between its floor and ceiling, and leave
     // the busy part between its own floor and ceiling and never below 0.
     let bounds: Vec<(i64, i64)> = (0..n)
@@ -62,7 +104,7 @@ pub fn split_cents(cost_cents: &[i64], busy: &[f64], idle: &[f64]) -> Vec<(i64, 
             need -= 1;
         }
     }
-    (0..n).map(|r| (cost_cents[r] - idle_cents[r], idle_cents[r])).collect()
+    Ok((0..n).map(|r| (cost_cents[r] - idle_cents[r], idle_cents[r])).collect())
 }
 
 /// `x` rounded to `decimals` decimals.
@@ -100,22 +142,22 @@ mod tests {
     #[test]
     fn rounded_cents_add_up_to_the_rounded_total() {
         // Three thirds of a dollar: 33 + 33 + 34 cents, not 33 × 3.
-        assert_eq!(cents_keeping_total(&[1.0 / 3.0; 3]), vec![34, 33, 33]);
+        assert_eq!(cents_keeping_total(&[1.0 / 3.0; 3]), Ok(vec![34, 33, 33]));
         let amounts = [10.004, 20.003, 30.006, 0.0];
-        let cents = cents_keeping_total(&amounts);
+        let cents = cents_keeping_total(&amounts).expect("small amounts");
         assert_eq!(cents.iter().sum::<i64>(), 6001);
         assert_eq!(cents, vec![1000, 2000, 3001, 0]);
-        assert_eq!(cents_keeping_total(&[]), Vec::<i64>::new());
+        assert_eq!(cents_keeping_total(&[]), Ok(Vec::<i64>::new()));
     }
 
     #[test]
     fn busy_and_idle_split_each_row_and_keep_the_idle_total() {
         // A row never idle keeps its idle at 0 even when its cost was rounded up.
         let split = split_cents(&[46, 76], &[0.454875, 0.0], &[0.0, 0.7625]);
-        assert_eq!(split, vec![(46, 0), (0, 76)]);
+        assert_eq!(split, Ok(vec![(46, 0), (0, 76)]));
         // Two rows of 0.5 busy + 0.5 idle cents each: the idle total of one
         // cent goes to one row only.
-        let split = split_cents(&[1, 1], &[0.005, 0.005], &[0.005, 0.005]);
+        let split = split_cents(&[1, 1], &[0.005, 0.005], &[0.005, 0.005]).expect("small amounts");
         assert_eq!(split.iter().map(|s| s.1).sum::<i64>(), 1);
         assert!(split.iter().all(|(b, i)| b + i == 1));
     }
@@ -124,6 +166,24 @@ mod tests {
     fn many_small_amounts_still_sum() {
         let amounts: Vec<f64> = (0..1000).map(|i| f64::from(i) * 0.001_7 + 0.003).collect();
         let total = (amounts.iter().sum::<f64>() * 100.0).round() as i64;
-        assert_eq!(cents_keeping_total(&amounts).iter().sum::<i64>(), total);
+        assert_eq!(cents_keeping_total(&amounts).expect("small amounts").iter().sum::<i64>(), total);
+    }
+
+    #[test]
+    fn amounts_beyond_exact_cents_are_an_error_never_a_wrong_sign() {
+        // The largest amount counted exactly, and a sum of two that is too much.
+        let max = MAX_CENTS / 100.0;
+        assert_eq!(cents_keeping_total(&[max]), Ok(vec![MAX_CENTS as i64]));
+        assert!(cents_keeping_total(&[max, max]).is_err());
+        // What a purchase price of 1e308 gives: no saturated or wrapped cents.
+        for bad in [1e17, -1e17, 1e300, f64::INFINITY, f64::NAN] {
+            let err = cents_keeping_total(&[1.0, bad]).expect_err("out of range");
+            assert!(err.to_string().contains("check the prices in the config"), "{err}");
+            assert!(split_cents(&[100], &[bad], &[0.0]).is_err());
+            assert!(split_cents(&[100], &[0.0], &[bad]).is_err());
+        }
+        // Many rows each within the limit whose sum is not.
+        assert!(cents_keeping_total(&[max / 2.0; 3]).is_err());
+        assert!(split_cents(&[i64::MAX, 1], &[0.0, 0.0], &[0.0, 0.0]).is_err());
     }
 }

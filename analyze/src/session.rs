@@ -44,12 +44,12 @@ use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use futures::StreamExt;
 
 use crate::error::Error;
-use crate::fence::FencedStore;
 use crate::integrity;
 use crate::minutes;
 use crate::output::{BatchWriter, Format};
 use crate::panic_guard;
 use crate::recent;
+use crate::store::DataFileStore;
 
 /// The file extension of every data file; hidden temporary files
 /// (`.name.parquet.tmp`) do not end with it and are never read.
@@ -122,12 +122,11 @@ impl Session {
             source: DataFusionError::ArrowError(Box::new(source), None),
         })?;
         test_pause::pause_at(test_pause::points::AFTER_WAL_READ);
-        // Every query of this session lists files through the fence: the
-        // files of the segments just read are never listed (see `fence`).
-        let local: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new());
-        let fenced = FencedStore::new(local, recent.fence.clone());
-        let file_url = url::Url::parse("file://").expect("a valid URL");
-        ctx.register_object_store(&file_url, Arc::new(fenced));
+        // Every listing reads the local files through this store: fenced by
+        // the segments just read (see `fence`), and naming a zero-byte data
+        // file instead of skipping it.
+        let file_url = url::Url::parse("file://").expect("a constant URL parses");
+        ctx.register_object_store(&file_url, Arc::new(DataFileStore::new(recent.fence.clone())));
         let register_err = |table: Table| {
             let path = layout.table_dir(table);
             move |source| Error::Register { table: table.name().to_owned(), path, source }
@@ -331,13 +330,23 @@ impl Session {
         }
     }
 
-    /// An error while the query ran. The engine's errors seldom say which
-    /// file failed, so the footers of the files the query read (`files`, or
+    /// An error while the query ran. A listing that met a zero-byte data
+    /// file ([`crate::store`]) names it. The engine's other errors seldom
+    /// say which file failed, so the footers of the files the query read (`files`, or
     /// every file of the data folder when the plan was not made) are checked
     /// and a broken one is named; when the failure was in decoding rows, the
     /// rows of those files are decoded to find the damaged one. Otherwise
     /// the engine's error is given as is.
     fn execute_error(&self, err: DataFusionError, files: Option<&[PathBuf]>) -> Error {
+        if let Some(path) = crate::store::empty_file_in(&err) {
+            // The store names the file under the canonical folder; the
+            // message names it under the folder as the user gave it.
+            let path = match path.strip_prefix(&self.root) {
+                Ok(rel) => self.layout.root().join(rel),
+                Err(_) => path,
+            };
+            return Error::EmptyFile { path };
+        }
         let found = match files {
             Some(files) => integrity::find_bad_file_among(&self.layout, files)
                 .or_else(|| if is_decode_failure(&err) { integrity::find_undecodable(files) } else { None }),

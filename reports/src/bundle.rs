@@ -2,7 +2,9 @@
 //!
 //! [`write_bundle`] writes `index.html` (one self-contained page: inline
 //! CSS, no scripts, no external assets), `summary.md` (the same content in
-//! Markdown) and `<name>.csv` for every table. Charts appear as relative
+//! Markdown), `<name>.csv` for every table, and the marker [`MARKER`] that
+//! tells a later run the folder is a report's ([`out_dir_state`]), so a
+//! report never overwrites a folder that is not one unless told. Charts appear as relative
 //! `<img src="fleet-state.png">` links; the caller renders them into the
 //! same folder with the [chart functions](crate::chart) before or after,
 //! this module never draws. The caller also computes every figure and
@@ -18,6 +20,56 @@ use crate::chart::ChartName;
 mod csv_table;
 mod html;
 mod markdown;
+
+/// The file every report folder holds: it marks the folder as an apron
+/// report's, whose files a later report may replace.
+pub const MARKER: &str = ".apron-report";
+
+/// What the marker file says, for a person who finds it.
+const MARKER_TEXT: &str = "This folder holds a report written by apron (index.html). \
+                           A later `apron report` or `apron demo` into it replaces its files.\n";
+
+/// What a folder a report is to be written into holds now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutDirState {
+    /// Nothing is there: the folder will be created.
+    Missing,
+    /// An empty folder.
+    Empty,
+    /// A folder holding [`MARKER`]: an earlier report.
+    Report,
+    /// A folder holding other things and no marker.
+    Other,
+    /// Something that is not a folder.
+    NotAFolder,
+}
+
+/// What `out_dir` holds, for deciding whether to write a report into it.
+/// Fails only when it exists and cannot be read.
+pub fn out_dir_state(out_dir: &Path) -> io::Result<OutDirState> {
+    let meta = match std::fs::metadata(out_dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(OutDirState::Missing),
+        Err(e) => return Err(e),
+    };
+    if !meta.is_dir() {
+        return Ok(OutDirState::NotAFolder);
+    }
+    if out_dir.join(MARKER).is_file() {
+        return Ok(OutDirState::Report);
+    }
+    let mut entries = std::fs::read_dir(out_dir)?;
+    Ok(if entries.next().is_none() { OutDirState::Empty } else { OutDirState::Other })
+}
+
+/// Creates `out_dir` if needed and writes [`MARKER`] into it, for a caller
+/// that writes files of its own there before the bundle (`apron demo`'s
+/// config).
+pub fn mark_out_dir(out_dir: &Path) -> Result<(), BundleError> {
+    std::fs::create_dir_all(out_dir)
+        .map_err(|source| BundleError::CreateDir { path: out_dir.to_owned(), source })?;
+    write(&out_dir.join(MARKER), MARKER_TEXT.as_bytes())
+}
 
 /// Everything one report says, in reading order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -181,15 +233,15 @@ pub enum BundleError {
     },
 }
 
-/// Writes `report` into `out_dir` (created if missing): every table as
-/// `<name>.csv`, then `summary.md`, then `index.html`, each replaced
-/// atomically, so re-running overwrites cleanly. The report is checked
+/// Writes `report` into `out_dir` (created if missing): [`MARKER`], every
+/// table as `<name>.csv`, then `summary.md`, then `index.html`, each
+/// replaced atomically, so re-running overwrites cleanly. Whether `out_dir`
+/// may be written into is the caller's decision ([`out_dir_state`]). The report is checked
 /// before anything is written: a bad table name or a ragged row writes
 /// nothing. When this returns `Ok`, every listed file is complete on disk.
 pub fn write_bundle(report: &Report, out_dir: &Path) -> Result<BundleFiles, BundleError> {
     check(report)?;
-    std::fs::create_dir_all(out_dir)
-        .map_err(|source| BundleError::CreateDir { path: out_dir.to_owned(), source })?;
+    mark_out_dir(out_dir)?;
 
     let mut csv = Vec::new();
     for table in report.sections.iter().filter_map(|s| s.table.as_ref()) {

@@ -18,7 +18,10 @@ pub mod chart;
 mod fonts;
 mod number;
 
-pub use bundle::{BundleError, BundleFiles, Figure, Report, Section, TableData, write_bundle};
+pub use bundle::{
+    BundleError, BundleFiles, Figure, MARKER, OutDirState, Report, Section, TableData, mark_out_dir,
+    out_dir_state, write_bundle,
+};
 pub use chart::{
     ChartContext, ChartError, ChartName, FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, TeamCost,
     UnknownChart, fleet_state, gpu_days, hour_of_week, idle_cost, power, team_spend,

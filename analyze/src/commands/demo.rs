@@ -47,7 +47,10 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
         let path = path.to_path_buf();
         move |e: std::io::Error| Error::Report { path, source: Box::new(e) }
     };
-    std::fs::create_dir_all(&args.out).map_err(report_err(&args.out))?;
+    crate::commands::report::check_out_dir(&args.out, args.force)?;
+    // Marked first, so a demo that fails halfway can be run again into it.
+    apron_reports::mark_out_dir(&args.out)
+        .map_err(|e| Error::Report { path: args.out.clone(), source: Box::new(e) })?;
     let config_path = args.out.join("apron.toml");
     std::fs::write(&config_path, demo_config()).map_err(report_err(&config_path))?;
 

@@ -40,7 +40,7 @@ pub async fn idle_cost(report: &Report, by: IdleBy) -> Result<RecordBatch, Error
     let batch = session.collect_batch(df).await?;
     let execute = |source: ArrowError| Error::Execute { source: source.into() };
     // Money to the cent, keeping the total (the idle cost `apron spend` gives).
-    let cents = cents_keeping_total(&f64_column(&batch, "idle_cost"));
+    let cents = cents_keeping_total(&f64_column(&batch, "idle_cost"))?;
     let batch = replace_f64(&batch, "idle_cost", cents.iter().map(|c| *c as f64 / 100.0).collect())
         .map_err(execute)?;
     let batch = round_columns(

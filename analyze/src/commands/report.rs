@@ -59,6 +59,9 @@ pub struct Headline {
     pub windows: Vec<String>,
     /// The currency.
     pub currency: String,
+    /// One line for each GPU model no `[[gpu_cost]]` entry priced
+    /// ([`crate::header::Unpriced::line`]).
+    pub unpriced: Vec<String>,
     /// The report's page.
     pub index: PathBuf,
 }
@@ -88,6 +91,7 @@ impl Headline {
         if let Some(w) = self.windows.first() {
             lines.push(format!("  idle window    {w}"));
         }
+        lines.extend(self.unpriced.iter().cloned());
         lines.push(format!("Report: {}", self.index.display()));
         lines
     }
@@ -95,6 +99,7 @@ impl Headline {
 
 /// Writes the report and prints where it is.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReportArgs, mut out: W) -> Result<(), Error> {
+    check_out_dir(&args.out, args.force)?;
     let headline = write_report(global, args.month, &args.out).await?;
     for line in headline.lines() {
         writeln!(out, "{line}").map_err(|source| Error::Write { source })?;
@@ -181,6 +186,10 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         .take(3)
         .collect();
     let hours_in_period = report.period.elapsed_hours(i64::MAX);
+    let unpriced: Vec<String> = crate::header::unpriced(&report.config, &report.coverage)
+        .iter()
+        .map(|u| u.line(&report.config))
+        .collect();
 
     let change = |now: f64, before: Option<f64>| -> Option<String> {
         let (before, name) = (before?, previous.as_ref()?.0.clone());
@@ -391,7 +400,10 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
                 report.config.energy.pue
             ),
             format!("Config: {}. Data: {}.", report.config.source, report.session.layout().root().display()),
-        ],
+        ]
+        .into_iter()
+        .chain(unpriced.iter().cloned())
+        .collect(),
         table: None,
         chart: None,
     });
@@ -423,8 +435,30 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         reclaim_for: report.config.reclaim.idle_for,
         windows: window_lines,
         currency,
+        unpriced,
         index: out_dir.join("index.html"),
     })
+}
+
+/// Whether a report may be written into `out_dir`: a new or empty folder,
+/// or an earlier report's ([`apron_reports::MARKER`]), or any folder with
+/// `force`. Anything else is [`Error::OutDirNotEmpty`], so `--out /` or
+/// `--out ~` never scatters files among someone's own. Checked before
+/// anything is computed or written.
+pub(crate) fn check_out_dir(out_dir: &Path, force: bool) -> Result<(), Error> {
+    use apron_reports::OutDirState;
+    let state = apron_reports::out_dir_state(out_dir)
+        .map_err(|e| Error::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+    match state {
+        OutDirState::Missing | OutDirState::Empty | OutDirState::Report => Ok(()),
+        OutDirState::Other if force => Ok(()),
+        OutDirState::Other => {
+            Err(Error::OutDirNotEmpty { path: out_dir.to_path_buf(), marker: apron_reports::MARKER })
+        }
+        OutDirState::NotAFolder => {
+            Err(Error::Report { path: out_dir.to_path_buf(), source: "it exists and is not a folder".into() })
+        }
+    }
 }
 
 /// `November 2026`.

@@ -66,8 +66,8 @@ pub async fn spend(report: &Report) -> Result<(RecordBatch, Totals), Error> {
         exact("idle_empty_gpu_hours"),
         exact("energy_kwh"),
     );
-    let cost = cents_keeping_total(&f64_column(&batch, "cost"));
-    let split = split_cents(&cost, &f64_column(&batch, "busy_cost"), &f64_column(&batch, "idle_cost"));
+    let cost = cents_keeping_total(&f64_column(&batch, "cost"))?;
+    let split = split_cents(&cost, &f64_column(&batch, "busy_cost"), &f64_column(&batch, "idle_cost"))?;
     let busy: Vec<i64> = split.iter().map(|s| s.0).collect();
     let idle: Vec<i64> = split.iter().map(|s| s.1).collect();
     let total: i64 = cost.iter().sum();

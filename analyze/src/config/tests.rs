@@ -49,6 +49,7 @@ for = "3h"
 low_usage_1h = 5
 low_usage_4h = 12
 high_usage_15m = 90
+no_data = "15m"
 "#;
 
 fn parse(text: &str) -> Result<Config, Error> {
@@ -75,6 +76,7 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(c.zombie.min_idle, Duration::from_secs(600));
     assert_eq!(c.reclaim.idle_for, Duration::from_secs(7200));
     assert_eq!((c.alerts.low_usage_1h, c.alerts.low_usage_4h, c.alerts.high_usage_15m), (10.0, 10.0, 80.0));
+    assert_eq!(c.alerts.no_data, Duration::from_secs(300));
     assert_eq!(c.gpu_cost.len(), 1);
     let cost = &c.gpu_cost[0];
     assert_eq!(
@@ -122,6 +124,7 @@ fn a_full_file_is_read_and_printed_back_the_same() {
     assert_eq!(c.zombie.min_idle, Duration::from_secs(15 * 60));
     assert_eq!(c.reclaim.idle_for, Duration::from_secs(3 * 3600));
     assert_eq!((c.alerts.low_usage_1h, c.alerts.low_usage_4h, c.alerts.high_usage_15m), (5.0, 12.0, 90.0));
+    assert_eq!(c.alerts.no_data, Duration::from_secs(15 * 60));
 
     let printed = c.to_toml().expect("prints");
     assert_eq!(printed.lines().next(), Some("# apron configuration: apron.toml"));
@@ -191,6 +194,66 @@ fn a_negative_price_is_refused() {
     );
     assert_eq!(refusal("[zombie]\nmin_mem_mib = -3\n"), "apron.toml:2: `min_mem_mib` must not be negative");
     assert_eq!(refusal("[energy]\npue = nan\n"), "apron.toml:2: `pue` must be a finite number");
+}
+
+#[test]
+fn every_number_has_a_plausible_range() {
+    let cost = |key: &str, value: &str| {
+        let mut entry =
+            vec![("purchase_price", "25000"), ("lifetime_years", "4"), ("ops_per_gpu_hour", "0.2")];
+        for e in &mut entry {
+            if e.0 == key {
+                e.1 = value;
+            }
+        }
+        let mut text = String::from("[[gpu_cost]]\nmodel = \"*\"\n");
+        for (k, v) in entry {
+            text.push_str(&format!("{k} = {v}\n"));
+        }
+        text
+    };
+    let cases: Vec<(String, &str)> = vec![
+        ("[energy]\npue = 1e300\n".into(), "apron.toml:2: `pue` must be at most 3"),
+        ("[energy]\npue = 3.01\n".into(), "apron.toml:2: `pue` must be at most 3"),
+        (
+            "[energy]\nprice_per_kwh = 100001\n".into(),
+            "apron.toml:2: `price_per_kwh` must be at most 100,000",
+        ),
+        ("[energy]\nprice_per_kwh = inf\n".into(), "apron.toml:2: `price_per_kwh` must be a finite number"),
+        (cost("purchase_price", "1e308"), "apron.toml:3: `purchase_price` must be at most 10,000,000,000"),
+        (cost("purchase_price", "-0.01"), "apron.toml:3: `purchase_price` must not be negative"),
+        (cost("lifetime_years", "0.09"), "apron.toml:4: `lifetime_years` must be at least 0.1"),
+        (cost("lifetime_years", "0"), "apron.toml:4: `lifetime_years` must be at least 0.1"),
+        (cost("lifetime_years", "51"), "apron.toml:4: `lifetime_years` must be at most 50"),
+        (cost("ops_per_gpu_hour", "1000001"), "apron.toml:5: `ops_per_gpu_hour` must be at most 1,000,000"),
+        (cost("ops_per_gpu_hour", "-1"), "apron.toml:5: `ops_per_gpu_hour` must not be negative"),
+        (
+            "[zombie]\nmin_mem_mib = 1048577\n".into(),
+            "apron.toml:2: `min_mem_mib` must be at most 1,048,576 (1 TiB)",
+        ),
+        ("[zombie]\nmin_idle = \"367d\"\n".into(), "apron.toml:2: `min_idle` must be at most 366 days"),
+        ("[reclaim]\nfor = \"100000y\"\n".into(), "apron.toml:2: `for` must be at most 366 days"),
+        (
+            "[alerts]\nhigh_usage_15m = 1e300\n".into(),
+            "apron.toml:2: `high_usage_15m` must be between 0 and 100",
+        ),
+        (
+            "[alerts]\nno_data = \"7d\"\n".into(),
+            "apron.toml:2: `no_data` must be shorter than 7 days, the rule's look-back",
+        ),
+        ("[alerts]\nno_data = \"0s\"\n".into(), "apron.toml:2: `no_data` must be longer than zero"),
+    ];
+    for (text, want) in cases {
+        assert_eq!(refusal(&text), want, "{text}");
+    }
+    // The bounds themselves are accepted.
+    let edge = "[energy]\nprice_per_kwh = 100000\npue = 3\n\n[zombie]\nmin_mem_mib = 1048576\nmin_idle = \"366d\"\n\n\
+                [[gpu_cost]]\nmodel = \"*\"\npurchase_price = 1e10\nlifetime_years = 0.1\nops_per_gpu_hour = 1e6\n";
+    let config = parse(edge).expect("the bounds are accepted");
+    assert_eq!(config.gpu_cost[0].purchase_price, MAX_PURCHASE_PRICE);
+    assert_eq!(config.energy.pue, MAX_PUE);
+    let edge = "[[gpu_cost]]\nmodel = \"*\"\npurchase_price = 0\nlifetime_years = 50\nops_per_gpu_hour = 0\n";
+    assert!(parse(edge).is_ok());
 }
 
 #[test]

@@ -72,7 +72,7 @@ fn writes_page_summary_and_one_csv_per_table() {
     assert_eq!(files.markdown, out.join("summary.md"));
     assert_eq!(files.csv, vec![out.join("spend.csv"), out.join("idle-hosts.csv")]);
     assert_eq!(files.paths().count(), 4);
-    assert_eq!(file_names(&out), vec!["idle-hosts.csv", "index.html", "spend.csv", "summary.md"]);
+    assert_eq!(file_names(&out), vec![MARKER, "idle-hosts.csv", "index.html", "spend.csv", "summary.md"]);
     assert_eq!(files.missing_charts, vec![ChartName::TeamSpend, ChartName::GpuDays]);
 }
 
@@ -133,6 +133,35 @@ fn csv_round_trips_commas_quotes_and_newlines() {
 }
 
 #[test]
+fn a_report_folder_is_told_apart_from_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    assert_eq!(out_dir_state(&out).unwrap(), OutDirState::Missing);
+    std::fs::create_dir(&out).unwrap();
+    assert_eq!(out_dir_state(&out).unwrap(), OutDirState::Empty);
+    std::fs::write(out.join("notes.txt"), b"mine").unwrap();
+    assert_eq!(out_dir_state(&out).unwrap(), OutDirState::Other);
+    write_bundle(&report(), &out).unwrap();
+    assert_eq!(out_dir_state(&out).unwrap(), OutDirState::Report);
+    assert_eq!(out_dir_state(&out.join("notes.txt")).unwrap(), OutDirState::NotAFolder);
+    let marked = dir.path().join("marked");
+    mark_out_dir(&marked).unwrap();
+    assert_eq!(out_dir_state(&marked).unwrap(), OutDirState::Report);
+}
+
+#[test]
+fn csv_cells_never_become_formulas() {
+    let mut r = report();
+    r.sections[0].table.as_mut().unwrap().rows =
+        vec![vec!["=1+2".to_owned(), "-3.25".to_owned()], vec!["@cmd".to_owned(), "-x".to_owned()]];
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(&r, dir.path()).unwrap();
+    assert_eq!(read(&dir.path().join("spend.csv")), "Team,Total\r\n'=1+2,-3.25\r\n'@cmd,'-x\r\n");
+    // The page and the summary show the names as they are.
+    assert!(read(&dir.path().join("index.html")).contains("<td>=1+2</td>"));
+}
+
+#[test]
 fn running_again_overwrites_and_leaves_no_temp_files() {
     let dir = tempfile::tempdir().unwrap();
     write_bundle(&report(), dir.path()).unwrap();
@@ -145,7 +174,7 @@ fn running_again_overwrites_and_leaves_no_temp_files() {
     assert_eq!(files.missing_charts, vec![ChartName::GpuDays]);
     assert_eq!(
         file_names(dir.path()),
-        vec!["idle-hosts.csv", "index.html", "spend.csv", "summary.md", "team-spend.png"]
+        vec![MARKER, "idle-hosts.csv", "index.html", "spend.csv", "summary.md", "team-spend.png"]
     );
 }
 
