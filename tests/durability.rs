@@ -16,7 +16,7 @@ use apron_schemas::wal::{host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
 use apron_tests::bin;
 use apron_tests::files_under;
-use apron_tests::{signal, wait_with_timeout};
+use apron_tests::{signal, wait_stopped, wait_with_timeout};
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::TimestampMillisecondType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -64,6 +64,11 @@ fn now_ms() -> i64 {
 }
 
 fn start_recorder(data: &Path, log: &Path, extra: &[&str]) -> Child {
+    start_recorder_with(data, log, extra, &[])
+}
+
+/// [`start_recorder`] with environment variables (a pause point).
+fn start_recorder_with(data: &Path, log: &Path, extra: &[&str], env: &[(&str, &str)]) -> Child {
     let log = File::create(log).expect("log file");
     Command::new(bin("apron-recorder"))
         .args([
@@ -80,6 +85,7 @@ fn start_recorder(data: &Path, log: &Path, extra: &[&str]) -> Child {
         .arg(data)
         .args(extra)
         .env("APRON_LOG", "info")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
@@ -342,4 +348,76 @@ fn whole_frames_len(bytes: &[u8]) -> u64 {
         at += 8 + len;
     }
     at as u64
+}
+
+#[test]
+fn a_kill_while_a_closed_file_is_written_keeps_the_tick_that_closed_it() {
+    use apron_schemas::test_pause::{PAUSE_ENV, points};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let layout = DataLayout::new(&data);
+    let mut sampled: BTreeSet<i64> = BTreeSet::new();
+    let mut closing_ticks = Vec::new();
+    let mut at_pause = Vec::new();
+    // Three runs, each stopped at its first rotation just before the closed
+    // file's Parquet is written, and killed there; each restart recovers
+    // what the one before left.
+    for i in 0..3 {
+        let log = tmp.path().join(format!("run{i}.log"));
+        let child = start_recorder_with(
+            &data,
+            &log,
+            &["--rotate", "2s"],
+            &[(PAUSE_ENV, points::BEFORE_CLOSED_FILE_WRITE)],
+        );
+        wait_stopped(child.id(), Duration::from_secs(60));
+        // What the WAL holds at the pause: the closed file's segment, and
+        // the new file's, whose one tick is the one that closed the other.
+        let segs = host_segments(&layout, HOST).expect("list the WAL");
+        assert!(!segs.is_empty(), "run {i}: {}", fs::read_to_string(&log).unwrap_or_default());
+        let closed = read_segment(&segs[0].path).expect("readable");
+        let boundary = (segs[0].start_ms.div_euclid(2_000) + 1) * 2_000;
+        assert!(closed.last_tick_ms.is_some_and(|t| t < boundary), "run {i}");
+        let new = segs.get(1).map(|s| read_segment(&s.path).expect("readable"));
+        // The closing tick is the first on or after the boundary: the
+        // boundary itself unless the loop woke late.
+        let closing = new.as_ref().and_then(|n| n.gpus.first()).map_or(boundary, |r| r.ts);
+        assert!(closing >= boundary, "run {i}: tick {closing} closed the file of {}", segs[0].start_ms);
+        for r in closed.gpus.iter().chain(new.iter().flat_map(|n| n.gpus.iter())) {
+            sampled.insert(r.ts);
+        }
+        sampled.insert(closing);
+        at_pause.push((segs.len(), new.map_or(0, |n| n.ticks)));
+        closing_ticks.push(closing);
+        signal(&child, libc::SIGKILL);
+        let out = wait_with_timeout(child, Duration::from_secs(20));
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&out.status), Some(libc::SIGKILL));
+    }
+    // A last run recovers the third kill's segments and stops cleanly.
+    let log = tmp.path().join("last.log");
+    let spawned_ms = now_ms();
+    let mut child = start_recorder(&data, &log, &["--rotate", "2s"]);
+    wait_until_recording(&data, spawned_ms, &mut child);
+    signal(&child, libc::SIGTERM);
+    let out = wait_with_timeout(child, Duration::from_secs(20));
+    assert!(out.status.success(), "{}", fs::read_to_string(&log).unwrap_or_default());
+
+    let ticks = gpu_ticks(&data);
+    assert_eq!(ticks.len(), GPUS);
+    for (gpu, ts) in &ticks {
+        let dups: Vec<_> = ts.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+        assert!(dups.is_empty(), "{gpu}: ticks recorded twice: {dups:?}");
+        let have: BTreeSet<i64> = ts.iter().copied().collect();
+        let lost: Vec<_> = closing_ticks.iter().filter(|t| !have.contains(t)).collect();
+        assert!(lost.is_empty(), "{gpu}: the ticks that closed a file are lost: {lost:?}");
+        let missing: Vec<_> = sampled.difference(&have).collect();
+        assert!(
+            missing.is_empty(),
+            "{gpu}: {} of {} sampled ticks lost: {missing:?}",
+            missing.len(),
+            sampled.len()
+        );
+    }
+    // At each pause the new segment held the closing tick, alone.
+    assert_eq!(at_pause, [(2, 1); 3], "(segments, ticks of the new one) at each pause");
 }
