@@ -421,3 +421,77 @@ fn a_kill_while_a_closed_file_is_written_keeps_the_tick_that_closed_it() {
     // At each pause the new segment held the closing tick, alone.
     assert_eq!(at_pause, [(2, 1); 3], "(segments, ticks of the new one) at each pause");
 }
+
+#[test]
+fn a_segment_damaged_in_the_middle_loses_only_the_damaged_frame() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let layout = DataLayout::new(&data);
+    let spawned_ms = now_ms();
+    let mut child = start_recorder(&data, &tmp.path().join("run0.log"), &["--rotate", "1h"]);
+    wait_until_recording(&data, spawned_ms, &mut child);
+    let t0 = Instant::now();
+    let seg = loop {
+        let segs = host_segments(&layout, HOST).expect("list");
+        if let [seg] = &segs[..]
+            && read_segment(&seg.path).is_ok_and(|r| r.ticks >= 7)
+        {
+            break seg.clone();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no 7 ticks after 30 s");
+        sleep(Duration::from_millis(20));
+    };
+    signal(&child, libc::SIGKILL);
+    wait_with_timeout(child, Duration::from_secs(20));
+
+    // One flipped byte in the payload of the third tick frame.
+    let whole = read_segment(&seg.path).expect("readable");
+    let mut bytes = fs::read(&seg.path).expect("read");
+    let ends = frame_ends(&bytes);
+    assert!(ends.len() as u64 > whole.ticks, "a header and {} ticks", whole.ticks);
+    bytes[ends[2] + 20] ^= 0x10;
+    fs::write(&seg.path, &bytes).expect("write");
+    let mut ticks: Vec<i64> = whole.gpus.iter().map(|r| r.ts).collect();
+    ticks.dedup();
+    let damaged_tick = ticks[2];
+
+    let log_path = tmp.path().join("run1.log");
+    let spawned_ms = now_ms();
+    let mut child = start_recorder(&data, &log_path, &["--rotate", "1h"]);
+    wait_until_recording(&data, spawned_ms, &mut child);
+    signal(&child, libc::SIGTERM);
+    let out = wait_with_timeout(child, Duration::from_secs(20));
+    let log = fs::read_to_string(&log_path).expect("log");
+    assert!(out.status.success(), "{log}");
+
+    let name = seg.path.file_name().and_then(|n| n.to_str()).expect("utf-8");
+    let kept = layout.wal_quarantine_path(HOST, name, 0);
+    assert_eq!(fs::read(&kept).expect("the damaged segment is kept aside"), bytes);
+    let warnings: Vec<&str> =
+        log.lines().filter(|l| l.contains("WARN") && l.contains("quarantined")).collect();
+    assert_eq!(warnings.len(), 1, "one warning per segment:\n{log}");
+    let w = warnings[0];
+    assert!(w.contains("WARN") && w.contains(&kept.display().to_string()), "{w}");
+    assert!(
+        w.contains(&format!("frames_recovered={}", whole.ticks - 1)) && w.contains("frames_lost=1"),
+        "{w}"
+    );
+
+    for (gpu, ts) in gpu_ticks(&data) {
+        let in_segment: Vec<i64> = ts.iter().copied().filter(|t| *t <= ticks[ticks.len() - 1]).collect();
+        let expected: Vec<i64> = ticks.iter().copied().filter(|t| *t != damaged_tick).collect();
+        assert_eq!(in_segment, expected, "{gpu}: every tick of the segment once, but the damaged one");
+    }
+}
+
+/// End offsets of the frames of a segment (header first), read from their
+/// length fields alone.
+fn frame_ends(bytes: &[u8]) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut at = 0usize;
+    while let Some(head) = bytes.get(at..at + 8) {
+        at += 8 + u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        ends.push(at);
+    }
+    ends
+}
