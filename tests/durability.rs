@@ -1,9 +1,11 @@
 //! Crash safety end to end: a real recorder process (simulated source, real
 //! time) killed with SIGKILL at random moments and restarted on the same
 //! data folder loses no sample taken more than a second before each kill,
-//! writes none twice, and leaves nothing partial behind; a torn WAL segment
-//! is recovered up to its last whole tick, and recovering it again writes
-//! nothing new.
+//! writes none twice, and leaves nothing partial behind; killed just before
+//! a closed file's Parquet is written, it keeps the tick that closed the
+//! file; a torn WAL segment is recovered up to its last whole tick, and
+//! recovering it again writes nothing new; a segment damaged in the middle
+//! loses only the damaged frame and is quarantined.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};

@@ -171,8 +171,10 @@ pub enum WalError {
         /// Its row fingerprint.
         found_fingerprint: u32,
     },
-    /// A frame passed its checksum but does not decode: written by a
-    /// different build that failed to bump [`FORMAT_VERSION`], or a bug.
+    /// The header frame passed its checksum but does not decode: written
+    /// by a different build that failed to bump [`FORMAT_VERSION`], or a
+    /// bug. (A tick frame that does not decode is skipped and counted in
+    /// [`SegmentRows::bad_frames`] instead.)
     #[error("cannot decode the frame at byte {offset} of WAL segment {}", path.display())]
     Decode {
         /// The segment.
