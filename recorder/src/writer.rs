@@ -832,6 +832,22 @@ mod tests {
     }
 
     #[test]
+    fn a_symlink_at_a_temporary_name_is_not_written_through() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let layout = DataLayout::new(tmp.path().join("data"));
+        let outside = tmp.path().join("outside");
+        fs::write(&outside, b"mine").expect("write");
+        let path = layout.file_path(Table::GpuSamples, "n", 0, 0);
+        fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        std::os::unix::fs::symlink(&outside, temp_path(&path)).expect("symlink");
+        let mut w = RollingWriter::new(layout, "n", Duration::from_secs(10)).expect("host");
+        w.push(0, &tick(0)).expect("push");
+        w.close().expect("close");
+        assert_eq!(fs::read(&outside).expect("read"), b"mine");
+        assert!(fs::symlink_metadata(&path).expect("written").file_type().is_file());
+    }
+
+    #[test]
     fn refusing_lasts_until_a_write_succeeds() {
         let (tmp, blocker) = blocked_layout();
         let mut w =
