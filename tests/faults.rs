@@ -465,3 +465,37 @@ fn zero_simulated_gpus_is_refused() {
     assert!(err.contains("--sim-gpus") && err.contains("at least 1"), "{err}");
     assert!(!tmp.path().join("data").exists(), "nothing recorded, nothing created");
 }
+
+#[test]
+fn a_stop_while_only_parquet_is_refused_leaves_every_row_in_the_wal() {
+    const GPUS: u64 = 2;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let table = data.join("gpu_samples");
+    let _guard = Unfreeze(table.clone());
+    let args =
+        ["--source", "sim", "--host", "walnode", "--sim-gpus", "2", "--interval", "200ms", "--rotate", "1s"];
+    let child = spawn(recorder(&data, &args));
+    sleep(Duration::from_millis(2_500));
+    // Parquet of gpu_samples refused; the WAL still takes every tick.
+    set_immutable(&table, true);
+    sleep(Duration::from_millis(3_000));
+    let out = stop(child);
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{log}");
+    let last =
+        log.lines().find(|l| l.contains("cannot write the last rows;")).unwrap_or_else(|| panic!("{log}"));
+    let ticks = field(last, "ticks").expect("ticks");
+    assert_eq!((field(last, "lost_rows"), field(last, "lost_ticks")), (Some(0), Some(0)), "{last}");
+    assert!(field(last, "in_wal_ticks").is_some_and(|n| n >= 10), "3 s of 200 ms ticks wait: {last}");
+
+    set_immutable(&table, false);
+    let restarted_ms = chrono::Utc::now().timestamp_millis();
+    let child = spawn(recorder(&data, &args));
+    sleep(Duration::from_millis(1_500));
+    assert!(stop(child).status.success());
+    let keys = gpu_keys(&data);
+    assert!(keys.values().all(|&n| n == 1), "no row twice");
+    let first_run = keys.keys().filter(|(_, ts)| *ts < restarted_ms).count() as u64;
+    assert_eq!(first_run, ticks * GPUS, "every tick of the first run reached Parquet:\n{log}");
+}
