@@ -1,9 +1,11 @@
 //! Crash safety end to end: a real recorder process (simulated source, real
 //! time) killed with SIGKILL at random moments and restarted on the same
 //! data folder loses no sample taken more than a second before each kill,
-//! writes none twice, and leaves nothing partial behind; a torn WAL segment
-//! is recovered up to its last whole tick, and recovering it again writes
-//! nothing new.
+//! writes none twice, and leaves nothing partial behind; killed just before
+//! a closed file's Parquet is written, it keeps the tick that closed the
+//! file; a torn WAL segment is recovered up to its last whole tick, and
+//! recovering it again writes nothing new; a segment damaged in the middle
+//! loses only the damaged frame and is quarantined.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -16,7 +18,7 @@ use apron_schemas::wal::{host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
 use apron_tests::bin;
 use apron_tests::files_under;
-use apron_tests::{signal, wait_with_timeout};
+use apron_tests::{signal, wait_stopped, wait_with_timeout};
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::TimestampMillisecondType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -64,6 +66,11 @@ fn now_ms() -> i64 {
 }
 
 fn start_recorder(data: &Path, log: &Path, extra: &[&str]) -> Child {
+    start_recorder_with(data, log, extra, &[])
+}
+
+/// [`start_recorder`] with environment variables (a pause point).
+fn start_recorder_with(data: &Path, log: &Path, extra: &[&str], env: &[(&str, &str)]) -> Child {
     let log = File::create(log).expect("log file");
     Command::new(bin("apron-recorder"))
         .args([
@@ -80,6 +87,7 @@ fn start_recorder(data: &Path, log: &Path, extra: &[&str]) -> Child {
         .arg(data)
         .args(extra)
         .env("APRON_LOG", "info")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
@@ -342,4 +350,150 @@ fn whole_frames_len(bytes: &[u8]) -> u64 {
         at += 8 + len;
     }
     at as u64
+}
+
+#[test]
+fn a_kill_while_a_closed_file_is_written_keeps_the_tick_that_closed_it() {
+    use apron_schemas::test_pause::{PAUSE_ENV, points};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let layout = DataLayout::new(&data);
+    let mut sampled: BTreeSet<i64> = BTreeSet::new();
+    let mut closing_ticks = Vec::new();
+    let mut at_pause = Vec::new();
+    // Three runs, each stopped at its first rotation just before the closed
+    // file's Parquet is written, and killed there; each restart recovers
+    // what the one before left.
+    for i in 0..3 {
+        let log = tmp.path().join(format!("run{i}.log"));
+        let child = start_recorder_with(
+            &data,
+            &log,
+            &["--rotate", "2s"],
+            &[(PAUSE_ENV, points::BEFORE_CLOSED_FILE_WRITE)],
+        );
+        wait_stopped(child.id(), Duration::from_secs(60));
+        // What the WAL holds at the pause: the closed file's segment, and
+        // the new file's, whose one tick is the one that closed the other.
+        let segs = host_segments(&layout, HOST).expect("list the WAL");
+        assert!(!segs.is_empty(), "run {i}: {}", fs::read_to_string(&log).unwrap_or_default());
+        let closed = read_segment(&segs[0].path).expect("readable");
+        let boundary = (segs[0].start_ms.div_euclid(2_000) + 1) * 2_000;
+        assert!(closed.last_tick_ms.is_some_and(|t| t < boundary), "run {i}");
+        let new = segs.get(1).map(|s| read_segment(&s.path).expect("readable"));
+        // The closing tick is the first on or after the boundary: the
+        // boundary itself unless the loop woke late.
+        let closing = new.as_ref().and_then(|n| n.gpus.first()).map_or(boundary, |r| r.ts);
+        assert!(closing >= boundary, "run {i}: tick {closing} closed the file of {}", segs[0].start_ms);
+        for r in closed.gpus.iter().chain(new.iter().flat_map(|n| n.gpus.iter())) {
+            sampled.insert(r.ts);
+        }
+        sampled.insert(closing);
+        at_pause.push((segs.len(), new.map_or(0, |n| n.ticks)));
+        closing_ticks.push(closing);
+        signal(&child, libc::SIGKILL);
+        let out = wait_with_timeout(child, Duration::from_secs(20));
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&out.status), Some(libc::SIGKILL));
+    }
+    // A last run recovers the third kill's segments and stops cleanly.
+    let log = tmp.path().join("last.log");
+    let spawned_ms = now_ms();
+    let mut child = start_recorder(&data, &log, &["--rotate", "2s"]);
+    wait_until_recording(&data, spawned_ms, &mut child);
+    signal(&child, libc::SIGTERM);
+    let out = wait_with_timeout(child, Duration::from_secs(20));
+    assert!(out.status.success(), "{}", fs::read_to_string(&log).unwrap_or_default());
+
+    let ticks = gpu_ticks(&data);
+    assert_eq!(ticks.len(), GPUS);
+    for (gpu, ts) in &ticks {
+        let dups: Vec<_> = ts.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+        assert!(dups.is_empty(), "{gpu}: ticks recorded twice: {dups:?}");
+        let have: BTreeSet<i64> = ts.iter().copied().collect();
+        let lost: Vec<_> = closing_ticks.iter().filter(|t| !have.contains(t)).collect();
+        assert!(lost.is_empty(), "{gpu}: the ticks that closed a file are lost: {lost:?}");
+        let missing: Vec<_> = sampled.difference(&have).collect();
+        assert!(
+            missing.is_empty(),
+            "{gpu}: {} of {} sampled ticks lost: {missing:?}",
+            missing.len(),
+            sampled.len()
+        );
+    }
+    // At each pause the new segment held the closing tick, alone.
+    assert_eq!(at_pause, [(2, 1); 3], "(segments, ticks of the new one) at each pause");
+}
+
+#[test]
+fn a_segment_damaged_in_the_middle_loses_only_the_damaged_frame() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let layout = DataLayout::new(&data);
+    let spawned_ms = now_ms();
+    let mut child = start_recorder(&data, &tmp.path().join("run0.log"), &["--rotate", "1h"]);
+    wait_until_recording(&data, spawned_ms, &mut child);
+    let t0 = Instant::now();
+    let seg = loop {
+        let segs = host_segments(&layout, HOST).expect("list");
+        if let [seg] = &segs[..]
+            && read_segment(&seg.path).is_ok_and(|r| r.ticks >= 7)
+        {
+            break seg.clone();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no 7 ticks after 30 s");
+        sleep(Duration::from_millis(20));
+    };
+    signal(&child, libc::SIGKILL);
+    wait_with_timeout(child, Duration::from_secs(20));
+
+    // One flipped byte in the payload of the third tick frame.
+    let whole = read_segment(&seg.path).expect("readable");
+    let mut bytes = fs::read(&seg.path).expect("read");
+    let ends = frame_ends(&bytes);
+    assert!(ends.len() as u64 > whole.ticks, "a header and {} ticks", whole.ticks);
+    bytes[ends[2] + 20] ^= 0x10;
+    fs::write(&seg.path, &bytes).expect("write");
+    let mut ticks: Vec<i64> = whole.gpus.iter().map(|r| r.ts).collect();
+    ticks.dedup();
+    let damaged_tick = ticks[2];
+
+    let log_path = tmp.path().join("run1.log");
+    let spawned_ms = now_ms();
+    let mut child = start_recorder(&data, &log_path, &["--rotate", "1h"]);
+    wait_until_recording(&data, spawned_ms, &mut child);
+    signal(&child, libc::SIGTERM);
+    let out = wait_with_timeout(child, Duration::from_secs(20));
+    let log = fs::read_to_string(&log_path).expect("log");
+    assert!(out.status.success(), "{log}");
+
+    let name = seg.path.file_name().and_then(|n| n.to_str()).expect("utf-8");
+    let kept = layout.wal_quarantine_path(HOST, name, 0);
+    assert_eq!(fs::read(&kept).expect("the damaged segment is kept aside"), bytes);
+    let warnings: Vec<&str> =
+        log.lines().filter(|l| l.contains("WARN") && l.contains("quarantined")).collect();
+    assert_eq!(warnings.len(), 1, "one warning per segment:\n{log}");
+    let w = warnings[0];
+    assert!(w.contains("WARN") && w.contains(&kept.display().to_string()), "{w}");
+    assert!(
+        w.contains(&format!("frames_recovered={}", whole.ticks - 1)) && w.contains("frames_lost=1"),
+        "{w}"
+    );
+
+    for (gpu, ts) in gpu_ticks(&data) {
+        let in_segment: Vec<i64> = ts.iter().copied().filter(|t| *t <= ticks[ticks.len() - 1]).collect();
+        let expected: Vec<i64> = ticks.iter().copied().filter(|t| *t != damaged_tick).collect();
+        assert_eq!(in_segment, expected, "{gpu}: every tick of the segment once, but the damaged one");
+    }
+}
+
+/// End offsets of the frames of a segment (header first), read from their
+/// length fields alone.
+fn frame_ends(bytes: &[u8]) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut at = 0usize;
+    while let Some(head) = bytes.get(at..at + 8) {
+        at += 8 + u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        ends.push(at);
+    }
+    ends
 }

@@ -303,3 +303,199 @@ fn queries_running_during_compaction_see_every_row_once() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), expected);
     println!("{during} queries ran during compaction");
 }
+
+/// The number after `key=` in `line` (a structured log field).
+fn field(line: &str, key: &str) -> Option<u64> {
+    let at = line.find(&format!(" {key}="))? + key.len() + 2;
+    line[at..].split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+#[test]
+fn a_disk_that_stays_full_is_reported_exactly() {
+    const GPUS: u64 = 2;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let _guard = Unfreeze(data.clone());
+    let args = [
+        "--source",
+        "sim",
+        "--host",
+        "fullnode",
+        "--sim-gpus",
+        "2",
+        "--interval",
+        "200ms",
+        "--rotate",
+        "1s",
+        "--buffer-rows",
+        "30",
+    ];
+    let child = spawn(recorder(&data, &args));
+    sleep(Duration::from_millis(2_500));
+    set_immutable(&data, true);
+    // Long enough for rotations to fail, retries to be skipped (a tick
+    // that retries nothing must not say the disk works again), and the
+    // buffer to overflow; then stop while the disk still refuses.
+    sleep(Duration::from_millis(5_000));
+    let out = stop(child);
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "the last rows could not be written: {log}");
+    assert!(log.contains("cannot write"), "{log}");
+    assert!(!log.contains("writing works again"), "the disk never worked again: {log}");
+    assert!(!log.contains("panicked"), "{log}");
+    let last = log
+        .lines()
+        .find(|l| l.contains("cannot write the last rows;"))
+        .unwrap_or_else(|| panic!("the end says what waits and what is lost: {log}"));
+    let ticks = field(last, "ticks").expect("ticks");
+    let final_lost = field(last, "lost_ticks").expect("lost_ticks");
+    let in_wal = field(last, "in_wal_ticks").expect("in_wal_ticks");
+    let dropped: Vec<&str> =
+        log.lines().filter(|l| l.contains("dropped the oldest rows from memory")).collect();
+    assert!(!dropped.is_empty(), "30 rows of buffer overflowed: {log}");
+    let dropped_lost: u64 = dropped.iter().map(|l| field(l, "lost_ticks").expect("lost_ticks")).sum();
+    let dropped_lost_rows: u64 = dropped.iter().map(|l| field(l, "lost_rows").expect("lost_rows")).sum();
+    assert_eq!(field(last, "dropped_lost_rows"), Some(dropped_lost_rows), "{last}");
+    assert!(final_lost + dropped_lost > 0, "an immutable WAL keeps nothing new: {log}");
+    assert!(in_wal + final_lost <= ticks);
+
+    // The disk works again: a new start recovers what the WAL held.
+    set_immutable(&data, false);
+    let restarted_ms = chrono::Utc::now().timestamp_millis();
+    let child = spawn(recorder(&data, &args));
+    sleep(Duration::from_millis(1_500));
+    let out = stop(child);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Every tick of the first run is in Parquet but the lost ones, once.
+    let keys = gpu_keys(&data);
+    assert!(keys.values().all(|&n| n == 1), "no row twice");
+    let first_run = keys.keys().filter(|(_, ts)| *ts < restarted_ms).count() as u64;
+    assert_eq!(
+        first_run,
+        (ticks - final_lost - dropped_lost) * GPUS,
+        "ticks {ticks}, lost at the end {final_lost}, lost from the buffer {dropped_lost}:\n{log}"
+    );
+}
+
+#[test]
+fn a_symlinked_lock_file_is_refused_and_what_it_points_to_untouched() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let layout = DataLayout::new(&data);
+    let lock = layout.recorder_lock_path("symnode");
+    std::fs::create_dir_all(lock.parent().expect("wal folder")).expect("mkdir");
+    let outside = tmp.path().join("precious.conf");
+    std::fs::write(&outside, b"keep me\n").expect("write");
+    std::os::unix::fs::symlink(&outside, &lock).expect("symlink");
+    let out =
+        recorder(&data, &["--source", "sim", "--host", "symnode", "--sim-gpus", "1"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].contains(&lock.display().to_string()) && lines[0].contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&outside).expect("read"), b"keep me\n", "the file it points to is untouched");
+    assert!(std::fs::symlink_metadata(&lock).expect("stat").file_type().is_symlink());
+}
+
+#[test]
+fn files_are_0640_and_folders_0750() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let mut cmd = recorder(
+        &data,
+        &[
+            "--source",
+            "sim",
+            "--host",
+            "modenode",
+            "--sim-gpus",
+            "2",
+            "--interval",
+            "200ms",
+            "--rotate",
+            "1s",
+        ],
+    );
+    // The default umask of a login shell and of systemd services.
+    // SAFETY: umask(2) is async-signal-safe and only sets the child's mask.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0o022);
+            Ok(())
+        });
+    }
+    let child = spawn(cmd);
+    sleep(Duration::from_millis(2_500));
+    let out = stop(child);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut stack = vec![data.clone()];
+    let (mut files, mut dirs) = (0, 0);
+    while let Some(d) = stack.pop() {
+        let mode = std::fs::metadata(&d).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o750, "{}: {mode:o}", d.display());
+        dirs += 1;
+        for e in std::fs::read_dir(&d).expect("list") {
+            let p = e.expect("entry").path();
+            let meta = std::fs::symlink_metadata(&p).expect("stat");
+            if meta.is_dir() {
+                stack.push(p);
+            } else {
+                let mode = meta.permissions().mode() & 0o777;
+                assert_eq!(mode, 0o640, "{}: {mode:o}", p.display());
+                files += 1;
+            }
+        }
+    }
+    assert!(files >= 8 && dirs >= 10, "{files} files, {dirs} folders checked");
+}
+
+#[test]
+fn zero_simulated_gpus_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out =
+        recorder(&tmp.path().join("data"), &["--source", "sim", "--sim-gpus", "0"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--sim-gpus") && err.contains("at least 1"), "{err}");
+    assert!(!tmp.path().join("data").exists(), "nothing recorded, nothing created");
+}
+
+#[test]
+fn a_stop_while_only_parquet_is_refused_leaves_every_row_in_the_wal() {
+    const GPUS: u64 = 2;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let table = data.join("gpu_samples");
+    let _guard = Unfreeze(table.clone());
+    let args =
+        ["--source", "sim", "--host", "walnode", "--sim-gpus", "2", "--interval", "200ms", "--rotate", "1s"];
+    let child = spawn(recorder(&data, &args));
+    sleep(Duration::from_millis(2_500));
+    // Parquet of gpu_samples refused; the WAL still takes every tick.
+    set_immutable(&table, true);
+    sleep(Duration::from_millis(3_000));
+    let out = stop(child);
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{log}");
+    let last =
+        log.lines().find(|l| l.contains("cannot write the last rows;")).unwrap_or_else(|| panic!("{log}"));
+    let ticks = field(last, "ticks").expect("ticks");
+    assert_eq!((field(last, "lost_rows"), field(last, "lost_ticks")), (Some(0), Some(0)), "{last}");
+    assert!(field(last, "in_wal_ticks").is_some_and(|n| n >= 10), "3 s of 200 ms ticks wait: {last}");
+
+    set_immutable(&table, false);
+    let restarted_ms = chrono::Utc::now().timestamp_millis();
+    let child = spawn(recorder(&data, &args));
+    sleep(Duration::from_millis(1_500));
+    assert!(stop(child).status.success());
+    let keys = gpu_keys(&data);
+    assert!(keys.values().all(|&n| n == 1), "no row twice");
+    let first_run = keys.keys().filter(|(_, ts)| *ts < restarted_ms).count() as u64;
+    assert_eq!(first_run, ticks * GPUS, "every tick of the first run reached Parquet:\n{log}");
+}

@@ -671,3 +671,35 @@ fn help_and_version_print_and_succeed() {
     let version = succeed(fleet.apron(&["--version"]));
     assert!(version.starts_with("apron "), "{version}");
 }
+
+#[test]
+fn rows_of_the_write_ahead_log_at_impossible_times_are_left_out() {
+    // A crafted segment: one row at a real time, one a hair short of
+    // i64::MAX, which no date arithmetic survives.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let layout = DataLayout::new(tmp.path());
+    let mut wal = apron_recorder::wal::Wal::new(layout.clone(), "node09", std::time::Duration::from_secs(1))
+        .expect("a WAL");
+    let real = ms("2026-11-29T10:00:00Z");
+    wal.begin(real, 0);
+    wal.append(real, &[gpu("2026-11-29T10:00:00Z", "GPU-w-0", Some(40), Some(1))], &[]);
+    let absurd = i64::MAX - 1_000;
+    wal.append(
+        absurd,
+        &[GpuSample { ts: absurd, ..gpu("2026-11-29T10:00:00Z", "GPU-w-0", Some(1), None) }],
+        &[],
+    );
+    drop(wal); // a crash: the segment stays
+
+    let out = apron_in(
+        tmp.path(),
+        &[
+            "--format",
+            "csv",
+            "sql",
+            "SELECT count(*) AS n, CAST(max(ts) AS BIGINT) AS newest FROM gpu_samples",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("n,newest\n1,{real}\n"));
+}

@@ -93,7 +93,7 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
     }
     test_pause::pause_at(test_pause::points::AFTER_WAL_LIST);
     for seg in segments {
-        let rows = match wal::read_segment(&seg.path) {
+        let mut rows = match wal::read_segment(&seg.path) {
             Ok(rows) => rows,
             Err(WalError::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => {
@@ -101,6 +101,16 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
                 continue;
             }
         };
+        let refused = rows.refuse_implausible();
+        if refused > 0 {
+            tracing::warn!(file = %seg.path.display(), refused,
+                "a WAL segment holds rows at impossible times; they are left out");
+        }
+        if rows.damaged() && layout.file_path(Table::GpuSamples, &seg.host, seg.start_ms, seg.seq).exists() {
+            // A damaged segment whose file was written before a crash: the
+            // file holds every row, the segment only some.
+            continue;
+        }
         let SegmentRows { mut gpus, mut procs, .. } = rows;
         if gpus.is_empty() && procs.is_empty() {
             continue; // nothing to fence: its files, if any, hold its rows

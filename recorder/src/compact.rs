@@ -220,10 +220,18 @@ fn compact_partition(
         return Ok(None);
     }
     let staging = layout.compact_staging_dir(table, date, host, std::process::id());
-    if staging.exists() {
-        fs::remove_dir_all(&staging).map_err(MaintenanceError::io("remove the leftover", &staging))?;
+    // `symlink_metadata`: a leftover is removed whatever it is, and a
+    // symlink only as a link (never the folder it points to); the folder is
+    // then created new, so nothing planted there is written into.
+    if fs::symlink_metadata(&staging).is_ok() {
+        let removed = if fs::symlink_metadata(&staging).is_ok_and(|m| m.is_dir()) {
+            fs::remove_dir_all(&staging)
+        } else {
+            fs::remove_file(&staging)
+        };
+        removed.map_err(MaintenanceError::io("remove the leftover", &staging))?;
     }
-    fs::create_dir_all(&staging).map_err(MaintenanceError::io("create folder", &staging))?;
+    crate::create::create_dir_new(&staging).map_err(MaintenanceError::io("create folder", &staging))?;
     let result = build_and_swap(&dir, &staging, table, date, host, now_ms, &inputs, &carried);
     if result.is_err() {
         // Before the swap the staging folder holds only the unfinished
@@ -398,7 +406,7 @@ fn merge(inputs: &[Entry], out: &Path, table: Table, host: &str) -> Result<u64, 
         }
     }
 
-    let file = File::create(out).map_err(MaintenanceError::io("create", out))?;
+    let file = crate::create::create_new(out).map_err(MaintenanceError::io("create", out))?;
     let props = parquet_props::writer_properties(table, host);
     let mut writer =
         ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet_err("write", out))?;

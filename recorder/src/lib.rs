@@ -7,6 +7,7 @@
 //! links DataFusion or plotters: it stays a lean agent.
 
 pub mod compact;
+pub mod create;
 pub mod identity;
 pub mod lock;
 pub mod maintenance;

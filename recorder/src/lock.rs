@@ -4,7 +4,7 @@
 //! The kernel drops the lock when the process dies, however it dies, so a
 //! crashed recorder never leaves a stale lock behind.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
@@ -50,15 +50,11 @@ impl RecorderLock {
     pub fn acquire(path: &Path, host: &str) -> Result<RecorderLock, LockError> {
         let io_err = |source| LockError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(io_err)?;
+            crate::create::create_dir_all(dir).map_err(io_err)?;
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io_err)?;
+        // Never through a symlink: the pid written below would overwrite
+        // whatever file it points to.
+        let file = crate::create::open_or_create_no_follow(path).map_err(io_err)?;
         let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => lock,
             Err((mut file, Errno::EWOULDBLOCK)) => {

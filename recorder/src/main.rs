@@ -51,8 +51,8 @@ struct Cli {
     /// Host name to record under (default: this machine's host name).
     #[arg(long)]
     host: Option<String>,
-    /// GPUs of the simulated host (with --source sim).
-    #[arg(long, default_value_t = 8)]
+    /// GPUs of the simulated host (with --source sim; at least 1).
+    #[arg(long, default_value_t = 8, value_parser = parse_gpu_count)]
     sim_gpus: usize,
     /// Seed of the simulated host (with --source sim).
     #[arg(long, default_value_t = 1)]
@@ -142,6 +142,14 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err("must be at least 1ms".into());
     }
     Ok(d)
+}
+
+fn parse_gpu_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (a host without GPUs records nothing)".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn parse_retention(s: &str) -> Result<Duration, String> {
@@ -327,6 +335,9 @@ fn record(cli: &Cli, layout: DataLayout) -> anyhow::Result<()> {
             gpu_rows = r.gpu_rows,
             proc_rows = r.proc_rows,
             torn_bytes = r.torn_bytes,
+            quarantined = r.quarantined,
+            bad_frames = r.bad_frames,
+            refused_rows = r.refused_rows,
             "recovered the write-ahead log"
         ),
         Ok(_) => {}

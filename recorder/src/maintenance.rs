@@ -7,7 +7,7 @@
 //! changes ([`DailyMaintenance`]), so ticks go on while a day is merged;
 //! `apron-recorder compact` runs it on demand ([`run`]).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::path::PathBuf;
 use std::thread::JoinHandle;
@@ -78,11 +78,7 @@ impl DataLock {
     /// [`MaintenanceError::Locked`] when another process holds it.
     pub fn acquire(layout: &DataLayout) -> Result<Self, MaintenanceError> {
         let path = layout.compact_lock_path();
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
+        let file = crate::create::open_or_create_no_follow(&path)
             .map_err(MaintenanceError::io("open the lock file", &path))?;
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => Ok(Self { _lock: lock }),

@@ -7,15 +7,20 @@
 //! exists already (the crash came after its rename, before the segment was
 //! deleted) is not written again: recovering twice gives the same files. A
 //! torn tail (the frame being written when the recorder died) is dropped
-//! with a warning; nothing here stops the recorder from starting. Reading
+//! with a warning. A segment damaged in the middle gives every frame that
+//! checks out; it is then moved to the quarantine folder
+//! ([`DataLayout::wal_quarantine_dir`]) rather than deleted, and so is one
+//! holding rows at implausible times (refused, not written). Nothing here
+//! stops the recorder from starting. Reading
 //! and the format are [`apron_schemas::wal`]'s; writing is
 //! [`RollingWriter::replay`]'s.
 
 use std::fs;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use apron_schemas::paths::temp_path;
-use apron_schemas::wal::{SegmentFile, host_segments, read_segment};
+use apron_schemas::wal::{SegmentFile, WalError, host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
 use tracing::{info, warn};
 
@@ -27,13 +32,17 @@ use crate::writer::{RollingWriter, WriteError};
 pub struct RecoveryStats {
     /// Segments found.
     pub segments: u64,
-    /// Segments whose rows are now in Parquet, and deleted.
+    /// Segments whose rows are now in Parquet, and deleted or quarantined.
     pub recovered: u64,
-    /// Segments with no readable row, deleted.
+    /// Segments with no readable row, deleted (or quarantined when damaged).
     pub empty: u64,
-    /// Segments left in place: unreadable by this build, or their Parquet
+    /// Segments left in place: written by another build, or their Parquet
     /// files could not be written (warned; tried again at the next start).
     pub kept: u64,
+    /// Segments moved to the quarantine folder
+    /// ([`DataLayout::wal_quarantine_dir`]) because part of them could not
+    /// be read: their good rows are in Parquet all the same.
+    pub quarantined: u64,
     /// Parquet files written (files that existed already are not counted).
     pub files: u64,
     /// `gpu_samples` rows read from segments.
@@ -42,18 +51,33 @@ pub struct RecoveryStats {
     pub proc_rows: u64,
     /// Bytes of torn tails dropped.
     pub torn_bytes: u64,
+    /// Damaged frames skipped (before the tails).
+    pub bad_frames: u64,
+    /// Rows refused for a time outside
+    /// [`apron_schemas::wal::PLAUSIBLE_TS_MS`].
+    pub refused_rows: u64,
 }
 
 /// What became of one segment.
-enum Outcome {
-    Recovered { files: u64, gpu_rows: u64, proc_rows: u64 },
-    Empty,
+#[derive(Debug, Default)]
+struct Outcome {
+    files: u64,
+    gpu_rows: u64,
+    proc_rows: u64,
+    torn_bytes: u64,
+    bad_frames: u64,
+    refused_rows: u64,
+    /// Where it was moved, when it was damaged.
+    quarantined: Option<PathBuf>,
 }
 
 /// Turns every WAL segment of `host` under `layout` into Parquet and deletes
-/// it. Per-segment problems are warnings (the segment is kept or, holding
-/// nothing readable, removed); only a WAL folder that cannot be listed is an
-/// error. When this returns, every recovered row is durable in Parquet.
+/// it, or moves it to the quarantine folder when part of it could not be
+/// read (one warning per such segment: where it went, the frames recovered
+/// and lost). Per-segment problems are warnings (the segment is kept,
+/// quarantined or, holding nothing readable, removed); only a WAL folder
+/// that cannot be listed is an error. When this returns, every recovered
+/// row is durable in Parquet.
 pub fn recover(layout: &DataLayout, host: &str) -> Result<RecoveryStats, WriteError> {
     let mut stats = RecoveryStats::default();
     let dir = layout.wal_dir(host);
@@ -61,15 +85,23 @@ pub fn recover(layout: &DataLayout, host: &str) -> Result<RecoveryStats, WriteEr
         host_segments(layout, host).map_err(|source| WriteError::Io { op: "list", path: dir, source })?;
     for seg in segments {
         stats.segments += 1;
-        match recover_segment(layout, host, &seg, &mut stats.torn_bytes) {
-            Ok(Outcome::Recovered { files, gpu_rows, proc_rows }) => {
+        match recover_segment(layout, host, &seg) {
+            Ok(o) => {
+                stats.torn_bytes += o.torn_bytes;
+                stats.bad_frames += o.bad_frames;
+                stats.refused_rows += o.refused_rows;
+                stats.quarantined += u64::from(o.quarantined.is_some());
+                if o.gpu_rows + o.proc_rows == 0 {
+                    stats.empty += 1;
+                    continue;
+                }
                 stats.recovered += 1;
-                stats.files += files;
-                stats.gpu_rows += gpu_rows;
-                stats.proc_rows += proc_rows;
-                info!(file = %seg.path.display(), gpu_rows, proc_rows, files, "recovered WAL segment into Parquet");
+                stats.files += o.files;
+                stats.gpu_rows += o.gpu_rows;
+                stats.proc_rows += o.proc_rows;
+                info!(file = %seg.path.display(), gpu_rows = o.gpu_rows, proc_rows = o.proc_rows, files = o.files,
+                    "recovered WAL segment into Parquet");
             }
-            Ok(Outcome::Empty) => stats.empty += 1,
             Err(e) => {
                 stats.kept += 1;
                 warn!(file = %seg.path.display(), error = %format_chain(e.as_ref()),
@@ -84,9 +116,21 @@ fn recover_segment(
     layout: &DataLayout,
     host: &str,
     seg: &SegmentFile,
-    torn_bytes: &mut u64,
 ) -> Result<Outcome, Box<dyn std::error::Error + Send + Sync>> {
-    let rows = read_segment(&seg.path)?;
+    let mut rows = match read_segment(&seg.path) {
+        Ok(rows) => rows,
+        // An intact header of this format that does not decode: no build
+        // reads it, so keeping the segment in place would only fail again.
+        // (Another format, or no apron header at all, is kept in place for
+        // the build that wrote it.)
+        Err(e @ WalError::Decode { .. }) => {
+            let to = quarantine(layout, host, seg)?;
+            warn!(file = %to.display(), segment = %seg.path.display(), error = %format_chain(&e),
+                frames_recovered = 0, "quarantined a WAL segment whose header cannot be read; none of its rows were recovered");
+            return Ok(Outcome { quarantined: Some(to), ..Outcome::default() });
+        }
+        Err(e) => return Err(e.into()),
+    };
     // A temporary file of this segment's file is what a crash in the middle
     // of its write left; the rows are here, so it goes.
     for table in Table::ALL {
@@ -98,7 +142,6 @@ fn recover_segment(
         }
     }
     if rows.torn_bytes > 0 {
-        *torn_bytes += rows.torn_bytes;
         warn!(file = %seg.path.display(), torn_bytes = rows.torn_bytes, ticks = rows.ticks,
             "dropped the torn tail of a WAL segment (the recorder died while writing it)");
     }
@@ -108,20 +151,63 @@ fn recover_segment(
         warn!(file = %seg.path.display(), header_host = %h.host, header_start_ms = h.start_ms, header_seq = h.seq,
             "WAL segment header disagrees with its path; its path names the files");
     }
+    let refused_rows = rows.refuse_implausible();
+    let mut out = Outcome {
+        torn_bytes: rows.torn_bytes,
+        bad_frames: rows.bad_frames,
+        refused_rows,
+        gpu_rows: rows.gpus.len() as u64,
+        proc_rows: rows.procs.len() as u64,
+        ..Outcome::default()
+    };
+    let damaged = rows.damaged() || refused_rows > 0;
     if rows.gpus.is_empty() && rows.procs.is_empty() {
-        warn!(file = %seg.path.display(), bytes = rows.torn_bytes, "WAL segment holds no readable rows; removing it");
-        remove(seg)?;
-        return Ok(Outcome::Empty);
+        if !damaged {
+            warn!(file = %seg.path.display(), bytes = rows.torn_bytes, "WAL segment holds no readable rows; removing it");
+            remove(seg)?;
+            return Ok(out);
+        }
+    } else {
+        // A writer of its own: one that failed holds its rows for a retry,
+        // which must not stand in the way of the next segment. Its rotation
+        // never applies; `replay` names the files.
+        let mut writer = RollingWriter::new(layout.clone(), host, Duration::from_secs(86_400))?;
+        writer.replay(seg.start_ms, seg.seq, rows.gpus, rows.procs)?;
+        out.files = writer.stats().files;
+        if !damaged {
+            remove(seg)?;
+            return Ok(out);
+        }
     }
-    let (gpu_rows, proc_rows) = (rows.gpus.len() as u64, rows.procs.len() as u64);
-    // A writer of its own: one that failed holds its rows for a retry, which
-    // must not stand in the way of the next segment. Its rotation never
-    // applies; `replay` names the files.
-    let mut writer = RollingWriter::new(layout.clone(), host, Duration::from_secs(86_400))?;
-    writer.replay(seg.start_ms, seg.seq, rows.gpus, rows.procs)?;
-    let files = writer.stats().files;
-    remove(seg)?;
-    Ok(Outcome::Recovered { files, gpu_rows, proc_rows })
+    let to = quarantine(layout, host, seg)?;
+    warn!(file = %to.display(), segment = %seg.path.display(), frames_recovered = rows.ticks,
+        frames_lost = rows.bad_frames, bad_bytes = rows.bad_bytes, refused_rows,
+        gpu_rows = out.gpu_rows, proc_rows = out.proc_rows,
+        "quarantined a damaged WAL segment; the rows of its good frames are in Parquet");
+    out.quarantined = Some(to);
+    Ok(out)
+}
+
+/// Moves the segment to the first free name of the host's quarantine
+/// folder and returns that name.
+fn quarantine(layout: &DataLayout, host: &str, seg: &SegmentFile) -> Result<PathBuf, WriteError> {
+    let dir = layout.wal_quarantine_dir(host);
+    crate::create::create_dir_all(&dir).map_err(|source| WriteError::Io {
+        op: "create folder",
+        path: dir.clone(),
+        source,
+    })?;
+    let name = seg.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let to = (0..)
+        .map(|n| layout.wal_quarantine_path(host, &name, n))
+        .find(|p| fs::symlink_metadata(p).is_err())
+        .unwrap_or_else(|| layout.wal_quarantine_path(host, &name, u32::MAX));
+    fs::rename(&seg.path, &to).map_err(|source| WriteError::Io {
+        op: "quarantine",
+        path: to.clone(),
+        source,
+    })?;
+    Ok(to)
 }
 
 fn remove(seg: &SegmentFile) -> Result<(), WriteError> {

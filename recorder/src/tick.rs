@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::maintenance::DailyMaintenance;
 use crate::source::{Source, Tick};
@@ -134,9 +134,12 @@ pub fn run_with_maintenance(
                 last_write_warning = Some(ts);
                 let w = writer.stats();
                 warn!(error = %format_chain(&e), held_rows = writer.pending_rows(), dropped_rows = w.dropped_rows,
-                    write_errors = w.write_errors, "cannot write; sampling goes on into memory and the write is retried");
+                    lost_rows = w.lost_rows, write_errors = w.write_errors, "cannot write; sampling goes on into memory and the write is retried");
             }
-        } else if last_write_warning.take().is_some() {
+        } else if last_write_warning.is_some() && !writer.refusing() {
+            // Only after a write that succeeded and emptied the backlog: a
+            // tick that retried nothing proves nothing.
+            last_write_warning = None;
             info!(files = writer.stats().files, "writing works again; caught up");
         }
         if ts - last_health >= health_every_ms || ts < last_health {
@@ -148,7 +151,17 @@ pub fn run_with_maintenance(
             m.on_tick(ts);
         }
     }
-    writer.close()?;
+    if let Err(e) = writer.close() {
+        // The segments of the rows not written stay for recovery at the
+        // next start; say exactly what waits there and what is lost.
+        let h = writer.held();
+        let w = writer.stats();
+        error!(error = %format_chain(&e), ticks = stats.ticks, in_wal_rows = h.wal_rows, in_wal_ticks = h.wal_ticks,
+            lost_rows = h.rows - h.wal_rows.min(h.rows), lost_ticks = h.ticks - h.wal_ticks.min(h.ticks),
+            dropped_lost_rows = w.lost_rows,
+            "cannot write the last rows; those in the WAL reach Parquet at the next start, the others are lost");
+        return Err(e);
+    }
     // The rows first; then let a merge in progress finish rather than leave
     // it for the next start to clear away.
     if let Some(m) = maintenance {
@@ -179,6 +192,7 @@ fn log_health(stats: &RunStats, writer: &RollingWriter) {
         files = w.files,
         held_rows = writer.pending_rows(),
         dropped_rows = w.dropped_rows,
+        lost_rows = w.lost_rows,
         write_errors = w.write_errors,
         gpu_errors = stats.gpu_failures,
         wal_bytes = writer.wal_bytes_on_disk(),

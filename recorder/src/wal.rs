@@ -15,7 +15,7 @@
 //! the file closes. Turning segments into Parquet after a crash is
 //! [`crate::recover`]'s job.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,6 +69,20 @@ struct Segment {
     dir_synced: bool,
     /// A failure of this segment was logged; later ones are only counted.
     warned: bool,
+    /// Tick frames written to it, and the rows in them.
+    frames: u64,
+    rows: u64,
+}
+
+/// A segment ended by [`Wal::seal`]: where it is and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedSegment {
+    /// The segment file.
+    pub path: PathBuf,
+    /// Tick frames written to it (a tick whose frame failed is not in it).
+    pub frames: u64,
+    /// Rows (`gpu_samples` and `proc_samples`) in those frames.
+    pub rows: u64,
 }
 
 /// A sync for the sync thread.
@@ -126,6 +140,12 @@ impl Wal {
         self.segment.as_ref().map(|s| s.path.as_path())
     }
 
+    /// Tick frames, and rows in them, written to the open segment (0, 0
+    /// when none is open).
+    pub fn open_frames(&self) -> (u64, u64) {
+        self.segment.as_ref().map_or((0, 0), |s| (s.frames, s.rows))
+    }
+
     /// Starts the segment of the file (`start_ms`, `seq`), which must not
     /// exist yet: it is created, never replaced. On failure the file is
     /// recorded without a segment (warned and counted).
@@ -152,6 +172,8 @@ impl Wal {
                     last_sync_ms: None,
                     dir_synced: false,
                     warned: false,
+                    frames: 0,
+                    rows: 0,
                 });
             }
             Err(e) => {
@@ -184,6 +206,8 @@ impl Wal {
             return;
         }
         seg.len += self.buf.len() as u64;
+        seg.frames += 1;
+        seg.rows += (gpus.len() + procs.len()) as u64;
         self.stats.frames += 1;
         self.stats.bytes += self.buf.len() as u64;
         if sync_due(seg.last_sync_ms, ts_ms, self.sync_ms) {
@@ -211,21 +235,21 @@ impl Wal {
     /// cannot be deleted is warned about; recovery finds its Parquet files
     /// at the next start and only deletes it.
     pub fn finish(&mut self) {
-        if let Some(path) = self.seal() {
-            self.remove(&path);
+        if let Some(sealed) = self.seal() {
+            self.remove(&sealed.path);
         }
     }
 
     /// Ends the open segment without deleting it: its file has closed but
     /// is not in Parquet yet (the disk refused it), so the segment keeps its
     /// rows crash-safe until [`Wal::remove`]. Syncs it first, best effort.
-    pub fn seal(&mut self) -> Option<PathBuf> {
+    pub fn seal(&mut self) -> Option<SealedSegment> {
         let seg = self.segment.take()?;
         if let Err(e) = seg.file.sync_data() {
             self.stats.errors += 1;
             warn!(file = %seg.path.display(), error = %e, "cannot sync a WAL segment");
         }
-        Some(seg.path)
+        Some(SealedSegment { path: seg.path, frames: seg.frames, rows: seg.rows })
     }
 
     /// Deletes a sealed segment whose rows are now in Parquet.
@@ -239,9 +263,9 @@ impl Wal {
 
 fn create_segment(path: &Path, header: &[u8]) -> std::io::Result<File> {
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
+        crate::create::create_dir_all(dir)?;
     }
-    let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+    let file = crate::create::create_new(path)?;
     if let Err(e) = file.write_all_at(header, 0) {
         drop(file);
         let _ = fs::remove_file(path);

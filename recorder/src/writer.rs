@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apron_schemas::paths::{temp_path, validate_host};
+use apron_schemas::test_pause::{pause_at, points};
 use apron_schemas::{
     DataLayout, GpuSample, PathError, ProcSample, Table, Text, gpu_minutes, gpu_samples, parquet_props,
     proc_minutes, proc_samples,
@@ -34,7 +35,7 @@ use parquet::errors::ParquetError;
 use crate::rollup::{self, EnergyCarry};
 use crate::rotate::should_rotate;
 use crate::source::Tick;
-use crate::wal::{Wal, WalStats};
+use crate::wal::{SealedSegment, Wal, WalStats};
 
 /// Writing a Parquet file failed.
 #[derive(Debug, thiserror::Error)]
@@ -83,9 +84,16 @@ pub struct WriterStats {
     /// `proc_samples` rows in those files.
     pub proc_rows: u64,
     /// Rows dropped from memory because the disk refused writes for longer
-    /// than the buffer holds (oldest first). Where their WAL segment was
-    /// written, they reach Parquet at the next start.
+    /// than the buffer holds (oldest first). Those a WAL segment holds wait
+    /// there and reach Parquet at the next start; the rest are
+    /// [`WriterStats::lost_rows`].
     pub dropped_rows: u64,
+    /// Of the dropped rows, those no WAL segment holds (their segment could
+    /// not be created or their frames not written): lost for good.
+    pub lost_rows: u64,
+    /// The ticks of the lost rows (a tick is lost when its frame is not in
+    /// a segment).
+    pub lost_ticks: u64,
     /// Writes the disk refused (each retried later).
     pub write_errors: u64,
 }
@@ -114,14 +122,31 @@ struct ClosedFile {
     start_ms: i64,
     seq: u64,
     runs: Vec<GpuRun>,
+    /// Ticks pushed to it.
+    ticks: u64,
     /// Its WAL segment, deleted once the Parquet files are durable.
-    segment: Option<PathBuf>,
+    segment: Option<SealedSegment>,
 }
 
 impl ClosedFile {
     fn rows(&self) -> usize {
         self.runs.iter().map(|r| r.gpus.len() + r.procs.len()).sum()
     }
+}
+
+/// Rows held in memory and not yet in Parquet (open and unwritten files),
+/// and how many of them a WAL segment holds too: those survive the
+/// recorder's end and reach Parquet at the next start, the rest do not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Rows held.
+    pub rows: u64,
+    /// Ticks held.
+    pub ticks: u64,
+    /// Of them, rows in a WAL segment.
+    pub wal_rows: u64,
+    /// Of them, ticks in a WAL segment.
+    pub wal_ticks: u64,
 }
 
 /// The open file of one host: its rows in memory until it closes.
@@ -139,6 +164,8 @@ pub struct RollingWriter {
     energy_carry: EnergyCarry,
     /// First and last tick of the open file.
     open: Option<(i64, i64)>,
+    /// Ticks pushed to the open file.
+    open_ticks: u64,
     runs: Vec<GpuRun>,
     /// Files closed but not yet on disk (the disk refused them), oldest
     /// first; written in order as soon as the disk takes them again.
@@ -165,6 +192,7 @@ impl RollingWriter {
             wal: None,
             energy_carry: EnergyCarry::new(),
             open: None,
+            open_ticks: 0,
             runs: Vec::new(),
             unwritten: VecDeque::new(),
             max_rows: DEFAULT_MAX_ROWS,
@@ -215,6 +243,33 @@ impl RollingWriter {
         self.stats
     }
 
+    /// Whether the disk refuses writes: the last write of a closed file
+    /// failed, and none has succeeded since.
+    pub fn refusing(&self) -> bool {
+        self.last_failure_ms.is_some()
+    }
+
+    /// The rows held in memory and not yet in Parquet, and how many of them
+    /// a WAL segment holds: what the recorder's end would cost if the disk
+    /// refuses its last write.
+    pub fn held(&self) -> Held {
+        let mut h = Held::default();
+        for f in &self.unwritten {
+            let (frames, rows) = f.segment.as_ref().map_or((0, 0), |s| (s.frames, s.rows));
+            h.rows += f.rows() as u64;
+            h.ticks += f.ticks;
+            h.wal_rows += rows;
+            h.wal_ticks += frames;
+        }
+        let open: usize = self.runs.iter().map(|r| r.gpus.len() + r.procs.len()).sum();
+        let (frames, rows) = self.wal.as_ref().map_or((0, 0), Wal::open_frames);
+        h.rows += open as u64;
+        h.ticks += self.open_ticks;
+        h.wal_rows += rows;
+        h.wal_ticks += frames;
+        h
+    }
+
     /// Rows held in memory, not yet in a closed file.
     pub fn pending_rows(&self) -> usize {
         let open: usize = self.runs.iter().map(|r| r.gpus.len() + r.procs.len()).sum();
@@ -229,20 +284,37 @@ impl RollingWriter {
     }
 
     /// Adds the rows of the tick at `ts_ms`. When the tick belongs in a new
-    /// file, the open one is closed first. On error the rows stay held and
-    /// the next call tries again.
+    /// file, the open one is closed and the tick starts the new one (its
+    /// segment and memory); then the closed file's Parquet is written. On
+    /// error the rows stay held and a later call tries again.
     pub fn push(&mut self, ts_ms: i64, tick: &Tick) -> Result<(), WriteError> {
-        let mut result = Ok(());
-        if let Some((start, last)) = self.open
+        let rotated = if let Some((start, last)) = self.open
             && should_rotate(start, last, ts_ms, self.rotate_ms)
         {
             self.seal_open();
-            result = self.write_unwritten(ts_ms);
-        } else if !self.unwritten.is_empty()
-            && self.last_failure_ms.is_none_or(|t| ts_ms - t >= RETRY_EVERY_MS || ts_ms < t)
-        {
-            result = self.write_unwritten(ts_ms);
-        }
+            true
+        } else {
+            false
+        };
+        // The tick goes to its new segment and to memory before any Parquet
+        // of the closed file is written: that write takes a while, and a
+        // crash during it must not cost the tick that closed the file.
+        self.hold(ts_ms, tick);
+        let retry_due = !self.unwritten.is_empty()
+            && self.last_failure_ms.is_none_or(|t| ts_ms - t >= RETRY_EVERY_MS || ts_ms < t);
+        let result = if rotated || retry_due {
+            pause_at(points::BEFORE_CLOSED_FILE_WRITE);
+            self.write_unwritten(ts_ms)
+        } else {
+            Ok(())
+        };
+        self.enforce_bound();
+        result
+    }
+
+    /// Appends the tick at `ts_ms` to the open file (opening one, with its
+    /// segment, when none is open): to the WAL first, then to memory.
+    fn hold(&mut self, ts_ms: i64, tick: &Tick) {
         let start = match self.open {
             Some((start, _)) => start,
             None => {
@@ -254,6 +326,7 @@ impl RollingWriter {
             }
         };
         self.open = Some((start, ts_ms));
+        self.open_ticks += 1;
         if let Some(wal) = &mut self.wal {
             wal.append(ts_ms, &tick.gpus, &tick.procs);
         }
@@ -272,8 +345,6 @@ impl RollingWriter {
         for (i, from) in tails {
             self.runs[i].procs[from..].sort_by_key(|p| p.pid);
         }
-        self.enforce_bound();
-        result
     }
 
     /// Moves the open file's rows to the unwritten files (its WAL segment
@@ -283,7 +354,8 @@ impl RollingWriter {
         let segment = self.wal.as_mut().and_then(Wal::seal);
         let mut runs = std::mem::take(&mut self.runs);
         runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
-        self.unwritten.push_back(ClosedFile { start_ms, seq: self.seq, runs, segment });
+        let ticks = std::mem::take(&mut self.open_ticks);
+        self.unwritten.push_back(ClosedFile { start_ms, seq: self.seq, runs, ticks, segment });
         self.seq += 1;
     }
 
@@ -297,8 +369,8 @@ impl RollingWriter {
                 self.last_failure_ms = Some(now_ms);
                 return Err(e);
             }
-            if let (Some(wal), Some(path)) = (self.wal.as_mut(), file.segment.as_deref()) {
-                wal.remove(path);
+            if let (Some(wal), Some(seg)) = (self.wal.as_mut(), file.segment.as_ref()) {
+                wal.remove(&seg.path);
             }
         }
         self.last_failure_ms = None;
@@ -311,13 +383,22 @@ impl RollingWriter {
         while self.pending_rows() > self.max_rows {
             let Some(oldest) = self.unwritten.pop_front() else { break };
             let rows = oldest.rows() as u64;
+            let (wal_ticks, wal_rows) = oldest.segment.as_ref().map_or((0, 0), |s| (s.frames, s.rows));
+            let (lost_rows, lost_ticks) =
+                (rows - wal_rows.min(rows), oldest.ticks - wal_ticks.min(oldest.ticks));
             self.stats.dropped_rows += rows;
+            self.stats.lost_rows += lost_rows;
+            self.stats.lost_ticks += lost_ticks;
             tracing::warn!(
                 start_ms = oldest.start_ms,
                 rows,
+                in_wal_rows = rows - lost_rows,
+                lost_rows,
+                lost_ticks,
                 dropped_rows = self.stats.dropped_rows,
-                segment = oldest.segment.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
-                "buffer full while the disk refuses writes: dropped the oldest rows from memory"
+                total_lost_rows = self.stats.lost_rows,
+                segment = oldest.segment.as_ref().map(|s| s.path.display().to_string()).unwrap_or_default(),
+                "buffer full while the disk refuses writes: dropped the oldest rows from memory; those in the WAL segment reach Parquet at the next start, the others are lost"
             );
         }
     }
@@ -438,7 +519,7 @@ impl RollingWriter {
         }
         let mut runs = std::mem::take(&mut self.runs);
         runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
-        self.unwritten.push_back(ClosedFile { start_ms, seq, runs, segment: None });
+        self.unwritten.push_back(ClosedFile { start_ms, seq, runs, ticks: 0, segment: None });
         self.write_unwritten(start_ms)
     }
 
@@ -474,7 +555,7 @@ pub fn write_file_atomic(
     batch: &RecordBatch,
 ) -> Result<(), WriteError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(|source| WriteError::Io {
+    crate::create::create_dir_all(dir).map_err(|source| WriteError::Io {
         op: "create folder",
         path: dir.to_path_buf(),
         source,
@@ -501,7 +582,7 @@ fn write_and_rename(
         let p = p.to_path_buf();
         move |source| WriteError::Io { op, path: p, source }
     };
-    let file = File::create(tmp).map_err(io_err("create", tmp))?;
+    let file = crate::create::replace_temp(tmp).map_err(io_err("create", tmp))?;
     let props = parquet_props::writer_properties(table, host);
     let parquet_err = |source| WriteError::Parquet { path: tmp.to_path_buf(), source };
     let mut writer = ArrowWriter::try_new(file, table.schema(), Some(props)).map_err(parquet_err)?;
@@ -711,5 +792,75 @@ mod tests {
         assert_eq!(w.stats().dropped_rows, 40);
         assert_eq!(w.pending_rows(), 40);
         assert!(w.pending_rows() <= 45);
+    }
+
+    /// [`a_disk_that_stays_full_drops_the_oldest_rows_and_counts_them`]
+    /// with a WAL that works, or that cannot even create its segments.
+    fn full_disk_with_wal(wal_works: bool) -> (RollingWriter, tempfile::TempDir) {
+        let (tmp, _blocker) = blocked_layout();
+        if !wal_works {
+            fs::write(tmp.path().join("wal"), b"in the way").expect("write");
+        }
+        let mut w = RollingWriter::new(DataLayout::new(tmp.path()), "n", Duration::from_secs(10))
+            .expect("host")
+            .with_wal(Duration::from_secs(1))
+            .expect("wal")
+            .with_max_rows(45);
+        for s in 0..40 {
+            let _ = w.push(s * 1_000, &tick(s * 1_000));
+        }
+        (w, tmp)
+    }
+
+    #[test]
+    fn dropped_rows_a_segment_holds_are_not_lost() {
+        let (w, tmp) = full_disk_with_wal(true);
+        let s = w.stats();
+        assert_eq!((s.dropped_rows, s.lost_rows, s.lost_ticks), (40, 0, 0));
+        assert_eq!(w.held(), Held { rows: 40, ticks: 20, wal_rows: 40, wal_ticks: 20 });
+        // The dropped files' segments stay for the next start.
+        let segs = apron_schemas::wal::host_segments(&DataLayout::new(tmp.path()), "n").expect("list");
+        assert_eq!(segs.len(), 4);
+    }
+
+    #[test]
+    fn dropped_rows_no_segment_holds_are_counted_lost() {
+        let (w, _tmp) = full_disk_with_wal(false);
+        let s = w.stats();
+        assert_eq!((s.dropped_rows, s.lost_rows, s.lost_ticks), (40, 40, 20));
+        assert_eq!(w.held(), Held { rows: 40, ticks: 20, wal_rows: 0, wal_ticks: 0 });
+    }
+
+    #[test]
+    fn a_symlink_at_a_temporary_name_is_not_written_through() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let layout = DataLayout::new(tmp.path().join("data"));
+        let outside = tmp.path().join("outside");
+        fs::write(&outside, b"mine").expect("write");
+        let path = layout.file_path(Table::GpuSamples, "n", 0, 0);
+        fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        std::os::unix::fs::symlink(&outside, temp_path(&path)).expect("symlink");
+        let mut w = RollingWriter::new(layout, "n", Duration::from_secs(10)).expect("host");
+        w.push(0, &tick(0)).expect("push");
+        w.close().expect("close");
+        assert_eq!(fs::read(&outside).expect("read"), b"mine");
+        assert!(fs::symlink_metadata(&path).expect("written").file_type().is_file());
+    }
+
+    #[test]
+    fn refusing_lasts_until_a_write_succeeds() {
+        let (tmp, blocker) = blocked_layout();
+        let mut w =
+            RollingWriter::new(DataLayout::new(tmp.path()), "n", Duration::from_secs(10)).expect("host");
+        for s in 0..15 {
+            let _ = w.push(s * 1_000, &tick(s * 1_000));
+        }
+        // The close at 10 s failed; the pushes after it returned Ok without
+        // writing anything.
+        assert!(w.push(15_000, &tick(15_000)).is_ok());
+        assert!(w.refusing(), "an Ok push that retried nothing is no success");
+        fs::remove_file(&blocker).expect("unblock");
+        w.push(20_000, &tick(20_000)).expect("the retry at the next close succeeds");
+        assert!(!w.refusing());
     }
 }

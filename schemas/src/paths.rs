@@ -7,6 +7,8 @@
 //!   gpu_minutes/date=…/host=…/…   (rollups: same name as the raw file they summarise)
 //!   proc_minutes/date=…/host=…/…
 //!   wal/host=node07/1796003100000-000001.wal      (the open file's rows)
+//!   wal/quarantine/host=node07/1796003100000-000001.wal
+//!                       (a damaged segment, kept aside once its good rows are in Parquet)
 //! ```
 //!
 //! Partitions are Hive-style (`key=value`), so DataFusion, DuckDB, Spark,
@@ -106,6 +108,22 @@ impl DataLayout {
         self.wal_dir(host).join("LOCK")
     }
 
+    /// `DATA/wal/quarantine/host=HOST`: where recovery keeps the segments of
+    /// `host` it could not read whole (damaged frames, refused rows), after
+    /// their good rows went to Parquet. No reader lists it (its name is no
+    /// `host=` folder of `DATA/wal`).
+    pub fn wal_quarantine_dir(&self, host: &str) -> PathBuf {
+        self.wal_root().join(WAL_QUARANTINE_DIR).join(format!("host={host}"))
+    }
+
+    /// The `n`-th free name in [`DataLayout::wal_quarantine_dir`] for the
+    /// segment `name` (`<start_ms>-<seq>.wal`): the name itself for `n` 0,
+    /// else `<name>.<n>`, for a segment of the same name quarantined before.
+    pub fn wal_quarantine_path(&self, host: &str, name: &str, n: u32) -> PathBuf {
+        let dir = self.wal_quarantine_dir(host);
+        if n == 0 { dir.join(name) } else { dir.join(format!("{name}.{n}")) }
+    }
+
     /// `DATA/wal`: the folder holding every host's write-ahead log folder.
     pub fn wal_root(&self) -> PathBuf {
         self.root.join("wal")
@@ -136,6 +154,10 @@ pub fn parse_data_file_name(name: &str) -> Option<(i64, u64)> {
     let start = chrono::NaiveDateTime::parse_from_str(start, FILE_START_FORMAT).ok()?;
     Some((start.and_utc().timestamp_millis(), seq.parse().ok()?))
 }
+
+/// The folder of `DATA/wal` holding quarantined segments
+/// ([`DataLayout::wal_quarantine_dir`]).
+pub const WAL_QUARANTINE_DIR: &str = "quarantine";
 
 /// The extension of write-ahead log segments.
 pub const WAL_EXTENSION: &str = "wal";
@@ -235,6 +257,14 @@ mod tests {
         assert_eq!(p, Path::new("/data/wal/host=node07/1796083199000-000003.wal"));
         let name = p.file_name().and_then(|n| n.to_str()).expect("utf-8");
         assert_eq!(parse_wal_segment_name(name), Some((1_796_083_199_000, 3)));
+        assert_eq!(
+            layout.wal_quarantine_path("node07", name, 0),
+            Path::new("/data/wal/quarantine/host=node07/1796083199000-000003.wal")
+        );
+        assert_eq!(
+            layout.wal_quarantine_path("node07", name, 2),
+            Path::new("/data/wal/quarantine/host=node07/1796083199000-000003.wal.2")
+        );
         assert_eq!(parse_wal_segment_name("-5-000001.wal"), Some((-5, 1)));
         for other in ["1-2.wal.tmp", "x-1.wal", "1-.wal", "1-x.wal", "12.wal", "1-2.parquet"] {
             assert_eq!(parse_wal_segment_name(other), None, "{other}");

@@ -26,9 +26,16 @@
 //! strings, fields in declaration order).
 //!
 //! A crash can leave the last frame incomplete, or the file extended with
-//! garbage or zeros. A reader keeps every frame up to the first one that is
-//! incomplete or fails its checksum and reports the bytes after it as torn:
-//! a torn tail is expected after a crash, not an error.
+//! garbage or zeros: bytes after the last intact frame are a torn tail,
+//! expected after a crash, not an error. Damage in the middle (a flipped
+//! byte, a frame that passes its checksum but does not decode) costs only
+//! the damaged frame: the reader skips it by its length when that lands on
+//! an intact frame, else scans forward to the next offset where a frame's
+//! length and checksum check out, and reads on from there. The damage is
+//! counted, so a caller can keep the segment aside. Rows whose time is
+//! outside [`PLAUSIBLE_TS_MS`] come from a crafted or corrupt segment; a
+//! caller that writes them on refuses them
+//! ([`SegmentRows::refuse_implausible`]).
 
 use std::fs;
 use std::io;
@@ -56,6 +63,11 @@ pub const FRAME_HEADER_BYTES: usize = 8;
 /// or overwritten tail), not a frame. A tick of 8 GPUs and 16 processes
 /// takes about 2 KiB.
 pub const MAX_PAYLOAD_BYTES: u32 = 64 << 20;
+
+/// The times a recovered row may have, milliseconds since the Unix epoch
+/// (UTC): 2000-01-01 up to 2200-01-01. No sampler writes a row outside, and
+/// a time near `i64::MAX` breaks every reader's date arithmetic.
+pub const PLAUSIBLE_TS_MS: std::ops::Range<i64> = 946_684_800_000..7_258_118_400_000;
 
 /// What a segment says about itself in its first frame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +100,29 @@ pub struct SegmentRows {
     /// Bytes after the last complete, checksum-valid frame, dropped (0 for a
     /// segment that ends cleanly).
     pub torn_bytes: u64,
+    /// Frames before the torn tail that were skipped: failing their
+    /// checksum, or passing it without decoding. A damaged stretch found by
+    /// scanning forward counts as one frame, though it may have held more.
+    pub bad_frames: u64,
+    /// Bytes of those frames.
+    pub bad_bytes: u64,
+}
+
+impl SegmentRows {
+    /// Whether anything but a torn tail was lost: a damaged frame. Such a
+    /// segment is worth keeping aside after recovery.
+    pub fn damaged(&self) -> bool {
+        self.bad_frames > 0
+    }
+
+    /// Drops the rows whose time is outside [`PLAUSIBLE_TS_MS`] (a crafted
+    /// or corrupt segment) and returns how many were dropped.
+    pub fn refuse_implausible(&mut self) -> u64 {
+        let before = self.gpus.len() + self.procs.len();
+        self.gpus.retain(|r| PLAUSIBLE_TS_MS.contains(&r.ts));
+        self.procs.retain(|r| PLAUSIBLE_TS_MS.contains(&r.ts));
+        (before - self.gpus.len() - self.procs.len()) as u64
+    }
 }
 
 /// A segment file found in a data folder.
@@ -136,8 +171,10 @@ pub enum WalError {
         /// Its row fingerprint.
         found_fingerprint: u32,
     },
-    /// A frame passed its checksum but does not decode: written by a
-    /// different build that failed to bump [`FORMAT_VERSION`], or a bug.
+    /// The header frame passed its checksum but does not decode: written
+    /// by a different build that failed to bump [`FORMAT_VERSION`], or a
+    /// bug. (A tick frame that does not decode is skipped and counted in
+    /// [`SegmentRows::bad_frames`] instead.)
     #[error("cannot decode the frame at byte {offset} of WAL segment {}", path.display())]
     Decode {
         /// The segment.
@@ -272,9 +309,12 @@ fn frame_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
 }
 
 /// Reads every intact frame of the segment at `path`: the rows of every
-/// tick up to the first incomplete or checksum-failing frame. Bytes from
-/// there on are counted in [`SegmentRows::torn_bytes`] and dropped; that is
-/// what a crash leaves, not an error. An empty file gives no rows.
+/// tick whose frame is complete and passes its checksum. Bytes after the
+/// last intact frame are counted in [`SegmentRows::torn_bytes`] and
+/// dropped; that is what a crash leaves, not an error. Damaged frames
+/// before it are skipped and counted ([`SegmentRows::bad_frames`]), and
+/// rows with an implausible time refused ([`SegmentRows::refused_rows`]).
+/// An empty file gives no rows.
 ///
 /// The segment may be growing (a recorder appending to it): the rows read
 /// are those complete when the file was read, and a frame being written
@@ -284,24 +324,73 @@ pub fn read_segment(path: &Path) -> Result<SegmentRows, WalError> {
     decode_segment(path, &bytes)
 }
 
+/// Where reading goes on after the damaged bytes at `at` (no intact frame
+/// there): past the frame by its length, when that length is plausible and
+/// an intact frame follows; else the next offset holding an intact frame.
+/// `None`: no intact frame follows, so the rest is a torn tail.
+fn resync(bytes: &[u8], at: usize) -> Option<usize> {
+    if let Some(head) = bytes.get(at..at + FRAME_HEADER_BYTES) {
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        if len > 0 && len <= MAX_PAYLOAD_BYTES {
+            let next = at + FRAME_HEADER_BYTES + len as usize;
+            if frame_at(bytes, next).is_some() {
+                return Some(next);
+            }
+        }
+    }
+    (at + 1..bytes.len().saturating_sub(FRAME_HEADER_BYTES)).find(|&p| frame_at(bytes, p).is_some())
+}
+
 fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
     let mut out = SegmentRows::default();
     let mut at = 0usize;
-    if let Some(payload) = frame_at(bytes, at) {
-        out.header = Some(decode_header(path, payload)?);
-        at += FRAME_HEADER_BYTES + payload.len();
-        while let Some(payload) = frame_at(bytes, at) {
-            let tick: TickOwned = postcard::from_bytes(payload).map_err(|source| WalError::Decode {
-                path: path.to_path_buf(),
-                offset: at as u64,
-                source,
-            })?;
-            out.ticks += 1;
-            out.last_tick_ms = Some(tick.ts);
-            out.gpus.extend(tick.gpus);
-            out.procs.extend(tick.procs);
+    match frame_at(bytes, at) {
+        Some(payload) => {
+            out.header = Some(decode_header(path, payload)?);
             at += FRAME_HEADER_BYTES + payload.len();
         }
+        None => {
+            // Without a header nothing says which build wrote the frames, so
+            // none is decoded; damage (an intact frame further on) is told
+            // apart from a segment torn right after it was created.
+            if resync(bytes, at).is_some() {
+                out.bad_frames = 1;
+                out.bad_bytes = bytes.len() as u64;
+            } else {
+                out.torn_bytes = bytes.len() as u64;
+            }
+            return Ok(out);
+        }
+    }
+    loop {
+        let Some(payload) = frame_at(bytes, at) else {
+            match resync(bytes, at) {
+                Some(next) => {
+                    out.bad_frames += 1;
+                    out.bad_bytes += (next - at) as u64;
+                    at = next;
+                    continue;
+                }
+                None => break,
+            }
+        };
+        let frame_len = FRAME_HEADER_BYTES + payload.len();
+        match postcard::from_bytes::<TickOwned>(payload) {
+            Ok(tick) => {
+                out.ticks += 1;
+                out.last_tick_ms = Some(tick.ts);
+                out.gpus.extend(tick.gpus);
+                out.procs.extend(tick.procs);
+            }
+            Err(_) => {
+                // Intact bytes this build cannot decode (a bug, or a build
+                // that failed to bump the format): the frame is lost, the
+                // ones after it are not.
+                out.bad_frames += 1;
+                out.bad_bytes += frame_len as u64;
+            }
+        }
+        at += frame_len;
     }
     out.torn_bytes = (bytes.len() - at) as u64;
     Ok(out)
@@ -341,11 +430,12 @@ pub fn host_segments(layout: &DataLayout, host: &str) -> io::Result<Vec<SegmentF
 /// seq): what the analysis reads besides the closed Parquet files.
 ///
 /// A segment may turn into Parquet and be deleted at any moment while a
-/// recorder runs. To see each row once, list segments first and Parquet
-/// files second, then drop every segment whose Parquet file
-/// ([`DataLayout::file_path`] of the same host, start and seq) exists; a
-/// segment gone before it was read ([`WalError::Read`] with
-/// [`io::ErrorKind::NotFound`]) is in Parquet by then.
+/// recorder runs: its Parquet files ([`DataLayout::file_path`] of the same
+/// host, start and seq) are written first, then it is deleted. A reader
+/// that takes a segment's rows must therefore leave out the files of that
+/// name whenever they appear; a segment gone before it was read
+/// ([`WalError::Read`] with [`io::ErrorKind::NotFound`]) is complete in
+/// Parquet by then.
 pub fn all_segments(layout: &DataLayout) -> io::Result<Vec<SegmentFile>> {
     let mut out = Vec::new();
     let entries = match fs::read_dir(layout.wal_root()) {
@@ -488,14 +578,82 @@ mod tests {
         }
     }
 
+    /// A segment of seven ticks (ts 1000, 2000, …), two GPUs each; and the
+    /// end offset of each frame, the header's first.
+    fn seven() -> (Vec<u8>, Vec<usize>) {
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        encode_header(&header(), &mut bytes).expect("encodes");
+        ends.push(bytes.len());
+        for i in 1..=7 {
+            let ts = i * 1_000;
+            encode_tick(ts, &[gpu(ts, "GPU-b", Some(1)), gpu(ts, "GPU-a", None)], &[], &mut bytes)
+                .expect("encodes");
+            ends.push(bytes.len());
+        }
+        (bytes, ends)
+    }
+
+    fn tick_times(rows: &SegmentRows) -> Vec<i64> {
+        let mut ts: Vec<i64> = rows.gpus.iter().map(|r| r.ts).collect();
+        ts.dedup();
+        ts
+    }
+
     #[test]
-    fn a_flipped_byte_drops_its_frame_and_everything_after() {
-        let (mut bytes, ends) = segment();
-        bytes[ends[1] + 12] ^= 0x40; // in the second tick's payload
+    fn a_flipped_byte_in_the_middle_costs_only_its_frame() {
+        // Frame 3 of 7 spans ends[2]..ends[3]; flip a byte of its payload,
+        // then of its length (skipping by length fails: the reader scans).
+        for at in [12, 1] {
+            let (mut bytes, ends) = seven();
+            bytes[ends[2] + at] ^= 0x40;
+            let rows = read(&bytes);
+            assert_eq!(tick_times(&rows), [1_000, 2_000, 4_000, 5_000, 6_000, 7_000], "byte {at}");
+            assert_eq!((rows.ticks, rows.bad_frames, rows.torn_bytes), (6, 1, 0), "byte {at}");
+            assert_eq!(rows.bad_bytes, (ends[3] - ends[2]) as u64, "byte {at}");
+            assert!(rows.damaged());
+        }
+    }
+
+    #[test]
+    fn an_intact_frame_that_does_not_decode_is_skipped() {
+        let (bytes, ends) = seven();
+        // Replace frame 3 with a frame of valid checksum but bytes that are
+        // no tick (a lone 0xff is not a varint's end).
+        let mut bad = Vec::new();
+        append_frame(&mut bad, |b| {
+            b.push(0xff);
+            Ok(())
+        })
+        .expect("frame");
+        let spliced = [&bytes[..ends[2]], &bad, &bytes[ends[3]..]].concat();
+        let rows = read(&spliced);
+        assert_eq!(tick_times(&rows), [1_000, 2_000, 4_000, 5_000, 6_000, 7_000]);
+        assert_eq!((rows.bad_frames, rows.bad_bytes, rows.torn_bytes), (1, bad.len() as u64, 0));
+    }
+
+    #[test]
+    fn damage_in_the_last_frame_is_a_torn_tail() {
+        let (mut bytes, ends) = seven();
+        bytes[ends[6] + 12] ^= 0x40;
         let rows = read(&bytes);
-        assert_eq!(rows.ticks, 1);
-        assert_eq!(rows.gpus.len(), 2);
-        assert_eq!(rows.torn_bytes, (ends[3] - ends[1]) as u64);
+        assert_eq!((rows.ticks, rows.bad_frames), (6, 0));
+        assert_eq!(rows.torn_bytes, (ends[7] - ends[6]) as u64);
+        assert!(!rows.damaged());
+    }
+
+    #[test]
+    fn rows_at_implausible_times_are_refused() {
+        let now = 1_796_083_200_000; // 2026-12-01
+        let mut rows = SegmentRows {
+            gpus: vec![gpu(now, "a", None), gpu(i64::MAX - 5, "a", None), gpu(-1, "b", None)],
+            procs: vec![proc_row(now, "a", 1), proc_row(946_684_799_999, "a", 2)],
+            ..Default::default()
+        };
+        assert_eq!(rows.refuse_implausible(), 3);
+        assert_eq!((rows.gpus[..].len(), rows.procs[..].len()), (1, 1));
+        let y2200 = 7_258_118_400_000; // 2200-01-01T00:00:00Z, refused
+        assert!(PLAUSIBLE_TS_MS.contains(&946_684_800_000) && !PLAUSIBLE_TS_MS.contains(&y2200));
     }
 
     #[test]

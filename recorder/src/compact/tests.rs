@@ -210,3 +210,27 @@ fn a_day_with_rows_still_in_the_wal_waits_for_recovery() {
     let done = compact(&layout, None, day("2026-11-30"), DAY1 + 90_000_000, &lock).expect("compact");
     assert_eq!(done.len(), 1);
 }
+
+#[test]
+fn a_symlink_at_the_staging_name_is_removed_not_written_through() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let layout = DataLayout::new(tmp.path().join("data"));
+    for (seq, s) in [(0, 0), (1, 3_600)] {
+        write_gpu_file(&layout, "n1", seq, vec![gpu(DAY1 + s * 1_000, "GPU-a", Some(1))]);
+    }
+    // Someone plants a symlink to an outside folder under the staging name
+    // this process will use.
+    let outside = tmp.path().join("outside");
+    fs::create_dir_all(&outside).expect("mkdir");
+    fs::write(outside.join("keep.txt"), b"mine").expect("write");
+    let staging = layout.compact_staging_dir(Table::GpuSamples, day("2026-11-29"), "n1", std::process::id());
+    std::os::unix::fs::symlink(&outside, &staging).expect("symlink");
+
+    let lock = DataLock::acquire(&layout).expect("lock");
+    let done = compact(&layout, None, day("2026-11-30"), DAY1 + 90_000_000, &lock).expect("compact");
+    assert_eq!(done.len(), 1, "{done:?}");
+    let left: Vec<_> = fs::read_dir(&outside).expect("list").map(|e| e.expect("entry").file_name()).collect();
+    assert_eq!(left, ["keep.txt"], "nothing written into the folder the link pointed to");
+    assert_eq!(fs::read(outside.join("keep.txt")).expect("read"), b"mine");
+    assert!(fs::symlink_metadata(&staging).is_err(), "the link is gone");
+}

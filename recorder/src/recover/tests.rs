@@ -241,3 +241,74 @@ fn crc32fast_hash(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+/// Frame end offsets of the segment at `path`: the header's first.
+fn frame_ends(bytes: &[u8]) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut at = 0usize;
+    while let Some(head) = bytes.get(at..at + 8) {
+        let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        at += 8 + len;
+        ends.push(at);
+    }
+    ends
+}
+
+#[test]
+fn a_segment_damaged_in_the_middle_gives_its_good_frames_and_is_quarantined() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("data");
+    // Seven ticks in one file (00:09:58 … 00:10:04 crosses 00:10: use the
+    // ticks after the boundary only).
+    let layout = DataLayout::new(&root);
+    let start = BASE + 2_000;
+    let mut w = RollingWriter::new(layout.clone(), HOST, ROTATE)
+        .expect("host")
+        .with_wal(Duration::from_secs(1))
+        .expect("wal");
+    for i in 0..7 {
+        w.push(start + i * 1_000, &tick(start + i * 1_000)).expect("push");
+    }
+    drop(w); // as a kill -9 leaves it
+    let seg = segments(&root).pop().expect("one segment");
+    let mut bytes = fs::read(&seg).expect("read");
+    let ends = frame_ends(&bytes);
+    assert_eq!(ends.len(), 8, "a header and seven ticks");
+    // One flipped byte in the payload of tick frame 3 of 7.
+    bytes[ends[2] + 20] ^= 0x10;
+    fs::write(&seg, &bytes).expect("write");
+
+    let stats = recover(&layout, HOST).expect("recover");
+    assert_eq!(
+        (stats.recovered, stats.quarantined, stats.bad_frames, stats.gpu_rows, stats.proc_rows),
+        (1, 1, 1, 12, 18)
+    );
+    let ticks: Vec<i64> = gpu_rows(&root).iter().filter(|r| r.0 == "GPU-a").map(|r| r.1).collect();
+    let expected: Vec<i64> = [0, 1, 3, 4, 5, 6].iter().map(|i| start + i * 1_000).collect();
+    assert_eq!(ticks, expected, "every frame but the damaged one");
+    assert!(segments(&root).is_empty(), "not left to fail again at every start");
+    let kept = layout.wal_quarantine_path(HOST, &seg.file_name().expect("name").to_string_lossy(), 0);
+    assert_eq!(fs::read(&kept).expect("quarantined"), bytes, "the damaged segment, as it was");
+}
+
+#[test]
+fn rows_at_implausible_times_are_refused_and_the_segment_quarantined() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let layout = DataLayout::new(tmp.path());
+    let path = layout.wal_segment_path(HOST, BASE, 0);
+    fs::create_dir_all(layout.wal_dir(HOST)).expect("mkdir");
+    let mut bytes = Vec::new();
+    let header = apron_schemas::wal::SegmentHeader { host: HOST.into(), start_ms: BASE, seq: 0 };
+    apron_schemas::wal::encode_header(&header, &mut bytes).expect("encodes");
+    let good = tick(BASE);
+    apron_schemas::wal::encode_tick(BASE, &good.gpus, &good.procs, &mut bytes).expect("encodes");
+    let crafted = tick(i64::MAX - 1);
+    apron_schemas::wal::encode_tick(i64::MAX - 1, &crafted.gpus, &crafted.procs, &mut bytes)
+        .expect("encodes");
+    fs::write(&path, &bytes).expect("write");
+
+    let stats = recover(&layout, HOST).expect("recover");
+    assert_eq!((stats.refused_rows, stats.gpu_rows, stats.proc_rows, stats.quarantined), (5, 2, 3, 1));
+    assert!(gpu_rows(tmp.path()).iter().all(|r| r.1 == BASE));
+    assert!(!path.exists());
+}

@@ -15,6 +15,15 @@
 //! the start time only, never on which ticks were sampled. The history
 //! starts two weeks before the recording so the first tick already sees
 //! long-running servers, notebooks and zombies.
+//!
+//! Cost: each event touches only the GPUs it concerns. The earliest event
+//! comes from a heap of each GPU's next event, free pids from a set of live
+//! ones, and free GPUs for the ranks of a job from a set of GPUs without a
+//! primary; so starting a host of n GPUs (its two weeks of history) takes
+//! time about linear in n, not quadratic.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashSet};
 
 use apron_schemas::ProcIdentity;
 use rand::{Rng, SeedableRng};
@@ -101,10 +110,6 @@ impl Slot {
         end.min(self.next_arrival).min(self.next_guest)
     }
 
-    fn has_primary(&self) -> bool {
-        self.procs.iter().any(|p| p.role == Role::Primary)
-    }
-
     fn free_bytes(&self, model: &GpuModel) -> i64 {
         model.fb_total_bytes - CONTEXT_RESERVE_BYTES - self.procs.iter().map(|p| p.mem_bytes).sum::<i64>()
     }
@@ -126,8 +131,17 @@ pub(super) struct Schedule {
     /// The last Slurm job id handed out.
     last_job: u64,
     pub(super) gpus: Vec<Slot>,
-    /// The earliest pending event of any GPU.
-    next_event: i64,
+    /// Each GPU's next event, as last computed.
+    slot_next: Vec<i64>,
+    /// (time, GPU) of pending events, earliest first; an entry whose time
+    /// is no longer its GPU's `slot_next` is stale and skipped.
+    events: BinaryHeap<Reverse<(i64, usize)>>,
+    /// GPUs whose next event may have changed since the last refresh.
+    dirty: Vec<usize>,
+    /// Pids of the live processes of every GPU.
+    live_pids: HashSet<i32>,
+    /// GPUs without a primary process.
+    free: BTreeSet<usize>,
 }
 
 impl Schedule {
@@ -153,7 +167,11 @@ impl Schedule {
             pid_churn_per_s,
             last_job: slurm_base,
             gpus: Vec::new(),
-            next_event: 0,
+            slot_next: Vec::new(),
+            events: BinaryHeap::new(),
+            dirty: Vec::new(),
+            live_pids: HashSet::new(),
+            free: BTreeSet::new(),
         };
         for _ in 0..gpus {
             let appetite = if s.rng.random::<f32>() < 0.12 {
@@ -163,6 +181,9 @@ impl Schedule {
             };
             let next_arrival = s.arrival_after(from_ms, ARRIVAL_MEAN_MS / f64::from(appetite));
             s.gpus.push(Slot { procs: Vec::new(), next_arrival, next_guest: i64::MAX, appetite });
+            s.slot_next.push(i64::MAX);
+            s.free.insert(s.gpus.len() - 1);
+            s.dirty.push(s.gpus.len() - 1);
         }
         s.refresh();
         s
@@ -172,21 +193,39 @@ impl Schedule {
     /// processes are those live at `ts`.
     #[inline]
     pub(super) fn advance(&mut self, ts: i64) {
-        while self.next_event <= ts {
-            self.step();
+        // Events in (time, GPU) order: the order a scan of every GPU for the
+        // earliest would give.
+        while let Some(&Reverse((t, g))) = self.events.peek() {
+            if self.slot_next[g] != t {
+                self.events.pop();
+            } else if t <= ts {
+                self.events.pop();
+                self.step(g, t);
+            } else {
+                break;
+            }
         }
     }
 
+    /// Recomputes the next event of every GPU touched since the last call.
     fn refresh(&mut self) {
-        self.next_event = self.gpus.iter().map(Slot::next_event).min().unwrap_or(i64::MAX);
+        for g in std::mem::take(&mut self.dirty) {
+            let t = self.gpus[g].next_event();
+            if t != self.slot_next[g] {
+                self.slot_next[g] = t;
+                if t != i64::MAX {
+                    self.events.push(Reverse((t, g)));
+                }
+            }
+        }
     }
 
-    /// Handles the earliest event of the host.
-    fn step(&mut self) {
-        let Some((g, t)) = self.gpus.iter().map(Slot::next_event).enumerate().min_by_key(|&(g, t)| (t, g))
-        else {
-            return;
-        };
+    /// Handles the event of GPU `g` at `t`, the earliest of the host.
+    fn step(&mut self, g: usize, t: i64) {
+        self.dirty.push(g);
+        // Its next event may be at `t` again (two at once): it must be
+        // pushed again even though `slot_next` already says `t`.
+        self.slot_next[g] = i64::MIN;
         let slot = &self.gpus[g];
         let ending = slot.procs.iter().enumerate().min_by_key(|(_, p)| p.end_ms).map(|(i, p)| (i, p.end_ms));
         let arrival = slot.next_arrival;
@@ -211,10 +250,12 @@ impl Schedule {
             p.work.kind = Kind::Zombie;
             p.end_ms = t + lingers;
         } else {
-            self.gpus[g].procs.remove(i);
+            let p = self.gpus[g].procs.remove(i);
+            self.live_pids.remove(&p.pid);
         }
         match role {
             Role::Primary => {
+                self.free.insert(g);
                 let mean = ARRIVAL_MEAN_MS / f64::from(self.gpus[g].appetite);
                 self.gpus[g].next_guest = i64::MAX;
                 self.gpus[g].next_arrival = self.arrival_after(t, mean);
@@ -252,13 +293,13 @@ impl Schedule {
             _ => 1,
         };
         let mut members = vec![g];
-        let n = self.gpus.len();
-        for j in (1..n).map(|d| (g + d) % n) {
+        // The GPUs after `g`, wrapping around, that have no primary: only
+        // those can take a rank.
+        for &j in self.free.range(g + 1..).chain(self.free.range(..g)) {
             if members.len() >= ranks {
                 break;
             }
-            let s = &self.gpus[j];
-            if !s.has_primary() && s.free_bytes(self.model) >= mem {
+            if self.gpus[j].free_bytes(self.model) >= mem {
                 members.push(j);
             }
         }
@@ -284,8 +325,11 @@ impl Schedule {
                 tick_util: 0.0,
                 tick_mem: 0,
             };
+            self.live_pids.insert(pid);
             self.gpus[j].procs.push(proc);
             self.gpus[j].next_arrival = i64::MAX;
+            self.free.remove(&j);
+            self.dirty.push(j);
             if kind == Kind::Notebook {
                 self.gpus[j].next_guest = self.guest_after(j, t);
             }
@@ -321,6 +365,7 @@ impl Schedule {
             tick_util: 0.0,
             tick_mem: 0,
         };
+        self.live_pids.insert(pid);
         self.gpus[g].procs.push(proc);
     }
 
@@ -376,7 +421,7 @@ impl Schedule {
                 self.last_pid -= PID_MAX - PID_WRAP_TO;
             }
             let pid = self.last_pid;
-            if !self.gpus.iter().any(|s| s.procs.iter().any(|p| p.pid == pid)) {
+            if !self.live_pids.contains(&pid) {
                 return pid;
             }
         }
