@@ -1127,6 +1127,42 @@ fn a_gpu_lost_mid_tick_is_reopened_after_its_reset() {
 }
 
 #[test]
+fn nvml_is_reopened_after_a_driver_reload() {
+    const TEST: &str = "nvml_is_reopened_after_a_driver_reload";
+    let gpus = || {
+        let a = FakeGpu::new("GPU-7e100000-0000-0000-0000-000000000001", "NVIDIA H100 80GB HBM3");
+        let b = FakeGpu::new("GPU-7e100000-0000-0000-0000-000000000002", "NVIDIA H100 80GB HBM3");
+        vec![a, b]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus()), ("FAKE_NVML_RELOAD_AT", "3".into())]);
+        return;
+    }
+    let uuids: Vec<&str> = gpus().iter().map(|g| g.uuid).collect();
+    let mut source = open_fake();
+    let reopen = u64::from(apron_recorder::source::nvml::REOPEN_NVML_AFTER_TICKS);
+    let ticks = run_ticks(&mut source, 4 + reopen + 3);
+    let recorded = |tick: &Tick| tick.gpus.iter().map(|g| g.gpu_uuid.to_string()).collect::<Vec<_>>();
+    for (t, tick) in (1..).zip(&ticks) {
+        if t <= 2 {
+            assert_eq!(recorded(tick), uuids, "tick {t}");
+        } else if (4..3 + reopen).contains(&t) {
+            // The driver went away under NVML: every GPU fails (tick 3 is
+            // GPU 0's third call, which the other GPU may have beaten).
+            assert!(tick.gpus.is_empty(), "tick {t}: {:?}", recorded(tick));
+            assert_eq!(tick.failures.len(), 2, "tick {t}");
+        } else if t > 4 + reopen {
+            // NVML was re-initialised after `reopen` such ticks (from tick
+            // 3 or 4 on).
+            assert_eq!(recorded(tick), uuids, "tick {t}: {:?}", tick.failures);
+        }
+    }
+    let calls = calls();
+    assert_eq!(calls.iter().filter(|c| c.symbol == "nvmlInit_v2").count(), 2);
+    assert_eq!(calls.iter().filter(|c| c.symbol == "nvmlShutdown").count(), 1);
+}
+
+#[test]
 fn a_gpu_the_cgroup_hides_is_reported_once() {
     const TEST: &str = "a_gpu_the_cgroup_hides_is_reported_once";
     let gpus = || {

@@ -54,6 +54,12 @@ const GPM_METRICS: [GpmMetricId; 4] =
 /// GPU that has not answered by then is stalled for this tick.
 const DEADLINE_SHARE: (u32, u32) = (3, 4);
 
+/// After this many ticks in a row at which every GPU failed (handles
+/// fetched afresh included), NVML itself is re-initialised: a driver
+/// reloaded under it answers nothing until then. Repeated every as many
+/// ticks while they keep failing.
+pub const REOPEN_NVML_AFTER_TICKS: u32 = 5;
+
 /// The process's one NVML instance, leaked once initialised.
 ///
 /// Why leaked: every `Device<'nvml>` borrows the `Nvml` it came from, and
@@ -151,6 +157,9 @@ pub struct NvmlSource {
     identities: IdentityCache,
     /// Counts `sample` calls: the workers' rounds.
     round: u64,
+    nvml: &'static Nvml,
+    /// Ticks in a row at which every GPU asked failed.
+    all_failed_ticks: u32,
 }
 
 impl NvmlSource {
@@ -199,6 +208,8 @@ impl NvmlSource {
             warned: HashSet::new(),
             identities: IdentityCache::new(),
             round: 0,
+            nvml,
+            all_failed_ticks: 0,
         })
     }
 
@@ -206,6 +217,35 @@ impl NvmlSource {
     /// not say.
     pub fn driver_version(&self) -> Option<&str> {
         self.driver_version.as_deref()
+    }
+
+    /// Shuts NVML down and initialises it again, after a driver reload (or
+    /// anything else that left every GPU failing); the workers fetch fresh
+    /// handles at their next tick. Called only while no worker is in NVML.
+    fn reopen_nvml(&mut self) {
+        let lib = self.nvml.lib();
+        let result = nvml_wrapper::error::nvml_sym(lib.nvmlShutdown.as_ref()).and_then(|shutdown| {
+            let init = nvml_wrapper::error::nvml_sym(lib.nvmlInit_v2.as_ref())?;
+            // SAFETY: plain calls without arguments into the loaded NVML. No
+            // other thread is in NVML (every worker has answered and waits
+            // for its next request); the handles and GPM samples the workers
+            // hold are only ever passed back to NVML, which answers stale
+            // ones with an error, upon which they are fetched again.
+            unsafe {
+                // An NVML already shut down by the reload says so; init is
+                // what matters.
+                let _ = shutdown();
+                nvml_wrapper::error::nvml_try(init())
+            }
+        });
+        match result {
+            Ok(()) => tracing::warn!(
+                ticks = self.all_failed_ticks,
+                "every GPU kept failing: NVML re-initialised (a driver reload or a reset under it?)"
+            ),
+            Err(error) => tracing::warn!(%error, ticks = self.all_failed_ticks,
+                "every GPU keeps failing, and NVML cannot be re-initialised; trying again later"),
+        }
     }
 
     /// Warns once per GPU, query and NVML answer.
@@ -273,6 +313,17 @@ impl Source for NvmlSource {
         let deadline = Instant::now() + Duration::from_millis(wait_ms);
         let hidden = &self.hidden;
         let answers = self.workers.round(self.round, |i| (!hidden[i]).then_some(req), deadline);
+        let failed = answers.iter().filter(|a| matches!(a, Answer::Done(Outcome::Failed { .. }))).count();
+        let asked = answers.iter().filter(|a| !matches!(a, Answer::Idle)).count();
+        // Only when every worker answered: none is inside NVML meanwhile.
+        if asked > 0 && failed == asked {
+            self.all_failed_ticks += 1;
+            if self.all_failed_ticks.is_multiple_of(REOPEN_NVML_AFTER_TICKS) {
+                self.reopen_nvml();
+            }
+        } else {
+            self.all_failed_ticks = 0;
+        }
 
         // Who the processes are, with the whole tick's pids seen first (a
         // namespace mismatch is judged on all of them).

@@ -13,6 +13,7 @@
 //! | `FAKE_NVML_GPUS` | the GPUs, separated by `;`; each a `,`-separated list of `key=value` (below) |
 //! | `FAKE_NVML_LOG` | optional file; one line per NVML call is appended: `<symbol> gpu=<index> tick=<tick>[ last_seen=<µs>]` |
 //! | `FAKE_NVML_INIT_RETURN` | optional `nvmlReturn_t` code `nvmlInit_v2` returns instead of success (e.g. `9`, driver not loaded) |
+//! | `FAKE_NVML_RELOAD_AT` | optional tick N: when GPU 0 reaches its tick N, the driver is reloaded under the library (once per process): every call answers `NVML_ERROR_UNKNOWN` until `nvmlInit_v2` is called again, which starts the scenario afresh |
 //! | `FAKE_NVML_DRIVER` | driver version string (default `550.54.15`); it also picks the process-list layout, as the real drivers do: 535.43–535.86 fill 32-byte entries (an extra `usedGpuCcProtectedMemory`) from the `_v3` process calls, 535.98 has no `_v3` process calls (they answer `NVML_ERROR_FUNCTION_NOT_FOUND`, the nearest one library can come to not exporting them; `_v2` works), any other version fills 24-byte entries |
 //!
 //! GPU keys (all optional; numbers are NVML's native units):
@@ -90,6 +91,7 @@
 use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// `nvmlReturn_t`.
@@ -522,7 +524,15 @@ struct State {
     driver: String,
     layout: ProcessLayout,
     log: Option<File>,
+    /// `FAKE_NVML_RELOAD_AT`.
+    reload_at: Option<u64>,
+    /// The driver was reloaded under this initialisation.
+    reloaded: bool,
 }
+
+/// Whether the driver reload of `FAKE_NVML_RELOAD_AT` has happened in this
+/// process (it happens once; a re-initialised library works).
+static RELOAD_DONE: AtomicBool = AtomicBool::new(false);
 
 impl State {
     fn from_env() -> Result<State, String> {
@@ -547,7 +557,11 @@ impl State {
         };
         let driver = std::env::var("FAKE_NVML_DRIVER").unwrap_or_else(|_| "550.54.15".to_owned());
         let layout = ProcessLayout::of_driver(&driver);
-        Ok(State { gpus, driver, layout, log })
+        let reload_at = match std::env::var("FAKE_NVML_RELOAD_AT") {
+            Ok(v) => Some(num("FAKE_NVML_RELOAD_AT", &v)?),
+            Err(_) => None,
+        };
+        Ok(State { gpus, driver, layout, log, reload_at, reloaded: false })
     }
 
     fn log(&mut self, line: std::fmt::Arguments<'_>) {
@@ -595,6 +609,12 @@ fn with_gpu(
     }
     let tick = state.gpus[index].tick;
     state.log(format_args!("{symbol} gpu={index} tick={tick}{extra}"));
+    if index == 0 && state.reload_at == Some(tick) && !RELOAD_DONE.swap(true, Ordering::SeqCst) {
+        state.reloaded = true;
+    }
+    if state.reloaded {
+        return ERROR_UNKNOWN;
+    }
     let layout = state.layout;
     let gpu = &mut state.gpus[index];
     if gpu.hanging() {
@@ -757,6 +777,9 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *m
         return ERROR_UNINITIALIZED;
     };
     state.log(format_args!("nvmlDeviceGetHandleByIndex_v2 gpu={index}"));
+    if state.reloaded {
+        return ERROR_UNKNOWN;
+    }
     let Some(gpu) = state.gpus.get_mut(index as usize) else {
         return ERROR_INVALID_ARGUMENT;
     };
