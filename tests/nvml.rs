@@ -1398,7 +1398,7 @@ fn the_recorder_reports_stalls_refusals_and_hidden_gpus_once() {
             "--host",
             "quirks",
             "--interval",
-            "200ms",
+            "400ms",
             "--health-every",
             "1s",
             "--data",
@@ -1417,7 +1417,7 @@ fn the_recorder_reports_stalls_refusals_and_hidden_gpus_once() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the recorder starts");
-    std::thread::sleep(std::time::Duration::from_millis(3_000));
+    std::thread::sleep(std::time::Duration::from_millis(4_500));
     apron_tests::signal(&child, libc::SIGTERM);
     let stopped = std::time::Instant::now();
     let out = apron_tests::wait_with_timeout(child, std::time::Duration::from_secs(20));
@@ -1436,12 +1436,14 @@ fn the_recorder_reports_stalls_refusals_and_hidden_gpus_once() {
     };
     assert!(field("gpu_stalls") >= 3.0, "{last}");
     assert!(field("refused_queries") >= 5.0, "{last}");
-    // The tick waits for a stuck GPU only until its deadline (150 ms of
-    // the 200 ms interval), not for the stuck call.
+    // The tick waits for a stuck GPU only until its deadline (300 ms of
+    // the 400 ms interval), not for the stuck call.
     assert!(field("sample_ms_max") < 1_000.0, "{last}");
     let rows = gpu_rows_per_uuid(&data);
-    assert_eq!(rows.get("GPU-hung"), Some(&3), "{rows:?}");
-    assert!(rows.get("GPU-denied").is_some_and(|n| *n >= 10), "{rows:?}");
+    // Recorded until it hung at its fourth tick (fewer only if an early
+    // tick of a loaded machine missed its deadline).
+    assert!(rows.get("GPU-hung").is_some_and(|n| (1..=3).contains(n)), "{rows:?}");
+    assert!(rows.get("GPU-denied").is_some_and(|n| *n >= 8), "{rows:?}");
     assert!(!rows.contains_key("GPU-hidden"), "{rows:?}");
 }
 
