@@ -151,7 +151,7 @@ pub struct NvmlSource {
     /// not asked again).
     hidden: Vec<bool>,
     /// The UUID each GPU last answered with, for stalled GPUs' failures.
-    uuids: Vec<Option<String>>,
+    uuids: Vec<Option<apron_schemas::Text>>,
     /// (GPU index, query, NVML's words) already warned about.
     warned: HashSet<(u32, &'static str, String)>,
     identities: IdentityCache,
@@ -337,7 +337,9 @@ impl Source for NvmlSource {
             let gpu_index = u32::try_from(i).unwrap_or(u32::MAX);
             match answer {
                 Answer::Done(Outcome::Sampled { row, procs, refusals }) => {
-                    self.uuids[i] = Some(row.gpu_uuid.to_string());
+                    if self.uuids[i].as_ref() != Some(&row.gpu_uuid) {
+                        self.uuids[i] = Some(row.gpu_uuid.clone());
+                    }
                     for refusal in refusals {
                         out.refusals += 1;
                         if self.warn_once(gpu_index, refusal.query, &refusal.error) {
@@ -363,11 +365,11 @@ impl Source for NvmlSource {
                     out.gpus.push(*row);
                 }
                 Answer::Done(Outcome::Failed { uuid, error }) => {
-                    if uuid.is_some() {
-                        self.uuids[i].clone_from(&uuid);
+                    if let Some(uuid) = &uuid {
+                        self.uuids[i] = Some(uuid.as_str().into());
                     }
                     // Without a handle it cannot say; it was the same GPU.
-                    let gpu_uuid = uuid.or_else(|| self.uuids[i].clone());
+                    let gpu_uuid = uuid.or_else(|| self.uuids[i].as_deref().map(str::to_owned));
                     out.failures.push(GpuFailure { gpu_index, gpu_uuid, error, stalled: false });
                 }
                 Answer::Done(Outcome::Hidden { error }) => {
@@ -378,7 +380,7 @@ impl Source for NvmlSource {
                 }
                 Answer::TimedOut => out.failures.push(GpuFailure {
                     gpu_index,
-                    gpu_uuid: self.uuids[i].clone(),
+                    gpu_uuid: self.uuids[i].as_deref().map(str::to_owned),
                     error: format!(
                         "no answer from NVML within {wait_ms} ms: a call is blocked in the driver (after an Xid \
                          or a driver hang?); its rows are missing until it answers"
@@ -387,7 +389,7 @@ impl Source for NvmlSource {
                 }),
                 Answer::Stalled { since } => out.failures.push(GpuFailure {
                     gpu_index,
-                    gpu_uuid: self.uuids[i].clone(),
+                    gpu_uuid: self.uuids[i].as_deref().map(str::to_owned),
                     error: format!("still blocked in an NVML call, for {} ticks", self.round - since),
                     stalled: true,
                 }),
