@@ -810,10 +810,23 @@ fn process_list_calls() -> Vec<String> {
 fn r535_early_drivers_fill_32_byte_process_entries() {
     const TEST: &str = "r535_early_drivers_fill_32_byte_process_entries";
     const UUID: &str = "GPU-a5350000-0000-0000-0000-000000000001";
+    /// Many processes: 32-byte entries in a buffer sized for 24-byte ones
+    /// would overrun it.
+    const MANY: u32 = 40;
+    /// The pid and used memory of the many processes (host pids this /proc
+    /// does not have: only the metrics matter here).
+    let many = |i: u32| (4_194_400 + i, u64::from(i) * MIB + 11);
+    let gpus = |sleep: u32| {
+        let mut gpu = gpu_with_two_processes(UUID, sleep);
+        for (pid, used) in (0..MANY).map(many) {
+            gpu.compute.push_str(&format!("|{pid}:{used}"));
+        }
+        vec![gpu]
+    };
     if !in_child(TEST) {
         let sleeper = Sleeper::spawn(&[]);
         let mut env = sleeper.env();
-        env.push(gpus_env(&[gpu_with_two_processes(UUID, sleeper.pid())]));
+        env.push(gpus_env(&gpus(sleeper.pid())));
         env.push(("FAKE_NVML_DRIVER", "535.54.03".into()));
         run_in_child(TEST, &env);
         return;
@@ -821,9 +834,12 @@ fn r535_early_drivers_fill_32_byte_process_entries() {
     let sleep = sleep_pid();
     let mut source = open_fake();
     assert_eq!(source.driver_version(), Some("535.54.03"));
+    let mut want = two_process_rows(UUID, sleep);
+    want.extend((0..MANY).map(many).map(|(pid, used)| proc_row(UUID, pid, Some(used), Some(0), Some(0))));
+    want.sort();
     for (t, tick) in (1..).zip(run_ticks(&mut source, 2)) {
         assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
-        assert_eq!(proc_metrics(&tick.procs), two_process_rows(UUID, sleep), "tick {t}");
+        assert_eq!(proc_metrics(&tick.procs), want, "tick {t}");
     }
     assert!(process_list_calls().iter().all(|s| s.ends_with("_v3")), "{:?}", process_list_calls());
 }
