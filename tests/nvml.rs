@@ -813,8 +813,8 @@ fn r535_early_drivers_fill_32_byte_process_entries() {
     /// Many processes: 32-byte entries in a buffer sized for 24-byte ones
     /// would overrun it.
     const MANY: u32 = 40;
-    /// The pid and used memory of the many processes (host pids this /proc
-    /// does not have: only the metrics matter here).
+    // The pid and used memory of the many processes (host pids this /proc
+    // does not have: only the metrics matter here).
     let many = |i: u32| (4_194_400 + i, u64::from(i) * MIB + 11);
     let gpus = |sleep: u32| {
         let mut gpu = gpu_with_two_processes(UUID, sleep);
