@@ -9,7 +9,10 @@
 #   (on the device, with carry ["devcheck"]):  bash devcheck/run.sh
 #
 # It writes under $OUT: nvidia-smi's view, the ignored real-GPU test's
-# output, and 20 s of recording (data folder, log, /usr/bin/time figures).
+# output, 20 s of recording (data folder, log, /usr/bin/time figures), and
+# summary.txt, which answers at once: the driver version (and so the
+# process-list layout the recorder chose), the tick's wall time per GPU,
+# whether GPU processes carried identities, and what NVML refused or stalled.
 set -u
 cd "$(dirname "$0")"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,power.draw,utilization.gpu --format=csv; } > "$OUT/nvidia-smi.txt" 2>&1
@@ -27,7 +30,15 @@ else
 fi
 sleep 2
 T=""; [ -x /usr/bin/time ] && T="/usr/bin/time -v"
-$T timeout --preserve-status -s TERM 20 ./apron-recorder --source nvml --data "$OUT/data" --host gpu-check --rotate 10s > "$OUT/recorder.txt" 2>&1
+$T timeout --preserve-status -s TERM 20 ./apron-recorder --source nvml --data "$OUT/data" --host gpu-check --rotate 10s --health-every 5s > "$OUT/recorder.txt" 2>&1
 echo "recorder rc=$?" >> "$OUT/recorder.txt"
 [ -n "$load_pid" ] && wait "$load_pid"
 find "$OUT/data" -type f | sort >> "$OUT/recorder.txt"
+{
+  echo "driver (nvidia-smi): $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
+  grep -E '^(driver_version|gpus|tick [0-9]+ wall_ms|process_rows|refusals_per_tick):?' "$OUT/nvml-test.txt"
+  grep -m1 'NVML opened' "$OUT/recorder.txt"
+  grep ' health' "$OUT/recorder.txt" | tail -1
+  grep -E 'NVML refuses|not in the host|no /proc entry|not accessible|no answer from NVML' "$OUT/recorder.txt"
+} > "$OUT/summary.txt" 2>&1
+cat "$OUT/summary.txt"

@@ -56,16 +56,34 @@ fn in_child(test: &str) -> bool {
 /// (and the fake's path and a fresh `FAKE_NVML_LOG`) in its environment,
 /// and fails unless that one test ran and passed there.
 fn run_in_child(test: &str, env: &[(&str, String)]) {
+    run_in_child_via(&[], test, env);
+}
+
+/// [`run_in_child`], the child started through `wrapper` (a command and
+/// its arguments, e.g. `unshare …`) when not empty. A child that has not
+/// finished within two minutes is killed and the test fails.
+fn run_in_child_via(wrapper: &[&str], test: &str, env: &[(&str, String)]) {
     let logs = tempfile::tempdir().expect("a temporary folder");
     let exe = std::env::current_exe().expect("a test knows its own path");
-    let output = Command::new(exe)
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    };
+    let child = cmd
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(SCENARIO_ENV, test)
         .env(FAKE_ENV, fake_nvml())
         .env("FAKE_NVML_LOG", logs.path().join("calls.log"))
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("the test executable runs");
+    let output = apron_tests::wait_with_timeout(child, std::time::Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -154,10 +172,16 @@ fn ts(tick: u64) -> i64 {
 
 /// Samples `n` ticks, one `Tick` each.
 fn run_ticks(source: &mut NvmlSource, n: u64) -> Vec<Tick> {
-    (1..=n)
-        .map(|t| {
+    run_ticks_at(source, (1..=n).map(ts))
+}
+
+/// Samples one tick at each time of `times` (ms since the epoch).
+fn run_ticks_at(source: &mut NvmlSource, times: impl IntoIterator<Item = i64>) -> Vec<Tick> {
+    times
+        .into_iter()
+        .map(|at| {
             let mut tick = Tick::default();
-            source.sample(ts(t), INTERVAL_MS, &mut tick);
+            source.sample(at, INTERVAL_MS, &mut tick);
             tick
         })
         .collect()
@@ -199,7 +223,7 @@ fn assert_each_call_once_per_tick(calls: &[Call]) {
     }
     for (line, count) in seen {
         let two_step =
-            ["RunningProcesses_v3", "nvmlDeviceGetProcessUtilization"].iter().any(|s| line.contains(s));
+            ["RunningProcesses_v", "nvmlDeviceGetProcessUtilization"].iter().any(|s| line.contains(s));
         let allowed = if two_step { 2 } else { 1 };
         assert!(count <= allowed, "`{line}` made {count} times in one tick");
     }
@@ -286,7 +310,10 @@ struct FakeGpu {
     fail_after: Option<u64>,
     compute: String,
     graphics: String,
+    mps: String,
     putil: String,
+    /// More `key=value` items, appended as they are.
+    extra: String,
 }
 
 impl FakeGpu {
@@ -314,7 +341,9 @@ impl FakeGpu {
             fail_after: None,
             compute: String::new(),
             graphics: String::new(),
+            mps: String::new(),
             putil: String::new(),
+            extra: String::new(),
         }
     }
 
@@ -353,6 +382,7 @@ impl FakeGpu {
             ("unsupported", self.unsupported),
             ("compute", &self.compute),
             ("graphics", &self.graphics),
+            ("mps", &self.mps),
             ("putil", &self.putil),
         ] {
             if !value.is_empty() {
@@ -362,11 +392,16 @@ impl FakeGpu {
         if let Some(n) = self.fail_after {
             spec.push_str(&format!(",fail_after={n}"));
         }
+        if !self.extra.is_empty() {
+            spec.push_str(&format!(",{}", self.extra));
+        }
         spec
     }
 
     /// The row the recorder should write for this GPU at `tick`: NVML's
-    /// values in schema units (PCIe KB/s × 1024), GPM from the second tick.
+    /// values in schema units, GPM and PCIe from the second tick (both are
+    /// differences of two readings: PCIe of the byte counters, which grow
+    /// by the fake's KB/s × 1024 bytes a tick).
     fn expected(&self, index: i32, tick: u64) -> GpuSample {
         let i32_of = |v: u32| i32::try_from(v).expect("fits");
         let i64_of = |v: u64| i64::try_from(v).expect("fits");
@@ -388,8 +423,8 @@ impl FakeGpu {
             temp_c: Some(i32_of(self.temp)),
             enc_util_pct: Some(i32_of(self.enc)),
             dec_util_pct: Some(i32_of(self.dec)),
-            pcie_tx_bytes_per_s: Some(i64::from(self.pcie_tx) * 1024),
-            pcie_rx_bytes_per_s: Some(i64::from(self.pcie_rx) * 1024),
+            pcie_tx_bytes_per_s: (tick > 1).then(|| i64::from(self.pcie_tx) * 1024),
+            pcie_rx_bytes_per_s: (tick > 1).then(|| i64::from(self.pcie_rx) * 1024),
             clock_event_reasons: Some(i64_of(self.clock_reasons)),
             sm_active_pct: gpm(0),
             sm_occupancy_pct: gpm(1),
@@ -456,8 +491,9 @@ fn two_gpus_with_processes() {
             // NVML hides the sleep's memory on this GPU; its utilization
             // sample says a measured 0.
             proc_row(a100, sleep, None, Some(0), Some(0)),
-            // No utilization sample for this process on this GPU.
-            proc_row(a100, me, Some(2 * GIB), None, None),
+            // No utilization sample for this process on this GPU: it
+            // computed nothing, a measured 0.
+            proc_row(a100, me, Some(2 * GIB), Some(0), Some(0)),
         ];
         want.sort();
         assert_eq!(proc_metrics(&tick.procs), want, "tick {t}");
@@ -544,11 +580,14 @@ fn not_supported_metrics_are_null_not_zero() {
         assert_eq!(old.gpu_util_pct, Some(0));
         assert_eq!(old.fb_used_bytes, Some(0));
         assert_eq!(tick.gpus, [old, gpus[1].expected(1, t)], "tick {t}");
-        // The graphics list is not supported; the compute list still counts.
+        // The graphics list is not supported; the compute list still counts,
+        // and its process, without a utilization sample, is idle.
         assert_eq!(
             proc_metrics(&tick.procs),
-            [proc_row(gpus[0].uuid, std::process::id(), Some(4096), None, None)]
+            [proc_row(gpus[0].uuid, std::process::id(), Some(4096), Some(0), Some(0))]
         );
+        // Counted at every tick.
+        assert_eq!(tick.refusals, 1, "tick {t}");
     }
     assert_eq!(ticks[1].gpus[1].sm_active_pct, Some(5.5));
     assert_eq!(ticks[1].gpus[1].sm_occupancy_pct, None);
@@ -557,8 +596,8 @@ fn not_supported_metrics_are_null_not_zero() {
 }
 
 #[test]
-fn process_utilization_not_found_means_no_samples() {
-    const TEST: &str = "process_utilization_not_found_means_no_samples";
+fn process_utilization_not_found_means_idle() {
+    const TEST: &str = "process_utilization_not_found_means_idle";
     let gpus = || {
         let mut gpu = FakeGpu::new("GPU-40000000-0000-0000-0000-000000000004", "NVIDIA L40S");
         gpu.compute = format!("self:{}", 7 * GIB + 3);
@@ -575,10 +614,12 @@ fn process_utilization_not_found_means_no_samples() {
     for (t, tick) in (1..).zip(&ticks) {
         assert!(tick.failures.is_empty(), "NotFound is not a failure: {:?}", tick.failures);
         assert_eq!(tick.gpus, [gpus[0].expected(0, t)]);
+        // No sample newer than the last: the process computed nothing.
         assert_eq!(
             proc_metrics(&tick.procs),
-            [proc_row(gpus[0].uuid, std::process::id(), Some(7 * GIB + 3), None, None)]
+            [proc_row(gpus[0].uuid, std::process::id(), Some(7 * GIB + 3), Some(0), Some(0))]
         );
+        assert_eq!(tick.refusals, 0);
     }
     // Nothing was seen, so nothing newer is asked for.
     let putil: Vec<_> =
@@ -613,7 +654,8 @@ fn a_lost_gpu_fails_while_the_other_keeps_recording() {
         if t <= 2 {
             assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
             assert_eq!(tick.gpus, [gpus[0].expected(0, t), gpus[1].expected(1, t)], "tick {t}");
-            let mut want = vec![proc_row(gpus[0].uuid, me, Some(GIB), None, None), fine_proc];
+            // Without a utilization sample: idle.
+            let mut want = vec![proc_row(gpus[0].uuid, me, Some(GIB), Some(0), Some(0)), fine_proc];
             want.sort();
             assert_eq!(proc_metrics(&tick.procs), want, "tick {t}");
         } else {
@@ -623,22 +665,24 @@ fn a_lost_gpu_fails_while_the_other_keeps_recording() {
                 panic!("tick {t}: one failure: {:?}", tick.failures)
             };
             assert_eq!(failure.gpu_index, 0);
-            assert_eq!(failure.gpu_uuid.as_deref(), Some(gpus[0].uuid));
-            assert!(failure.error.contains("utilization"), "{}", failure.error);
+            assert!(!failure.stalled);
             assert!(failure.error.contains("fell off the bus"), "{}", failure.error);
+            if t == 3 {
+                assert_eq!(failure.gpu_uuid.as_deref(), Some(gpus[0].uuid));
+                assert!(failure.error.contains("utilization"), "{}", failure.error);
+            } else {
+                // Then it asks for a fresh handle, which would work after a
+                // reset.
+                assert!(failure.error.contains("handle"), "{}", failure.error);
+            }
         }
     }
     // A lost GPU is asked once per tick, not queried metric by metric.
     let calls = calls();
-    let lost_after: Vec<_> = calls
-        .iter()
-        .filter(|c| {
-            c.get("gpu") == Some("0")
-                && c.get("tick").and_then(|t| t.parse::<u64>().ok()).is_some_and(|t| t > 2)
-        })
-        .map(|c| c.symbol.as_str())
-        .collect();
-    assert_eq!(lost_after, ["nvmlDeviceGetUtilizationRates", "nvmlDeviceGetUtilizationRates"]);
+    let gpu0: Vec<_> =
+        calls.iter().filter(|c| c.get("gpu") == Some("0")).map(|c| c.symbol.as_str()).collect();
+    let from_tick_3 = gpu0.iter().rposition(|s| *s == "nvmlDeviceGetUtilizationRates").expect("sampled");
+    assert_eq!(gpu0[from_tick_3..], ["nvmlDeviceGetUtilizationRates", "nvmlDeviceGetHandleByIndex_v2"]);
     assert_each_call_once_per_tick(&calls);
 }
 
@@ -728,6 +772,697 @@ fn missing_library_names_libnvidia_ml_and_suggests_sim() {
     assert!(cause.contains("/nonexistent/apron/libnvidia-ml.so.1"), "{cause}");
 }
 
+// ------------------------------------------------- what real drivers do
+
+/// The fake's sample clock at tick `t`, as a tick time (ms): tests of the
+/// utilization clock tick on the same clock as the samples.
+fn fake_clock_ms(t: u64) -> i64 {
+    i64::try_from(PUTIL_BASE_US / 1000 + t * 1000).expect("fits")
+}
+
+/// A GPU whose compute processes are this test process and the sleep.
+fn gpu_with_two_processes(uuid: &'static str, sleep: u32) -> FakeGpu {
+    let mut gpu = FakeGpu::new(uuid, "NVIDIA A100-SXM4-80GB");
+    gpu.compute = format!("self:{}|{sleep}:{}", 3 * GIB + 7, 512 * MIB + 9);
+    gpu.putil = format!("self:55:21|{sleep}:7:3");
+    gpu
+}
+
+/// The process rows of `gpu_with_two_processes`, as read correctly.
+fn two_process_rows(uuid: &str, sleep: u32) -> Vec<ProcMetrics> {
+    let mut want = vec![
+        proc_row(uuid, std::process::id(), Some(3 * GIB + 7), Some(55), Some(21)),
+        proc_row(uuid, sleep, Some(512 * MIB + 9), Some(7), Some(3)),
+    ];
+    want.sort();
+    want
+}
+
+fn process_list_calls() -> Vec<String> {
+    let mut symbols: Vec<String> =
+        calls().into_iter().filter(|c| c.symbol.contains("RunningProcesses")).map(|c| c.symbol).collect();
+    symbols.sort();
+    symbols.dedup();
+    symbols
+}
+
+#[test]
+fn r535_early_drivers_fill_32_byte_process_entries() {
+    const TEST: &str = "r535_early_drivers_fill_32_byte_process_entries";
+    const UUID: &str = "GPU-a5350000-0000-0000-0000-000000000001";
+    /// Many processes: 32-byte entries in a buffer sized for 24-byte ones
+    /// would overrun it.
+    const MANY: u32 = 40;
+    // The pid and used memory of the many processes (host pids this /proc
+    // does not have: only the metrics matter here).
+    let many = |i: u32| (4_194_400 + i, u64::from(i) * MIB + 11);
+    let gpus = |sleep: u32| {
+        let mut gpu = gpu_with_two_processes(UUID, sleep);
+        for (pid, used) in (0..MANY).map(many) {
+            gpu.compute.push_str(&format!("|{pid}:{used}"));
+        }
+        vec![gpu]
+    };
+    if !in_child(TEST) {
+        let sleeper = Sleeper::spawn(&[]);
+        let mut env = sleeper.env();
+        env.push(gpus_env(&gpus(sleeper.pid())));
+        env.push(("FAKE_NVML_DRIVER", "535.54.03".into()));
+        run_in_child(TEST, &env);
+        return;
+    }
+    let sleep = sleep_pid();
+    let mut source = open_fake();
+    assert_eq!(source.driver_version(), Some("535.54.03"));
+    let mut want = two_process_rows(UUID, sleep);
+    want.extend((0..MANY).map(many).map(|(pid, used)| proc_row(UUID, pid, Some(used), Some(0), Some(0))));
+    want.sort();
+    for (t, tick) in (1..).zip(run_ticks(&mut source, 2)) {
+        assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
+        assert_eq!(proc_metrics(&tick.procs), want, "tick {t}");
+    }
+    assert!(process_list_calls().iter().all(|s| s.ends_with("_v3")), "{:?}", process_list_calls());
+}
+
+#[test]
+fn r535_98_has_no_v3_process_calls() {
+    const TEST: &str = "r535_98_has_no_v3_process_calls";
+    const UUID: &str = "GPU-a5359800-0000-0000-0000-000000000001";
+    if !in_child(TEST) {
+        let sleeper = Sleeper::spawn(&[]);
+        let mut env = sleeper.env();
+        env.push(gpus_env(&[gpu_with_two_processes(UUID, sleeper.pid())]));
+        env.push(("FAKE_NVML_DRIVER", "535.98.02".into()));
+        run_in_child(TEST, &env);
+        return;
+    }
+    let sleep = sleep_pid();
+    let mut source = open_fake();
+    for (t, tick) in (1..).zip(run_ticks(&mut source, 2)) {
+        assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
+        assert_eq!(proc_metrics(&tick.procs), two_process_rows(UUID, sleep), "tick {t}");
+        assert_eq!(tick.refusals, 0, "tick {t}");
+    }
+    // The lists come from the `_v2` calls, the only ones this driver has.
+    let symbols = process_list_calls();
+    assert!(symbols.iter().all(|s| s.ends_with("_v2")), "{symbols:?}");
+    assert!(symbols.iter().any(|s| s == "nvmlDeviceGetComputeRunningProcesses_v2"), "{symbols:?}");
+    assert_each_call_once_per_tick(&calls());
+}
+
+#[test]
+fn mps_clients_are_attributed() {
+    const TEST: &str = "mps_clients_are_attributed";
+    const UUID: &str = "GPU-3b500000-0000-0000-0000-000000000001";
+    let gpus = |sleep: u32| {
+        let mut gpu = FakeGpu::new(UUID, "NVIDIA H100 80GB HBM3");
+        // This process plays the MPS server; the sleep is its client.
+        gpu.compute = format!("self:{}", 300 * MIB);
+        gpu.mps = format!("{sleep}:{}", 6 * GIB);
+        gpu.putil = format!("{sleep}:81:30");
+        vec![gpu]
+    };
+    if !in_child(TEST) {
+        let sleeper = Sleeper::spawn(&[]);
+        let mut env = sleeper.env();
+        env.push(gpus_env(&gpus(sleeper.pid())));
+        run_in_child(TEST, &env);
+        return;
+    }
+    let sleep = sleep_pid();
+    let mut source = open_fake();
+    let ticks = run_ticks(&mut source, 2);
+    let mut want = vec![
+        proc_row(UUID, std::process::id(), Some(300 * MIB), Some(0), Some(0)),
+        proc_row(UUID, sleep, Some(6 * GIB), Some(81), Some(30)),
+    ];
+    want.sort();
+    for tick in &ticks {
+        assert_eq!(proc_metrics(&tick.procs), want);
+    }
+    let client =
+        ticks[1].procs.iter().find(|p| p.pid == i32::try_from(sleep).expect("fits")).expect("listed");
+    assert_eq!(client.identity.comm.as_deref(), Some("sleep"));
+}
+
+#[test]
+fn utilization_samples_are_filtered_and_idle_processes_are_zero() {
+    const TEST: &str = "utilization_samples_are_filtered_and_idle_processes_are_zero";
+    const UUID: &str = "GPU-f1170000-0000-0000-0000-000000000001";
+    let gpus = |sleep: u32, idle: u32| {
+        let mut gpu = FakeGpu::new(UUID, "NVIDIA L4");
+        gpu.compute = format!("self:{GIB}|{sleep}:{}|{idle}:{}", 2 * GIB, 3 * GIB);
+        // The sleep's samples are impossible (smUtil 250); a pid not on
+        // the list has samples; the idle process has none.
+        gpu.putil = format!("self:55:21|{sleep}:250:3|4194500:90:90");
+        // Between the count query and the fill, 64 more samples arrive.
+        gpu.extra = "putil_burst=64".into();
+        vec![gpu]
+    };
+    if !in_child(TEST) {
+        let (sleeper, idle) = (Sleeper::spawn(&[]), Sleeper::spawn(&[]));
+        let mut env = sleeper.env();
+        env.push(("APRON_TEST_IDLE_PID", idle.pid().to_string()));
+        env.push(gpus_env(&gpus(sleeper.pid(), idle.pid())));
+        run_in_child(TEST, &env);
+        return;
+    }
+    let sleep = sleep_pid();
+    let idle: u32 = env_var("APRON_TEST_IDLE_PID").parse().expect("a pid");
+    let mut source = open_fake();
+    for (t, tick) in (1..).zip(run_ticks(&mut source, 3)) {
+        assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
+        let mut want = vec![
+            proc_row(UUID, std::process::id(), Some(GIB), Some(55), Some(21)),
+            // Only impossible samples: unknown, not 250 and not 0.
+            proc_row(UUID, sleep, Some(2 * GIB), None, None),
+            // No sample: it computed nothing.
+            proc_row(UUID, idle, Some(3 * GIB), Some(0), Some(0)),
+        ];
+        want.sort();
+        assert_eq!(proc_metrics(&tick.procs), want, "tick {t}");
+    }
+    // The query that found its buffer too small was made again.
+    let fills = calls().iter().filter(|c| c.symbol == "nvmlDeviceGetProcessUtilization").count();
+    assert_eq!(fills, 3 * 3, "count, a fill too small, a fill that fits, at each tick");
+}
+
+#[test]
+fn stale_samples_do_not_keep_a_process_busy() {
+    const TEST: &str = "stale_samples_do_not_keep_a_process_busy";
+    const UUID: &str = "GPU-57a1e000-0000-0000-0000-000000000001";
+    let gpus = || {
+        let mut gpu = FakeGpu::new(UUID, "NVIDIA L4");
+        gpu.compute = format!("self:{GIB}");
+        gpu.putil = "self:55:21".into();
+        // It computes at tick 1 only, and the driver hands back old
+        // samples whatever last seen it is given.
+        gpu.extra = "putil_until=1,putil_stale=1".into();
+        vec![gpu]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let mut source = open_fake();
+    let ticks = run_ticks(&mut source, 3);
+    let me = std::process::id();
+    assert_eq!(proc_metrics(&ticks[0].procs), [proc_row(UUID, me, Some(GIB), Some(55), Some(21))]);
+    for (t, tick) in (2..).zip(&ticks[1..]) {
+        assert_eq!(proc_metrics(&tick.procs), [proc_row(UUID, me, Some(GIB), Some(0), Some(0))], "tick {t}");
+    }
+}
+
+#[test]
+fn a_clock_step_back_does_not_hide_new_samples() {
+    const TEST: &str = "a_clock_step_back_does_not_hide_new_samples";
+    const UUID: &str = "GPU-c10c0000-0000-0000-0000-000000000001";
+    const BACK_S: u64 = 3_600;
+    let gpus = || {
+        let mut gpu = FakeGpu::new(UUID, "NVIDIA L4");
+        gpu.compute = format!("self:{GIB}");
+        gpu.putil = "self:55:21".into();
+        gpu.extra = format!("putil_back_at=4,putil_back_s={BACK_S}");
+        vec![gpu]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let mut source = open_fake();
+    // The tick loop's clock and the samples' clock are the same clock: both
+    // step back an hour before tick 4.
+    let back_ms = i64::try_from(BACK_S * 1000).expect("fits");
+    let times = (1..=6).map(|t| if t >= 4 { fake_clock_ms(t) - back_ms } else { fake_clock_ms(t) });
+    let me = std::process::id();
+    for (t, tick) in (1..).zip(run_ticks_at(&mut source, times)) {
+        assert_eq!(
+            proc_metrics(&tick.procs),
+            [proc_row(UUID, me, Some(GIB), Some(55), Some(21))],
+            "tick {t}"
+        );
+    }
+}
+
+#[test]
+fn refused_queries_are_unknown_and_counted() {
+    const TEST: &str = "refused_queries_are_unknown_and_counted";
+    let gpus = || {
+        let mut denied = FakeGpu::new("GPU-de000000-0000-0000-0000-000000000001", "NVIDIA A10");
+        denied.compute = format!("self:{GIB}");
+        denied.putil = "self:55:21".into();
+        denied.extra = "deny=putil".into();
+        let mut old = FakeGpu::new("GPU-de000000-0000-0000-0000-000000000002", "Tesla V100");
+        old.graphics = format!("self:{GIB}");
+        old.putil = "self:12:5".into();
+        old.extra = "missing=compute|mps,unsupported=clock_reasons".into();
+        vec![denied, old]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let gpus = gpus();
+    let me = std::process::id();
+    let mut source = open_fake();
+    for (t, tick) in (1..).zip(run_ticks(&mut source, 2)) {
+        assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
+        let mut want = vec![
+            // Not permitted: unknown, never 0.
+            proc_row(gpus[0].uuid, me, Some(GIB), None, None),
+            // The graphics list still names it.
+            proc_row(gpus[1].uuid, me, Some(GIB), Some(12), Some(5)),
+        ];
+        want.sort();
+        assert_eq!(proc_metrics(&tick.procs), want, "tick {t}");
+        // Utilization on the first; compute and MPS lists on the second
+        // (the clock reasons are a GPU metric, null in the row).
+        assert_eq!(tick.refusals, 3, "tick {t}");
+        assert_eq!(tick.gpus[1].clock_event_reasons, None);
+    }
+}
+
+#[test]
+fn unknown_clock_event_bits_are_kept() {
+    const TEST: &str = "unknown_clock_event_bits_are_kept";
+    // HW slowdown (0x8), and bits no NVML defines yet.
+    const REASONS: u64 = 0x8 | 0x1000 | (1 << 40);
+    let gpus = || {
+        let mut gpu = FakeGpu::new("GPU-c1000000-0000-0000-0000-000000000001", "NVIDIA B200");
+        gpu.clock_reasons = REASONS;
+        vec![gpu]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let mut source = open_fake();
+    let ticks = run_ticks(&mut source, 2);
+    for (t, tick) in (1..).zip(&ticks) {
+        assert_eq!(tick.gpus, [gpus()[0].expected(0, t)]);
+        assert_eq!(tick.gpus[0].clock_event_reasons, Some(i64::try_from(REASONS).expect("fits")));
+    }
+}
+
+#[test]
+fn pcie_comes_from_byte_counters_without_the_20ms_call() {
+    const TEST: &str = "pcie_comes_from_byte_counters_without_the_20ms_call";
+    let gpus = || {
+        let counters = FakeGpu::new("GPU-9c1e0000-0000-0000-0000-000000000001", "NVIDIA H100 80GB HBM3");
+        let mut old = FakeGpu::new("GPU-9c1e0000-0000-0000-0000-000000000002", "Tesla T4");
+        old.unsupported = "pcie_counters";
+        vec![counters, old]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let gpus = gpus();
+    let mut source = open_fake();
+    let ticks = run_ticks(&mut source, 7);
+    for (t, tick) in (1..).zip(&ticks) {
+        assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
+        // Rates from the counters, from the second tick.
+        assert_eq!(tick.gpus[0], gpus[0].expected(0, t), "tick {t}");
+        // Without counters: the throughput call every fifth tick only.
+        let sampled = (t - 1).is_multiple_of(apron_recorder::source::nvml::PCIE_THROUGHPUT_EVERY);
+        let want = sampled.then(|| i64::from(gpus[1].pcie_tx) * 1024);
+        assert_eq!(tick.gpus[1].pcie_tx_bytes_per_s, want, "tick {t}");
+        assert_eq!(tick.gpus[1].pcie_rx_bytes_per_s, sampled.then(|| i64::from(gpus[1].pcie_rx) * 1024));
+    }
+    let pcie_calls: Vec<(String, String)> = calls()
+        .into_iter()
+        .filter(|c| c.symbol == "nvmlDeviceGetPcieThroughput")
+        .map(|c| (c.get("gpu").unwrap_or("?").to_owned(), c.get("tick").unwrap_or("?").to_owned()))
+        .collect();
+    let want: Vec<(String, String)> =
+        ["1", "1", "6", "6"].iter().map(|t| ("1".to_owned(), (*t).to_owned())).collect();
+    assert_eq!(pcie_calls, want);
+    // The energy counter and the PCIe counters in one call per GPU and tick.
+    let fields = calls().into_iter().filter(|c| c.symbol == "nvmlDeviceGetFieldValues").count();
+    assert_eq!(fields, 2 * 7);
+    assert!(!calls().iter().any(|c| c.symbol == "nvmlDeviceGetTotalEnergyConsumption"));
+}
+
+#[test]
+fn a_gpu_lost_mid_tick_is_reopened_after_its_reset() {
+    const TEST: &str = "a_gpu_lost_mid_tick_is_reopened_after_its_reset";
+    let gpus = || {
+        let mut gpu = FakeGpu::new("GPU-4e5e0000-0000-0000-0000-000000000001", "NVIDIA H100 80GB HBM3");
+        gpu.compute = format!("self:{GIB}");
+        gpu.putil = "self:30:10".into();
+        // Lost after its utilization was read at tick 2, reset two ticks
+        // later; its old handle stays lost.
+        gpu.extra = "lost_at=2,reset_after=2".into();
+        vec![gpu]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let uuid = gpus()[0].uuid;
+    let mut source = open_fake();
+    let ticks = run_ticks(&mut source, 6);
+    assert_eq!(ticks[0].gpus.len(), 1);
+    for (t, tick) in (2..).zip(&ticks[1..3]) {
+        assert!(tick.gpus.is_empty(), "tick {t}: {:?}", tick.gpus);
+        let [failure] = tick.failures.as_slice() else { panic!("tick {t}: {:?}", tick.failures) };
+        assert!(failure.error.contains("fell off the bus"), "{}", failure.error);
+    }
+    // Back, through a fresh handle, with its processes.
+    for (t, tick) in (4..).zip(&ticks[3..]) {
+        assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
+        assert_eq!(tick.gpus.len(), 1, "tick {t}");
+        assert_eq!(tick.gpus[0].gpu_uuid.as_ref(), uuid);
+        assert_eq!(tick.gpus[0].ts, ts(t));
+        assert_eq!(
+            proc_metrics(&tick.procs),
+            [proc_row(uuid, std::process::id(), Some(GIB), Some(30), Some(10))]
+        );
+    }
+}
+
+#[test]
+fn nvml_is_reopened_after_a_driver_reload() {
+    const TEST: &str = "nvml_is_reopened_after_a_driver_reload";
+    let gpus = || {
+        let a = FakeGpu::new("GPU-7e100000-0000-0000-0000-000000000001", "NVIDIA H100 80GB HBM3");
+        let b = FakeGpu::new("GPU-7e100000-0000-0000-0000-000000000002", "NVIDIA H100 80GB HBM3");
+        vec![a, b]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus()), ("FAKE_NVML_RELOAD_AT", "3".into())]);
+        return;
+    }
+    let uuids: Vec<&str> = gpus().iter().map(|g| g.uuid).collect();
+    let mut source = open_fake();
+    let reopen = u64::from(apron_recorder::source::nvml::REOPEN_NVML_AFTER_TICKS);
+    let ticks = run_ticks(&mut source, 4 + reopen + 3);
+    let recorded = |tick: &Tick| tick.gpus.iter().map(|g| g.gpu_uuid.to_string()).collect::<Vec<_>>();
+    for (t, tick) in (1..).zip(&ticks) {
+        if t <= 2 {
+            assert_eq!(recorded(tick), uuids, "tick {t}");
+        } else if (4..3 + reopen).contains(&t) {
+            // The driver went away under NVML: every GPU fails (tick 3 is
+            // GPU 0's third call, which the other GPU may have beaten).
+            assert!(tick.gpus.is_empty(), "tick {t}: {:?}", recorded(tick));
+            assert_eq!(tick.failures.len(), 2, "tick {t}");
+        } else if t > 4 + reopen {
+            // NVML was re-initialised after `reopen` such ticks (from tick
+            // 3 or 4 on).
+            assert_eq!(recorded(tick), uuids, "tick {t}: {:?}", tick.failures);
+        }
+    }
+    let calls = calls();
+    assert_eq!(calls.iter().filter(|c| c.symbol == "nvmlInit_v2").count(), 2);
+    assert_eq!(calls.iter().filter(|c| c.symbol == "nvmlShutdown").count(), 1);
+}
+
+#[test]
+fn a_gpu_the_cgroup_hides_is_reported_once() {
+    const TEST: &str = "a_gpu_the_cgroup_hides_is_reported_once";
+    let gpus = || {
+        let visible = FakeGpu::new("GPU-0c000000-0000-0000-0000-000000000001", "NVIDIA H100 80GB HBM3");
+        let mut hidden = FakeGpu::new("GPU-0c000000-0000-0000-0000-000000000002", "NVIDIA H100 80GB HBM3");
+        hidden.extra = "deny=handle".into();
+        vec![visible, hidden]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let gpus = gpus();
+    let mut source = open_fake();
+    for (t, tick) in (1..).zip(run_ticks(&mut source, 3)) {
+        assert!(tick.failures.is_empty(), "not a failure at each tick: {:?}", tick.failures);
+        assert_eq!(tick.gpus, [gpus[0].expected(0, t)]);
+    }
+    // Asked once, not at every tick.
+    let asked = calls()
+        .iter()
+        .filter(|c| c.symbol == "nvmlDeviceGetHandleByIndex_v2" && c.get("gpu") == Some("1"))
+        .count();
+    assert_eq!(asked, 1);
+}
+
+#[test]
+fn a_hung_gpu_stalls_alone() {
+    const TEST: &str = "a_hung_gpu_stalls_alone";
+    let gpus = || {
+        let mut fine = FakeGpu::new("GPU-a0000000-0000-0000-0000-000000000001", "NVIDIA H100 80GB HBM3");
+        fine.compute = format!("self:{GIB}");
+        let mut hung = FakeGpu::new("GPU-a0000000-0000-0000-0000-000000000002", "NVIDIA H100 80GB HBM3");
+        hung.extra = "hang_after=2".into();
+        vec![fine, hung]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let gpus = gpus();
+    let mut source = open_fake();
+    for t in 1..=5 {
+        let mut tick = Tick::default();
+        let started = std::time::Instant::now();
+        source.sample(ts(t), INTERVAL_MS, &mut tick);
+        // Back within the interval although one GPU never answers: the
+        // tick does not wait for it past its deadline.
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_millis(u64::try_from(INTERVAL_MS).expect("positive")),
+            "tick {t} took {took:?}"
+        );
+        assert_eq!(tick.gpus[0], gpus[0].expected(0, t), "tick {t}");
+        if t <= 2 {
+            assert_eq!(tick.gpus.len(), 2, "tick {t}");
+            assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
+        } else {
+            assert_eq!(tick.gpus.len(), 1, "tick {t}");
+            let [failure] = tick.failures.as_slice() else { panic!("tick {t}: {:?}", tick.failures) };
+            assert_eq!(failure.gpu_index, 1);
+            assert!(failure.stalled, "{failure:?}");
+            assert_eq!(failure.gpu_uuid.as_deref(), Some(gpus[1].uuid));
+            let want = if t == 3 { "no answer from NVML" } else { "still blocked" };
+            assert!(failure.error.contains(want), "tick {t}: {}", failure.error);
+        }
+    }
+}
+
+#[test]
+fn identities_are_unknown_when_most_pids_are_not_in_proc() {
+    const TEST: &str = "identities_are_unknown_when_most_pids_are_not_in_proc";
+    const UUID: &str = "GPU-b1d00000-0000-0000-0000-000000000001";
+    let gpus = || {
+        let mut gpu = FakeGpu::new(UUID, "NVIDIA H100 80GB HBM3");
+        // Host pids this /proc does not have (above the kernel's pid
+        // limit), and this process, which /proc has.
+        gpu.compute = format!("4194401:{GIB}|4194402:{GIB}|4194403:{GIB}|4194404:{GIB}|self:{GIB}");
+        vec![gpu]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let mut source = open_fake();
+    for (t, tick) in (1..).zip(run_ticks(&mut source, 2)) {
+        assert_eq!(tick.procs.len(), 5, "tick {t}");
+        for p in &tick.procs {
+            // Unknown rather than possibly another process's.
+            assert_eq!(p.identity, apron_schemas::ProcIdentity::default(), "tick {t}: {p:?}");
+            assert_eq!(p.used_mem_bytes, Some(i64::try_from(GIB).expect("fits")));
+        }
+    }
+}
+
+/// A recorder in a container without the host's PID namespace: the child
+/// runs in a new PID namespace (`unshare`, as an unprivileged user), where
+/// pid 1 is itself, while NVML lists host pids: the host's pid 1 and the
+/// parent's `sleep`.
+#[test]
+fn identities_are_unknown_outside_the_host_pid_namespace() {
+    const TEST: &str = "identities_are_unknown_outside_the_host_pid_namespace";
+    const UUID: &str = "GPU-b1d00000-0000-0000-0000-000000000002";
+    let gpus = |sleep: u32| {
+        let mut gpu = FakeGpu::new(UUID, "NVIDIA H100 80GB HBM3");
+        gpu.compute = format!("1:{GIB}|{sleep}:{GIB}");
+        vec![gpu]
+    };
+    const UNSHARE: [&str; 5] = ["unshare", "--user", "--map-root-user", "--pid", "--fork"];
+    if !in_child(TEST) {
+        let probe = Command::new(UNSHARE[0]).args(&UNSHARE[1..]).args(["--mount-proc", "true"]).status();
+        if !probe.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: this machine cannot create a user and PID namespace (unshare)");
+            return;
+        }
+        let sleeper = Sleeper::spawn(&[]);
+        let mut env = sleeper.env();
+        env.push(gpus_env(&gpus(sleeper.pid())));
+        let mut wrapper = UNSHARE.to_vec();
+        wrapper.push("--mount-proc");
+        run_in_child_via(&wrapper, TEST, &env);
+        return;
+    }
+    // Pid 1 here is this test process: its identity would be a lie.
+    assert_eq!(std::process::id(), 1);
+    let mut source = open_fake();
+    let ticks = run_ticks(&mut source, 2);
+    for (t, tick) in (1..).zip(&ticks) {
+        assert_eq!(tick.procs.len(), 2, "tick {t}");
+        for p in &tick.procs {
+            assert_eq!(p.identity, apron_schemas::ProcIdentity::default(), "tick {t}: {p:?}");
+        }
+    }
+}
+
+#[test]
+fn a_driver_updated_without_reboot_says_reboot() {
+    const TEST: &str = "a_driver_updated_without_reboot_says_reboot";
+    if !in_child(TEST) {
+        // NVML_ERROR_LIB_RM_VERSION_MISMATCH from nvmlInit_v2.
+        run_in_child(TEST, &[("FAKE_NVML_INIT_RETURN", "18".into())]);
+        return;
+    }
+    let lib = PathBuf::from(env_var(FAKE_ENV));
+    let error = NvmlSource::open("node07".into(), Some(&lib)).expect_err("versions differ");
+    assert!(matches!(error, NvmlOpenError::VersionMismatch { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("reboot"), "{message}");
+    assert!(message.contains("reload the driver"), "{message}");
+}
+
+/// The fake checks struct versions as NVML does, so a caller that forgets
+/// one fails here as it would on a real driver.
+#[test]
+fn the_fake_checks_struct_versions() {
+    const TEST: &str = "the_fake_checks_struct_versions";
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&[FakeGpu::new("GPU-5e000000-0000-0000-0000-000000000001", "X")])]);
+        return;
+    }
+    #[repr(C)]
+    struct MemoryV2 {
+        version: u32,
+        total: u64,
+        reserved: u64,
+        free: u64,
+        used: u64,
+    }
+    type Init = unsafe extern "C" fn() -> u32;
+    type Handle = unsafe extern "C" fn(u32, *mut *mut libc::c_void) -> u32;
+    type Memory = unsafe extern "C" fn(*mut libc::c_void, *mut MemoryV2) -> u32;
+    let path = std::ffi::CString::new(env_var(FAKE_ENV)).expect("no NUL in the path");
+    // SAFETY: dlopen/dlsym of the fake with the C signatures it exports;
+    // the struct is the fake's `MemoryV2` layout.
+    unsafe {
+        let lib = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
+        assert!(!lib.is_null());
+        let sym = |name: &str| {
+            let name = std::ffi::CString::new(name).expect("no NUL");
+            let f = libc::dlsym(lib, name.as_ptr());
+            assert!(!f.is_null(), "{name:?}");
+            f
+        };
+        let init = std::mem::transmute::<*mut libc::c_void, Init>(sym("nvmlInit_v2"));
+        let handle = std::mem::transmute::<*mut libc::c_void, Handle>(sym("nvmlDeviceGetHandleByIndex_v2"));
+        let memory = std::mem::transmute::<*mut libc::c_void, Memory>(sym("nvmlDeviceGetMemoryInfo_v2"));
+        assert_eq!(init(), 0);
+        let mut device = std::ptr::null_mut();
+        assert_eq!(handle(0, &mut device), 0);
+        let mut info = MemoryV2 { version: 0, total: 0, reserved: 0, free: 0, used: 0 };
+        // NVML_ERROR_ARGUMENT_VERSION_MISMATCH without the version.
+        assert_eq!(memory(device, &mut info), 25);
+        info.version = 40 | (2 << 24);
+        assert_eq!(memory(device, &mut info), 0);
+        assert_eq!(info.total, 80 * GIB);
+    }
+}
+
+// ------------------------------------------------ the recorder, end to end
+
+/// (gpu_uuid → rows) over every `gpu_samples` file under `data`.
+fn gpu_rows_per_uuid(data: &Path) -> HashMap<String, usize> {
+    use arrow::array::AsArray;
+    let mut out = HashMap::new();
+    for f in apron_tests::files_under(&data.join("gpu_samples")) {
+        let file = std::fs::File::open(&f).expect("open");
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .expect("a complete file")
+            .build()
+            .expect("reader");
+        for batch in reader {
+            let batch = batch.expect("batch");
+            let uuid = batch.column_by_name("gpu_uuid").expect("gpu_uuid").as_string::<i32>();
+            for i in 0..batch.num_rows() {
+                *out.entry(uuid.value(i).to_owned()).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The recorder with a GPU that hangs, one that refuses utilization and
+/// one its cgroup hides: it keeps recording the others, says each thing
+/// once, counts them in its health line, and stops on SIGTERM on time.
+#[test]
+fn the_recorder_reports_stalls_refusals_and_hidden_gpus_once() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let child = Command::new(apron_tests::bin("apron-recorder"))
+        .args([
+            "--source",
+            "nvml",
+            "--host",
+            "quirks",
+            "--interval",
+            "400ms",
+            "--health-every",
+            "1s",
+            "--data",
+        ])
+        .arg(&data)
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .env("APRON_LOG", "info")
+        .env(
+            "FAKE_NVML_GPUS",
+            "uuid=GPU-denied,compute=self:1024,putil=self:5:5,deny=putil;\
+             uuid=GPU-hung,hang_after=3;uuid=GPU-hidden,deny=handle",
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the recorder starts");
+    std::thread::sleep(std::time::Duration::from_millis(4_500));
+    apron_tests::signal(&child, libc::SIGTERM);
+    let stopped = std::time::Instant::now();
+    let out = apron_tests::wait_with_timeout(child, std::time::Duration::from_secs(20));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    // A thread blocked in NVML does not hold the exit up.
+    assert!(stopped.elapsed() < std::time::Duration::from_secs(5), "{:?}", stopped.elapsed());
+    assert_eq!(log.matches("NVML refuses process utilization").count(), 1, "{log}");
+    assert_eq!(log.matches("GPU not accessible to the recorder").count(), 1, "{log}");
+    assert!(log.contains("no answer from NVML"), "{log}");
+    let health: Vec<&str> = log.lines().filter(|l| l.contains(" health")).collect();
+    let last = health.last().unwrap_or_else(|| panic!("a health line: {log}"));
+    let field = |name: &str| -> f64 {
+        let at = last.find(&format!(" {name}=")).unwrap_or_else(|| panic!("{name} in {last}"));
+        last[at + name.len() + 2..].split_whitespace().next().and_then(|v| v.parse().ok()).expect("a number")
+    };
+    assert!(field("gpu_stalls") >= 3.0, "{last}");
+    assert!(field("refused_queries") >= 5.0, "{last}");
+    // The tick waits for a stuck GPU only until its deadline (300 ms of
+    // the 400 ms interval), not for the stuck call.
+    assert!(field("sample_ms_max") < 1_000.0, "{last}");
+    let rows = gpu_rows_per_uuid(&data);
+    // Recorded until it hung at its fourth tick (fewer only if an early
+    // tick of a loaded machine missed its deadline).
+    assert!(rows.get("GPU-hung").is_some_and(|n| (1..=3).contains(n)), "{rows:?}");
+    assert!(rows.get("GPU-denied").is_some_and(|n| *n >= 8), "{rows:?}");
+    assert!(!rows.contains_key("GPU-hidden"), "{rows:?}");
+}
+
 /// The real NVML of a GPU machine: run with `cargo test -p apron-tests
 /// --test nvml -- --ignored real_gpus`. Checks plausibility, not values.
 #[test]
@@ -735,13 +1470,33 @@ fn missing_library_names_libnvidia_ml_and_suggests_sim() {
 fn real_gpus_sample_plausibly() {
     let mut source = NvmlSource::open("gpu-host".into(), None).expect("NVML opens on a GPU machine");
     let mut ticks = Vec::new();
-    for t in 1..=3 {
+    let mut took = Vec::new();
+    for _ in 1..=5 {
         let mut tick = Tick::default();
-        source.sample(ts(t), INTERVAL_MS, &mut tick);
+        // Real tick times: NVML's utilization samples carry the wall clock.
+        let at = now_ms() / i64::from(INTERVAL_MS) * i64::from(INTERVAL_MS);
+        let started = std::time::Instant::now();
+        source.sample(at, INTERVAL_MS, &mut tick);
+        took.push(started.elapsed());
         ticks.push(tick);
         // GPM and process utilization need time to pass between ticks.
         std::thread::sleep(std::time::Duration::from_millis(u64::try_from(INTERVAL_MS).expect("positive")));
     }
+    let gpus = ticks[0].gpus.len().max(1);
+    // For the device check's summary: one `key: value` a line.
+    println!("driver_version: {}", source.driver_version().unwrap_or("?"));
+    println!("gpus: {}", ticks[0].gpus.len());
+    for (t, d) in (1..).zip(&took) {
+        println!(
+            "tick {t} wall_ms: {:.2} per_gpu_ms: {:.2}",
+            d.as_secs_f64() * 1e3,
+            d.as_secs_f64() * 1e3 / gpus as f64
+        );
+    }
+    let procs: Vec<_> = ticks.iter().flat_map(|t| &t.procs).collect();
+    let with_identity = procs.iter().filter(|p| p.identity.comm.is_some()).count();
+    println!("process_rows: {} with_identity: {with_identity}", procs.len());
+    println!("refusals_per_tick: {:?}", ticks.iter().map(|t| t.refusals).collect::<Vec<_>>());
     for (t, tick) in (1..).zip(&ticks) {
         assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
         assert!(!tick.gpus.is_empty(), "a GPU machine has GPUs");
@@ -755,11 +1510,13 @@ fn real_gpus_sample_plausibly() {
             let hopper = gpu.gpu_model.as_deref().is_some_and(|m| m.contains("H100") || m.contains("H200"));
             if hopper && t > 1 {
                 assert!(gpu.sm_active_pct.is_some_and(|v| (0.0..=100.0).contains(&v)), "GPM on {gpu:?}");
+                assert!(gpu.pcie_tx_bytes_per_s.is_some(), "PCIe counters on {gpu:?}");
             }
         }
         for proc in &tick.procs {
             assert!(proc.identity.comm.is_some(), "{proc:?}");
+            assert!(proc.sm_util_pct.is_some_and(|u| (0..=100).contains(&u)), "{proc:?}");
         }
     }
-    println!("{:#?}", ticks[2]);
+    println!("{:#?}", ticks[4]);
 }

@@ -8,7 +8,14 @@
 //!   (8 GPUs, 16 real `sleep` processes holding memory, so process identity
 //!   reads real `/proc` entries); the fake answers in nanoseconds, so this
 //!   is the recorder's own cost;
-//! - with the simulated 8-GPU host.
+//! - with the simulated 8-GPU host;
+//! - through the fake again, its `nvmlDeviceGetPcieThroughput` taking 20 ms
+//!   per call as the real one does (`pcie_latency_ms=20`), once with the
+//!   driver's PCIe byte counters (the recorder does not make that call) and
+//!   once without them (the call every fifth tick, on the GPUs' threads).
+//!
+//! Each run also reports the longest tick (the source's sampling, wall
+//! time) and the ticks missed, from the recorder's health line.
 //!
 //! Ticks run at 10 Hz (`--interval 100ms`) so a short run has many ticks;
 //! files rotate every minute, so closes and rollups are in the figure. CPU
@@ -55,6 +62,17 @@ fn main() {
         cmd.args(["--source", "sim", "--sim-gpus", "8"]);
     });
     report("simulated host (8 GPUs)", &sim);
+    for (what, extra) in [
+        ("NVML path, PCIe call 20 ms, byte counters present", ",pcie_latency_ms=20"),
+        ("NVML path, PCIe call 20 ms, no byte counters", ",pcie_latency_ms=20,unsupported=pcie_counters"),
+    ] {
+        let slow: Vec<String> = gpus.iter().map(|g| format!("{g}{extra}")).collect();
+        let dir = tmp.path().join(what.replace([' ', ',', '.'], "_"));
+        let figures = run(&recorder, &dir, secs, |cmd| {
+            cmd.args(["--source", "nvml", "--nvml-lib"]).arg(&fake).env("FAKE_NVML_GPUS", slow.join(";"));
+        });
+        report(what, &figures);
+    }
     for s in &mut sleepers {
         let _ = s.kill();
         let _ = s.wait();
@@ -70,31 +88,41 @@ struct Figures {
     peak_rss_kb: u64,
     rss_kb: u64,
     proc_rows_per_tick: f64,
+    /// The longest tick's sampling, wall time, from the last health line.
+    sample_ms_max: f64,
+    /// Ticks missed, from the last health line.
+    missed_ticks: f64,
 }
 
 fn report(what: &str, f: &Figures) {
     println!(
-        "  {what}: {:.1} µs CPU per tick over {:.0} ticks ({:.1} µs user + {:.1} µs kernel), {:.1} process rows per tick; RSS {:.1} MB (peak {:.1} MB)",
+        "  {what}: {:.1} µs CPU per tick over {:.0} ticks ({:.1} µs user + {:.1} µs kernel), {:.1} process rows per tick; RSS {:.1} MB (peak {:.1} MB); longest tick {:.1} ms wall, {} ticks missed",
         f.cpu_us_per_tick,
         f.ticks,
         f.user_us_per_tick,
         f.sys_us_per_tick,
         f.proc_rows_per_tick,
         f.rss_kb as f64 / 1024.0,
-        f.peak_rss_kb as f64 / 1024.0
+        f.peak_rss_kb as f64 / 1024.0,
+        f.sample_ms_max,
+        f.missed_ticks
     );
 }
 
 #[expect(clippy::zombie_processes, reason = "the child is reaped by wait4, which also gives its rusage")]
 fn run(recorder: &Path, data: &Path, secs: u64, configure: impl FnOnce(&mut Command)) -> Figures {
+    std::fs::create_dir_all(data).expect("data folder");
+    let log_path = data.join("recorder.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
     let mut cmd = Command::new(recorder);
     cmd.arg("--data")
         .arg(data)
         .args(["--host", "bench", "--interval", &format!("{INTERVAL_MS}ms"), "--rotate", "1m"])
-        .env("APRON_LOG", "warn")
+        .args(["--health-every", "1s"])
+        .env("APRON_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(log);
     configure(&mut cmd);
     let child = cmd.spawn().expect("the recorder starts");
     let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
@@ -125,7 +153,20 @@ fn run(recorder: &Path, data: &Path, secs: u64, configure: impl FnOnce(&mut Comm
         peak_rss_kb,
         rss_kb,
         proc_rows_per_tick: proc_rows(data) as f64 / gpu_rows(data).max(1) as f64 * 8.0,
+        sample_ms_max: health_field(&log_path, "sample_ms_max"),
+        missed_ticks: health_field(&log_path, "missed_ticks"),
     }
+}
+
+/// A number of the last health line in the recorder's log; NaN if absent.
+fn health_field(log: &Path, name: &str) -> f64 {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let Some(line) = text.lines().rfind(|l| l.contains(" health")) else { return f64::NAN };
+    let key = format!(" {name}=");
+    line.find(&key)
+        .and_then(|at| line[at + key.len()..].split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// CPU time of every thread of `pid` so far, in nanoseconds (schedstat:

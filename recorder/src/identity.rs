@@ -16,6 +16,15 @@
 //! kernel on behalf of the container runtime or Slurm, and the process
 //! cannot change them; fields from the environment (namespace, Slurm
 //! account) are what the process was started with, which its owner controls.
+//!
+//! NVML names processes by their host pid, whatever PID namespace the
+//! recorder is in (nvidia-docker #1483). A recorder in a container without
+//! the host's PID namespace would read other processes' `/proc` entries
+//! under those numbers, or none: the cache detects that (its own PID
+//! namespace is not the host's, or most pids it is asked about have no
+//! `/proc` entry), warns once, and from then on answers every identity as
+//! unknown rather than wrong. Run such a container with `hostPID: true`
+//! (Kubernetes) or `--pid=host` (docker).
 
 use std::collections::HashMap;
 
@@ -24,6 +33,56 @@ use apron_schemas::ProcIdentity;
 /// A process unseen for this many ticks is forgotten; seeing its pid again
 /// after that reads `/proc` again.
 const FORGET_AFTER_TICKS: u64 = 60;
+
+/// The inode of the kernel's initial PID namespace (`PROC_PID_INIT_INO`),
+/// the host's: `/proc/self/ns/pid` reads `pid:[4026531836]` there, and
+/// something else in any container without the host's PID namespace.
+pub const HOST_PID_NAMESPACE_INODE: u64 = 0xEFFF_FFFC;
+
+/// Distinct pids looked up before "most are absent from `/proc`" may be
+/// concluded: one process that exits between NVML's list and the `/proc`
+/// read is not evidence.
+const ABSENT_EVIDENCE_MIN: u32 = 4;
+
+/// Why NVML's pids cannot be looked up in this `/proc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForeignPids {
+    /// The recorder's PID namespace is not the host's.
+    OwnNamespace {
+        /// The inode of the recorder's PID namespace.
+        inode: u64,
+    },
+    /// Most pids NVML listed have no entry in this `/proc`.
+    MostlyAbsent {
+        /// Distinct pids looked up.
+        seen: u32,
+        /// Of which absent.
+        absent: u32,
+    },
+}
+
+/// The inode in a `/proc/PID/ns/pid` link's target (`pid:[4026531836]`).
+pub fn namespace_inode(link: &str) -> Option<u64> {
+    link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// The inode of this process's PID namespace; `None` when it cannot be
+/// read (no `/proc`, a kernel before 3.8).
+pub fn own_pid_namespace() -> Option<u64> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    namespace_inode(link.to_str()?)
+}
+
+/// Whether pids from NVML (host pids) can be looked up here, judged from
+/// the recorder's own PID namespace inode (`None`: unknown, so no verdict)
+/// and from how many of the distinct pids looked up so far had no `/proc`
+/// entry. `None` means they can.
+pub fn foreign_pids(own_namespace: Option<u64>, seen: u32, absent: u32) -> Option<ForeignPids> {
+    if let Some(inode) = own_namespace.filter(|i| *i != HOST_PID_NAMESPACE_INODE) {
+        return Some(ForeignPids::OwnNamespace { inode });
+    }
+    (seen >= ABSENT_EVIDENCE_MIN && absent * 2 > seen).then_some(ForeignPids::MostlyAbsent { seen, absent })
+}
 
 /// Process identities, read from `/proc` once per process.
 ///
@@ -48,6 +107,15 @@ pub struct IdentityCache {
     /// User names by uid, `None` for a uid without a name; the user
     /// database may be remote (LDAP, sssd), so each uid is looked up once.
     users: HashMap<u32, Option<String>>,
+    /// The recorder's own PID namespace inode, read once.
+    own_namespace: Option<u64>,
+    /// Distinct pids whose `/proc` was read, and of those, absent ones.
+    pids_seen: u32,
+    pids_absent: u32,
+    /// Set, for good, once NVML's pids turn out not to be this `/proc`'s.
+    foreign: Option<ForeignPids>,
+    /// What every process is once `foreign` is set: unknown.
+    unknown: ProcIdentity,
 }
 
 #[derive(Debug)]
@@ -68,12 +136,63 @@ impl Default for IdentityCache {
 impl IdentityCache {
     /// An empty cache. Reads the boot time once.
     pub fn new() -> IdentityCache {
-        IdentityCache {
+        IdentityCache::with_namespace(own_pid_namespace())
+    }
+
+    /// An empty cache for a recorder whose PID namespace has inode
+    /// `own_namespace` (`None`: unknown).
+    pub fn with_namespace(own_namespace: Option<u64>) -> IdentityCache {
+        let mut cache = IdentityCache {
             boot_time_secs: procfs::boot_time_secs().ok(),
             ticks_per_second: procfs::ticks_per_second(),
             tick: 1,
             entries: HashMap::new(),
             users: HashMap::new(),
+            own_namespace,
+            pids_seen: 0,
+            pids_absent: 0,
+            foreign: None,
+            unknown: ProcIdentity::default(),
+        };
+        cache.judge();
+        cache
+    }
+
+    /// Why process identities are recorded as unknown, if they are.
+    pub fn foreign(&self) -> Option<ForeignPids> {
+        self.foreign
+    }
+
+    /// Looks `pids` up (as [`IdentityCache::identity`] would), so that the
+    /// verdict on foreign pids takes a whole tick's list into account
+    /// before any of its identities is handed out.
+    pub fn observe(&mut self, pids: impl IntoIterator<Item = i32>) {
+        for pid in pids {
+            self.identity(pid);
+        }
+    }
+
+    /// Updates the verdict on foreign pids, warning once when it is reached.
+    fn judge(&mut self) {
+        if self.foreign.is_some() {
+            return;
+        }
+        self.foreign = foreign_pids(self.own_namespace, self.pids_seen, self.pids_absent);
+        match self.foreign {
+            Some(ForeignPids::OwnNamespace { inode }) => tracing::warn!(
+                pid_namespace = inode,
+                "the recorder is not in the host's PID namespace, and NVML names processes by host pid: \
+                 process identities are recorded as unknown. Run its container with `hostPID: true` \
+                 (Kubernetes) or `--pid=host` (docker)"
+            ),
+            Some(ForeignPids::MostlyAbsent { seen, absent }) => tracing::warn!(
+                seen,
+                absent,
+                "most GPU processes NVML lists have no /proc entry here: the recorder does not see the \
+                 host's pids, so process identities are recorded as unknown. Run its container with \
+                 `hostPID: true` (Kubernetes) or `--pid=host` (docker)"
+            ),
+            None => {}
         }
     }
 
@@ -90,7 +209,14 @@ impl IdentityCache {
     /// pid not seen at the previous tick. A process that vanished or whose
     /// `/proc` files cannot be read is not an error: the fields that could
     /// not be read are `None`.
+    ///
+    /// Once NVML's pids are known not to be this `/proc`'s
+    /// ([`IdentityCache::foreign`]), every identity is unknown (all `None`)
+    /// and `/proc` is not read.
     pub fn identity(&mut self, pid: i32) -> &ProcIdentity {
+        if self.foreign.is_some() {
+            return &self.unknown;
+        }
         let tick = self.tick;
         let stat = match self.entries.get(&pid) {
             // Seen this tick or the previous one: the same process.
@@ -101,6 +227,16 @@ impl IdentityCache {
             }
             None => Some(read_stat(pid)),
         };
+        if let Some(stat) = &stat
+            && !self.entries.contains_key(&pid)
+        {
+            self.pids_seen = self.pids_seen.saturating_add(1);
+            self.pids_absent = self.pids_absent.saturating_add(u32::from(stat.is_none()));
+            self.judge();
+            if self.foreign.is_some() {
+                return &self.unknown;
+            }
+        }
         if let Some(stat) = stat {
             let identity = self.read(pid, stat.as_ref());
             let start_ticks = stat.map(|s| s.start_ticks);
@@ -473,6 +609,50 @@ SLURM_JOB_ACCOUNT=vision\0KUBERNETES_NAMESPACE=later\0POD_NAMESPACE=team-a\0EMPT
         let mut cache = IdentityCache::new();
         // Above the kernel's pid_max limit (4194304), so never a live pid.
         assert_eq!(cache.identity(i32::MAX), &ProcIdentity::default());
+    }
+
+    #[test]
+    fn pid_namespace_links_parse() {
+        assert_eq!(namespace_inode("pid:[4026531836]"), Some(HOST_PID_NAMESPACE_INODE));
+        assert_eq!(namespace_inode("pid:[4026532179]"), Some(4_026_532_179));
+        assert_eq!(namespace_inode("net:[4026531836]"), None);
+        assert_eq!(namespace_inode("pid:[x]"), None);
+    }
+
+    #[test]
+    fn foreign_pids_from_the_namespace_or_from_absent_pids() {
+        assert_eq!(foreign_pids(Some(HOST_PID_NAMESPACE_INODE), 0, 0), None);
+        assert_eq!(foreign_pids(None, 0, 0), None);
+        assert_eq!(
+            foreign_pids(Some(4_026_532_179), 0, 0),
+            Some(ForeignPids::OwnNamespace { inode: 4_026_532_179 })
+        );
+        // A process that exits before its /proc read is no evidence.
+        assert_eq!(foreign_pids(None, 1, 1), None);
+        assert_eq!(foreign_pids(None, 3, 3), None);
+        assert_eq!(foreign_pids(None, 4, 2), None);
+        assert_eq!(foreign_pids(None, 4, 3), Some(ForeignPids::MostlyAbsent { seen: 4, absent: 3 }));
+        assert_eq!(foreign_pids(None, 10, 6), Some(ForeignPids::MostlyAbsent { seen: 10, absent: 6 }));
+    }
+
+    #[test]
+    fn identities_are_unknown_once_most_pids_are_absent() {
+        let mut cache = IdentityCache::with_namespace(Some(HOST_PID_NAMESPACE_INODE));
+        let me = i32::try_from(std::process::id()).expect("pids fit i32");
+        assert!(cache.identity(me).comm.is_some());
+        // Above PID_MAX_LIMIT (2^22): never a live pid.
+        cache.observe((1..=4).map(|i| 4_194_304 + i));
+        // Decided as soon as most of four are absent, and for good.
+        assert_eq!(cache.foreign(), Some(ForeignPids::MostlyAbsent { seen: 4, absent: 3 }));
+        // Unknown, not the cached identity of a process that may not be it.
+        assert_eq!(cache.identity(me), &ProcIdentity::default());
+    }
+
+    #[test]
+    fn identities_are_unknown_outside_the_host_pid_namespace() {
+        let mut cache = IdentityCache::with_namespace(Some(4_026_532_179));
+        let me = i32::try_from(std::process::id()).expect("pids fit i32");
+        assert_eq!(cache.identity(me), &ProcIdentity::default());
     }
 
     #[test]

@@ -36,6 +36,14 @@ pub struct RunStats {
     pub ticks_missed: u64,
     /// Per-GPU sampling failures (one GPU at one tick).
     pub gpu_failures: u64,
+    /// Of `gpu_failures`, those of a GPU that did not answer in time (a
+    /// call blocked in the driver).
+    pub gpu_stalls: u64,
+    /// Queries the source was refused (not supported, not permitted, not
+    /// in this driver); their values are recorded as unknown.
+    pub refusals: u64,
+    /// The longest a source's sampling took at one tick, µs.
+    pub sample_us_max: u64,
     /// Writes that failed and were retried later.
     pub write_errors: u64,
     /// What the writer wrote.
@@ -117,10 +125,15 @@ pub fn run_with_maintenance(
         }
         last = Some(ts);
         tick.clear();
+        let sampling = std::time::Instant::now();
         source.sample(ts, row_interval, &mut tick);
+        let sample_us = u64::try_from(sampling.elapsed().as_micros()).unwrap_or(u64::MAX);
+        stats.sample_us_max = stats.sample_us_max.max(sample_us);
         stats.ticks += 1;
+        stats.refusals += u64::from(tick.refusals);
         for f in &tick.failures {
             stats.gpu_failures += 1;
+            stats.gpu_stalls += u64::from(f.stalled);
             let logged = last_failure_log.get(&f.gpu_index).copied();
             if logged.is_none_or(|t| ts - t >= FAILURE_LOG_EVERY_MS) {
                 last_failure_log.insert(f.gpu_index, ts);
@@ -195,6 +208,9 @@ fn log_health(stats: &RunStats, writer: &RollingWriter) {
         lost_rows = w.lost_rows,
         write_errors = w.write_errors,
         gpu_errors = stats.gpu_failures,
+        gpu_stalls = stats.gpu_stalls,
+        refused_queries = stats.refusals,
+        sample_ms_max = stats.sample_us_max as f64 / 1000.0,
         wal_bytes = writer.wal_bytes_on_disk(),
         wal_errors = wal.errors,
         "health"

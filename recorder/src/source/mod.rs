@@ -3,9 +3,10 @@
 //! loop passes the tick time in), so a simulated month runs through the same
 //! code in seconds.
 //!
-//! Two implementations: [`nvml::NvmlSource`] (the real GPUs, the only module
-//! that imports `nvml_wrapper`) and [`sim::SimHost`] (a seeded, deterministic
-//! simulated host, used by the demo and the tests).
+//! Two implementations: [`nvml::NvmlSource`] (the real GPUs; its module and
+//! submodules are the only ones that import `nvml_wrapper`) and
+//! [`sim::SimHost`] (a seeded, deterministic simulated host, used by the demo
+//! and the tests).
 
 pub mod nvml;
 pub mod sim;
@@ -22,6 +23,10 @@ pub struct Tick {
     /// GPUs that could not be sampled this tick. The others are still in
     /// `gpus`: one GPU failing never stops the recording of the rest.
     pub failures: Vec<GpuFailure>,
+    /// Queries the source asked and was refused this tick (NVML: not
+    /// supported, not permitted, not in this driver), their values
+    /// recorded as unknown.
+    pub refusals: u32,
 }
 
 impl Tick {
@@ -30,6 +35,7 @@ impl Tick {
         self.gpus.clear();
         self.procs.clear();
         self.failures.clear();
+        self.refusals = 0;
     }
 }
 
@@ -42,6 +48,9 @@ pub struct GpuFailure {
     pub gpu_uuid: Option<String>,
     /// What failed, for the log (e.g. "cannot read utilization: GPU is lost").
     pub error: String,
+    /// Whether the GPU did not answer in time (a call blocked in the driver)
+    /// rather than answered with an error.
+    pub stalled: bool,
 }
 
 /// A sampler of one host's GPUs and GPU processes.

@@ -1,30 +1,42 @@
 //! The real GPUs of this host, through NVML (`libnvidia-ml`, the NVIDIA
-//! driver's management library). The only module that imports
-//! `nvml_wrapper`.
+//! driver's management library). This module and the ones under it are the
+//! only ones that import `nvml_wrapper`.
 //!
 //! This module owns loading and initialising NVML (once per process), the
-//! device handles (fetched once at open), and each tick's NVML calls: device
-//! metrics, GPM metrics on GPUs that have GPM, the GPU processes and their
-//! utilization. It turns NVML's answers into schema units, an unavailable
-//! metric into `None` (never 0), and a GPU that stopped answering into a
-//! [`GpuFailure`]. Who a process is comes from [`crate::identity`]; the
-//! clock and the tick from the tick loop.
+//! driver's version and what it implies ([`driver`]), and each tick: it
+//! asks every GPU's worker thread ([`worker`], [`gpu`]) for its sample,
+//! waits until a deadline so that one GPU stuck in the driver stalls only
+//! its own rows, resolves who the processes are through
+//! [`crate::identity`], and reports what NVML refused once per GPU and kind
+//! (and counts it at every tick). The clock and the tick come from the tick
+//! loop; the deadline is measured on the monotonic clock.
 //!
 //! NVML's calls are slow (the process queries take milliseconds and the
-//! driver's lock), so each is made at most once per GPU per tick.
+//! driver's lock), so each is made at most once per GPU per tick; the PCIe
+//! throughput call, which measures over 20 ms, is replaced by the PCIe byte
+//! counters where the driver has them.
 
+pub mod driver;
+pub mod gpu;
+pub mod process_util;
+mod raw;
+mod worker;
+
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use apron_schemas::{GpuSample, ProcSample};
-use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
-use nvml_wrapper::enums::device::UsedGpuMemory;
+use apron_schemas::ProcSample;
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample};
 use nvml_wrapper::{Device, GpmSample, Nvml};
 
+pub use self::driver::ProcessCall;
+pub use self::gpu::PCIE_THROUGHPUT_EVERY;
+use self::gpu::{GpuState, Outcome, Request};
+use self::worker::{Answer, Pool};
 use super::{GpuFailure, Source, Tick};
 use crate::identity::IdentityCache;
 
@@ -37,6 +49,16 @@ const DEFAULT_LIBS: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
 /// `dram_active_pct`.
 const GPM_METRICS: [GpmMetricId; 4] =
     [GpmMetricId::SmUtil, GpmMetricId::SmOccupancy, GpmMetricId::AnyTensorUtil, GpmMetricId::DramBwUtil];
+
+/// The share of the tick's interval a tick waits for the GPUs' answers; a
+/// GPU that has not answered by then is stalled for this tick.
+const DEADLINE_SHARE: (u32, u32) = (3, 4);
+
+/// After this many ticks in a row at which every GPU failed (handles
+/// fetched afresh included), NVML itself is re-initialised: a driver
+/// reloaded under it answers nothing until then. Repeated every as many
+/// ticks while they keep failing.
+pub const REOPEN_NVML_AFTER_TICKS: u32 = 5;
 
 /// The process's one NVML instance, leaked once initialised.
 ///
@@ -76,6 +98,20 @@ pub enum NvmlOpenError {
         #[source]
         source: NvmlError,
     },
+    /// The library and the running kernel driver are different versions:
+    /// the driver was updated and the old one still runs.
+    #[error(
+        "cannot initialise NVML from {lib}: the NVML library and the running NVIDIA kernel driver are \
+         different versions (the driver was updated without a reboot): reboot, or reload the driver \
+         (unload and load the nvidia kernel modules)"
+    )]
+    VersionMismatch {
+        /// The library that loaded.
+        lib: String,
+        /// NVML's error.
+        #[source]
+        source: NvmlError,
+    },
     /// NVML loaded but its initialisation failed otherwise.
     #[error("cannot initialise NVML from {lib}")]
     Init {
@@ -92,45 +128,43 @@ pub enum NvmlOpenError {
         #[source]
         source: NvmlError,
     },
+    /// A GPU's sampling thread could not be started.
+    #[error("cannot start the sampling thread of GPU {index}")]
+    Thread {
+        /// NVML index of the GPU.
+        index: usize,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The real GPUs of this host, through NVML.
 #[derive(Debug)]
 pub struct NvmlSource {
     host: String,
-    nvml: &'static Nvml,
-    /// One per NVML index, in index order.
-    gpus: Vec<Gpu>,
+    /// The driver's version, as NVML gives it; `None` when it would not.
+    driver_version: Option<String>,
+    /// One worker per NVML index, in index order.
+    workers: Pool<Request, Outcome>,
+    /// Per NVML index: whether a cgroup hides the GPU (reported once, then
+    /// not asked again).
+    hidden: Vec<bool>,
+    /// The UUID each GPU last answered with, for stalled GPUs' failures.
+    uuids: Vec<Option<apron_schemas::Text>>,
+    /// (GPU index, query, NVML's words) already warned about.
+    warned: HashSet<(u32, &'static str, String)>,
     identities: IdentityCache,
-}
-
-/// One GPU slot, by NVML index.
-#[derive(Debug)]
-struct Gpu {
-    index: u32,
-    /// `None` while the GPU's handle or UUID could not be had; retried at
-    /// each tick.
-    open: Option<OpenGpu>,
-}
-
-/// A GPU whose handle and UUID are known, and what is kept between ticks.
-#[derive(Debug)]
-struct OpenGpu {
-    device: Device<'static>,
-    uuid: apron_schemas::Text,
-    model: Option<apron_schemas::Text>,
-    /// Whether the GPU supports GPM (Hopper and newer).
-    gpm: bool,
-    /// The previous tick's GPM sample: GPM metrics are computed between two
-    /// samples.
-    gpm_last: Option<GpmSample<'static>>,
-    /// The newest per-process utilization timestamp seen (µs, NVML's
-    /// clock), passed back to NVML so each tick gets only newer samples.
-    last_seen_us: Option<u64>,
+    /// Counts `sample` calls: the workers' rounds.
+    round: u64,
+    nvml: &'static Nvml,
+    /// Ticks in a row at which every GPU asked failed.
+    all_failed_ticks: u32,
 }
 
 impl NvmlSource {
-    /// Initialises NVML (once per process) and fetches the GPUs' handles.
+    /// Initialises NVML (once per process), reads the driver's version and
+    /// starts one sampling thread per GPU.
     ///
     /// `lib_path` is the NVML library to load; `None` tries
     /// `libnvidia-ml.so.1`, then `libnvidia-ml.so`, through the dynamic
@@ -138,24 +172,85 @@ impl NvmlSource {
     /// call in a process; later calls reuse it and ignore `lib_path`.
     ///
     /// A GPU whose handle cannot be had is not an error: it is reported as
-    /// a [`GpuFailure`] at each tick until it answers.
+    /// a [`GpuFailure`] at each tick until it answers, or once when a cgroup
+    /// hides it.
     pub fn open(host: String, lib_path: Option<&Path>) -> Result<NvmlSource, NvmlOpenError> {
         let nvml = init(lib_path)?;
         let count = nvml.device_count().map_err(|source| NvmlOpenError::DeviceCount { source })?;
         if count == 0 {
             tracing::warn!("NVML reports no GPUs on this host");
         }
-        let gpus = (0..count)
-            .map(|index| {
-                let open = OpenGpu::open(nvml, index)
-                    .inspect_err(|error| {
-                        tracing::warn!(gpu_index = index, %error, "GPU cannot be opened; retrying at each tick");
-                    })
-                    .ok();
-                Gpu { index, open }
-            })
-            .collect();
-        Ok(NvmlSource { host, nvml, gpus, identities: IdentityCache::new() })
+        let driver_version = nvml.sys_driver_version().ok();
+        let process_call = match &driver_version {
+            Some(v) => ProcessCall::for_driver(v),
+            None => {
+                tracing::warn!("NVML does not say the driver's version; reading process lists the usual way");
+                ProcessCall::V3
+            }
+        };
+        tracing::info!(
+            driver = driver_version.as_deref().unwrap_or("?"),
+            gpus = count,
+            process_call = ?process_call,
+            "NVML opened"
+        );
+        let states = (0..count).map(|index| GpuState::new(nvml, index, process_call)).collect();
+        let workers = Pool::spawn("nvml-gpu", states, GpuState::sample).map_err(|source| {
+            NvmlOpenError::Thread { index: usize::try_from(count).unwrap_or(usize::MAX), source }
+        })?;
+        let n = workers.len();
+        Ok(NvmlSource {
+            host,
+            driver_version,
+            workers,
+            hidden: vec![false; n],
+            uuids: vec![None; n],
+            warned: HashSet::new(),
+            identities: IdentityCache::new(),
+            round: 0,
+            nvml,
+            all_failed_ticks: 0,
+        })
+    }
+
+    /// The NVIDIA driver's version (`"550.54.15"`), `None` when NVML would
+    /// not say.
+    pub fn driver_version(&self) -> Option<&str> {
+        self.driver_version.as_deref()
+    }
+
+    /// Shuts NVML down and initialises it again, after a driver reload (or
+    /// anything else that left every GPU failing); the workers fetch fresh
+    /// handles at their next tick. Called only while no worker is in NVML.
+    fn reopen_nvml(&mut self) {
+        let lib = self.nvml.lib();
+        let result = nvml_wrapper::error::nvml_sym(lib.nvmlShutdown.as_ref()).and_then(|shutdown| {
+            let init = nvml_wrapper::error::nvml_sym(lib.nvmlInit_v2.as_ref())?;
+            // SAFETY: plain calls without arguments into the loaded NVML. No
+            // other thread is in NVML (every worker has answered and waits
+            // for its next request); the handles and GPM samples the workers
+            // hold are only ever passed back to NVML, which answers stale
+            // ones with an error, upon which they are fetched again.
+            unsafe {
+                // An NVML already shut down by the reload says so; init is
+                // what matters.
+                let _ = shutdown();
+                nvml_wrapper::error::nvml_try(init())
+            }
+        });
+        match result {
+            Ok(()) => tracing::warn!(
+                ticks = self.all_failed_ticks,
+                "every GPU kept failing: NVML re-initialised (a driver reload or a reset under it?)"
+            ),
+            Err(error) => tracing::warn!(%error, ticks = self.all_failed_ticks,
+                "every GPU keeps failing, and NVML cannot be re-initialised; trying again later"),
+        }
+    }
+
+    /// Warns once per GPU, query and NVML answer.
+    fn warn_once(&mut self, gpu_index: u32, query: &'static str, error: &str) -> bool {
+        self.warned.insert((gpu_index, query, error.to_owned()))
     }
 }
 
@@ -188,6 +283,12 @@ fn init(lib_path: Option<&Path>) -> Result<&'static Nvml, NvmlOpenError> {
                     source,
                 });
             }
+            Err(source @ NvmlError::LibRmVersionMismatch) => {
+                return Err(NvmlOpenError::VersionMismatch {
+                    lib: lib.to_string_lossy().into_owned(),
+                    source,
+                });
+            }
             Err(source) => {
                 return Err(NvmlOpenError::Init { lib: lib.to_string_lossy().into_owned(), source });
             }
@@ -198,25 +299,6 @@ fn init(lib_path: Option<&Path>) -> Result<&'static Nvml, NvmlOpenError> {
     Err(NvmlOpenError::LibraryMissing { tried, source })
 }
 
-impl OpenGpu {
-    /// Fetches the handle, UUID, name and GPM support of GPU `index`.
-    fn open(nvml: &'static Nvml, index: u32) -> Result<OpenGpu, String> {
-        let device = nvml.device_by_index(index).map_err(|e| format!("cannot get a handle: {e}"))?;
-        let uuid = device.uuid().map_err(|e| format!("cannot read the UUID: {e}"))?;
-        let model = device.name().ok();
-        // Older drivers lack the GPM symbols; any error means no GPM.
-        let gpm = device.gpm_support().unwrap_or(false);
-        Ok(OpenGpu {
-            device,
-            uuid: uuid.into(),
-            model: model.map(Into::into),
-            gpm,
-            gpm_last: None,
-            last_seen_us: None,
-        })
-    }
-}
-
 impl Source for NvmlSource {
     fn host(&self) -> &str {
         &self.host
@@ -224,131 +306,96 @@ impl Source for NvmlSource {
 
     fn sample(&mut self, ts_ms: i64, interval_ms: i32, out: &mut Tick) {
         self.identities.next_tick();
-        for gpu in &mut self.gpus {
-            if gpu.open.is_none() {
-                match OpenGpu::open(self.nvml, gpu.index) {
-                    Ok(open) => gpu.open = Some(open),
-                    Err(error) => {
-                        out.failures.push(GpuFailure { gpu_index: gpu.index, gpu_uuid: None, error });
-                        continue;
+        self.round += 1;
+        let req = Request { ts_ms, interval_ms };
+        let wait_ms = u64::try_from(interval_ms).unwrap_or(0) * u64::from(DEADLINE_SHARE.0)
+            / u64::from(DEADLINE_SHARE.1);
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        let hidden = &self.hidden;
+        let answers = self.workers.round(self.round, |i| (!hidden[i]).then_some(req), deadline);
+        let failed = answers.iter().filter(|a| matches!(a, Answer::Done(Outcome::Failed { .. }))).count();
+        let asked = answers.iter().filter(|a| !matches!(a, Answer::Idle)).count();
+        // Only when every worker answered: none is inside NVML meanwhile.
+        if asked > 0 && failed == asked {
+            self.all_failed_ticks += 1;
+            if self.all_failed_ticks.is_multiple_of(REOPEN_NVML_AFTER_TICKS) {
+                self.reopen_nvml();
+            }
+        } else {
+            self.all_failed_ticks = 0;
+        }
+
+        // Who the processes are, with the whole tick's pids seen first (a
+        // namespace mismatch is judged on all of them).
+        self.identities.observe(answers.iter().flat_map(|a| match a {
+            Answer::Done(Outcome::Sampled { procs, .. }) => {
+                procs.iter().filter_map(|p| i32::try_from(p.pid).ok()).collect::<Vec<i32>>()
+            }
+            _ => Vec::new(),
+        }));
+        for (i, answer) in answers.into_iter().enumerate() {
+            let gpu_index = u32::try_from(i).unwrap_or(u32::MAX);
+            match answer {
+                Answer::Done(Outcome::Sampled { row, procs, refusals }) => {
+                    if self.uuids[i].as_ref() != Some(&row.gpu_uuid) {
+                        self.uuids[i] = Some(row.gpu_uuid.clone());
                     }
+                    for refusal in refusals {
+                        out.refusals += 1;
+                        if self.warn_once(gpu_index, refusal.query, &refusal.error) {
+                            tracing::warn!(gpu_index, gpu_uuid = %row.gpu_uuid, error = %refusal.error,
+                                "NVML refuses {}: recorded as unknown (this warning is not repeated; \
+                                 the health line counts them)", refusal.query);
+                        }
+                    }
+                    for p in procs {
+                        // Host pids are below the kernel's pid_max (at most 2^22).
+                        let Ok(pid) = i32::try_from(p.pid) else { continue };
+                        out.procs.push(ProcSample {
+                            ts: ts_ms,
+                            gpu_uuid: row.gpu_uuid.clone(),
+                            pid,
+                            interval_ms,
+                            identity: self.identities.identity(pid).clone(),
+                            used_mem_bytes: p.used_mem_bytes.and_then(to_i64),
+                            sm_util_pct: p.sm_util_pct,
+                            mem_util_pct: p.mem_util_pct,
+                        });
+                    }
+                    out.gpus.push(*row);
                 }
+                Answer::Done(Outcome::Failed { uuid, error }) => {
+                    if let Some(uuid) = &uuid {
+                        self.uuids[i] = Some(uuid.as_str().into());
+                    }
+                    // Without a handle it cannot say; it was the same GPU.
+                    let gpu_uuid = uuid.or_else(|| self.uuids[i].as_deref().map(str::to_owned));
+                    out.failures.push(GpuFailure { gpu_index, gpu_uuid, error, stalled: false });
+                }
+                Answer::Done(Outcome::Hidden { error }) => {
+                    self.hidden[i] = true;
+                    tracing::warn!(gpu_index, %error,
+                        "GPU not accessible to the recorder (hidden by its cgroup or container): not recorded, \
+                         and not asked again until the recorder restarts");
+                }
+                Answer::TimedOut => out.failures.push(GpuFailure {
+                    gpu_index,
+                    gpu_uuid: self.uuids[i].as_deref().map(str::to_owned),
+                    error: format!(
+                        "no answer from NVML within {wait_ms} ms: a call is blocked in the driver (after an Xid \
+                         or a driver hang?); its rows are missing until it answers"
+                    ),
+                    stalled: true,
+                }),
+                Answer::Stalled { since } => out.failures.push(GpuFailure {
+                    gpu_index,
+                    gpu_uuid: self.uuids[i].as_deref().map(str::to_owned),
+                    error: format!("still blocked in an NVML call, for {} ticks", self.round - since),
+                    stalled: true,
+                }),
+                Answer::Idle => {}
             }
-            let Some(open) = gpu.open.as_mut() else { continue };
-            let at = At { ts_ms, interval_ms, index: gpu.index };
-            if let Err(error) = open.sample(self.nvml, at, &mut self.identities, out) {
-                // A GPM delta across a gap would not be this tick's.
-                open.gpm_last = None;
-                out.failures.push(GpuFailure {
-                    gpu_index: gpu.index,
-                    gpu_uuid: Some(open.uuid.to_string()),
-                    error,
-                });
-            }
         }
-    }
-}
-
-/// Where a GPU's rows go: the tick and the GPU's index.
-#[derive(Debug, Clone, Copy)]
-struct At {
-    ts_ms: i64,
-    interval_ms: i32,
-    index: u32,
-}
-
-impl OpenGpu {
-    /// Samples this GPU once, appending its row and its processes' rows to
-    /// `out`. Fails, with the text for [`GpuFailure::error`], only when a
-    /// basic query (utilization, memory) says the GPU cannot be sampled;
-    /// then nothing is appended.
-    fn sample(
-        &mut self,
-        nvml: &'static Nvml,
-        at: At,
-        identities: &mut IdentityCache,
-        out: &mut Tick,
-    ) -> Result<(), String> {
-        let device = &self.device;
-        let util = device.utilization_rates();
-        if let Err(e) = &util
-            && is_device_failure(e)
-        {
-            return Err(format!("cannot read utilization: {e}"));
-        }
-        let memory = device.memory_info();
-        if let Err(e) = &memory
-            && is_device_failure(e)
-        {
-            return Err(format!("cannot read memory use: {e}"));
-        }
-        let (util, memory) = (util.ok(), memory.ok());
-        let [sm_active_pct, sm_occupancy_pct, tensor_active_pct, dram_active_pct] =
-            if self.gpm { gpm_metrics(nvml, device, &mut self.gpm_last) } else { [None; 4] };
-        out.gpus.push(GpuSample {
-            ts: at.ts_ms,
-            gpu_uuid: self.uuid.clone(),
-            gpu_index: i32::try_from(at.index).unwrap_or(i32::MAX),
-            gpu_model: self.model.clone(),
-            interval_ms: at.interval_ms,
-            gpu_util_pct: util.as_ref().and_then(|u| to_i32(u.gpu)),
-            mem_util_pct: util.as_ref().and_then(|u| to_i32(u.memory)),
-            fb_used_bytes: memory.as_ref().and_then(|m| to_i64(m.used)),
-            fb_total_bytes: memory.as_ref().and_then(|m| to_i64(m.total)),
-            power_mw: device.power_usage().ok().and_then(to_i32),
-            power_limit_mw: device.enforced_power_limit().ok().and_then(to_i32),
-            energy_mj: device.total_energy_consumption().ok().and_then(to_i64),
-            sm_clock_mhz: device.clock_info(Clock::SM).ok().and_then(to_i32),
-            temp_c: device.temperature(TemperatureSensor::Gpu).ok().and_then(to_i32),
-            enc_util_pct: device.encoder_utilization().ok().and_then(|u| to_i32(u.utilization)),
-            dec_util_pct: device.decoder_utilization().ok().and_then(|u| to_i32(u.utilization)),
-            pcie_tx_bytes_per_s: device.pcie_throughput(PcieUtilCounter::Send).ok().map(kb_to_bytes),
-            pcie_rx_bytes_per_s: device.pcie_throughput(PcieUtilCounter::Receive).ok().map(kb_to_bytes),
-            // The bitmask's bits, reinterpreted, not its value converted.
-            // nvml-wrapper keeps the reasons it knows (every one NVML
-            // defines today, 0x1 to 0x100) and drops any newer bit.
-            clock_event_reasons: device.current_throttle_reasons().ok().map(|r| r.bits() as i64),
-            sm_active_pct,
-            sm_occupancy_pct,
-            tensor_active_pct,
-            dram_active_pct,
-        });
-
-        let processes = merge_processes(&[
-            list_or_empty(at.index, "compute processes", device.running_compute_processes()),
-            list_or_empty(at.index, "graphics processes", device.running_graphics_processes()),
-        ]);
-        if processes.is_empty() {
-            return Ok(());
-        }
-        let samples = match device.process_utilization_stats(self.last_seen_us) {
-            Ok(samples) => samples,
-            // NVML's way of saying there is no sample newer than last_seen.
-            Err(NvmlError::NotFound) => Vec::new(),
-            Err(error) => {
-                tracing::debug!(gpu_index = at.index, %error, "cannot read per-process utilization");
-                Vec::new()
-            }
-        };
-        if let Some(newest) = samples.iter().map(|s| s.timestamp).max() {
-            self.last_seen_us = self.last_seen_us.max(Some(newest));
-        }
-        for (nvml_pid, used) in processes {
-            // Host pids are below the kernel's pid_max (at most 2^22).
-            let Ok(pid) = i32::try_from(nvml_pid) else { continue };
-            let sample = newest_sample(&samples, nvml_pid);
-            out.procs.push(ProcSample {
-                ts: at.ts_ms,
-                gpu_uuid: self.uuid.clone(),
-                pid,
-                interval_ms: at.interval_ms,
-                identity: identities.identity(pid).clone(),
-                used_mem_bytes: used.and_then(to_i64),
-                sm_util_pct: sample.and_then(|s| to_i32(s.sm_util)),
-                mem_util_pct: sample.and_then(|s| to_i32(s.mem_util)),
-            });
-        }
-        Ok(())
     }
 }
 
@@ -384,15 +431,6 @@ fn gpm_metrics(
     values
 }
 
-/// A process list, or no processes when NVML would not list them (the GPU
-/// row is still recorded).
-fn list_or_empty(index: u32, what: &str, list: Result<Vec<ProcessInfo>, NvmlError>) -> Vec<ProcessInfo> {
-    list.unwrap_or_else(|error| {
-        tracing::debug!(gpu_index = index, %error, "cannot list {what}");
-        Vec::new()
-    })
-}
-
 /// Whether an error from a basic query (utilization, memory) means the GPU
 /// as a whole cannot be sampled, rather than that this one metric is not
 /// available (not supported, not permitted, not in this driver).
@@ -408,30 +446,20 @@ pub fn is_device_failure(error: &NvmlError) -> bool {
     )
 }
 
-/// Merges the compute and graphics process lists into one entry per pid,
-/// in first-seen order, with the used GPU memory in bytes (`None` where
-/// NVML does not give it). A process in both lists is one process holding
-/// one amount of memory, which each list reports whole, so the larger
-/// value is kept rather than the sum.
-pub fn merge_processes(lists: &[Vec<ProcessInfo>]) -> Vec<(u32, Option<u64>)> {
+/// Merges process lists (compute, graphics, MPS clients) into one entry
+/// per pid, in first-seen order, with the used GPU memory in bytes (`None`
+/// where NVML does not give it). A process in several lists is one process
+/// holding one amount of memory, which each list reports whole, so the
+/// larger value is kept rather than the sum.
+pub fn merge_processes(lists: &[Vec<(u32, Option<u64>)>]) -> Vec<(u32, Option<u64>)> {
     let mut merged: Vec<(u32, Option<u64>)> = Vec::new();
-    for info in lists.iter().flatten() {
-        let used = match info.used_gpu_memory {
-            UsedGpuMemory::Used(bytes) => Some(bytes),
-            UsedGpuMemory::Unavailable => None,
-        };
-        match merged.iter_mut().find(|(pid, _)| *pid == info.pid) {
+    for &(pid, used) in lists.iter().flatten() {
+        match merged.iter_mut().find(|(p, _)| *p == pid) {
             Some((_, known)) => *known = (*known).max(used),
-            None => merged.push((info.pid, used)),
+            None => merged.push((pid, used)),
         }
     }
     merged
-}
-
-/// The newest of `samples` for `pid` (NVML may return several per process
-/// since the last query).
-pub fn newest_sample(samples: &[ProcessUtilizationSample], pid: u32) -> Option<&ProcessUtilizationSample> {
-    samples.iter().filter(|s| s.pid == pid).max_by_key(|s| s.timestamp)
 }
 
 /// NVML's PCIe throughput unit, KB/s (1024 bytes), as bytes per second.
@@ -453,33 +481,17 @@ mod tests {
 
     use super::*;
 
-    fn info(pid: u32, used: UsedGpuMemory) -> ProcessInfo {
-        ProcessInfo { pid, used_gpu_memory: used, gpu_instance_id: None, compute_instance_id: None }
-    }
-
-    fn util(pid: u32, timestamp: u64, sm_util: u32) -> ProcessUtilizationSample {
-        ProcessUtilizationSample { pid, timestamp, sm_util, mem_util: 0, enc_util: 0, dec_util: 0 }
-    }
-
     #[test]
     fn processes_merge_per_pid() {
-        let compute = vec![info(10, UsedGpuMemory::Used(100)), info(11, UsedGpuMemory::Unavailable)];
-        let graphics = vec![
-            info(12, UsedGpuMemory::Used(5)),
-            info(10, UsedGpuMemory::Used(100)),
-            info(11, UsedGpuMemory::Used(7)),
-        ];
-        assert_eq!(merge_processes(&[compute, graphics]), [(10, Some(100)), (11, Some(7)), (12, Some(5))]);
-        assert_eq!(merge_processes(&[vec![info(3, UsedGpuMemory::Unavailable)], vec![]]), [(3, None)]);
+        let compute = vec![(10, Some(100)), (11, None)];
+        let graphics = vec![(12, Some(5)), (10, Some(100)), (11, Some(7))];
+        let mps = vec![(13, Some(9)), (12, Some(6))];
+        assert_eq!(
+            merge_processes(&[compute, graphics, mps]),
+            [(10, Some(100)), (11, Some(7)), (12, Some(6)), (13, Some(9))]
+        );
+        assert_eq!(merge_processes(&[vec![(3, None)], vec![]]), [(3, None)]);
         assert!(merge_processes(&[vec![], vec![]]).is_empty());
-    }
-
-    #[test]
-    fn newest_sample_wins_regardless_of_order() {
-        let samples = [util(1, 200, 40), util(2, 900, 10), util(1, 150, 99), util(1, 100, 5)];
-        assert_eq!(newest_sample(&samples, 1).map(|s| s.sm_util), Some(40));
-        assert_eq!(newest_sample(&samples, 2).map(|s| s.sm_util), Some(10));
-        assert!(newest_sample(&samples, 3).is_none());
     }
 
     #[test]

@@ -13,27 +13,62 @@
 //! | `FAKE_NVML_GPUS` | the GPUs, separated by `;`; each a `,`-separated list of `key=value` (below) |
 //! | `FAKE_NVML_LOG` | optional file; one line per NVML call is appended: `<symbol> gpu=<index> tick=<tick>[ last_seen=<µs>]` |
 //! | `FAKE_NVML_INIT_RETURN` | optional `nvmlReturn_t` code `nvmlInit_v2` returns instead of success (e.g. `9`, driver not loaded) |
-//! | `FAKE_NVML_DRIVER` | driver version string (default `550.54.15`) |
+//! | `FAKE_NVML_RELOAD_AT` | optional tick N: when GPU 0 reaches its tick N, the driver is reloaded under the library (once per process): every call answers `NVML_ERROR_UNKNOWN` until `nvmlInit_v2` is called again, which starts the scenario afresh |
+//! | `FAKE_NVML_DRIVER` | driver version string (default `550.54.15`); it also picks the process-list layout, as the real drivers do: 535.43–535.86 fill 32-byte entries (an extra `usedGpuCcProtectedMemory`) from the `_v3` process calls, 535.98 has no `_v3` process calls (they answer `NVML_ERROR_FUNCTION_NOT_FOUND`, the nearest one library can come to not exporting them; `_v2` works), any other version fills 24-byte entries |
 //!
 //! GPU keys (all optional; numbers are NVML's native units):
 //! `uuid` (default `GPU-fake-<index>`), `name` (default `Fake GPU`),
 //! `util`, `mem_util` (%), `fb_total`, `fb_used` (bytes), `power`,
 //! `power_limit` (mW), `energy` (mJ at tick 1), `energy_step` (mJ added per
 //! tick), `sm_clock` (MHz), `temp` (°C), `enc`, `dec` (%), `pcie_tx`,
-//! `pcie_rx` (KB/s), `clock_reasons` (bitmask);
+//! `pcie_rx` (KB/s), `clock_reasons` (bitmask, any 64 bits);
 //! `gpm=1` with `gpm_sm`, `gpm_occ`, `gpm_tensor`, `gpm_dram` (percent, a
 //! float; a GPM metric not given answers `NOT_SUPPORTED`);
-//! `unsupported=a|b|…` makes those queries answer `NVML_ERROR_NOT_SUPPORTED`
-//! (names: `util memory power power_limit energy sm_clock temp enc dec pcie
-//! clock_reasons compute graphics putil gpm`);
-//! `fail_after=N`: from tick N+1 on, every query of this GPU answers
-//! `fail_code` (default 15, `NVML_ERROR_GPU_IS_LOST`);
-//! `compute=PID:MEM|PID:MEM`, `graphics=…`: running processes and their used
-//! memory in bytes (`na` for `NVML_VALUE_NOT_AVAILABLE`);
+//! `unsupported=a|b|…` makes those queries answer `NVML_ERROR_NOT_SUPPORTED`,
+//! `deny=a|b|…` makes them answer `NVML_ERROR_NO_PERMISSION` and
+//! `missing=a|b|…` `NVML_ERROR_FUNCTION_NOT_FOUND` (names: `util memory
+//! power power_limit energy sm_clock temp enc dec pcie pcie_counters
+//! clock_reasons compute graphics mps putil gpm`, and for `deny` also
+//! `handle`: the GPU a cgroup hides, whose `nvmlDeviceGetHandleByIndex_v2`
+//! answers `NO_PERMISSION`);
+//! `fail_after=N`: from tick N+1 on, every query of this GPU (its handle
+//! too) answers `fail_code` (default 15, `NVML_ERROR_GPU_IS_LOST`);
+//! `lost_at=N` with `reset_after=K` (default 2): at tick N the GPU falls off
+//! the bus after its utilization was read (in the middle of the tick); every
+//! call answers `NVML_ERROR_GPU_IS_LOST` until tick N+K, when it is reset
+//! and answers again, but only through a handle fetched after the reset
+//! (handles from before stay lost); while it is lost, each
+//! `nvmlDeviceGetHandleByIndex_v2` of it counts as a tick too;
+//! `hang_after=N`: from tick N+1 on, every call on this GPU blocks until the
+//! process ends (an NVML call stuck in the kernel after an Xid);
+//! `pcie_latency_ms=N`: each `nvmlDeviceGetPcieThroughput` sleeps N ms (the
+//! real call measures over a 20 ms window);
+//! `compute=PID:MEM|PID:MEM`, `graphics=…`, `mps=…` (MPS clients): running
+//! processes and their used memory in bytes (`na` for
+//! `NVML_VALUE_NOT_AVAILABLE`);
 //! `putil=PID:SM:MEM|…`: per-process utilization; `putil=notfound` makes
-//! `nvmlDeviceGetProcessUtilization` always answer `NVML_ERROR_NOT_FOUND`.
+//! `nvmlDeviceGetProcessUtilization` always answer `NVML_ERROR_NOT_FOUND`;
+//! `putil_until=N`: the processes compute only until tick N (no samples
+//! after it); `putil_stale=1`: it also returns samples not newer than
+//! `lastSeenTimeStamp` (as a driver that ignores it would);
+//! `putil_burst=N`: between the count query and the query that fills the
+//! buffer, N more samples (of pid 4194999, no process) arrive, so a buffer
+//! sized from the count is too small (`NVML_ERROR_INSUFFICIENT_SIZE`);
+//! `putil_back_at=N` with `putil_back_s=S`: from tick N on, the sample
+//! clock is S seconds behind (the system clock stepped back).
 //! A PID may be `self`, the process that loaded the fake, so that a test's
 //! GPU processes are real processes with a real `/proc` entry.
+//!
+//! Field values (`nvmlDeviceGetFieldValues`): `NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION`
+//! (83, the energy counter) and `NVML_FI_DEV_PCIE_COUNT_TX_BYTES`/`_RX_BYTES`
+//! (197/198: `pcie_tx`/`pcie_rx` × 1024 bytes per tick, cumulative, from 0
+//! at tick 0), stamped with the sample clock; any other field answers
+//! `NOT_SUPPORTED` in its entry.
+//!
+//! Struct versions are checked as real NVML checks them:
+//! `nvmlDeviceGetMemoryInfo_v2`, `nvmlGpmQueryDeviceSupport` and
+//! `nvmlGpmMetricsGet` answer `NVML_ERROR_ARGUMENT_VERSION_MISMATCH` unless
+//! the caller set the struct's version.
 //!
 //! Time: a GPU's tick advances at each `nvmlDeviceGetUtilizationRates` call
 //! on it (the recorder makes exactly one per GPU per tick). At tick `t` each
@@ -56,6 +91,7 @@
 use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// `nvmlReturn_t`.
@@ -64,9 +100,12 @@ const SUCCESS: Ret = 0;
 const ERROR_UNINITIALIZED: Ret = 1;
 const ERROR_INVALID_ARGUMENT: Ret = 2;
 const ERROR_NOT_SUPPORTED: Ret = 3;
+const ERROR_NO_PERMISSION: Ret = 4;
 const ERROR_NOT_FOUND: Ret = 6;
 const ERROR_INSUFFICIENT_SIZE: Ret = 7;
+const ERROR_FUNCTION_NOT_FOUND: Ret = 13;
 const ERROR_GPU_IS_LOST: Ret = 15;
+const ERROR_ARGUMENT_VERSION_MISMATCH: Ret = 25;
 const ERROR_UNKNOWN: Ret = 999;
 
 /// `NVML_VALUE_NOT_AVAILABLE` as an unsigned long long.
@@ -76,8 +115,24 @@ const NO_INSTANCE: c_uint = 0xFFFF_FFFF;
 /// Process utilization timestamp of tick 0, µs since the epoch.
 const PUTIL_BASE_US: u64 = 1_700_000_000_000_000;
 /// Device handles are these small integers disguised as pointers; nothing
-/// on the caller's side dereferences them.
+/// on the caller's side dereferences them. A handle is
+/// `HANDLE_BASE + index + generation × HANDLE_GENERATION`: a GPU reset
+/// starts a new generation, and handles of an older one stay lost.
 const HANDLE_BASE: usize = 0x1000;
+const HANDLE_GENERATION: usize = 0x100;
+/// A pid no process has (above the kernel's `PID_MAX_LIMIT`, 2^22).
+const NO_SUCH_PID: u32 = 4_194_999;
+
+/// `NVML_STRUCT_VERSION(Memory, 2)`: the struct's size and its version.
+const MEMORY_V2_VERSION: c_uint = 40 | (2 << 24);
+/// `NVML_GPM_SUPPORT_VERSION` and `NVML_GPM_METRICS_GET_VERSION`.
+const GPM_STRUCT_VERSION: c_uint = 1;
+
+// Field ids (`NVML_FI_*`) and value types (`nvmlValueType_t`).
+const FI_TOTAL_ENERGY: c_uint = 83;
+const FI_PCIE_TX_BYTES: c_uint = 197;
+const FI_PCIE_RX_BYTES: c_uint = 198;
+const VALUE_TYPE_ULL: c_uint = 3;
 
 // GPM metric ids (`nvmlGpmMetricId_t`).
 const GPM_SM_UTIL: c_uint = 2;
@@ -105,7 +160,7 @@ pub struct MemoryV2 {
     used: c_ulonglong,
 }
 
-/// `nvmlProcessInfo_t` (the v2 struct the `_v3` functions fill).
+/// `nvmlProcessInfo_t` (the v2 struct the `_v2` and `_v3` functions fill).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct ProcessInfo {
@@ -113,6 +168,31 @@ pub struct ProcessInfo {
     used_gpu_memory: c_ulonglong,
     gpu_instance_id: c_uint,
     compute_instance_id: c_uint,
+}
+
+/// The `nvmlProcessInfo_t` of nvml.h at 535.43–535.86: 32 bytes, with
+/// `usedGpuCcProtectedMemory` at the end, under the same function names.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessInfoR535 {
+    pid: c_uint,
+    used_gpu_memory: c_ulonglong,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
+    used_gpu_cc_protected_memory: c_ulonglong,
+}
+
+/// `nvmlFieldValue_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FieldValue {
+    field_id: c_uint,
+    scope_id: c_uint,
+    timestamp: i64,
+    latency_usec: i64,
+    value_type: c_uint,
+    nvml_return: Ret,
+    value: c_ulonglong,
 }
 
 /// `nvmlProcessUtilizationSample_t`.
@@ -169,6 +249,8 @@ const _: () = {
     assert!(size_of::<Utilization>() == 8);
     assert!(size_of::<MemoryV2>() == 40);
     assert!(size_of::<ProcessInfo>() == 24);
+    assert!(size_of::<ProcessInfoR535>() == 32);
+    assert!(size_of::<FieldValue>() == 40);
     assert!(size_of::<ProcessUtilizationSample>() == 32);
     assert!(size_of::<GpmSupport>() == 8);
     assert!(size_of::<GpmMetric>() == 40);
@@ -210,13 +292,30 @@ struct Gpu {
     gpm: bool,
     gpm_values: Vec<(c_uint, f64)>,
     unsupported: Vec<String>,
+    deny: Vec<String>,
+    missing: Vec<String>,
     fail_after: Option<u64>,
     fail_code: Ret,
+    lost_at: Option<u64>,
+    reset_after: u64,
+    hang_after: Option<u64>,
+    pcie_latency_ms: u64,
     compute: Vec<(u32, u64)>,
     graphics: Vec<(u32, u64)>,
+    mps: Vec<(u32, u64)>,
     putil: ProcUtil,
-    /// Number of `nvmlDeviceGetUtilizationRates` calls so far.
+    putil_until: Option<u64>,
+    putil_stale: bool,
+    putil_burst: u32,
+    putil_back_at: Option<u64>,
+    putil_back_s: u64,
+    /// Number of `nvmlDeviceGetUtilizationRates` calls so far (and of
+    /// handle requests while lost).
     tick: u64,
+    /// Bumped by a reset; handles of older generations stay lost.
+    generation: usize,
+    /// Samples owed by `putil_burst` to the next query that fills a buffer.
+    burst_pending: u32,
 }
 
 impl Gpu {
@@ -242,12 +341,26 @@ impl Gpu {
             gpm: false,
             gpm_values: Vec::new(),
             unsupported: Vec::new(),
+            deny: Vec::new(),
+            missing: Vec::new(),
             fail_after: None,
             fail_code: ERROR_GPU_IS_LOST,
+            lost_at: None,
+            reset_after: 2,
+            hang_after: None,
+            pcie_latency_ms: 0,
             compute: Vec::new(),
             graphics: Vec::new(),
+            mps: Vec::new(),
             putil: ProcUtil::Samples(Vec::new()),
+            putil_until: None,
+            putil_stale: false,
+            putil_burst: 0,
+            putil_back_at: None,
+            putil_back_s: 0,
             tick: 0,
+            generation: 0,
+            burst_pending: 0,
         };
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (key, value) = item.split_once('=').ok_or_else(|| format!("`{item}` is not key=value"))?;
@@ -276,10 +389,22 @@ impl Gpu {
                 "gpm_tensor" => gpu.gpm_values.push((GPM_ANY_TENSOR_UTIL, num(key, value)?)),
                 "gpm_dram" => gpu.gpm_values.push((GPM_DRAM_BW_UTIL, num(key, value)?)),
                 "unsupported" => gpu.unsupported = value.split('|').map(str::to_owned).collect(),
+                "deny" => gpu.deny = value.split('|').map(str::to_owned).collect(),
+                "missing" => gpu.missing = value.split('|').map(str::to_owned).collect(),
                 "fail_after" => gpu.fail_after = Some(num(key, value)?),
                 "fail_code" => gpu.fail_code = num(key, value)?,
+                "lost_at" => gpu.lost_at = Some(num(key, value)?),
+                "reset_after" => gpu.reset_after = num(key, value)?,
+                "hang_after" => gpu.hang_after = Some(num(key, value)?),
+                "pcie_latency_ms" => gpu.pcie_latency_ms = num(key, value)?,
                 "compute" => gpu.compute = processes(value)?,
                 "graphics" => gpu.graphics = processes(value)?,
+                "mps" => gpu.mps = processes(value)?,
+                "putil_until" => gpu.putil_until = Some(num(key, value)?),
+                "putil_stale" => gpu.putil_stale = value == "1",
+                "putil_burst" => gpu.putil_burst = num(key, value)?,
+                "putil_back_at" => gpu.putil_back_at = Some(num(key, value)?),
+                "putil_back_s" => gpu.putil_back_s = num(key, value)?,
                 "putil" if value == "notfound" => gpu.putil = ProcUtil::NotFound,
                 "putil" => {
                     let mut samples = Vec::new();
@@ -300,12 +425,56 @@ impl Gpu {
         Ok(gpu)
     }
 
-    fn supports(&self, query: &str) -> bool {
-        !self.unsupported.iter().any(|u| u == query)
+    /// What `query` answers on this GPU when it is not simply served: not
+    /// supported, not permitted, or not in this driver.
+    fn refusal(&self, query: &str) -> Option<Ret> {
+        let has = |list: &[String]| list.iter().any(|u| u == query);
+        if has(&self.unsupported) {
+            Some(ERROR_NOT_SUPPORTED)
+        } else if has(&self.deny) {
+            Some(ERROR_NO_PERMISSION)
+        } else if has(&self.missing) {
+            Some(ERROR_FUNCTION_NOT_FOUND)
+        } else {
+            None
+        }
     }
 
     fn failing(&self) -> bool {
         self.fail_after.is_some_and(|n| self.tick > n)
+    }
+
+    /// Whether the GPU is off the bus at its current tick; `symbol` is the
+    /// call being made (at tick `lost_at` the utilization read still works).
+    fn lost(&self, symbol: &str) -> bool {
+        let Some(n) = self.lost_at else { return false };
+        let lost_from_here = self.tick > n || (self.tick == n && symbol != "nvmlDeviceGetUtilizationRates");
+        lost_from_here && self.generation == 0
+    }
+
+    /// Resets a lost GPU once its time off the bus is over.
+    fn maybe_reset(&mut self) {
+        if self.lost_at.is_some_and(|n| self.generation == 0 && self.tick >= n + self.reset_after) {
+            self.generation = 1;
+        }
+    }
+
+    fn hanging(&self) -> bool {
+        self.hang_after.is_some_and(|n| self.tick > n)
+    }
+
+    /// The sample clock at `tick`, µs since the epoch.
+    fn clock_us(&self, tick: u64) -> u64 {
+        let back =
+            if self.putil_back_at.is_some_and(|n| tick >= n) { self.putil_back_s * 1_000_000 } else { 0 };
+        PUTIL_BASE_US + tick * 1_000_000 - back
+    }
+}
+
+/// Blocks the calling thread for good: an NVML call that never returns.
+fn hang_forever() -> ! {
+    loop {
+        std::thread::park();
     }
 }
 
@@ -328,11 +497,42 @@ fn processes(value: &str) -> Result<Vec<(u32, u64)>, String> {
     Ok(out)
 }
 
+/// Which process-list entries the driver's `_v3` calls fill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProcessLayout {
+    /// 24 bytes (`nvmlProcessInfo_v2_t`).
+    Standard,
+    /// 32 bytes, 535.43–535.86.
+    R535Wide,
+    /// No `_v3` calls at all, 535.98.
+    NoV3,
+}
+
+impl ProcessLayout {
+    fn of_driver(version: &str) -> ProcessLayout {
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+        match (parts.next().flatten(), parts.next().flatten()) {
+            (Some(535), Some(minor)) if (43..=86).contains(&minor) => ProcessLayout::R535Wide,
+            (Some(535), Some(98)) => ProcessLayout::NoV3,
+            _ => ProcessLayout::Standard,
+        }
+    }
+}
+
 struct State {
     gpus: Vec<Gpu>,
     driver: String,
+    layout: ProcessLayout,
     log: Option<File>,
+    /// `FAKE_NVML_RELOAD_AT`.
+    reload_at: Option<u64>,
+    /// The driver was reloaded under this initialisation.
+    reloaded: bool,
 }
+
+/// Whether the driver reload of `FAKE_NVML_RELOAD_AT` has happened in this
+/// process (it happens once; a re-initialised library works).
+static RELOAD_DONE: AtomicBool = AtomicBool::new(false);
 
 impl State {
     fn from_env() -> Result<State, String> {
@@ -356,7 +556,12 @@ impl State {
             None => None,
         };
         let driver = std::env::var("FAKE_NVML_DRIVER").unwrap_or_else(|_| "550.54.15".to_owned());
-        Ok(State { gpus, driver, log })
+        let layout = ProcessLayout::of_driver(&driver);
+        let reload_at = match std::env::var("FAKE_NVML_RELOAD_AT") {
+            Ok(v) => Some(num("FAKE_NVML_RELOAD_AT", &v)?),
+            Err(_) => None,
+        };
+        Ok(State { gpus, driver, layout, log, reload_at, reloaded: false })
     }
 
     fn log(&mut self, line: std::fmt::Arguments<'_>) {
@@ -376,25 +581,27 @@ fn state() -> MutexGuard<'static, Option<State>> {
     STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn handle_index(device: *mut c_void) -> Option<usize> {
-    (device as usize).checked_sub(HANDLE_BASE)
+/// The GPU index and generation a handle stands for.
+fn handle_index(device: *mut c_void) -> Option<(usize, usize)> {
+    let raw = (device as usize).checked_sub(HANDLE_BASE)?;
+    Some((raw % HANDLE_GENERATION, raw / HANDLE_GENERATION))
 }
 
 /// Runs `f` on the GPU behind `device`, after logging the call and
-/// answering for an uninitialised library, an unknown handle, an
-/// unsupported query (`query`) or a GPU that has started failing.
+/// answering for an uninitialised library, an unknown handle, a refused
+/// query (`query`), a GPU that has started failing, is lost or hangs.
 fn with_gpu(
     device: *mut c_void,
     symbol: &str,
     query: &str,
     extra: std::fmt::Arguments<'_>,
-    f: impl FnOnce(&mut Gpu) -> Ret,
+    f: impl FnOnce(&mut Gpu, ProcessLayout) -> Ret,
 ) -> Ret {
     let mut guard = state();
     let Some(state) = guard.as_mut() else {
         return ERROR_UNINITIALIZED;
     };
-    let Some(index) = handle_index(device).filter(|i| *i < state.gpus.len()) else {
+    let Some((index, generation)) = handle_index(device).filter(|(i, _)| *i < state.gpus.len()) else {
         return ERROR_INVALID_ARGUMENT;
     };
     if symbol == "nvmlDeviceGetUtilizationRates" {
@@ -402,14 +609,30 @@ fn with_gpu(
     }
     let tick = state.gpus[index].tick;
     state.log(format_args!("{symbol} gpu={index} tick={tick}{extra}"));
+    if index == 0 && state.reload_at == Some(tick) && !RELOAD_DONE.swap(true, Ordering::SeqCst) {
+        state.reloaded = true;
+    }
+    if state.reloaded {
+        return ERROR_UNKNOWN;
+    }
+    let layout = state.layout;
     let gpu = &mut state.gpus[index];
+    if gpu.hanging() {
+        // Other GPUs' calls go on: the lock is not held while blocked.
+        drop(guard);
+        hang_forever();
+    }
+    gpu.maybe_reset();
     if gpu.failing() {
         return gpu.fail_code;
     }
-    if !gpu.supports(query) {
-        return ERROR_NOT_SUPPORTED;
+    if gpu.lost(symbol) || generation != gpu.generation {
+        return ERROR_GPU_IS_LOST;
     }
-    f(gpu)
+    if let Some(code) = gpu.refusal(query) {
+        return code;
+    }
+    f(gpu, layout)
 }
 
 /// Copies `text` and its terminating NUL into the caller's buffer.
@@ -439,13 +662,20 @@ unsafe fn put<T>(out: *mut T, value: T) -> Ret {
     SUCCESS
 }
 
-/// The list protocol of `nvmlDeviceGet*RunningProcesses_v3`.
-unsafe fn put_processes(list: &[(u32, u64)], count: *mut c_uint, infos: *mut ProcessInfo) -> Ret {
+/// The list protocol of `nvmlDeviceGet*RunningProcesses_v*`, filling
+/// entries of type `T` built by `entry` from (pid, used memory).
+unsafe fn put_processes<T>(
+    list: &[(u32, u64)],
+    count: *mut c_uint,
+    infos: *mut T,
+    entry: impl Fn(u32, u64) -> T,
+) -> Ret {
     if count.is_null() {
         return ERROR_INVALID_ARGUMENT;
     }
     // SAFETY: `count` is a non-null in/out parameter; `infos`, when not
-    // null, holds `*count` entries.
+    // null, holds `*count` entries of the layout the caller and this
+    // driver version agree on.
     unsafe {
         let room = *count as usize;
         *count = list.len() as c_uint;
@@ -456,15 +686,38 @@ unsafe fn put_processes(list: &[(u32, u64)], count: *mut c_uint, infos: *mut Pro
             return ERROR_INSUFFICIENT_SIZE;
         }
         for (i, (pid, mem)) in list.iter().enumerate() {
-            infos.add(i).write(ProcessInfo {
-                pid: *pid,
-                used_gpu_memory: *mem,
-                gpu_instance_id: NO_INSTANCE,
-                compute_instance_id: NO_INSTANCE,
-            });
+            infos.add(i).write(entry(*pid, *mem));
         }
     }
     SUCCESS
+}
+
+fn entry_v2(pid: u32, used_gpu_memory: u64) -> ProcessInfo {
+    ProcessInfo { pid, used_gpu_memory, gpu_instance_id: NO_INSTANCE, compute_instance_id: NO_INSTANCE }
+}
+
+/// A `_v3` process call: the entries this driver version fills.
+unsafe fn put_processes_v3(
+    list: &[(u32, u64)],
+    layout: ProcessLayout,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> Ret {
+    // SAFETY (all three): the caller's buffer, of the layout of this
+    // driver version, checked in `put_processes`.
+    match layout {
+        ProcessLayout::Standard => unsafe { put_processes(list, count, infos, entry_v2) },
+        ProcessLayout::R535Wide => unsafe {
+            put_processes(list, count, infos.cast::<ProcessInfoR535>(), |pid, used| ProcessInfoR535 {
+                pid,
+                used_gpu_memory: used,
+                gpu_instance_id: NO_INSTANCE,
+                compute_instance_id: NO_INSTANCE,
+                used_gpu_cc_protected_memory: 0,
+            })
+        },
+        ProcessLayout::NoV3 => ERROR_FUNCTION_NOT_FOUND,
+    }
 }
 
 #[unsafe(no_mangle)]
@@ -524,10 +777,33 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *m
         return ERROR_UNINITIALIZED;
     };
     state.log(format_args!("nvmlDeviceGetHandleByIndex_v2 gpu={index}"));
-    if index as usize >= state.gpus.len() {
-        return ERROR_INVALID_ARGUMENT;
+    if state.reloaded {
+        return ERROR_UNKNOWN;
     }
-    let handle = std::ptr::without_provenance_mut(HANDLE_BASE + index as usize);
+    let Some(gpu) = state.gpus.get_mut(index as usize) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    if gpu.hanging() {
+        drop(guard);
+        hang_forever();
+    }
+    if gpu.failing() {
+        return gpu.fail_code;
+    }
+    if gpu.deny.iter().any(|d| d == "handle") {
+        return ERROR_NO_PERMISSION;
+    }
+    // A recorder without a handle asks for one once per tick: the lost
+    // GPU's time passes with it.
+    if gpu.lost("nvmlDeviceGetHandleByIndex_v2") {
+        gpu.tick += 1;
+        gpu.maybe_reset();
+        if gpu.lost("nvmlDeviceGetHandleByIndex_v2") {
+            return ERROR_GPU_IS_LOST;
+        }
+    }
+    let handle =
+        std::ptr::without_provenance_mut(HANDLE_BASE + index as usize + gpu.generation * HANDLE_GENERATION);
     // SAFETY: NVML's contract: a valid out-parameter.
     unsafe { put(device, handle) }
 }
@@ -535,7 +811,7 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *m
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetUUID(device: *mut c_void, uuid: *mut c_char, length: c_uint) -> Ret {
     // SAFETY (in the closure): NVML's contract: a buffer of `length` bytes.
-    with_gpu(device, "nvmlDeviceGetUUID", "uuid", format_args!(""), |g| unsafe {
+    with_gpu(device, "nvmlDeviceGetUUID", "uuid", format_args!(""), |g, _| unsafe {
         copy_str(&g.uuid, uuid, length)
     })
 }
@@ -543,7 +819,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(device: *mut c_void, uuid: *mut c_cha
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetName(device: *mut c_void, name: *mut c_char, length: c_uint) -> Ret {
     // SAFETY (in the closure): NVML's contract: a buffer of `length` bytes.
-    with_gpu(device, "nvmlDeviceGetName", "name", format_args!(""), |g| unsafe {
+    with_gpu(device, "nvmlDeviceGetName", "name", format_args!(""), |g, _| unsafe {
         copy_str(&g.name, name, length)
     })
 }
@@ -551,7 +827,7 @@ pub unsafe extern "C" fn nvmlDeviceGetName(device: *mut c_void, name: *mut c_cha
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(device: *mut c_void, out: *mut Utilization) -> Ret {
     // SAFETY (in the closure): NVML's contract: a valid out-parameter.
-    with_gpu(device, "nvmlDeviceGetUtilizationRates", "util", format_args!(""), |g| unsafe {
+    with_gpu(device, "nvmlDeviceGetUtilizationRates", "util", format_args!(""), |g, _| unsafe {
         put(out, Utilization { gpu: g.util, memory: g.mem_util })
     })
 }
@@ -561,10 +837,13 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: *mut c_void, out: *m
     if out.is_null() {
         return ERROR_INVALID_ARGUMENT;
     }
-    with_gpu(device, "nvmlDeviceGetMemoryInfo_v2", "memory", format_args!(""), |g| {
+    with_gpu(device, "nvmlDeviceGetMemoryInfo_v2", "memory", format_args!(""), |g, _| {
         // SAFETY: NVML's contract: a valid, versioned struct to fill; the
         // version the caller set is kept.
         unsafe {
+            if (*out).version != MEMORY_V2_VERSION {
+                return ERROR_ARGUMENT_VERSION_MISMATCH;
+            }
             (*out).total = g.fb_total;
             (*out).reserved = 0;
             (*out).used = g.fb_used;
@@ -577,13 +856,15 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: *mut c_void, out: *m
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: *mut c_void, power: *mut c_uint) -> Ret {
     // SAFETY (in the closure): NVML's contract: a valid out-parameter.
-    with_gpu(device, "nvmlDeviceGetPowerUsage", "power", format_args!(""), |g| unsafe { put(power, g.power) })
+    with_gpu(device, "nvmlDeviceGetPowerUsage", "power", format_args!(""), |g, _| unsafe {
+        put(power, g.power)
+    })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(device: *mut c_void, limit: *mut c_uint) -> Ret {
     // SAFETY (in the closure): NVML's contract: a valid out-parameter.
-    with_gpu(device, "nvmlDeviceGetEnforcedPowerLimit", "power_limit", format_args!(""), |g| unsafe {
+    with_gpu(device, "nvmlDeviceGetEnforcedPowerLimit", "power_limit", format_args!(""), |g, _| unsafe {
         put(limit, g.power_limit)
     })
 }
@@ -594,7 +875,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
     energy: *mut c_ulonglong,
 ) -> Ret {
     // SAFETY (in the closure): NVML's contract: a valid out-parameter.
-    with_gpu(device, "nvmlDeviceGetTotalEnergyConsumption", "energy", format_args!(""), |g| unsafe {
+    with_gpu(device, "nvmlDeviceGetTotalEnergyConsumption", "energy", format_args!(""), |g, _| unsafe {
         put(energy, g.energy + g.tick.saturating_sub(1) * g.energy_step)
     })
 }
@@ -607,9 +888,15 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
 ) -> Ret {
     const NVML_CLOCK_SM: c_uint = 1;
     // SAFETY (in the closure): NVML's contract: a valid out-parameter.
-    with_gpu(device, "nvmlDeviceGetClockInfo", "sm_clock", format_args!(" type={clock_type}"), |g| unsafe {
-        if clock_type == NVML_CLOCK_SM { put(clock, g.sm_clock) } else { ERROR_NOT_SUPPORTED }
-    })
+    with_gpu(
+        device,
+        "nvmlDeviceGetClockInfo",
+        "sm_clock",
+        format_args!(" type={clock_type}"),
+        |g, _| unsafe {
+            if clock_type == NVML_CLOCK_SM { put(clock, g.sm_clock) } else { ERROR_NOT_SUPPORTED }
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -620,7 +907,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(
 ) -> Ret {
     const NVML_TEMPERATURE_GPU: c_uint = 0;
     // SAFETY (in the closure): NVML's contract: a valid out-parameter.
-    with_gpu(device, "nvmlDeviceGetTemperature", "temp", format_args!(""), |g| unsafe {
+    with_gpu(device, "nvmlDeviceGetTemperature", "temp", format_args!(""), |g, _| unsafe {
         if sensor == NVML_TEMPERATURE_GPU { put(temp, g.temp) } else { ERROR_INVALID_ARGUMENT }
     })
 }
@@ -632,7 +919,7 @@ pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
     period_us: *mut c_uint,
 ) -> Ret {
     // SAFETY (in the closure): NVML's contract: valid out-parameters.
-    with_gpu(device, "nvmlDeviceGetEncoderUtilization", "enc", format_args!(""), |g| unsafe {
+    with_gpu(device, "nvmlDeviceGetEncoderUtilization", "enc", format_args!(""), |g, _| unsafe {
         match put(utilization, g.enc) {
             SUCCESS => put(period_us, 1_000_000),
             err => err,
@@ -647,7 +934,7 @@ pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
     period_us: *mut c_uint,
 ) -> Ret {
     // SAFETY (in the closure): NVML's contract: valid out-parameters.
-    with_gpu(device, "nvmlDeviceGetDecoderUtilization", "dec", format_args!(""), |g| unsafe {
+    with_gpu(device, "nvmlDeviceGetDecoderUtilization", "dec", format_args!(""), |g, _| unsafe {
         match put(utilization, g.dec) {
             SUCCESS => put(period_us, 1_000_000),
             err => err,
@@ -663,14 +950,25 @@ pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
 ) -> Ret {
     const TX_BYTES: c_uint = 0;
     const RX_BYTES: c_uint = 1;
+    let mut latency_ms = 0;
     // SAFETY (in the closure): NVML's contract: a valid out-parameter.
-    with_gpu(device, "nvmlDeviceGetPcieThroughput", "pcie", format_args!(" counter={counter}"), |g| unsafe {
-        match counter {
-            TX_BYTES => put(value, g.pcie_tx),
-            RX_BYTES => put(value, g.pcie_rx),
-            _ => ERROR_INVALID_ARGUMENT,
-        }
-    })
+    let ret = with_gpu(
+        device,
+        "nvmlDeviceGetPcieThroughput",
+        "pcie",
+        format_args!(" counter={counter}"),
+        |g, _| unsafe {
+            latency_ms = g.pcie_latency_ms;
+            match counter {
+                TX_BYTES => put(value, g.pcie_tx),
+                RX_BYTES => put(value, g.pcie_rx),
+                _ => ERROR_INVALID_ARGUMENT,
+            }
+        },
+    );
+    // The measuring window, outside the lock as the driver's is per GPU.
+    std::thread::sleep(std::time::Duration::from_millis(latency_ms));
+    ret
 }
 
 #[unsafe(no_mangle)]
@@ -684,7 +982,7 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
         "nvmlDeviceGetCurrentClocksThrottleReasons",
         "clock_reasons",
         format_args!(""),
-        |g| unsafe { put(reasons, g.clock_reasons) },
+        |g, _| unsafe { put(reasons, g.clock_reasons) },
     )
 }
 
@@ -695,8 +993,24 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     infos: *mut ProcessInfo,
 ) -> Ret {
     // SAFETY (in the closure): NVML's list contract, checked in `put_processes`.
-    with_gpu(device, "nvmlDeviceGetComputeRunningProcesses_v3", "compute", format_args!(""), |g| unsafe {
-        put_processes(&g.compute, count, infos)
+    with_gpu(
+        device,
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "compute",
+        format_args!(""),
+        |g, layout| unsafe { put_processes_v3(&g.compute, layout, count, infos) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
+    device: *mut c_void,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> Ret {
+    // SAFETY (in the closure): NVML's list contract, checked in `put_processes`.
+    with_gpu(device, "nvmlDeviceGetComputeRunningProcesses_v2", "compute", format_args!(""), |g, _| unsafe {
+        put_processes(&g.compute, count, infos, entry_v2)
     })
 }
 
@@ -707,8 +1021,56 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     infos: *mut ProcessInfo,
 ) -> Ret {
     // SAFETY (in the closure): NVML's list contract, checked in `put_processes`.
-    with_gpu(device, "nvmlDeviceGetGraphicsRunningProcesses_v3", "graphics", format_args!(""), |g| unsafe {
-        put_processes(&g.graphics, count, infos)
+    with_gpu(
+        device,
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "graphics",
+        format_args!(""),
+        |g, layout| unsafe { put_processes_v3(&g.graphics, layout, count, infos) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
+    device: *mut c_void,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> Ret {
+    // SAFETY (in the closure): NVML's list contract, checked in `put_processes`.
+    with_gpu(
+        device,
+        "nvmlDeviceGetGraphicsRunningProcesses_v2",
+        "graphics",
+        format_args!(""),
+        |g, _| unsafe { put_processes(&g.graphics, count, infos, entry_v2) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
+    device: *mut c_void,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> Ret {
+    // SAFETY (in the closure): NVML's list contract, checked in `put_processes`.
+    with_gpu(
+        device,
+        "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+        "mps",
+        format_args!(""),
+        |g, layout| unsafe { put_processes_v3(&g.mps, layout, count, infos) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v2(
+    device: *mut c_void,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> Ret {
+    // SAFETY (in the closure): NVML's list contract, checked in `put_processes`.
+    with_gpu(device, "nvmlDeviceGetMPSComputeRunningProcesses_v2", "mps", format_args!(""), |g, _| unsafe {
+        put_processes(&g.mps, count, infos, entry_v2)
     })
 }
 
@@ -723,27 +1085,36 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
         return ERROR_INVALID_ARGUMENT;
     }
     let extra = format_args!(" last_seen={last_seen}");
-    with_gpu(device, "nvmlDeviceGetProcessUtilization", "putil", extra, |g| {
+    with_gpu(device, "nvmlDeviceGetProcessUtilization", "putil", extra, |g, _| {
         let ProcUtil::Samples(procs) = &g.putil else {
             return ERROR_NOT_FOUND;
         };
+        let sample = |pid, time_stamp, sm_util, mem_util| ProcessUtilizationSample {
+            pid,
+            time_stamp,
+            sm_util,
+            mem_util,
+            enc_util: 0,
+            dec_util: 0,
+        };
         let mut buffered = Vec::new();
-        for t in 1..=g.tick {
-            let newest = PUTIL_BASE_US + t * 1_000_000;
+        for t in 1..=g.tick.min(g.putil_until.unwrap_or(u64::MAX)) {
+            let newest = g.clock_us(t);
             for &(pid, sm, mem) in procs {
-                let sample = |time_stamp, sm_util, mem_util| ProcessUtilizationSample {
-                    pid,
-                    time_stamp,
-                    sm_util,
-                    mem_util,
-                    enc_util: 0,
-                    dec_util: 0,
-                };
-                buffered.push(sample(newest, sm, mem));
-                buffered.push(sample(newest - 500_000, sm + 1, mem + 1));
+                buffered.push(sample(pid, newest, sm, mem));
+                buffered.push(sample(pid, newest - 500_000, sm + 1, mem + 1));
             }
         }
-        buffered.retain(|s| s.time_stamp > last_seen);
+        // Samples that arrived after a count query of this tick.
+        if samples.is_null() && g.putil_burst > 0 {
+            g.burst_pending = g.putil_burst;
+        } else if g.burst_pending > 0 {
+            let at = g.clock_us(g.tick) - 250_000;
+            buffered.extend((0..g.burst_pending).map(|_| sample(NO_SUCH_PID, at, 50, 50)));
+        }
+        if !g.putil_stale {
+            buffered.retain(|s| s.time_stamp > last_seen);
+        }
         if buffered.is_empty() {
             return ERROR_NOT_FOUND;
         }
@@ -757,6 +1128,7 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
             }
             std::ptr::copy_nonoverlapping(buffered.as_ptr(), samples, buffered.len());
         }
+        g.burst_pending = 0;
         SUCCESS
     })
 }
@@ -766,9 +1138,14 @@ pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(device: *mut c_void, support:
     if support.is_null() {
         return ERROR_INVALID_ARGUMENT;
     }
-    with_gpu(device, "nvmlGpmQueryDeviceSupport", "gpm", format_args!(""), |g| {
+    with_gpu(device, "nvmlGpmQueryDeviceSupport", "gpm", format_args!(""), |g, _| {
         // SAFETY: NVML's contract: a valid, versioned struct to fill.
-        unsafe { (*support).is_supported_device = c_uint::from(g.gpm) };
+        unsafe {
+            if (*support).version != GPM_STRUCT_VERSION {
+                return ERROR_ARGUMENT_VERSION_MISMATCH;
+            }
+            (*support).is_supported_device = c_uint::from(g.gpm);
+        }
         SUCCESS
     })
 }
@@ -808,8 +1185,8 @@ pub unsafe extern "C" fn nvmlGpmSampleGet(device: *mut c_void, sample: *mut GpmS
     if sample.is_null() {
         return ERROR_INVALID_ARGUMENT;
     }
-    let gpu = handle_index(device);
-    with_gpu(device, "nvmlGpmSampleGet", "gpm", format_args!(""), |g| {
+    let gpu = handle_index(device).map(|(index, _)| index);
+    with_gpu(device, "nvmlGpmSampleGet", "gpm", format_args!(""), |g, _| {
         if !g.gpm {
             return ERROR_NOT_SUPPORTED;
         }
@@ -843,13 +1220,16 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut GpmMetricsGet) -> Ret {
         return ERROR_INVALID_ARGUMENT;
     };
     state.log(format_args!("nvmlGpmMetricsGet gpu={gpu2} tick={tick2} first_tick={tick1}"));
+    if request.version != GPM_STRUCT_VERSION {
+        return ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
     if gpu1 != gpu2 || tick2 != tick1 + 1 || request.num_metrics as usize > GPM_METRIC_MAX {
         return ERROR_INVALID_ARGUMENT;
     }
     let Some(gpu) = state.gpus.get(gpu2) else {
         return ERROR_INVALID_ARGUMENT;
     };
-    if gpu.failing() {
+    if gpu.failing() || gpu.lost("nvmlGpmMetricsGet") {
         return gpu.fail_code;
     }
     for metric in &mut request.metrics[..request.num_metrics as usize] {
@@ -870,4 +1250,48 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut GpmMetricsGet) -> Ret {
         }
     }
     SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
+    device: *mut c_void,
+    values_count: std::ffi::c_int,
+    values: *mut FieldValue,
+) -> Ret {
+    let Ok(n) = usize::try_from(values_count) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    if values.is_null() || n == 0 {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: NVML's contract: `values` holds `values_count` entries whose
+    // field ids the caller set.
+    let values = unsafe { std::slice::from_raw_parts_mut(values, n) };
+    let ids = values.iter().map(|v| v.field_id.to_string()).collect::<Vec<_>>().join(",");
+    with_gpu(device, "nvmlDeviceGetFieldValues", "fields", format_args!(" fields={ids}"), |g, _| {
+        let timestamp = i64::try_from(g.clock_us(g.tick)).unwrap_or(i64::MAX);
+        for v in values.iter_mut() {
+            let (query, value) = match v.field_id {
+                FI_TOTAL_ENERGY => ("energy", g.energy + g.tick.saturating_sub(1) * g.energy_step),
+                FI_PCIE_TX_BYTES => ("pcie_counters", u64::from(g.pcie_tx) * 1024 * g.tick),
+                FI_PCIE_RX_BYTES => ("pcie_counters", u64::from(g.pcie_rx) * 1024 * g.tick),
+                _ => ("unknown field", 0),
+            };
+            v.timestamp = timestamp;
+            v.latency_usec = 0;
+            v.value_type = VALUE_TYPE_ULL;
+            v.value = value;
+            let refused = if query == "pcie_counters" {
+                g.refusal("pcie").or(g.refusal(query))
+            } else {
+                g.refusal(query)
+            };
+            v.nvml_return = match refused {
+                _ if query == "unknown field" => ERROR_NOT_SUPPORTED,
+                Some(code) => code,
+                None => SUCCESS,
+            };
+        }
+        SUCCESS
+    })
 }

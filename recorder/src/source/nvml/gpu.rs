@@ -1,0 +1,395 @@
+//! One GPU's sampling, on its worker thread: its handle (fetched again
+//! after a reset or a lost GPU), its tick's NVML calls, and what is kept
+//! between ticks (the GPM sample, the last utilization timestamp, the PCIe
+//! byte counters). It answers with the GPU's row and its processes' metrics;
+//! who the processes are is resolved by the source on the tick loop's
+//! thread.
+
+use apron_schemas::GpuSample;
+use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
+use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::error::{Bits, NvmlError};
+use nvml_wrapper::struct_wrappers::device::FieldValueSample;
+use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::sys_exports::field_id::{
+    NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+};
+use nvml_wrapper::{Device, GpmSample, Nvml};
+
+use super::driver::ProcessCall;
+use super::process_util::{Picked, ProcUtil, Window};
+use super::raw::{self, ProcessList};
+use super::{gpm_metrics, is_device_failure, kb_to_bytes, merge_processes, to_i32, to_i64};
+
+/// The scalar metrics read in one `nvmlDeviceGetFieldValues` call, in this
+/// order: the energy counter (mJ) and the cumulative PCIe byte counters.
+const FIELDS: [u32; 3] =
+    [NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, NVML_FI_DEV_PCIE_COUNT_TX_BYTES, NVML_FI_DEV_PCIE_COUNT_RX_BYTES];
+
+/// Where a driver has no PCIe byte counters, `nvmlDeviceGetPcieThroughput`
+/// (which measures over a 20 ms window per call) is asked once every this
+/// many ticks, not at each: its rows in between have PCIe unknown.
+pub const PCIE_THROUGHPUT_EVERY: u64 = 5;
+
+/// What a tick asks a GPU's worker.
+#[derive(Debug, Clone, Copy)]
+pub struct Request {
+    /// The tick, ms since the epoch.
+    pub ts_ms: i64,
+    /// The time the row stands for, ms.
+    pub interval_ms: i32,
+}
+
+/// A GPU's answer to one tick.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Its row, its processes and what NVML refused.
+    Sampled {
+        /// The GPU's row (boxed: the other answers are small).
+        row: Box<GpuSample>,
+        /// Its processes' metrics.
+        procs: Vec<GpuProc>,
+        /// Queries NVML refused (not supported, not permitted, not in this
+        /// driver).
+        refusals: Vec<Refusal>,
+    },
+    /// It could not be sampled.
+    Failed {
+        /// Its UUID, when known.
+        uuid: Option<String>,
+        /// What failed, for the log.
+        error: String,
+    },
+    /// NVML would not give its handle (`NO_PERMISSION`: a cgroup hides it).
+    Hidden {
+        /// NVML's error.
+        error: String,
+    },
+}
+
+/// One process on one GPU, before its identity is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuProc {
+    /// Host pid.
+    pub pid: u32,
+    /// Used GPU memory, bytes; `None` where NVML does not give it.
+    pub used_mem_bytes: Option<u64>,
+    /// SM utilization, percent; `None` when unknown.
+    pub sm_util_pct: Option<i32>,
+    /// Memory controller utilization, percent; `None` when unknown.
+    pub mem_util_pct: Option<i32>,
+}
+
+/// A query NVML refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Which query ("compute processes", "process utilization").
+    pub query: &'static str,
+    /// Why, NVML's words.
+    pub error: String,
+}
+
+/// A GPU slot, by NVML index; owned by its worker thread.
+#[derive(Debug)]
+pub struct GpuState {
+    nvml: &'static Nvml,
+    index: u32,
+    process_call: ProcessCall,
+    open: Option<OpenGpu>,
+}
+
+/// A GPU whose handle and UUID are known, and what is kept between ticks.
+#[derive(Debug)]
+struct OpenGpu {
+    device: Device<'static>,
+    uuid: apron_schemas::Text,
+    model: Option<apron_schemas::Text>,
+    /// Whether the GPU supports GPM (Hopper and newer).
+    gpm: bool,
+    /// The previous tick's GPM sample: GPM metrics are computed between two
+    /// samples.
+    gpm_last: Option<GpmSample<'static>>,
+    /// The newest per-process utilization timestamp seen (µs, NVML's
+    /// clock), passed back to NVML so each tick gets only newer samples.
+    last_seen_us: Option<u64>,
+    /// The previous reading of the PCIe byte counters.
+    pcie_last: Option<PcieCount>,
+    /// Ticks sampled since the handle was opened.
+    ticks: u64,
+}
+
+/// The cumulative PCIe byte counters at one time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PcieCount {
+    /// NVML's timestamp of the reading, µs.
+    pub at_us: i64,
+    /// Bytes sent since some start.
+    pub tx_bytes: u64,
+    /// Bytes received since some start.
+    pub rx_bytes: u64,
+}
+
+/// Bytes per second sent and received between two readings of the
+/// counters; `None` for a direction whose counter went back (wrapped or
+/// reset) and for both when no time passed.
+pub fn pcie_rates(before: PcieCount, now: PcieCount) -> (Option<i64>, Option<i64>) {
+    let Some(us) = u64::try_from(now.at_us - before.at_us).ok().filter(|us| *us > 0) else {
+        return (None, None);
+    };
+    let rate = |a: u64, b: u64| {
+        let bytes = b.checked_sub(a)?;
+        i64::try_from(u128::from(bytes) * 1_000_000 / u128::from(us)).ok()
+    };
+    (rate(before.tx_bytes, now.tx_bytes), rate(before.rx_bytes, now.rx_bytes))
+}
+
+impl GpuState {
+    /// GPU `index`, not yet opened (its worker opens it at its first tick).
+    pub fn new(nvml: &'static Nvml, index: u32, process_call: ProcessCall) -> GpuState {
+        GpuState { nvml, index, process_call, open: None }
+    }
+
+    /// Samples this GPU once; the worker's job.
+    pub fn sample(&mut self, req: Request) -> Outcome {
+        if self.open.is_none() {
+            match OpenGpu::open(self.nvml, self.index) {
+                Ok(open) => self.open = Some(open),
+                Err(NvmlError::NoPermission) => {
+                    return Outcome::Hidden { error: NvmlError::NoPermission.to_string() };
+                }
+                Err(e) => return Outcome::Failed { uuid: None, error: format!("cannot get a handle: {e}") },
+            }
+        }
+        let Some(open) = self.open.as_mut() else {
+            return Outcome::Failed { uuid: None, error: "no handle".into() };
+        };
+        match open.sample(self.nvml, self.index, self.process_call, req) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                let uuid = Some(open.uuid.to_string());
+                // A lost, reset or reloaded GPU answers again only through
+                // a fresh handle: fetch one at the next tick.
+                self.open = None;
+                Outcome::Failed { uuid, error }
+            }
+        }
+    }
+}
+
+impl OpenGpu {
+    /// Fetches the handle, UUID, name and GPM support of GPU `index`.
+    fn open(nvml: &'static Nvml, index: u32) -> Result<OpenGpu, NvmlError> {
+        let device = nvml.device_by_index(index)?;
+        let uuid = device.uuid()?;
+        let model = device.name().ok();
+        // Older drivers lack the GPM symbols; any error means no GPM.
+        let gpm = device.gpm_support().unwrap_or(false);
+        Ok(OpenGpu {
+            device,
+            uuid: uuid.into(),
+            model: model.map(Into::into),
+            gpm,
+            gpm_last: None,
+            last_seen_us: None,
+            pcie_last: None,
+            ticks: 0,
+        })
+    }
+
+    /// Samples this GPU once. Fails, with the text for the log, only when a
+    /// basic query (utilization, memory) says the GPU cannot be sampled.
+    fn sample(
+        &mut self,
+        nvml: &'static Nvml,
+        index: u32,
+        process_call: ProcessCall,
+        req: Request,
+    ) -> Result<Outcome, String> {
+        self.ticks += 1;
+        let device = &self.device;
+        let util = device.utilization_rates();
+        if let Err(e) = &util
+            && is_device_failure(e)
+        {
+            return Err(format!("cannot read utilization: {e}"));
+        }
+        let memory = device.memory_info();
+        if let Err(e) = &memory
+            && is_device_failure(e)
+        {
+            return Err(format!("cannot read memory use: {e}"));
+        }
+        let (util, memory) = (util.ok(), memory.ok());
+        let [sm_active_pct, sm_occupancy_pct, tensor_active_pct, dram_active_pct] =
+            if self.gpm { gpm_metrics(nvml, device, &mut self.gpm_last) } else { [None; 4] };
+        let fields = Fields::read(device);
+        let energy_mj = fields.energy_mj.or_else(|| device.total_energy_consumption().ok().and_then(to_i64));
+        let (pcie_tx, pcie_rx) = match fields.pcie {
+            Some(now) => {
+                let rates = self.pcie_last.map_or((None, None), |before| pcie_rates(before, now));
+                self.pcie_last = Some(now);
+                rates
+            }
+            None if (self.ticks - 1).is_multiple_of(PCIE_THROUGHPUT_EVERY) => (
+                device.pcie_throughput(PcieUtilCounter::Send).ok().map(kb_to_bytes),
+                device.pcie_throughput(PcieUtilCounter::Receive).ok().map(kb_to_bytes),
+            ),
+            None => (None, None),
+        };
+        let row = Box::new(GpuSample {
+            ts: req.ts_ms,
+            gpu_uuid: self.uuid.clone(),
+            gpu_index: i32::try_from(index).unwrap_or(i32::MAX),
+            gpu_model: self.model.clone(),
+            interval_ms: req.interval_ms,
+            gpu_util_pct: util.as_ref().and_then(|u| to_i32(u.gpu)),
+            mem_util_pct: util.as_ref().and_then(|u| to_i32(u.memory)),
+            fb_used_bytes: memory.as_ref().and_then(|m| to_i64(m.used)),
+            fb_total_bytes: memory.as_ref().and_then(|m| to_i64(m.total)),
+            power_mw: device.power_usage().ok().and_then(to_i32),
+            power_limit_mw: device.enforced_power_limit().ok().and_then(to_i32),
+            energy_mj,
+            sm_clock_mhz: device.clock_info(Clock::SM).ok().and_then(to_i32),
+            temp_c: device.temperature(TemperatureSensor::Gpu).ok().and_then(to_i32),
+            enc_util_pct: device.encoder_utilization().ok().and_then(|u| to_i32(u.utilization)),
+            dec_util_pct: device.decoder_utilization().ok().and_then(|u| to_i32(u.utilization)),
+            pcie_tx_bytes_per_s: pcie_tx,
+            pcie_rx_bytes_per_s: pcie_rx,
+            clock_event_reasons: clock_event_reasons(device),
+            sm_active_pct,
+            sm_occupancy_pct,
+            tensor_active_pct,
+            dram_active_pct,
+        });
+
+        let mut refusals = Vec::new();
+        let mut lists = Vec::with_capacity(3);
+        for list in [ProcessList::Compute, ProcessList::Graphics, ProcessList::Mps] {
+            match raw::process_list(nvml, device, list, process_call) {
+                Ok(found) => lists.push(found),
+                Err(e) if is_refusal(&e) => {
+                    refusals.push(Refusal { query: list.name(), error: e.to_string() })
+                }
+                Err(e) => tracing::debug!(gpu_index = index, error = %e, "cannot list {}", list.name()),
+            }
+        }
+        let processes = merge_processes(&lists);
+        let mut procs = Vec::with_capacity(processes.len());
+        if !processes.is_empty() {
+            let window = Window::for_tick(self.last_seen_us, req.ts_ms, req.interval_ms);
+            let listed: Vec<u32> = processes.iter().map(|(pid, _)| *pid).collect();
+            // `None`: utilization unknown for every process this tick.
+            let picked = match raw::process_utilization(nvml, device, window.since_us) {
+                Ok(samples) => Some(Picked::new(&samples, &listed, window)),
+                // No sample newer than the window's start: all idle.
+                Err(NvmlError::NotFound) => Some(Picked::default()),
+                Err(e) => {
+                    if is_refusal(&e) {
+                        refusals.push(Refusal { query: "process utilization", error: e.to_string() });
+                    } else {
+                        tracing::debug!(gpu_index = index, error = %e, "cannot read per-process utilization");
+                    }
+                    None
+                }
+            };
+            if let Some(picked) = &picked {
+                // Moved back with the window after a clock step.
+                self.last_seen_us = picked.newest_us.or((window.since_us > 0).then_some(window.since_us));
+            }
+            for (pid, used) in processes {
+                let util = picked.as_ref().map_or(ProcUtil::Invalid, |p| p.get(pid));
+                let (sm, mem) = match util {
+                    ProcUtil::Sampled { sm_util, mem_util } => (to_i32(sm_util), to_i32(mem_util)),
+                    ProcUtil::Idle => (Some(0), Some(0)),
+                    ProcUtil::Invalid => (None, None),
+                };
+                procs.push(GpuProc { pid, used_mem_bytes: used, sm_util_pct: sm, mem_util_pct: mem });
+            }
+        }
+        Ok(Outcome::Sampled { row, procs, refusals })
+    }
+}
+
+/// Whether an error says NVML will not answer this query here (not
+/// supported, not permitted, not in this driver), as opposed to a failure.
+pub fn is_refusal(error: &NvmlError) -> bool {
+    matches!(
+        error,
+        NvmlError::NotSupported
+            | NvmlError::NoPermission
+            | NvmlError::FunctionNotFound
+            | NvmlError::FailedToLoadSymbol(_)
+    )
+}
+
+/// Every clock-event (throttle) bit, including those newer than
+/// `nvml-wrapper`'s list: its strict call hands back the raw bits it does
+/// not know in its error.
+fn clock_event_reasons(device: &Device<'static>) -> Option<i64> {
+    let bits = match device.current_throttle_reasons_strict() {
+        Ok(reasons) => reasons.bits(),
+        Err(NvmlError::IncorrectBits(Bits::U64(bits))) => bits,
+        Err(_) => return None,
+    };
+    // The bitmask's bits, reinterpreted, not its value converted.
+    Some(bits as i64)
+}
+
+/// What one `nvmlDeviceGetFieldValues` call gave.
+#[derive(Debug, Default)]
+struct Fields {
+    energy_mj: Option<i64>,
+    pcie: Option<PcieCount>,
+}
+
+impl Fields {
+    /// Reads [`FIELDS`] in one call; a field the driver does not have is
+    /// `None` (the caller falls back to its own call).
+    fn read(device: &Device<'static>) -> Fields {
+        let ids = FIELDS.map(FieldId);
+        let Ok(values) = device.field_values_for(&ids) else { return Fields::default() };
+        let value = |i: usize| -> Option<(i64, u64)> {
+            let sample: &FieldValueSample = values.get(i)?.as_ref().ok()?;
+            let v = match sample.value.as_ref().ok()? {
+                SampleValue::U64(v) => *v,
+                SampleValue::U32(v) => u64::from(*v),
+                SampleValue::I64(v) => u64::try_from(*v).ok()?,
+                SampleValue::F64(_) => return None,
+            };
+            Some((sample.timestamp, v))
+        };
+        let energy_mj = value(0).and_then(|(_, v)| to_i64(v));
+        let pcie = match (value(1), value(2)) {
+            (Some((at_us, tx_bytes)), Some((_, rx_bytes))) => Some(PcieCount { at_us, tx_bytes, rx_bytes }),
+            _ => None,
+        };
+        Fields { energy_mj, pcie }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pcie_rates_from_the_counters() {
+        let a = PcieCount { at_us: 1_000_000, tx_bytes: 1_000, rx_bytes: 5_000 };
+        let b = PcieCount { at_us: 1_500_000, tx_bytes: 3_000, rx_bytes: 5_000 };
+        assert_eq!(pcie_rates(a, b), (Some(4_000), Some(0)));
+        // A counter that went back (wrapped, reset) gives no rate.
+        let c = PcieCount { at_us: 2_500_000, tx_bytes: 10, rx_bytes: 6_000 };
+        assert_eq!(pcie_rates(b, c), (None, Some(1_000)));
+        assert_eq!(pcie_rates(b, b), (None, None));
+        assert_eq!(pcie_rates(c, b), (None, None));
+    }
+
+    #[test]
+    fn refusals_are_not_failures() {
+        for e in [NvmlError::NotSupported, NvmlError::NoPermission, NvmlError::FunctionNotFound] {
+            assert!(is_refusal(&e), "{e}");
+        }
+        for e in [NvmlError::GpuLost, NvmlError::NotFound, NvmlError::Unknown] {
+            assert!(!is_refusal(&e), "{e}");
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! One thread per GPU, so that an NVML call that blocks in the kernel (after
+//! an Xid 45 or 79, or a hung driver) stalls only its own GPU: each tick
+//! asks every free worker for a sample and waits for the answers until a
+//! deadline; a worker that has not answered by then is reported as stalled
+//! at this tick and at every tick until it answers, and is not asked again
+//! meanwhile. Nothing here knows NVML: a worker owns a state and runs a
+//! function on it.
+//!
+//! A stalled worker's thread is never joined: the process exits without
+//! waiting for it (SIGTERM still ends the recorder on time).
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::Instant;
+
+/// The answer of one worker at one round.
+#[derive(Debug)]
+pub(super) enum Answer<Out> {
+    /// It answered in time.
+    Done(Out),
+    /// It was asked this round and did not answer by the deadline.
+    TimedOut,
+    /// It was still busy with the request of round `since`, and not asked.
+    Stalled {
+        /// The round it has been busy since.
+        since: u64,
+    },
+    /// It was not asked (the caller said so), or its thread is gone.
+    Idle,
+}
+
+/// Workers, each with its own thread and state, answering on one channel.
+#[derive(Debug)]
+pub(super) struct Pool<Req, Out> {
+    workers: Vec<Worker<Req>>,
+    answers: Receiver<(usize, u64, Out)>,
+}
+
+#[derive(Debug)]
+struct Worker<Req> {
+    requests: Option<Sender<(u64, Req)>>,
+    /// The round of the request it has not answered yet.
+    busy_since: Option<u64>,
+}
+
+impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
+    /// Starts one thread per state, named `<name><i>`, each running `work`
+    /// on its state for every request.
+    pub(super) fn spawn<S: Send + 'static>(
+        name: &str,
+        states: Vec<S>,
+        work: fn(&mut S, Req) -> Out,
+    ) -> std::io::Result<Pool<Req, Out>> {
+        let (answer_tx, answers) = mpsc::channel();
+        let mut workers = Vec::with_capacity(states.len());
+        for (i, mut state) in states.into_iter().enumerate() {
+            let (tx, rx) = mpsc::channel::<(u64, Req)>();
+            let answer_tx = answer_tx.clone();
+            std::thread::Builder::new().name(format!("{name}{i}")).spawn(move || {
+                while let Ok((round, req)) = rx.recv() {
+                    let out = work(&mut state, req);
+                    if answer_tx.send((i, round, out)).is_err() {
+                        break;
+                    }
+                }
+            })?;
+            workers.push(Worker { requests: Some(tx), busy_since: None });
+        }
+        Ok(Pool { workers, answers })
+    }
+
+    /// How many workers there are.
+    pub(super) fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Runs round `round` (increasing from call to call): asks each free
+    /// worker `i` for which `request(i)` gives a request, and waits until
+    /// all asked have answered or `deadline` passes. Answers from earlier
+    /// rounds that arrive now free their worker and are dropped: they are
+    /// not this round's.
+    pub(super) fn round(
+        &mut self,
+        round: u64,
+        mut request: impl FnMut(usize) -> Option<Req>,
+        deadline: Instant,
+    ) -> Vec<Answer<Out>> {
+        self.collect_late();
+        let mut answers: Vec<Answer<Out>> = Vec::with_capacity(self.workers.len());
+        let mut waiting = 0;
+        for (i, worker) in self.workers.iter_mut().enumerate() {
+            if let Some(since) = worker.busy_since {
+                answers.push(Answer::Stalled { since });
+                continue;
+            }
+            let Some(req) = request(i) else {
+                answers.push(Answer::Idle);
+                continue;
+            };
+            let sent = worker.requests.as_ref().is_some_and(|tx| tx.send((round, req)).is_ok());
+            if sent {
+                worker.busy_since = Some(round);
+                waiting += 1;
+                answers.push(Answer::TimedOut);
+            } else {
+                worker.requests = None;
+                answers.push(Answer::Idle);
+            }
+        }
+        while waiting > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.answers.recv_timeout(left) {
+                Ok((i, r, out)) => {
+                    self.workers[i].busy_since = None;
+                    if r == round {
+                        answers[i] = Answer::Done(out);
+                        waiting -= 1;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        answers
+    }
+
+    /// Frees the workers whose late answers have arrived.
+    fn collect_late(&mut self) {
+        while let Ok((i, _, _)) = self.answers.try_recv() {
+            self.workers[i].busy_since = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Doubles its input; a worker whose gate is locked blocks until it opens.
+    fn work(gate: &mut Arc<Mutex<()>>, x: u32) -> u32 {
+        drop(gate.lock().expect("not poisoned"));
+        x * 2
+    }
+
+    #[test]
+    fn a_blocked_worker_stalls_alone_and_recovers() {
+        let gates: Vec<_> = (0..3).map(|_| Arc::new(Mutex::new(()))).collect();
+        let mut pool = Pool::spawn("test-worker", gates.clone(), work).expect("threads start");
+        assert_eq!(pool.len(), 3);
+        let soon = || Instant::now() + Duration::from_secs(30);
+        let done = |a: &Answer<u32>| match a {
+            Answer::Done(v) => Some(*v),
+            _ => None,
+        };
+        let answers = pool.round(1, |i| Some(i as u32), soon());
+        assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4)]);
+
+        // Worker 1 blocks: round 2 waits for it only until the deadline.
+        let held = gates[1].lock().expect("not poisoned");
+        let answers = pool.round(2, |i| Some(10 + i as u32), Instant::now() + Duration::from_millis(50));
+        assert_eq!(done(&answers[0]), Some(20));
+        assert!(matches!(answers[1], Answer::TimedOut), "{:?}", answers[1]);
+        assert_eq!(done(&answers[2]), Some(24));
+        // Still blocked: not asked again, reported as stalled since round 2.
+        let answers = pool.round(3, |i| Some(i as u32), Instant::now() + Duration::from_millis(50));
+        assert!(matches!(answers[1], Answer::Stalled { since: 2 }), "{:?}", answers[1]);
+        assert_eq!(done(&answers[2]), Some(4));
+
+        // Unblocked: its late answer is dropped and it answers again.
+        drop(held);
+        let t0 = Instant::now();
+        while pool.round(4, |_| None, Instant::now()).iter().any(|a| matches!(a, Answer::Stalled { .. })) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "the worker never came back");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let answers = pool.round(5, |i| Some(i as u32), soon());
+        assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4)]);
+    }
+}
