@@ -29,13 +29,12 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use apron_schemas::ProcSample;
-use nvml_wrapper::enums::gpm::GpmMetricId;
+use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::{Device, GpmSample, Nvml};
 
 pub use self::driver::ProcessCall;
 pub use self::gpu::PCIE_THROUGHPUT_EVERY;
-use self::gpu::{GpuState, Outcome, Request};
+use self::gpu::{GpuState, Outcome, Request, to_i64};
 use self::worker::{Answer, Pool};
 use super::{GpuFailure, Source, Tick};
 use crate::identity::IdentityCache;
@@ -43,12 +42,6 @@ use crate::identity::IdentityCache;
 /// The library names tried, in order, when no path is given. Machines
 /// without the driver's development package have only the versioned name.
 const DEFAULT_LIBS: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
-
-/// The GPM metrics recorded, in the order of `GpuSample`'s GPM fields:
-/// `sm_active_pct`, `sm_occupancy_pct`, `tensor_active_pct`,
-/// `dram_active_pct`.
-const GPM_METRICS: [GpmMetricId; 4] =
-    [GpmMetricId::SmUtil, GpmMetricId::SmOccupancy, GpmMetricId::AnyTensorUtil, GpmMetricId::DramBwUtil];
 
 /// The share of the tick's interval a tick waits for the GPUs' answers; a
 /// GPU that has not answered by then is stalled for this tick.
@@ -399,124 +392,11 @@ impl Source for NvmlSource {
     }
 }
 
-/// The four GPM metrics between the previous tick's sample and one taken
-/// now, which then replaces it. `None` for each on the first tick, after a
-/// failed sample, and where NVML does not give the metric.
-fn gpm_metrics(
-    nvml: &'static Nvml,
-    device: &Device<'static>,
-    last: &mut Option<GpmSample<'static>>,
-) -> [Option<f32>; 4] {
-    let sample = match device.gpm_sample() {
-        Ok(sample) => sample,
-        Err(error) => {
-            tracing::debug!(%error, "cannot take a GPM sample");
-            *last = None;
-            return [None; 4];
-        }
-    };
-    let mut values = [None; 4];
-    if let Some(previous) = last.as_ref() {
-        match nvml_wrapper::gpm::gpm_metrics_get(nvml, previous, &sample, &GPM_METRICS) {
-            Ok(results) => {
-                for (value, result) in values.iter_mut().zip(results) {
-                    // Percentages: f32 holds them to well below a tenth of a percent.
-                    *value = result.ok().map(|m| m.value).filter(|v| v.is_finite()).map(|v| v as f32);
-                }
-            }
-            Err(error) => tracing::debug!(%error, "cannot compute GPM metrics"),
-        }
-    }
-    *last = Some(sample);
-    values
-}
-
-/// Whether an error from a basic query (utilization, memory) means the GPU
-/// as a whole cannot be sampled, rather than that this one metric is not
-/// available (not supported, not permitted, not in this driver).
-pub fn is_device_failure(error: &NvmlError) -> bool {
-    !matches!(
-        error,
-        NvmlError::NotSupported
-            | NvmlError::NoPermission
-            | NvmlError::FailedToLoadSymbol(_)
-            | NvmlError::FunctionNotFound
-            | NvmlError::NotFound
-            | NvmlError::NoData
-    )
-}
-
-/// Merges process lists (compute, graphics, MPS clients) into one entry
-/// per pid, in first-seen order, with the used GPU memory in bytes (`None`
-/// where NVML does not give it). A process in several lists is one process
-/// holding one amount of memory, which each list reports whole, so the
-/// larger value is kept rather than the sum.
-pub fn merge_processes(lists: &[Vec<(u32, Option<u64>)>]) -> Vec<(u32, Option<u64>)> {
-    let mut merged: Vec<(u32, Option<u64>)> = Vec::new();
-    for &(pid, used) in lists.iter().flatten() {
-        match merged.iter_mut().find(|(p, _)| *p == pid) {
-            Some((_, known)) => *known = (*known).max(used),
-            None => merged.push((pid, used)),
-        }
-    }
-    merged
-}
-
-/// NVML's PCIe throughput unit, KB/s (1024 bytes), as bytes per second.
-pub fn kb_to_bytes(kb_per_s: u32) -> i64 {
-    i64::from(kb_per_s) * 1024
-}
-
-fn to_i32(value: u32) -> Option<i32> {
-    i32::try_from(value).ok()
-}
-
-fn to_i64(value: u64) -> Option<i64> {
-    i64::try_from(value).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use std::error::Error as _;
 
     use super::*;
-
-    #[test]
-    fn processes_merge_per_pid() {
-        let compute = vec![(10, Some(100)), (11, None)];
-        let graphics = vec![(12, Some(5)), (10, Some(100)), (11, Some(7))];
-        let mps = vec![(13, Some(9)), (12, Some(6))];
-        assert_eq!(
-            merge_processes(&[compute, graphics, mps]),
-            [(10, Some(100)), (11, Some(7)), (12, Some(6)), (13, Some(9))]
-        );
-        assert_eq!(merge_processes(&[vec![(3, None)], vec![]]), [(3, None)]);
-        assert!(merge_processes(&[vec![], vec![]]).is_empty());
-    }
-
-    #[test]
-    fn pcie_kilobytes_are_1024_bytes() {
-        assert_eq!(kb_to_bytes(0), 0);
-        assert_eq!(kb_to_bytes(3), 3072);
-        assert_eq!(kb_to_bytes(u32::MAX), i64::from(u32::MAX) * 1024);
-    }
-
-    #[test]
-    fn unavailable_metrics_are_not_gpu_failures() {
-        for error in [
-            NvmlError::NotSupported,
-            NvmlError::NoPermission,
-            NvmlError::NotFound,
-            NvmlError::FailedToLoadSymbol("x".into()),
-        ] {
-            assert!(!is_device_failure(&error), "{error}");
-        }
-        for error in
-            [NvmlError::GpuLost, NvmlError::Unknown, NvmlError::ResetRequired, NvmlError::Uninitialized]
-        {
-            assert!(is_device_failure(&error), "{error}");
-        }
-    }
 
     #[test]
     fn missing_library_names_nvml_and_suggests_sim() {
