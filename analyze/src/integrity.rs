@@ -15,6 +15,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use apron_schemas::paths::is_data_file_name;
 use apron_schemas::{DataLayout, Table};
 use datafusion::arrow::compute::can_cast_types;
 use datafusion::arrow::datatypes::{DataType, Schema};
@@ -25,7 +26,7 @@ use datafusion::parquet::errors::ParquetError;
 use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 
 use crate::error::Error;
-use crate::session::{is_data_file_name, partition_columns};
+use crate::session::partition_columns;
 
 /// The first bad file of `tables` under `layout`, in path order, as the
 /// error to report; `None` when every footer, page index and schema is

@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use apron_schemas::paths::is_data_file_name;
 use apron_schemas::paths::{parse_date_dir_name, parse_host_dir_name};
 use apron_schemas::{DataLayout, Table};
 use chrono::NaiveDate;
@@ -33,7 +34,6 @@ use datafusion::logical_expr::{LogicalPlan, cast, col, lit};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::queries;
-use crate::session::is_data_file_name;
 
 /// One Hive partition: a UTC date and a host.
 pub(crate) type Partition = (NaiveDate, String);

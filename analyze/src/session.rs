@@ -18,6 +18,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use apron_schemas::paths::DATA_FILE_EXTENSION;
 use apron_schemas::{DataLayout, Table, test_pause};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat_batches;
@@ -51,20 +52,10 @@ use crate::panic_guard;
 use crate::recent;
 use crate::store::DataFileStore;
 
-/// The file extension of every data file; hidden temporary files
-/// (`.name.parquet.tmp`) do not end with it and are never read.
-pub const FILE_EXTENSION: &str = ".parquet";
-
 /// The names of the data files read: `*.parquet`, except hidden names
 /// (`.x.parquet`, macOS `._x.parquet` copies) and `_`-names (Spark's and
 /// Hive's bookkeeping), which pyarrow and Spark skip as well.
 const FILE_GLOB: &str = "[!._]*.parquet";
-
-/// True for a file name the listing reads (`*.parquet`, not hidden, not
-/// `_`-prefixed).
-pub fn is_data_file_name(name: &str) -> bool {
-    !name.starts_with(['.', '_']) && name.ends_with(FILE_EXTENSION)
-}
 
 /// The Hive partition columns of every table, in folder order, with the
 /// types their values are parsed into.
@@ -471,7 +462,7 @@ fn listing_table(dir: &Path, table: Table, format: ParquetFormat) -> Result<List
     let files = glob::Pattern::new(FILE_GLOB).map_err(|e| DataFusionError::External(Box::new(e)))?;
     let url = ListingTableUrl::try_new(url, Some(files))?;
     let options = ListingOptions::new(Arc::new(format))
-        .with_file_extension(FILE_EXTENSION)
+        .with_file_extension(DATA_FILE_EXTENSION)
         .with_table_partition_cols(partition_columns());
     let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(table.schema());
     ListingTable::try_new(config)

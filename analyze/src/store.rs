@@ -24,6 +24,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use apron_schemas::paths::is_data_file_name;
 use async_trait::async_trait;
 use bytes::Bytes;
 use datafusion::object_store::local::LocalFileSystem;
@@ -35,7 +36,6 @@ use datafusion::object_store::{
 use futures::stream::{BoxStream, StreamExt};
 
 use crate::fence::Fence;
-use crate::session::is_data_file_name;
 
 /// A data file of zero bytes met while listing a table's folder.
 #[derive(Debug, thiserror::Error)]

@@ -36,7 +36,8 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use apron_schemas::paths::{
-    COMPACT_STAGING_PREFIX, parse_date_dir_name, parse_host_dir_name, parse_wal_segment_name,
+    COMPACT_STAGING_PREFIX, is_data_file_name, parse_date_dir_name, parse_host_dir_name,
+    parse_wal_segment_name,
 };
 use apron_schemas::{DataLayout, TABLE_KEY, Table, parquet_props};
 use arrow::array::RecordBatch;
@@ -157,12 +158,6 @@ fn awaits_recovery(layout: &DataLayout, host: &str, date: NaiveDate) -> Result<b
         }
     }
     Ok(false)
-}
-
-/// Whether readers read a file of this name: `*.parquet`, not hidden and
-/// not `_`-prefixed (the rule of the analysis CLI, pyarrow and Spark).
-fn is_data_file_name(name: &str) -> bool {
-    !name.starts_with(['.', '_']) && name.ends_with(".parquet")
 }
 
 /// Whether `path` is a file apron wrote for `table`: it says so in its

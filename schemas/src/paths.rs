@@ -139,6 +139,18 @@ impl DataLayout {
     }
 }
 
+/// The file extension of every data file; hidden temporary files
+/// (`.name.parquet.tmp`) do not end with it and are never read.
+pub const DATA_FILE_EXTENSION: &str = ".parquet";
+
+/// True for a file name readers read (`*.parquet`, not hidden, not
+/// `_`-prefixed): the rule of the analysis CLI, pyarrow and Spark, which
+/// skip hidden names (`.x.parquet`, macOS `._x.parquet` copies) and
+/// `_`-names (Spark's and Hive's bookkeeping).
+pub fn is_data_file_name(name: &str) -> bool {
+    !name.starts_with(['.', '_']) && name.ends_with(DATA_FILE_EXTENSION)
+}
+
 /// How a data file's name writes its first tick (UTC, to the millisecond).
 const FILE_START_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
 
@@ -146,7 +158,7 @@ const FILE_START_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
 /// [`DataLayout::file_path`]; `None` for any other name (compacted files,
 /// other tools' files).
 pub fn parse_data_file_name(name: &str) -> Option<(i64, u64)> {
-    let stem = name.strip_suffix(".parquet")?;
+    let stem = name.strip_suffix(DATA_FILE_EXTENSION)?;
     let (start, seq) = stem.rsplit_once('-')?;
     if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
         return None;

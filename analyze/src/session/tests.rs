@@ -2,6 +2,7 @@ use std::fs::File;
 use std::path::Path;
 
 use apron_schemas::GpuSample;
+use apron_schemas::paths::is_data_file_name;
 use chrono::NaiveDate;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray, UInt16Array,
