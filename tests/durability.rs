@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use apron_schemas::wal::{host_segments, read_segment};
+use apron_schemas::wal::{SegmentFile, host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
 use apron_tests::bin;
 use apron_tests::files_under;
@@ -248,6 +248,29 @@ fn sigkill_at_random_moments_loses_at_most_the_last_second_and_duplicates_nothin
     }
 }
 
+/// Records into one file (no rotation) until its segment holds `ticks`
+/// ticks, then kills the recorder with SIGKILL; returns the segment.
+fn kill_with_one_segment_of(data: &Path, log: &Path, ticks: u64) -> SegmentFile {
+    let layout = DataLayout::new(data);
+    let spawned_ms = now_ms();
+    let mut child = start_recorder(data, log, &["--rotate", "1h"]);
+    wait_until_recording(data, spawned_ms, &mut child);
+    let t0 = Instant::now();
+    let seg = loop {
+        let segs = host_segments(&layout, HOST).expect("list");
+        if let [seg] = &segs[..]
+            && read_segment(&seg.path).is_ok_and(|r| r.ticks >= ticks)
+        {
+            break seg.clone();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no {ticks} ticks after 30 s");
+        sleep(Duration::from_millis(20));
+    };
+    signal(&child, libc::SIGKILL);
+    wait_with_timeout(child, Duration::from_secs(20));
+    seg
+}
+
 #[test]
 fn a_torn_segment_is_recovered_to_its_last_whole_tick_and_only_once() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -256,22 +279,7 @@ fn a_torn_segment_is_recovered_to_its_last_whole_tick_and_only_once() {
 
     // Record into one file (no rotation) until its segment holds 5 ticks,
     // then kill the recorder.
-    let spawned_ms = now_ms();
-    let mut child = start_recorder(&data, &tmp.path().join("run0.log"), &["--rotate", "1h"]);
-    wait_until_recording(&data, spawned_ms, &mut child);
-    let t0 = Instant::now();
-    let seg = loop {
-        let segs = host_segments(&layout, HOST).expect("list");
-        if let [seg] = &segs[..]
-            && read_segment(&seg.path).is_ok_and(|r| r.ticks >= 5)
-        {
-            break seg.clone();
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "no 5 ticks after 30 s");
-        sleep(Duration::from_millis(20));
-    };
-    signal(&child, libc::SIGKILL);
-    wait_with_timeout(child, Duration::from_secs(20));
+    let seg = kill_with_one_segment_of(&data, &tmp.path().join("run0.log"), 5);
 
     // Tear the last frame: cut 5 bytes off its end, as a crash mid-write.
     let whole = read_segment(&seg.path).expect("readable");
@@ -429,22 +437,7 @@ fn a_segment_damaged_in_the_middle_loses_only_the_damaged_frame() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
     let layout = DataLayout::new(&data);
-    let spawned_ms = now_ms();
-    let mut child = start_recorder(&data, &tmp.path().join("run0.log"), &["--rotate", "1h"]);
-    wait_until_recording(&data, spawned_ms, &mut child);
-    let t0 = Instant::now();
-    let seg = loop {
-        let segs = host_segments(&layout, HOST).expect("list");
-        if let [seg] = &segs[..]
-            && read_segment(&seg.path).is_ok_and(|r| r.ticks >= 7)
-        {
-            break seg.clone();
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "no 7 ticks after 30 s");
-        sleep(Duration::from_millis(20));
-    };
-    signal(&child, libc::SIGKILL);
-    wait_with_timeout(child, Duration::from_secs(20));
+    let seg = kill_with_one_segment_of(&data, &tmp.path().join("run0.log"), 7);
 
     // One flipped byte in the payload of the third tick frame.
     let whole = read_segment(&seg.path).expect("readable");
