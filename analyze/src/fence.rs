@@ -27,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use apron_schemas::paths::{parse_data_file_name, parse_host_dir_name};
+use datafusion::object_store;
 use datafusion::object_store::path::Path as ObjectPath;
 
 /// Which data files a session's queries must not list.
@@ -62,11 +63,11 @@ impl Fence {
         if self.newest.is_empty() {
             return false;
         }
-        let mut parts = path.parts().collect::<Vec<_>>().into_iter().rev();
+        // The last two parts, `host=H/<start>-<seq>.parquet`; the names the
+        // recorder writes need no percent-encoding.
+        let mut parts = path.as_ref().rsplit(object_store::path::DELIMITER);
         let (Some(name), Some(host_dir)) = (parts.next(), parts.next()) else { return false };
-        let (Some(host), Some(name)) =
-            (parse_host_dir_name(host_dir.as_ref()), parse_data_file_name(name.as_ref()))
-        else {
+        let (Some(host), Some(name)) = (parse_host_dir_name(host_dir), parse_data_file_name(name)) else {
             return false;
         };
         self.newest.get(host).is_some_and(|&newest| name > newest)
