@@ -9,8 +9,18 @@
 //! - [`config`]: `apron.toml`, its defaults, and which team owns a process;
 //! - [`session`]: a [`Session`] over a data folder, tables registered from
 //!   their folders, read-only planning, errors that name the bad table or file;
-//! - [`output`]: `--format table|csv|json` for any result;
-//! - [`commands`]: one module per command (`commands/sql.rs`, …);
+//! - [`report_context`]: the [`report_context::Report`] every report over a
+//!   period starts from (config, session, period, coverage, header);
+//! - [`figures`]: every figure apron states, one module per report or chart
+//!   series (`figures/spend.rs`, …), returned as typed rows: where a money
+//!   figure is computed (to the cent, keeping totals), in one place;
+//! - [`columns`]: a query result's columns read by name into Rust values,
+//!   and typed rows built back into a batch;
+//! - [`output`]: `--format table|csv|json` for any result, and for typed
+//!   rows ([`output::Rows`]);
+//! - [`commands`]: one module per command (`commands/sql.rs`, …): parse,
+//!   call a figure, print;
+//! - [`charts`]: the series each chart draws, from the figures;
 //! - [`integrity`]: finds the Parquet file that broke a query;
 //! - `store`: the file system the listings read, where an empty data file
 //!   is an error;
@@ -25,6 +35,7 @@ pub mod config;
 pub mod cost;
 pub mod error;
 pub mod fence;
+pub mod figures;
 pub mod header;
 pub mod integrity;
 pub mod logging;
@@ -34,6 +45,7 @@ pub mod panic_guard;
 pub mod period;
 pub mod queries;
 pub mod recent;
+pub mod report_context;
 pub mod rounding;
 pub mod session;
 mod store;

@@ -3,7 +3,9 @@
 //! This module turns record batches into text; it does not run queries
 //! (that is [`crate::session`]) and does not choose where the text goes (the
 //! caller passes a writer). Every command prints through [`BatchWriter`], so
-//! `--format` means the same everywhere:
+//! `--format` means the same everywhere; a figure's typed rows
+//! (`crate::figures`) print through [`write_rows`], as the batch their
+//! [`Rows::to_batch`] states:
 //!
 //! - `table`: aligned columns with a header; a null shows as `NULL`, so it
 //!   never looks like a measured 0; an empty result shows its header. The
@@ -262,6 +264,21 @@ pub fn write_batches<W: Write>(
         writer.write(batch)?;
     }
     writer.finish()
+}
+
+/// Typed rows that print: each figure's rows say once, in
+/// [`Rows::to_batch`], which columns they print, in what order, of what
+/// type and rounded how. The monthly report's tables are the same batches.
+pub trait Rows {
+    /// The rows as printed (names, order, types and rounding of the
+    /// columns).
+    fn to_batch(&self) -> Result<RecordBatch, ArrowError>;
+}
+
+/// Writes `rows` to `out` in `format`, completely.
+pub fn write_rows<W: Write>(format: Format, rows: &impl Rows, out: W) -> Result<W, Error> {
+    let batch = rows.to_batch().map_err(|e| format_error(format, e))?;
+    write_batches(format, batch.schema(), &[batch], out)
 }
 
 /// An Arrow writer error: a failed write to the output stays an I/O error

@@ -1,39 +1,20 @@
-//! `apron reclaim`: GPUs idle for at least `--for` in a row
-//! (`queries/reclaim.sql`), over the period (default the last 30 days), with
-//! the idle threshold and the default stretch from the config.
+//! `apron reclaim`: GPUs idle for at least `--for` in a row, over the period
+//! (default the last 30 days), with the idle threshold and the default
+//! stretch from the config ([`crate::figures::reclaim`]).
 
 use std::io::Write;
-
-use std::time::Duration;
-
-use datafusion::arrow::array::RecordBatch;
-use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, ReclaimArgs};
 use crate::commands::Report;
 use crate::error::Error;
-use crate::queries;
+use crate::figures::reclaim::reclaim;
+use crate::output::write_rows;
 
 /// Lists the idle stretches, longest first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) -> Result<(), Error> {
     let report = Report::prepare(global, &args.period).await?;
     report.header.print(global.format, &mut out)?;
     let idle_for = args.idle_for.unwrap_or(report.config.reclaim.idle_for);
-    let batch = reclaim(&report, idle_for).await?;
-    crate::output::write_batches(global.format, batch.schema(), &[batch], out)?;
+    write_rows(global.format, &reclaim(&report, idle_for).await?, out)?;
     Ok(())
-}
-
-/// The idle stretches of at least `idle_for` in the period of `report`,
-/// longest first.
-pub async fn reclaim(report: &Report, idle_for: Duration) -> Result<RecordBatch, Error> {
-    let [start, end] = report.period.params();
-    let params = vec![
-        start,
-        end,
-        ScalarValue::Float64(Some(report.config.idle.threshold_pct)),
-        ScalarValue::Int64(Some(super::whole_minutes(idle_for))),
-    ];
-    let df = report.session.sql_with_params(queries::RECLAIM, params).await?;
-    report.session.collect_batch(df).await
 }

@@ -4,9 +4,10 @@
 //! reclaim candidates, the change against the previous month, and every
 //! chart; beside it each chart as a PNG and each table as a CSV.
 //!
-//! The figures come from the same functions as `apron spend`,
-//! `idle-cost`, `windows`, `zombies`, `reclaim` and `chart`; the page and
-//! the files are drawn by `apron_reports`.
+//! The figures are the same typed rows as `apron spend`, `idle-cost`,
+//! `windows`, `zombies`, `reclaim` and `chart` print
+//! ([`crate::figures`]); each table's CSV is built from the batch the
+//! command prints. The page and the files are drawn by `apron_reports`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,10 +21,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::charts;
 use crate::cli::{GlobalArgs, IdleBy, PeriodArgs, ReportArgs};
-use crate::columns::{f64_column, text_column};
-use crate::commands::{Report, idle_cost, reclaim, spend, windows, zombies};
+use crate::commands::Report;
 use crate::error::Error;
+use crate::figures::{idle_cost, reclaim, spend, windows, zombies};
 use crate::header::hours;
+use crate::output::Rows;
 use crate::period::Period;
 
 /// Rows shown of the long tables (zombies, reclaim candidates, GPUs); the
@@ -131,19 +133,19 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let month_name = month_name(month);
 
     step("spend per team");
-    let (spend_rows, totals) = spend::spend(&report).await?;
+    let spend = spend::spend(&report).await?;
+    let totals = spend.totals;
     step("idle cost");
     let idle_teams = idle_cost::idle_cost(&report, IdleBy::Team).await?;
     let idle_gpus = idle_cost::idle_cost(&report, IdleBy::Gpu).await?;
     step("idle windows");
     let profile = windows::profile(&report).await?;
-    let found = windows::find_windows(&windows::cells(&profile), 60.0, 2);
-    let window_lines: Vec<String> = found.iter().map(|w| w.sentence(&currency)).collect();
+    let window_lines = profile.idle_windows(60.0, 2, &currency).sentences();
     step("zombies");
-    let zombie_rows =
+    let zombies =
         zombies::zombies(&report, report.config.zombie.min_idle, report.config.zombie.min_mem_mib).await?;
     step("reclaim candidates");
-    let reclaim_rows = reclaim::reclaim(&report, report.config.reclaim.idle_for).await?;
+    let reclaim = reclaim::reclaim(&report, report.config.reclaim.idle_for).await?;
     step("the previous month");
     let previous = previous_month(global, month).await?;
 
@@ -155,9 +157,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         let out = out_dir.join(name.file_name());
         // The series the report has computed already are drawn as they are.
         match name {
-            ChartName::TeamSpend => {
-                apron_reports::team_spend(&charts::team_spend_of(&spend_rows), &ctx, &out)?
-            }
+            ChartName::TeamSpend => apron_reports::team_spend(&charts::team_spend_of(&spend), &ctx, &out)?,
             ChartName::IdleCost => {
                 apron_reports::idle_cost(&charts::idle_by_team_of(&idle_teams), &ctx, &out)?
             }
@@ -168,23 +168,19 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         }
     }
 
-    let (busy_hours, held_hours, empty_hours, energy_kwh) =
-        (totals.busy_gpu_hours, totals.idle_held_gpu_hours, totals.idle_empty_gpu_hours, totals.energy_kwh);
-    let idle_pct = if totals.cost > 0.0 { 100.0 * totals.idle_cost / totals.cost } else { 0.0 };
-    let zombie_count = distinct_count(&zombie_rows, &["gpu_uuid", "pid", "proc_start"]);
-    let reclaim_gpus = distinct_count(&reclaim_rows, &["gpu_uuid"]);
-    let reclaim_hours = display_column(&reclaim_rows, "idle_minutes")
-        .iter()
-        .filter_map(|m| m.parse::<f64>().ok())
-        .sum::<f64>()
-        / 60.0;
-    let top_idle_teams: Vec<(String, f64)> = text_column(&idle_teams, "team")
-        .into_iter()
-        .map(Option::unwrap_or_default)
-        .zip(f64_column(&idle_teams, "idle_cost"))
-        .filter(|(t, c)| t != "(unallocated)" && *c > 0.0)
-        .take(3)
-        .collect();
+    let (held_hours, empty_hours, energy_kwh) =
+        (totals.idle_held_gpu_hours, totals.idle_empty_gpu_hours, totals.energy_kwh);
+    let busy_hours = totals.busy_gpu_hours;
+    let idle_pct = totals.idle_pct();
+    let zombie_count = zombies.processes();
+    let reclaim_gpus = reclaim.gpus();
+    let reclaim_hours = reclaim.gpu_hours();
+    let top_idle_teams = idle_teams.top(3);
+    // Each table is the batch its command prints.
+    let printed = |rows: &dyn Rows| rows.to_batch().map_err(|e| Error::Execute { source: e.into() });
+    let (spend_rows, idle_team_rows, idle_gpu_rows) =
+        (printed(&spend)?, printed(&idle_teams)?, printed(&idle_gpus)?);
+    let (zombie_rows, reclaim_rows) = (printed(&zombies)?, printed(&reclaim)?);
     let hours_in_period = report.period.elapsed_hours(i64::MAX);
     let unpriced: Vec<String> = crate::header::unpriced(&report.config, &report.coverage)
         .iter()
@@ -217,10 +213,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         },
         Figure {
             label: "Busy share of GPU time".into(),
-            value: format!(
-                "{:.0}%",
-                if totals.gpu_hours > 0.0 { 100.0 * busy_hours / totals.gpu_hours } else { 0.0 }
-            ),
+            value: format!("{:.0}%", totals.busy_pct()),
             change: None,
         },
         Figure { label: "Zombie processes".into(), value: zombie_count.to_string(), change: None },
@@ -272,7 +265,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
                     top_idle_teams.iter().map(|(t, c)| format!("{t} ({})", money(*c))).collect::<Vec<_>>().join(", ")
                 )
             }],
-            table: Some(table("idle-cost-by-team", &idle_teams, usize::MAX)),
+            table: Some(table("idle-cost-by-team", &idle_team_rows, usize::MAX)),
             chart: Some(ChartName::IdleCost),
         },
         Section {
@@ -305,7 +298,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
             )],
             table: Some(picked(
                 "idle-cost-by-gpu",
-                &idle_gpus,
+                &idle_gpu_rows,
                 &[
                     ("host", "host", Unit::AsIs),
                     ("gpu_index", "gpu_index", Unit::AsIs),
@@ -353,7 +346,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
             paragraphs: vec![format!(
                 "GPUs idle for {} or more in a row: {reclaim_gpus}, in {} stretches of {} GPU-hours in all, longest first.",
                 humantime::format_duration(report.config.reclaim.idle_for),
-                reclaim_rows.num_rows(),
+                reclaim.rows.len(),
                 hours(reclaim_hours)
             )],
             table: Some(picked(
@@ -490,20 +483,9 @@ async fn previous_month(
         Err(Error::NoDataInPeriod { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let (_, totals) = spend::spend(&report).await?;
+    let totals = spend::spend(&report).await?.totals;
     let name = if before.year() == month.year() { before.format("%B") } else { before.format("%B %Y") };
     Ok(Some((name.to_string(), totals)))
-}
-
-/// The number of distinct values of `columns` together in `batch`.
-fn distinct_count(batch: &RecordBatch, columns: &[&str]) -> usize {
-    let formatted: Vec<Vec<String>> = columns.iter().map(|c| display_column(batch, c)).collect();
-    let mut keys: Vec<Vec<&str>> = (0..batch.num_rows())
-        .map(|i| formatted.iter().map(|col| col.get(i).map_or("", String::as_str)).collect())
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys.len()
 }
 
 /// Every value of column `name` as text (empty for null); none when the

@@ -1,0 +1,34 @@
+//! GPU-days: every GPU's mean utilization per UTC day
+//! (`queries/gpu_days.sql` over `minute_costs`), the series of the gpu-days
+//! chart, each GPU labelled `host/index`.
+
+use apron_reports::GpuDayCell;
+use chrono::NaiveDate;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::Date32Type;
+use datafusion::arrow::error::ArrowError;
+
+use super::{Report, query, unreadable};
+use crate::columns::Columns;
+use crate::error::Error;
+use crate::queries;
+
+/// Each GPU's mean utilization per day of `report` (which has
+/// `minute_costs` registered), by host, index and day.
+pub async fn gpu_days(report: &Report) -> Result<Vec<GpuDayCell>, Error> {
+    let batch = query(&report.session, queries::GPU_DAYS, Vec::new()).await?;
+    read(&batch).map_err(unreadable)
+}
+
+fn read(batch: &RecordBatch) -> Result<Vec<GpuDayCell>, ArrowError> {
+    let c = Columns::of(batch);
+    let (host, gpu_index, day, util) =
+        (c.text("host")?, c.i32("gpu_index")?, c.date32("day")?, c.f64_opt("mean_util_pct")?);
+    Ok((0..c.len())
+        .map(|i| GpuDayCell {
+            gpu: format!("{}/{}", host[i], gpu_index[i]),
+            day: Date32Type::to_naive_date_opt(day[i]).unwrap_or(NaiveDate::MIN),
+            mean_util_pct: util[i],
+        })
+        .collect())
+}

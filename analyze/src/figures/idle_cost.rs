@@ -1,0 +1,131 @@
+//! Idle cost: what idle GPU time cost in the period, grouped by team, user,
+//! host or GPU (`queries/idle_cost.sql` over `minute_costs`), largest
+//! first, money to the cent keeping the total (the idle cost `spend`
+//! gives).
+
+use apron_reports::money;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::ScalarValue;
+
+use super::{Report, query, unreadable};
+use crate::cli::IdleBy;
+use crate::columns::{self, Columns, batch_of};
+use crate::error::Error;
+use crate::output::Rows;
+use crate::queries;
+use crate::rounding::{cents_keeping_total, round_to};
+
+/// The idle cost of one group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdleCostRow {
+    /// The team, user, host or gpu_uuid; `None` for a user not recorded.
+    pub key: Option<String>,
+    /// The GPU's host (grouping by GPU only).
+    pub host: Option<String>,
+    /// The GPU's NVML index (grouping by GPU only).
+    pub gpu_index: Option<i32>,
+    /// Idle GPU-hours (exact).
+    pub idle_gpu_hours: f64,
+    /// Of which some process held memory.
+    pub idle_held_gpu_hours: f64,
+    /// Of which the GPU was empty.
+    pub idle_empty_gpu_hours: f64,
+    /// Their cost (currency, to the cent: the rows add up to the total).
+    pub idle_cost: f64,
+}
+
+/// The idle cost of a period, one row per group, highest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdleCost {
+    /// The grouping.
+    pub by: IdleBy,
+    /// One row per group.
+    pub rows: Vec<IdleCostRow>,
+}
+
+impl IdleCost {
+    /// The idle cost in all (currency, to the cent).
+    pub fn total(&self) -> f64 {
+        self.rows.iter().map(|r| r.idle_cost).sum()
+    }
+
+    /// The header line: `Idle:     $573.78 in all`.
+    pub fn header_line(&self, currency: &str) -> String {
+        format!("Idle:     {} in all", money(self.total(), currency))
+    }
+
+    /// The first `n` groups with some idle cost, leaving out
+    /// "(unallocated)" (idle time no process held): (name, idle cost).
+    pub fn top(&self, n: usize) -> Vec<(String, f64)> {
+        self.rows
+            .iter()
+            .map(|r| (r.key.clone().unwrap_or_default(), r.idle_cost))
+            .filter(|(key, cost)| key != "(unallocated)" && *cost > 0.0)
+            .take(n)
+            .collect()
+    }
+}
+
+/// The idle cost of `report` (which has `minute_costs` registered) grouped
+/// `by`.
+pub async fn idle_cost(report: &Report, by: IdleBy) -> Result<IdleCost, Error> {
+    let params = vec![ScalarValue::Utf8(Some(by.name().to_owned()))];
+    let batch = query(&report.session, queries::IDLE_COST, params).await?;
+    let mut rows = read(&batch).map_err(unreadable)?;
+    let cents = cents_keeping_total(&rows.iter().map(|r| r.idle_cost).collect::<Vec<_>>())?;
+    for (row, cents) in rows.iter_mut().zip(cents) {
+        row.idle_cost = cents as f64 / 100.0;
+    }
+    Ok(IdleCost { by, rows })
+}
+
+/// The rows of `queries/idle_cost.sql` as it gives them (money not yet
+/// rounded).
+fn read(batch: &RecordBatch) -> Result<Vec<IdleCostRow>, ArrowError> {
+    let c = Columns::of(batch);
+    let (key, host, gpu_index) = (c.text_opt("key")?, c.text_opt("host")?, c.i32_opt("gpu_index")?);
+    let (idle_gpu_hours, idle_held_gpu_hours, idle_empty_gpu_hours, idle_cost) = (
+        c.f64("idle_gpu_hours")?,
+        c.f64("idle_held_gpu_hours")?,
+        c.f64("idle_empty_gpu_hours")?,
+        c.f64_opt("idle_cost")?,
+    );
+    Ok((0..c.len())
+        .map(|i| IdleCostRow {
+            key: key[i].clone(),
+            host: host[i].clone(),
+            gpu_index: gpu_index[i],
+            idle_gpu_hours: idle_gpu_hours[i],
+            idle_held_gpu_hours: idle_held_gpu_hours[i],
+            idle_empty_gpu_hours: idle_empty_gpu_hours[i],
+            // Minutes without a price cost nothing known.
+            idle_cost: idle_cost[i].unwrap_or(0.0),
+        })
+        .collect())
+}
+
+impl Rows for IdleCost {
+    /// The key column named after the grouping (`team`, `user`, `host`, or
+    /// `gpu_uuid` followed by `host` and `gpu_index`), hours to 2 decimals,
+    /// money to the cent.
+    fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
+        let r = &self.rows;
+        let hours = |f: fn(&IdleCostRow) -> f64| columns::float(r.iter().map(|row| round_to(f(row), 2)));
+        let mut batch = match self.by {
+            IdleBy::Gpu => vec![
+                ("gpu_uuid", columns::text(r.iter().map(|row| row.key.as_deref()))),
+                ("host", columns::text(r.iter().map(|row| row.host.as_deref()))),
+                ("gpu_index", columns::int32(r.iter().map(|row| row.gpu_index))),
+            ],
+            by => vec![(by.name(), columns::text(r.iter().map(|row| row.key.as_deref())))],
+        };
+        batch.extend([
+            ("idle_gpu_hours", hours(|row| row.idle_gpu_hours)),
+            ("idle_held_gpu_hours", hours(|row| row.idle_held_gpu_hours)),
+            ("idle_empty_gpu_hours", hours(|row| row.idle_empty_gpu_hours)),
+            ("idle_cost", columns::float(r.iter().map(|row| row.idle_cost))),
+        ]);
+        batch_of(batch)
+    }
+}

@@ -1,0 +1,57 @@
+//! Every figure apron states, computed in one place each and returned as
+//! typed rows: one module per report or chart series. Money is computed
+//! here and nowhere else (to the cent, keeping totals:
+//! [`crate::rounding`]); so are the header lines that state a figure.
+//!
+//! A figure runs its `queries/<name>.sql` through the [`Report`]'s session
+//! and reads the result into rows ([`crate::columns::Columns`]); its rows
+//! print through [`crate::output::write_rows`] (the [`crate::output::Rows`]
+//! impl says which columns, in what order, rounded how). The commands
+//! (`crate::commands`) parse, call a figure and print it; the charts
+//! ([`crate::charts`]) and the monthly report draw the same rows.
+//!
+//! - [`spend`]: cost per team, busy and idle, and the fleet totals;
+//! - [`idle_cost`]: idle cost by team, user, host or GPU;
+//! - [`windows`]: the hour-of-week profile and the recurring idle windows;
+//! - [`zombies`]: processes holding memory on idle GPUs, with their team;
+//! - [`reclaim`]: GPUs idle for a long stretch;
+//! - [`alerts`]: the alert rules firing now;
+//! - [`fleet_state`], [`power`], [`gpu_days`]: the time and GPU series
+//!   only the charts draw.
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::ScalarValue;
+
+use crate::error::Error;
+pub use crate::report_context::Report;
+use crate::session::Session;
+
+pub mod alerts;
+pub mod fleet_state;
+pub mod gpu_days;
+pub mod idle_cost;
+pub mod power;
+pub mod reclaim;
+pub mod spend;
+pub mod windows;
+pub mod zombies;
+
+/// Runs `sql` with `params` over `session` and returns every row in one
+/// batch.
+async fn query(session: &Session, sql: &str, params: Vec<ScalarValue>) -> Result<RecordBatch, Error> {
+    let df = session.sql_with_params(sql, params).await?;
+    session.collect_batch(df).await
+}
+
+/// A query result that does not read as a figure's rows (a column missing,
+/// of the wrong type, or null where it may not be): the query failed.
+fn unreadable(source: ArrowError) -> Error {
+    Error::Execute { source: source.into() }
+}
+
+/// Whole minutes of `d`, rounded up, at least one: how many idle minutes a
+/// stretch needs.
+fn whole_minutes(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_secs().div_ceil(60)).unwrap_or(i64::MAX).max(1)
+}

@@ -1,0 +1,101 @@
+//! Reclaim: GPUs idle for at least a given stretch without a break
+//! (`queries/reclaim.sql`), longest first, with the idle threshold of the
+//! config: capacity that could be handed back.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::ScalarValue;
+
+use super::{Report, query, unreadable, whole_minutes};
+use crate::columns::{self, Columns, batch_of};
+use crate::error::Error;
+use crate::output::Rows;
+use crate::queries;
+
+/// One idle stretch of one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReclaimRow {
+    /// Host name.
+    pub host: String,
+    /// NVML index.
+    pub gpu_index: i32,
+    /// GPU UUID.
+    pub gpu_uuid: String,
+    /// First minute of the stretch, milliseconds since the epoch (UTC).
+    pub idle_since: i64,
+    /// Length of the stretch (minutes).
+    pub idle_minutes: i64,
+    /// Users whose processes held memory during it, comma-separated; empty
+    /// when none did.
+    pub held_by: String,
+    /// Whether the stretch runs up to the GPU's newest recorded minute.
+    pub still_idle: bool,
+}
+
+/// The idle stretches of a period, longest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reclaim {
+    /// One row per stretch.
+    pub rows: Vec<ReclaimRow>,
+}
+
+impl Reclaim {
+    /// GPUs with at least one stretch.
+    pub fn gpus(&self) -> usize {
+        self.rows.iter().map(|r| r.gpu_uuid.as_str()).collect::<BTreeSet<_>>().len()
+    }
+
+    /// GPU-hours in the stretches.
+    pub fn gpu_hours(&self) -> f64 {
+        self.rows.iter().map(|r| r.idle_minutes as f64).sum::<f64>() / 60.0
+    }
+}
+
+/// The idle stretches of at least `idle_for` in the period of `report`.
+pub async fn reclaim(report: &Report, idle_for: Duration) -> Result<Reclaim, Error> {
+    let [start, end] = report.period.params();
+    let params = vec![
+        start,
+        end,
+        ScalarValue::Float64(Some(report.config.idle.threshold_pct)),
+        ScalarValue::Int64(Some(whole_minutes(idle_for))),
+    ];
+    let batch = query(&report.session, queries::RECLAIM, params).await?;
+    Ok(Reclaim { rows: read(&batch).map_err(unreadable)? })
+}
+
+fn read(batch: &RecordBatch) -> Result<Vec<ReclaimRow>, ArrowError> {
+    let c = Columns::of(batch);
+    let (host, gpu_index, gpu_uuid) = (c.text("host")?, c.i32("gpu_index")?, c.text("gpu_uuid")?);
+    let (idle_since, idle_minutes) = (c.timestamp_ms("idle_since")?, c.i64("idle_minutes")?);
+    let (held_by, still_idle) = (c.text("held_by")?, c.bool("still_idle")?);
+    Ok((0..c.len())
+        .map(|i| ReclaimRow {
+            host: host[i].clone(),
+            gpu_index: gpu_index[i],
+            gpu_uuid: gpu_uuid[i].clone(),
+            idle_since: idle_since[i],
+            idle_minutes: idle_minutes[i],
+            held_by: held_by[i].clone(),
+            still_idle: still_idle[i],
+        })
+        .collect())
+}
+
+impl Rows for Reclaim {
+    fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
+        let r = &self.rows;
+        batch_of(vec![
+            ("host", columns::text(r.iter().map(|row| row.host.as_str()))),
+            ("gpu_index", columns::int32(r.iter().map(|row| row.gpu_index))),
+            ("gpu_uuid", columns::text(r.iter().map(|row| row.gpu_uuid.as_str()))),
+            ("idle_since", columns::timestamp_ms(r.iter().map(|row| row.idle_since))),
+            ("idle_minutes", columns::int64(r.iter().map(|row| row.idle_minutes))),
+            ("held_by", columns::text(r.iter().map(|row| row.held_by.as_str()))),
+            ("still_idle", columns::boolean(r.iter().map(|row| row.still_idle))),
+        ])
+    }
+}

@@ -1,0 +1,359 @@
+//! Windows: the fleet's week hour by hour (`queries/windows.sql` over
+//! `minute_costs`) and the recurring idle windows it shows, stated as a
+//! person would: "Mon–Fri 00:00–06:00: 78% of GPU time idle, 310 GPU-hours
+//! and $1,240 a week".
+//!
+//! Finding the windows is [`find_windows`], a pure function of the profile.
+
+use apron_reports::{grouped, money};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::error::ArrowError;
+
+use super::{Report, query, unreadable};
+use crate::columns::{self, Columns, batch_of};
+use crate::error::Error;
+use crate::output::Rows;
+use crate::queries;
+use crate::rounding::round_to;
+
+/// Day names, Monday first.
+pub const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+
+/// One hour of the week in the profile.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cell {
+    /// Day of the week, 0 = Monday.
+    pub day: usize,
+    /// Hour of the day, 0–23 (UTC).
+    pub hour: usize,
+    /// Mean utilization (%), `None` when unknown.
+    pub mean_util_pct: Option<f64>,
+    /// Idle share of the recorded GPU time (%).
+    pub idle_share_pct: f64,
+    /// Idle GPU-hours in this hour of a typical week.
+    pub idle_gpu_hours_per_week: f64,
+    /// Their cost (currency).
+    pub idle_cost_per_week: f64,
+    /// GPUs recorded in this hour, on average: its recorded GPU-hours in a
+    /// typical week.
+    pub gpus: f64,
+    /// How many times this hour of the week was recorded.
+    pub weeks: i64,
+}
+
+/// A recurring idle window: a run of hours of the week, on one or more
+/// consecutive days.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// How a person says it: `Mon–Fri 00:00–06:00`, `Sat 00:00 – Mon 08:00`.
+    pub label: String,
+    /// Hours of the week it covers.
+    pub hours_per_week: usize,
+    /// Idle share of its recorded GPU time (%).
+    pub idle_share_pct: f64,
+    /// Idle GPU-hours in it, a typical week.
+    pub idle_gpu_hours_per_week: f64,
+    /// Their cost, a typical week (currency).
+    pub idle_cost_per_week: f64,
+}
+
+impl Window {
+    /// The window in one sentence, money in `currency`.
+    pub fn sentence(&self, currency: &str) -> String {
+        format!(
+            "{}: {:.0}% of GPU time idle, {} GPU-hours and {} a week",
+            self.label,
+            self.idle_share_pct,
+            grouped(self.idle_gpu_hours_per_week, 0),
+            money(self.idle_cost_per_week, currency)
+        )
+    }
+}
+
+/// The recurring idle windows of `cells`: maximal runs of hours of the week
+/// (the week wraps from Sunday to Monday) whose idle share is at least
+/// `min_share_pct`, at least `min_hours` long; runs of the same hours on
+/// consecutive days are one window ("Mon–Fri 00:00–06:00"). Costliest first.
+pub fn find_windows(cells: &[Cell], min_share_pct: f64, min_hours: usize) -> Vec<Window> {
+    let mut week: [Option<&Cell>; 168] = [None; 168];
+    for c in cells {
+        if c.day < 7 && c.hour < 24 {
+            week[c.day * 24 + c.hour] = Some(c);
+        }
+    }
+    let idle = |h: usize| week[h % 168].is_some_and(|c| c.idle_share_pct >= min_share_pct);
+    if (0..168).all(idle) {
+        return vec![summarise("every hour of the week".to_owned(), (0..168).filter_map(|h| week[h]))];
+    }
+    // Runs start after a non-idle hour; start scanning at one.
+    let Some(origin) = (0..168).find(|&h| !idle(h)) else { return Vec::new() };
+    let mut runs: Vec<(usize, usize)> = Vec::new(); // (start hour of week, length)
+    let mut h = origin + 1;
+    while h <= origin + 168 {
+        if idle(h) {
+            let start = h;
+            while idle(h) {
+                h += 1;
+            }
+            if h - start >= min_hours {
+                runs.push((start % 168, h - start));
+            }
+        }
+        h += 1;
+    }
+    runs.sort_unstable();
+    // Group runs of the same start hour and length on consecutive days.
+    let mut groups: Vec<Vec<(usize, usize)>> = Vec::new();
+    for run in runs {
+        match groups.last_mut() {
+            Some(g) if g.last().is_some_and(|&(s, l)| l == run.1 && s + 24 == run.0) => g.push(run),
+            _ => groups.push(vec![run]),
+        }
+    }
+    let mut windows: Vec<Window> = groups
+        .iter()
+        .map(|g| {
+            let label = label(g);
+            summarise(label, g.iter().flat_map(|&(s, l)| (s..s + l).filter_map(|h| week[h % 168])))
+        })
+        .collect();
+    windows.sort_by(|a, b| b.idle_cost_per_week.total_cmp(&a.idle_cost_per_week));
+    windows
+}
+
+fn summarise<'a>(label: String, cells: impl Iterator<Item = &'a Cell>) -> Window {
+    let (mut hours, mut idle, mut cost, mut recorded) = (0, 0.0, 0.0, 0.0);
+    for c in cells {
+        hours += 1;
+        idle += c.idle_gpu_hours_per_week;
+        cost += c.idle_cost_per_week;
+        recorded += c.gpus;
+    }
+    Window {
+        label,
+        hours_per_week: hours,
+        idle_share_pct: if recorded > 0.0 { 100.0 * idle / recorded } else { 0.0 },
+        idle_gpu_hours_per_week: idle,
+        idle_cost_per_week: cost,
+    }
+}
+
+fn hh(hour_of_week: usize) -> String {
+    format!("{:02}:00", hour_of_week % 24)
+}
+
+/// `Mon–Fri 00:00–06:00`, `Mon–Thu 22:00–06:00 (overnight)`, `Sat 20:00 – Sun 12:00`,
+/// `Sat 00:00 – Mon 08:00`.
+fn label(group: &[(usize, usize)]) -> String {
+    let (first, len) = group[0];
+    let last = group[group.len() - 1].0;
+    let days = if group.len() == 1 {
+        DAYS[first / 24].to_owned()
+    } else {
+        let sep = if group.len() == 2 { ", " } else { "–" };
+        format!("{}{sep}{}", DAYS[first / 24], DAYS[last / 24])
+    };
+    let end = first + len;
+    let crosses_midnight = end / 24 != first / 24 && end % 24 != 0;
+    if len < 24 && !(group.len() == 1 && crosses_midnight) {
+        let end_label = if end % 24 == 0 { "24:00".to_owned() } else { hh(end) };
+        let overnight = if crosses_midnight { " (overnight)" } else { "" };
+        format!("{days} {}–{end_label}{overnight}", hh(first))
+    } else {
+        format!("{} {} – {} {}", DAYS[first / 24], hh(first), DAYS[(end / 24) % 7], hh(end))
+    }
+}
+
+/// The hour-of-week profile of a period: one cell per recorded hour of the
+/// week, Monday 00:00 first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    /// The cells (unrounded).
+    pub cells: Vec<Cell>,
+}
+
+impl Profile {
+    /// The recurring idle windows of the profile ([`find_windows`]), money
+    /// in `currency`.
+    pub fn idle_windows(&self, min_share_pct: f64, min_hours: usize, currency: &str) -> IdleWindows {
+        IdleWindows {
+            windows: find_windows(&self.cells, min_share_pct, min_hours),
+            min_share_pct,
+            min_hours,
+            currency: currency.to_owned(),
+        }
+    }
+}
+
+/// The hour-of-week profile of `report` (which has `minute_costs`
+/// registered).
+pub async fn profile(report: &Report) -> Result<Profile, Error> {
+    let batch = query(&report.session, queries::WINDOWS, Vec::new()).await?;
+    Ok(Profile { cells: read(&batch).map_err(unreadable)? })
+}
+
+fn read(batch: &RecordBatch) -> Result<Vec<Cell>, ArrowError> {
+    let c = Columns::of(batch);
+    let (dow, hour, util) = (c.text("dow")?, c.i32("hour")?, c.f64_opt("mean_util_pct")?);
+    let (share, idle, cost) =
+        (c.f64("idle_share_pct")?, c.f64("idle_gpu_hours_per_week")?, c.f64("idle_cost_per_week")?);
+    let (gpus, weeks) = (c.f64("gpus")?, c.i64("weeks")?);
+    Ok((0..c.len())
+        .filter_map(|i| {
+            Some(Cell {
+                day: DAYS.iter().position(|d| *d == dow[i])?,
+                hour: usize::try_from(hour[i]).ok()?,
+                mean_util_pct: util[i],
+                idle_share_pct: share[i],
+                idle_gpu_hours_per_week: idle[i],
+                idle_cost_per_week: cost[i],
+                gpus: gpus[i],
+                weeks: weeks[i],
+            })
+        })
+        .collect())
+}
+
+impl Rows for Profile {
+    /// Shares and utilization to 1 decimal, hours, money and GPUs to 2.
+    fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
+        let r = &self.cells;
+        let rounded = |f: fn(&Cell) -> f64, d: i32| columns::float(r.iter().map(|c| round_to(f(c), d)));
+        batch_of(vec![
+            ("dow", columns::text(r.iter().map(|c| DAYS[c.day]))),
+            ("hour", columns::int32(r.iter().map(|c| i32::try_from(c.hour).unwrap_or(i32::MAX)))),
+            ("mean_util_pct", columns::float(r.iter().map(|c| c.mean_util_pct.map(|u| round_to(u, 1))))),
+            ("idle_share_pct", rounded(|c| c.idle_share_pct, 1)),
+            ("idle_gpu_hours_per_week", rounded(|c| c.idle_gpu_hours_per_week, 2)),
+            ("idle_cost_per_week", rounded(|c| c.idle_cost_per_week, 2)),
+            ("gpus", rounded(|c| c.gpus, 2)),
+            ("weeks", columns::int64(r.iter().map(|c| c.weeks))),
+        ])
+    }
+}
+
+/// The recurring idle windows of a profile, costliest first, and what they
+/// were looked for with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdleWindows {
+    /// The windows.
+    pub windows: Vec<Window>,
+    /// The least idle share of an hour in a window (%).
+    pub min_share_pct: f64,
+    /// The shortest window (hours).
+    pub min_hours: usize,
+    /// The currency of the money.
+    pub currency: String,
+}
+
+impl IdleWindows {
+    /// Each window in one sentence.
+    pub fn sentences(&self) -> Vec<String> {
+        self.windows.iter().map(|w| w.sentence(&self.currency)).collect()
+    }
+
+    /// The header lines: the windows in words, or that there are none.
+    pub fn header_lines(&self) -> Vec<String> {
+        let (share, hours) = (self.min_share_pct, self.min_hours);
+        if self.windows.is_empty() {
+            return vec![format!(
+                "Windows:  none (no {hours} h in a row of the week are {share}% idle or more)"
+            )];
+        }
+        let mut lines = vec![format!(
+            "Windows:  recurring idle windows ({share}% idle or more, {hours} h or longer), costliest first:"
+        )];
+        lines.extend(self.sentences().into_iter().map(|s| format!("  {s}")));
+        lines
+    }
+}
+
+impl Rows for IdleWindows {
+    /// One row per window: shares to 1 decimal, hours and money to 2, and
+    /// the window in words.
+    fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
+        let w = &self.windows;
+        let rounded = |f: fn(&Window) -> f64, d: i32| columns::float(w.iter().map(|x| round_to(f(x), d)));
+        let sentences = self.sentences();
+        batch_of(vec![
+            ("window", columns::text(w.iter().map(|x| x.label.as_str()))),
+            (
+                "hours_per_week",
+                columns::uint32(w.iter().map(|x| u32::try_from(x.hours_per_week).unwrap_or(u32::MAX))),
+            ),
+            ("idle_share_pct", rounded(|x| x.idle_share_pct, 1)),
+            ("idle_gpu_hours_per_week", rounded(|x| x.idle_gpu_hours_per_week, 2)),
+            ("idle_cost_per_week", rounded(|x| x.idle_cost_per_week, 2)),
+            ("text", columns::text(sentences.iter().map(String::as_str))),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A week where `idle(day, hour)` says which hours are fully idle (8
+    /// GPUs, each idle GPU-hour costing 2).
+    fn week(idle: impl Fn(usize, usize) -> bool) -> Vec<Cell> {
+        let mut cells = Vec::new();
+        for day in 0..7 {
+            for hour in 0..24 {
+                let i = idle(day, hour);
+                cells.push(Cell {
+                    day,
+                    hour,
+                    mean_util_pct: Some(if i { 1.0 } else { 70.0 }),
+                    idle_share_pct: if i { 100.0 } else { 0.0 },
+                    idle_gpu_hours_per_week: if i { 8.0 } else { 0.0 },
+                    idle_cost_per_week: if i { 16.0 } else { 0.0 },
+                    gpus: 8.0,
+                    weeks: 1,
+                });
+            }
+        }
+        cells
+    }
+
+    #[test]
+    fn weeknights_and_weekends_are_stated_as_a_person_would() {
+        // Idle Mon–Fri 00:00–06:00 and all weekend long.
+        let cells = week(|d, h| d >= 5 || h < 6);
+        let windows = find_windows(&cells, 60.0, 2);
+        let labels: Vec<&str> = windows.iter().map(|w| w.label.as_str()).collect();
+        // The weekend runs on into Monday's night hours.
+        assert_eq!(labels, ["Sat 00:00 – Mon 06:00", "Tue–Fri 00:00–06:00"]);
+        assert_eq!(windows[0].hours_per_week, 54);
+        assert_eq!(windows[0].idle_gpu_hours_per_week, 54.0 * 8.0);
+        assert_eq!(windows[0].idle_cost_per_week, 54.0 * 16.0);
+        assert_eq!(windows[1].hours_per_week, 24);
+        assert_eq!(
+            windows[1].sentence("USD"),
+            "Tue–Fri 00:00–06:00: 100% of GPU time idle, 192 GPU-hours and $384.00 a week"
+        );
+    }
+
+    #[test]
+    fn overnight_runs_and_short_runs() {
+        // Idle 22:00–06:00 every weeknight (Mon night to Fri morning), plus one lone idle hour.
+        let cells = week(|d, h| (d < 4 && h >= 22) || ((1..5).contains(&d) && h < 6) || (d == 5 && h == 12));
+        let windows = find_windows(&cells, 60.0, 2);
+        let labels: Vec<&str> = windows.iter().map(|w| w.label.as_str()).collect();
+        assert_eq!(labels, ["Mon–Thu 22:00–06:00 (overnight)"]);
+        assert_eq!(find_windows(&cells, 60.0, 1).len(), 2, "the lone hour counts at a 1 h minimum");
+        assert!(find_windows(&week(|_, _| false), 60.0, 2).is_empty());
+        let all = find_windows(&week(|_, _| true), 60.0, 2);
+        assert_eq!(all[0].label, "every hour of the week");
+        assert_eq!(all[0].hours_per_week, 168);
+    }
+
+    #[test]
+    fn two_days_are_listed_not_ranged() {
+        let cells = week(|d, h| d < 2 && (9..12).contains(&h));
+        let windows = find_windows(&cells, 50.0, 2);
+        assert_eq!(windows[0].label, "Mon, Tue 09:00–12:00");
+        // One run over midnight names both days.
+        let cells = week(|d, h| (d == 5 && h >= 20) || (d == 6 && h < 12));
+        assert_eq!(find_windows(&cells, 50.0, 2)[0].label, "Sat 20:00 – Sun 12:00");
+    }
+}

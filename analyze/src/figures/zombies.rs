@@ -1,0 +1,128 @@
+//! Zombies: processes that held GPU memory while their GPU sat idle for a
+//! stretch (`queries/zombies.sql`), each given its team by the config's
+//! rules; most memory-minutes first.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::ScalarValue;
+
+use super::{Report, query, unreadable, whole_minutes};
+use crate::columns::{self, Columns, batch_of};
+use crate::config::{Config, team_of};
+use crate::error::Error;
+use crate::output::Rows;
+use crate::queries;
+
+/// One process's idle stretch on one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZombieRow {
+    /// Host name.
+    pub host: String,
+    /// NVML index.
+    pub gpu_index: i32,
+    /// GPU UUID.
+    pub gpu_uuid: String,
+    /// Process id.
+    pub pid: i32,
+    /// When the process started, milliseconds since the epoch (UTC); `None`
+    /// when it was not recorded.
+    pub proc_start: Option<i64>,
+    /// Its command name, when recorded.
+    pub comm: Option<String>,
+    /// Its user, when recorded.
+    pub user: Option<String>,
+    /// Its team, by the config's rules.
+    pub team: String,
+    /// Most memory it held during the stretch (bytes).
+    pub used_mem_bytes: i64,
+    /// First minute of the stretch, milliseconds since the epoch (UTC).
+    pub idle_since: i64,
+    /// Length of the stretch (minutes).
+    pub idle_minutes: i64,
+    /// Whether the process is in its GPU's newest recorded minute.
+    pub still_running: bool,
+}
+
+/// The zombie stretches of a period.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Zombies {
+    /// One row per stretch, most memory-minutes first.
+    pub rows: Vec<ZombieRow>,
+}
+
+impl Zombies {
+    /// Distinct processes among the rows (a process idle in several
+    /// stretches has a row for each).
+    pub fn processes(&self) -> usize {
+        self.rows.iter().map(|r| (r.gpu_uuid.as_str(), r.pid, r.proc_start)).collect::<BTreeSet<_>>().len()
+    }
+}
+
+/// The zombie stretches in the period of `report`: processes holding at
+/// least `min_mem_mib` MiB on a GPU idle for at least `min_idle`.
+pub async fn zombies(report: &Report, min_idle: Duration, min_mem_mib: u64) -> Result<Zombies, Error> {
+    let min_mem_bytes = i64::try_from(min_mem_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
+    let [start, end] = report.period.params();
+    let params = vec![
+        start,
+        end,
+        ScalarValue::Float64(Some(report.config.idle.threshold_pct)),
+        ScalarValue::Int64(Some(min_mem_bytes)),
+        ScalarValue::Int64(Some(whole_minutes(min_idle))),
+    ];
+    let batch = query(&report.session, queries::ZOMBIES, params).await?;
+    Ok(Zombies { rows: read(&batch, &report.config).map_err(unreadable)? })
+}
+
+/// The rows of `queries/zombies.sql`, each process's identity (user, uid,
+/// namespace, account) turned into its team.
+fn read(batch: &RecordBatch, config: &Config) -> Result<Vec<ZombieRow>, ArrowError> {
+    let c = Columns::of(batch);
+    let (host, gpu_index, gpu_uuid, pid) =
+        (c.text("host")?, c.i32("gpu_index")?, c.text("gpu_uuid")?, c.i32("pid")?);
+    let (proc_start, comm, user) =
+        (c.timestamp_ms_opt("proc_start")?, c.text_opt("comm")?, c.text_opt("user")?);
+    let (uid, ns, account) = (c.i64_opt("uid")?, c.text_opt("k8s_namespace")?, c.text_opt("slurm_account")?);
+    let (used_mem_bytes, idle_since) = (c.i64("used_mem_bytes")?, c.timestamp_ms("idle_since")?);
+    let (idle_minutes, still_running) = (c.i64("idle_minutes")?, c.bool("still_running")?);
+    Ok((0..c.len())
+        .map(|i| ZombieRow {
+            host: host[i].clone(),
+            gpu_index: gpu_index[i],
+            gpu_uuid: gpu_uuid[i].clone(),
+            pid: pid[i],
+            proc_start: proc_start[i],
+            comm: comm[i].clone(),
+            user: user[i].clone(),
+            team: team_of(config, user[i].as_deref(), uid[i], ns[i].as_deref(), account[i].as_deref())
+                .to_owned(),
+            used_mem_bytes: used_mem_bytes[i],
+            idle_since: idle_since[i],
+            idle_minutes: idle_minutes[i],
+            still_running: still_running[i],
+        })
+        .collect())
+}
+
+impl Rows for Zombies {
+    fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
+        let r = &self.rows;
+        batch_of(vec![
+            ("host", columns::text(r.iter().map(|row| row.host.as_str()))),
+            ("gpu_index", columns::int32(r.iter().map(|row| row.gpu_index))),
+            ("gpu_uuid", columns::text(r.iter().map(|row| row.gpu_uuid.as_str()))),
+            ("pid", columns::int32(r.iter().map(|row| row.pid))),
+            ("proc_start", columns::timestamp_ms(r.iter().map(|row| row.proc_start))),
+            ("comm", columns::text(r.iter().map(|row| row.comm.as_deref()))),
+            ("user", columns::text(r.iter().map(|row| row.user.as_deref()))),
+            ("team", columns::text(r.iter().map(|row| row.team.as_str()))),
+            ("used_mem_bytes", columns::int64(r.iter().map(|row| row.used_mem_bytes))),
+            ("idle_since", columns::timestamp_ms(r.iter().map(|row| row.idle_since))),
+            ("idle_minutes", columns::int64(r.iter().map(|row| row.idle_minutes))),
+            ("still_running", columns::boolean(r.iter().map(|row| row.still_running))),
+        ])
+    }
+}
