@@ -168,9 +168,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         }
     }
 
-    let (held_hours, empty_hours, energy_kwh) =
-        (totals.idle_held_gpu_hours, totals.idle_empty_gpu_hours, totals.energy_kwh);
-    let busy_hours = totals.busy_gpu_hours;
+    let energy_kwh = totals.energy_kwh;
     let idle_pct = totals.idle_pct();
     let zombie_count = zombies.processes();
     let reclaim_gpus = reclaim.gpus();
@@ -181,7 +179,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let (spend_rows, idle_team_rows, idle_gpu_rows) =
         (printed(&spend)?, printed(&idle_teams)?, printed(&idle_gpus)?);
     let (zombie_rows, reclaim_rows) = (printed(&zombies)?, printed(&reclaim)?);
-    let hours_in_period = report.period.elapsed_hours(i64::MAX);
+    let mean = totals.mean_gpus(report.period.elapsed_hours(i64::MAX));
     let unpriced: Vec<String> = crate::header::unpriced(&report.config, &report.coverage)
         .iter()
         .map(|u| u.line(&report.config))
@@ -272,9 +270,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
             heading: "Busy and idle GPUs over the month".into(),
             paragraphs: vec![format!(
                 "On average {:.1} GPUs were busy, {:.1} idle while a process held memory on them, and {:.1} idle and empty.",
-                busy_hours / hours_in_period,
-                held_hours / hours_in_period,
-                empty_hours / hours_in_period
+                mean.busy, mean.idle_held, mean.idle_empty
             )],
             table: None,
             chart: Some(ChartName::FleetState),

@@ -129,3 +129,43 @@ impl Rows for IdleCost {
         batch_of(batch)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(key: &str, idle_cost: f64) -> IdleCostRow {
+        IdleCostRow {
+            key: Some(key.to_owned()),
+            host: Some("node01".to_owned()),
+            gpu_index: Some(3),
+            idle_gpu_hours: 1.0 / 3.0,
+            idle_held_gpu_hours: 0.0,
+            idle_empty_gpu_hours: 1.0 / 3.0,
+            idle_cost,
+        }
+    }
+
+    fn names(idle: &IdleCost) -> Vec<String> {
+        let batch = idle.to_batch().expect("columns of one length");
+        batch.schema().fields().iter().map(|f| f.name().clone()).collect()
+    }
+
+    #[test]
+    fn the_key_column_is_named_after_the_grouping() {
+        let rows = vec![row("(unallocated)", 9.0), row("vision", 5.5), row("nlp", 0.0), row("speech", 1.25)];
+        let by_team = IdleCost { by: IdleBy::Team, rows: rows.clone() };
+        let hours = ["idle_gpu_hours", "idle_held_gpu_hours", "idle_empty_gpu_hours", "idle_cost"];
+        assert_eq!(names(&by_team), [&["team"][..], &hours].concat());
+        let by_gpu = IdleCost { by: IdleBy::Gpu, rows };
+        assert_eq!(names(&by_gpu), [&["gpu_uuid", "host", "gpu_index"][..], &hours].concat());
+        let batch = by_gpu.to_batch().expect("columns of one length");
+        assert_eq!(Columns::of(&batch).f64("idle_gpu_hours").expect("hours"), [0.33; 4]);
+
+        // The header's total is every row's; the top teams leave out idle
+        // time nobody held and teams that cost nothing.
+        assert_eq!(by_team.header_line("EUR"), "Idle:     €15.75 in all");
+        assert_eq!(by_team.top(3), [("vision".to_owned(), 5.5), ("speech".to_owned(), 1.25)]);
+        assert_eq!(by_team.top(1).len(), 1);
+    }
+}

@@ -55,3 +55,50 @@ fn unreadable(source: ArrowError) -> Error {
 fn whole_minutes(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_secs().div_ceil(60)).unwrap_or(i64::MAX).max(1)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The code of `analyze/src/<path>`: its lines that are not comments,
+    /// up to its tests.
+    fn source(path: &str) -> String {
+        let file = format!("{}/src/{path}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("read {file}: {e}"));
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        code.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+    }
+
+    #[test]
+    fn dependencies_point_from_commands_to_figures_never_back() {
+        let figures = [
+            "alerts",
+            "fleet_state",
+            "gpu_days",
+            "idle_cost",
+            "mod",
+            "power",
+            "reclaim",
+            "spend",
+            "windows",
+            "zombies",
+        ];
+        for name in figures {
+            let text = source(&format!("figures/{name}.rs"));
+            assert!(!text.contains("crate::commands"), "figures/{name}.rs imports a command");
+        }
+        assert!(!source("charts.rs").contains("crate::commands"), "charts.rs imports a command");
+        assert!(!source("report_context.rs").contains("crate::commands"));
+    }
+
+    #[test]
+    fn commands_of_figures_parse_call_and_print() {
+        // No SQL, no reading of a result, no rounding: those are the figures'.
+        for name in ["alerts", "chart", "idle_cost", "reclaim", "report", "spend", "windows", "zombies"] {
+            let text = source(&format!("commands/{name}.rs"));
+            for computing in
+                ["queries::", "sql_with_params", "Columns", "rounding::", " team_of(", "f64_column"]
+            {
+                assert!(!text.contains(computing), "commands/{name}.rs uses {computing}");
+            }
+        }
+    }
+}

@@ -99,3 +99,31 @@ impl Rows for Reclaim {
         ])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(gpu_uuid: &str, idle_minutes: i64) -> ReclaimRow {
+        ReclaimRow {
+            host: "node01".into(),
+            gpu_index: 0,
+            gpu_uuid: gpu_uuid.into(),
+            idle_since: 0,
+            idle_minutes,
+            held_by: String::new(),
+            still_idle: true,
+        }
+    }
+
+    #[test]
+    fn gpus_and_hours_of_the_stretches() {
+        let reclaim = Reclaim { rows: vec![row("GPU-a", 150), row("GPU-b", 120), row("GPU-a", 90)] };
+        assert_eq!(reclaim.gpus(), 2);
+        assert_eq!(reclaim.gpu_hours(), 6.0);
+        assert_eq!(Reclaim { rows: Vec::new() }.gpu_hours(), 0.0);
+        let batch = reclaim.to_batch().expect("columns of one length");
+        assert_eq!(Columns::of(&batch).i64("idle_minutes").expect("minutes"), [150, 120, 90]);
+        assert_eq!(batch.schema().field(6).name(), "still_idle");
+    }
+}

@@ -73,6 +73,16 @@ impl Totals {
         if self.gpu_hours > 0.0 { 100.0 * self.busy_gpu_hours / self.gpu_hours } else { 0.0 }
     }
 
+    /// The mean number of GPUs in each state over `hours` (the period's
+    /// length, hours).
+    pub fn mean_gpus(&self, hours: f64) -> MeanGpus {
+        MeanGpus {
+            busy: self.busy_gpu_hours / hours,
+            idle_held: self.idle_held_gpu_hours / hours,
+            idle_empty: self.idle_empty_gpu_hours / hours,
+        }
+    }
+
     /// The header line: `Cost:     $1,234.56 for 576.0 GPU-hours; idle
     /// $800.00 (64.8%)`.
     pub fn header_line(&self, currency: &str) -> String {
@@ -84,6 +94,17 @@ impl Totals {
             self.idle_pct()
         )
     }
+}
+
+/// How many GPUs were in each state on average over a period.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeanGpus {
+    /// Busy GPUs.
+    pub busy: f64,
+    /// Idle GPUs some process held memory on.
+    pub idle_held: f64,
+    /// Idle, empty GPUs.
+    pub idle_empty: f64,
 }
 
 /// The spend of a period: a row per team, highest cost first, and the
@@ -180,5 +201,70 @@ impl Rows for Spend {
             ("idle_cost", columns::float(r.iter().map(|row| row.idle_cost))),
             ("share_pct", columns::float(r.iter().map(|row| round_to(row.share_pct, 1)))),
         ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(team: &str, gpu_hours: f64, energy_kwh: Option<f64>, cost: f64, idle_cost: f64) -> SpendRow {
+        SpendRow {
+            team: team.to_owned(),
+            gpu_hours,
+            busy_gpu_hours: gpu_hours / 3.0,
+            idle_held_gpu_hours: gpu_hours * 2.0 / 3.0,
+            idle_empty_gpu_hours: 0.0,
+            energy_kwh,
+            cost,
+            busy_cost: cost - idle_cost,
+            idle_cost,
+            share_pct: 200.0 / 3.0,
+        }
+    }
+
+    #[test]
+    fn spend_prints_its_columns_in_order_rounded_as_before() {
+        let totals = Totals {
+            cost: 150.0,
+            idle_cost: 37.5,
+            gpu_hours: 576.0,
+            busy_gpu_hours: 0.0,
+            idle_held_gpu_hours: 0.0,
+            idle_empty_gpu_hours: 0.0,
+            energy_kwh: 0.0,
+        };
+        let spend = Spend {
+            rows: vec![row("vision", 10.0, Some(1.23456), 100.0, 25.0), row("nlp", 0.5, None, 50.0, 12.5)],
+            totals,
+        };
+        let batch = spend.to_batch().expect("columns of one length");
+        let schema = batch.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "team",
+                "gpu_hours",
+                "busy_gpu_hours",
+                "idle_held_gpu_hours",
+                "idle_empty_gpu_hours",
+                "energy_kwh",
+                "cost",
+                "busy_cost",
+                "idle_cost",
+                "share_pct"
+            ]
+        );
+        let c = Columns::of(&batch);
+        // 10 / 3 and 20 / 3 hours to 2 decimals; 66.67% to 1; no energy stays unknown.
+        assert_eq!(c.f64("busy_gpu_hours").expect("hours"), [3.33, 0.17]);
+        assert_eq!(c.f64("idle_held_gpu_hours").expect("hours"), [6.67, 0.33]);
+        assert_eq!(c.f64_opt("energy_kwh").expect("energy"), [Some(1.23), None]);
+        assert_eq!(c.f64("share_pct").expect("shares"), [66.7, 66.7]);
+        assert_eq!(c.f64("busy_cost").expect("money"), [75.0, 37.5]);
+        assert_eq!(totals.header_line("USD"), "Cost:     $150.00 for 576.0 GPU-hours; idle $37.50 (25.0%)");
+        let nothing = Totals { cost: 0.0, idle_cost: 0.0, gpu_hours: 0.0, ..totals };
+        assert_eq!((nothing.idle_pct(), nothing.busy_pct()), (0.0, 0.0));
     }
 }

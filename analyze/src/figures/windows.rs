@@ -348,6 +348,32 @@ mod tests {
     }
 
     #[test]
+    fn the_header_states_the_windows_or_that_there_are_none() {
+        let profile = Profile { cells: week(|d, h| d < 5 && h < 6) };
+        let found = profile.idle_windows(60.0, 2, "USD");
+        assert_eq!(
+            found.header_lines(),
+            [
+                "Windows:  recurring idle windows (60% idle or more, 2 h or longer), costliest first:",
+                "  Mon–Fri 00:00–06:00: 100% of GPU time idle, 240 GPU-hours and $480.00 a week",
+            ]
+        );
+        let batch = found.to_batch().expect("columns of one length");
+        let c = Columns::of(&batch);
+        assert_eq!(c.i64("hours_per_week").expect("hours"), [30]);
+        assert_eq!(c.text("text").expect("text"), [found.sentences()[0].clone()]);
+        let none = profile.idle_windows(60.0, 7, "USD");
+        assert_eq!(
+            none.header_lines(),
+            ["Windows:  none (no 7 h in a row of the week are 60% idle or more)"]
+        );
+        // The profile prints a row per cell, Monday 00:00 first.
+        let printed = profile.to_batch().expect("columns of one length");
+        assert_eq!(printed.num_rows(), 168);
+        assert_eq!(Columns::of(&printed).text("dow").expect("days")[167], "Sun");
+    }
+
+    #[test]
     fn two_days_are_listed_not_ranged() {
         let cells = week(|d, h| d < 2 && (9..12).contains(&h));
         let windows = find_windows(&cells, 50.0, 2);

@@ -126,3 +126,63 @@ impl Rows for Zombies {
         ])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(gpu_uuid: &str, pid: i32, proc_start: Option<i64>, idle_since: i64) -> ZombieRow {
+        ZombieRow {
+            host: "node01".into(),
+            gpu_index: 0,
+            gpu_uuid: gpu_uuid.into(),
+            pid,
+            proc_start,
+            comm: None,
+            user: Some("alice".into()),
+            team: "vision".into(),
+            used_mem_bytes: 1 << 30,
+            idle_since,
+            idle_minutes: 30,
+            still_running: false,
+        }
+    }
+
+    #[test]
+    fn a_process_idle_in_two_stretches_counts_once() {
+        let zombies = Zombies {
+            rows: vec![
+                row("GPU-a", 7, Some(1_000), 0),
+                row("GPU-a", 7, Some(1_000), 3_600_000),
+                // The same pid started again is another process; so is the pid on another GPU.
+                row("GPU-a", 7, Some(2_000), 0),
+                row("GPU-b", 7, Some(1_000), 0),
+                row("GPU-b", 8, None, 0),
+            ],
+        };
+        assert_eq!(zombies.processes(), 4);
+        let batch = zombies.to_batch().expect("columns of one length");
+        let schema = batch.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "host",
+                "gpu_index",
+                "gpu_uuid",
+                "pid",
+                "proc_start",
+                "comm",
+                "user",
+                "team",
+                "used_mem_bytes",
+                "idle_since",
+                "idle_minutes",
+                "still_running"
+            ]
+        );
+        let c = Columns::of(&batch);
+        assert_eq!(c.timestamp_ms_opt("proc_start").expect("times")[4], None);
+        assert_eq!(c.text_opt("comm").expect("text")[0], None);
+    }
+}
