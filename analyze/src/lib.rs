@@ -11,6 +11,8 @@
 //!   their folders, read-only planning, errors that name the bad table or file;
 //! - [`output`]: `--format table|csv|json` for any result;
 //! - [`commands`]: one module per command (`commands/sql.rs`, …);
+//! - [`params`]: the `--param NAME=VALUE` values of `apron sql`, typed and
+//!   matched to the query's placeholders;
 //! - [`integrity`]: finds the Parquet file that broke a query;
 //! - `store`: the file system the listings read, where an empty data file
 //!   is an error;
@@ -31,6 +33,7 @@ pub mod logging;
 pub mod minutes;
 pub mod output;
 pub mod panic_guard;
+pub mod params;
 pub mod period;
 pub mod queries;
 pub mod recent;

@@ -14,7 +14,7 @@ use datafusion::common::ScalarValue;
 use crate::cli::{GlobalArgs, IdleBy, IdleCostArgs};
 use crate::columns::{f64_column, replace_f64};
 use crate::commands::Report;
-use crate::error::Error;
+use crate::error::{Error, SessionError};
 use crate::queries;
 use crate::rounding::{cents_keeping_total, round_columns};
 
@@ -38,7 +38,7 @@ pub async fn idle_cost(report: &Report, by: IdleBy) -> Result<RecordBatch, Error
     let params = vec![ScalarValue::Utf8(Some(by.name().to_owned()))];
     let df = session.sql_with_params(queries::IDLE_COST, params).await?;
     let batch = session.collect_batch(df).await?;
-    let execute = |source: ArrowError| Error::Execute { source: source.into() };
+    let execute = |source: ArrowError| SessionError::Execute { source: source.into() };
     // Money to the cent, keeping the total (the idle cost `apron spend` gives).
     let cents = cents_keeping_total(&f64_column(&batch, "idle_cost"))?;
     let batch = replace_f64(&batch, "idle_cost", cents.iter().map(|c| *c as f64 / 100.0).collect())
@@ -48,7 +48,7 @@ pub async fn idle_cost(report: &Report, by: IdleBy) -> Result<RecordBatch, Error
         &[("idle_gpu_hours", 2), ("idle_held_gpu_hours", 2), ("idle_empty_gpu_hours", 2)],
     )
     .map_err(execute)?;
-    keyed(&batch, by).map_err(execute)
+    Ok(keyed(&batch, by).map_err(execute)?)
 }
 
 /// `batch` with `key` named after `by`, and `host`, `gpu_index` kept only

@@ -13,7 +13,7 @@ use datafusion::arrow::datatypes::{DataType, Int32Type};
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, PickArgs};
-use crate::error::Error;
+use crate::error::{Error, OutputError, SessionError};
 use crate::output::Format;
 use crate::queries;
 use crate::session::Session;
@@ -46,7 +46,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &PickArgs, mut out: W) -> 
     let Some(index) = index else {
         return Err(no_recent_data(&session, global, args).await);
     };
-    writeln!(out, "{index}").and_then(|()| out.flush()).map_err(|source| Error::Write { source })
+    writeln!(out, "{index}")
+        .and_then(|()| out.flush())
+        .map_err(|source| Error::from(OutputError::Write { source }))
 }
 
 /// The error for a host without samples in the window, naming its newest
@@ -68,10 +70,11 @@ async fn no_recent_data(session: &Session, global: &GlobalArgs, args: &PickArgs)
     }
     .await
     .unwrap_or_default();
-    Error::NoRecentData {
+    SessionError::NoRecentData {
         host: args.host.clone(),
         window: humantime::format_duration(args.window).to_string(),
         data: global.data.clone(),
         newest,
     }
+    .into()
 }

@@ -11,7 +11,7 @@ use datafusion::arrow::error::ArrowError;
 use crate::cli::{GlobalArgs, SpendArgs};
 use crate::columns::{f64_column, replace_f64};
 use crate::commands::Report;
-use crate::error::Error;
+use crate::error::{Error, SessionError};
 use crate::header::hours;
 use crate::queries;
 use crate::rounding::{cents_keeping_total, round_columns, split_cents};
@@ -58,7 +58,7 @@ pub async fn spend(report: &Report) -> Result<(RecordBatch, Totals), Error> {
     let session = &report.session;
     let df = session.sql(queries::SPEND).await?;
     let batch = session.collect_batch(df).await?;
-    let execute = |source: ArrowError| Error::Execute { source: source.into() };
+    let execute = |source: ArrowError| SessionError::Execute { source: source.into() };
     let exact = |name: &str| f64_column(&batch, name).iter().sum::<f64>();
     let (busy_hours, held_hours, empty_hours, energy_kwh) = (
         exact("busy_gpu_hours"),

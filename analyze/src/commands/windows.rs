@@ -18,7 +18,7 @@ use datafusion::arrow::error::ArrowError;
 use crate::cli::{GlobalArgs, WindowsArgs, WindowsShow};
 use crate::columns::{f64_column, text_column};
 use crate::commands::Report;
-use crate::error::Error;
+use crate::error::{Error, SessionError};
 use crate::queries;
 use crate::rounding::round_columns;
 
@@ -190,7 +190,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &WindowsArgs, mut out: W) 
         }
     }
     report.header.print(global.format, &mut out)?;
-    let execute = |source: ArrowError| Error::Execute { source: source.into() };
+    let execute = |source: ArrowError| SessionError::Execute { source: source.into() };
     let batch = match args.show {
         WindowsShow::Profile => rounded(&profile).map_err(execute)?,
         WindowsShow::Windows => windows_batch(&windows, &currency).map_err(execute)?,

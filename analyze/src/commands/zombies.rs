@@ -15,7 +15,7 @@ use datafusion::common::ScalarValue;
 use crate::cli::{GlobalArgs, ZombiesArgs};
 use crate::commands::Report;
 use crate::config::{Config, team_of};
-use crate::error::Error;
+use crate::error::{Error, SessionError};
 use crate::queries;
 
 /// The columns printed, in order; `team` is computed here.
@@ -60,7 +60,8 @@ pub async fn zombies(report: &Report, min_idle: Duration, min_mem_mib: u64) -> R
     ];
     let df = report.session.sql_with_params(queries::ZOMBIES, params).await?;
     let (schema, batches) = report.session.collect(df).await?;
-    let execute = |source: datafusion::arrow::error::ArrowError| Error::Execute { source: source.into() };
+    let execute =
+        |source: datafusion::arrow::error::ArrowError| SessionError::Execute { source: source.into() };
     let batches = batches
         .iter()
         .map(|b| with_team(b, &report.config))
@@ -70,7 +71,7 @@ pub async fn zombies(report: &Report, min_idle: Duration, min_mem_mib: u64) -> R
         Some(b) => b.schema(),
         None => output_schema(&schema)?,
     };
-    concat_batches(&out_schema, &batches).map_err(execute)
+    Ok(concat_batches(&out_schema, &batches).map_err(execute)?)
 }
 
 /// The printed schema: the query's columns of [`COLUMNS`], `team` as text.
@@ -82,7 +83,7 @@ fn output_schema(query: &Schema) -> Result<Arc<Schema>, Error> {
             name => query
                 .field_with_name(name)
                 .cloned()
-                .map_err(|source| Error::Execute { source: source.into() }),
+                .map_err(|source| SessionError::Execute { source: source.into() }),
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Arc::new(Schema::new(fields)))
