@@ -11,8 +11,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use datafusion::common::ParamValues;
-use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::error::DataFusionError;
+use datafusion::logical_expr::{Expr, LogicalPlan};
 
 use crate::error::InputError;
 use crate::period;
@@ -70,6 +72,27 @@ pub fn typed(text: &str) -> ScalarValue {
         return ScalarValue::Float64(Some(x));
     }
     ScalarValue::Utf8(Some(text.to_owned()))
+}
+
+/// The placeholders of `plan` (`$1`, `$host`), in its subqueries too.
+///
+/// Collected by hand rather than by `LogicalPlan::get_parameter_types`,
+/// which refuses a placeholder the planner guessed two types for (`$1` in
+/// `ts >= $1 - INTERVAL '1 hour'` and in `ts < $1`); the bound value settles
+/// its type.
+pub fn placeholders(plan: &LogicalPlan) -> Result<HashSet<String>, DataFusionError> {
+    let mut ids = HashSet::new();
+    plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|expr| {
+            expr.apply(|e| {
+                if let Expr::Placeholder(p) = e {
+                    ids.insert(p.id.clone());
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    })?;
+    Ok(ids)
 }
 
 /// Matches `params` to the query's `placeholders` (`$1`, `$host`, as the

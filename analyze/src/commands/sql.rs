@@ -65,12 +65,8 @@ fn bind(
     df: datafusion::prelude::DataFrame,
     given: &[String],
 ) -> Result<datafusion::prelude::DataFrame, Error> {
-    let placeholders: HashSet<String> = df
-        .logical_plan()
-        .get_parameter_types()
-        .map_err(|source| SessionError::Query { source })?
-        .into_keys()
-        .collect();
+    let placeholders: HashSet<String> =
+        params::placeholders(df.logical_plan()).map_err(|source| SessionError::Query { source })?;
     if placeholders.is_empty() && given.is_empty() {
         return Ok(df);
     }
