@@ -38,7 +38,8 @@ pub struct GlobalArgs {
     pub data: PathBuf,
 
     /// Cost and team configuration (apron.toml); without it the documented
-    /// defaults apply. `sql` uses it only for the view minute_costs.
+    /// defaults apply. `sql` uses it only for the view minute_costs and the
+    /// apron_ functions.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
