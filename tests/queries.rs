@@ -409,7 +409,6 @@ fn every_query_file_is_covered_and_documents_its_parameters_and_columns() {
 
 #[test]
 fn every_query_runs_with_and_without_rollups_and_agrees() {
-    let t0 = std::time::Instant::now();
     let fx = Fixture::new();
     let rt = runtime();
     let mut failures = Vec::new();
@@ -592,6 +591,5 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
     // nothing fires.
     check("alerts: none", alerts.is_empty(), &alerts);
 
-    eprintln!("queries: {:.1} s", t0.elapsed().as_secs_f64());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
