@@ -144,6 +144,7 @@ fn case(name: &str) -> Option<Case> {
                 "cost",
             ],
         },
+        "newest_sample" => Case { params: vec![text("h1")], columns: &["newest"] },
         "pick" => Case {
             params: vec![text("h1"), start],
             columns: &["gpu_index", "gpu_uuid", "mean_util_pct", "free_bytes", "newest", "samples"],
