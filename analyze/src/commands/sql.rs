@@ -13,10 +13,12 @@ use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
 
+use datafusion::prelude::DataFrame;
+
 use crate::cli::{GlobalArgs, SqlArgs};
 use crate::config::Config;
 use crate::error::{Error, InputError, SessionError};
-use crate::params;
+use crate::params::{self, Param};
 use crate::period::Period;
 use crate::session::Session;
 
@@ -30,7 +32,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
     // The query first: a missing query file is reported even without data.
     let query = query_text(args)?;
     // A malformed --param is refused before any data is read.
-    params::parse_all(&args.params)?;
+    let params = params::parse_all(&args.params)?;
     let lower = query.to_ascii_lowercase();
     let mut out = Counting { inner: out, written: 0 };
     let mut tries = 0;
@@ -45,7 +47,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
             let config = Config::load(global.config.as_deref())?;
             crate::cost::register_functions(&session, &config);
         }
-        let df = bind(session.sql(&query).await?, &args.params)?;
+        let df = bind(session.sql(&query).await?, params.clone())?;
         let printed = session.print(df, global.format, &mut out).await.map(drop);
         match printed {
             // A file listed for this query was replaced meanwhile (a day
@@ -61,16 +63,13 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
 
 /// `df` with its placeholders bound to the `--param` values `given`: each
 /// placeholder needs one, and each one a placeholder.
-fn bind(
-    df: datafusion::prelude::DataFrame,
-    given: &[String],
-) -> Result<datafusion::prelude::DataFrame, Error> {
+fn bind(df: DataFrame, given: Vec<Param>) -> Result<DataFrame, Error> {
     let placeholders: HashSet<String> =
         params::placeholders(df.logical_plan()).map_err(|source| SessionError::Query { source })?;
     if placeholders.is_empty() && given.is_empty() {
         return Ok(df);
     }
-    let values = params::bind(params::parse_all(given)?, &placeholders)?;
+    let values = params::bind(given, &placeholders)?;
     Ok(df.with_param_values(values).map_err(|source| SessionError::Query { source })?)
 }
 
