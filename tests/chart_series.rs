@@ -36,8 +36,6 @@
 //! nlp 0.97 busy, vision 0.15 busy + 0.61 idle, "(unallocated)" 0.61 idle,
 //! unassigned 0.46 busy.
 
-use std::time::Instant;
-
 use apron_analyze::charts;
 use apron_analyze::cli::{GlobalArgs, PeriodArgs};
 use apron_analyze::commands::Report;
@@ -336,7 +334,6 @@ fn names(rows: &[(String, f64, f64)]) -> Vec<String> {
 
 #[test]
 fn every_chart_series_agrees_with_the_reports_with_and_without_rollups() {
-    let t0 = Instant::now();
     let fx = Fixture::new();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -347,6 +344,5 @@ fn every_chart_series_agrees_with_the_reports_with_and_without_rollups() {
     check_all(&mut c, &fx, &rt, "with rollups");
     fx.remove_rollups();
     check_all(&mut c, &fx, &rt, "raw files alone");
-    eprintln!("chart_series: {:.1} s", t0.elapsed().as_secs_f64());
     c.finish();
 }

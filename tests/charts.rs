@@ -7,7 +7,6 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Instant;
 
 use apron_tests::png::check_chart;
 use apron_tests::scenario::{FROM_TO, Fixture};
@@ -31,7 +30,6 @@ fn stderr_lines(out: &Output) -> Vec<String> {
 
 #[test]
 fn every_chart_is_a_png_of_the_size_asked_for_with_something_drawn() {
-    let t0 = Instant::now();
     let fx = Fixture::new();
     let dir = tempfile::tempdir().expect("a temporary folder");
     let mut failures = Vec::new();
@@ -72,7 +70,6 @@ fn every_chart_is_a_png_of_the_size_asked_for_with_something_drawn() {
     if !left.is_empty() {
         failures.push(format!("files other than the charts left in the folder: {left:?}"));
     }
-    eprintln!("charts: {:.1} s", t0.elapsed().as_secs_f64());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

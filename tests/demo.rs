@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use apron_tests::png::check_chart;
 use apron_tests::{bin, files_under, number_after};
@@ -67,7 +66,6 @@ fn headline(stdout: &str, label: &str) -> f64 {
 
 #[test]
 fn a_two_day_demo_writes_the_bundle_and_its_figures_are_spends() {
-    let t0 = Instant::now();
     let tmp = tempfile::tempdir().expect("a temporary folder");
     let out_dir = tmp.path().join("demo");
     let data = tmp.path().join("data");
@@ -81,7 +79,6 @@ fn a_two_day_demo_writes_the_bundle_and_its_figures_are_spends() {
         .stdin(Stdio::null())
         .output()
         .expect("apron runs");
-    let demo_time = t0.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -149,8 +146,6 @@ fn a_two_day_demo_writes_the_bundle_and_its_figures_are_spends() {
     let named = teams.iter().filter(|t| **t != "(unallocated)").count();
     assert!(named >= 5, "at least 5 teams besides (unallocated): {teams:?}");
     assert!(teams.contains(&"unassigned"), "the unmapped team shows as unassigned: {teams:?}");
-
-    eprintln!("demo: {:.1} s (apron demo {:.1} s)", t0.elapsed().as_secs_f64(), demo_time.as_secs_f64());
 }
 
 #[test]

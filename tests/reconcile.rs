@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::Instant;
 
 use apron_tests::checks::Checks;
 use apron_tests::{bin, number_after};
@@ -104,7 +103,6 @@ fn cost_line(header: &[String]) -> Option<(f64, f64)> {
 
 #[test]
 fn a_simulated_month_reconciles_to_the_cent() {
-    let t0 = Instant::now();
     let tmp = tempfile::tempdir().expect("a temporary folder");
     let data = tmp.path().join("data");
     let config = tmp.path().join("apron.toml");
@@ -120,7 +118,6 @@ fn a_simulated_month_reconciles_to_the_cent() {
         .output()
         .expect("apron-recorder runs");
     assert!(out.status.success(), "simulate: {}", String::from_utf8_lossy(&out.stderr));
-    let simulated = t0.elapsed();
     let mut c = Checks::default();
     let month = ["--month", "2026-10"];
 
@@ -259,10 +256,5 @@ fn a_simulated_month_reconciles_to_the_cent() {
         c.near(&format!("spend {team}: halves = month"), *cost, month_cost, 0.03 + 1e-9);
     }
 
-    eprintln!(
-        "simulated month: {:.1} s to simulate, {:.1} s in all",
-        simulated.as_secs_f64(),
-        t0.elapsed().as_secs_f64()
-    );
     assert!(c.failures.is_empty(), "{} check(s) failed:\n- {}", c.failures.len(), c.failures.join("\n- "));
 }

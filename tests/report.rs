@@ -16,7 +16,6 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Output;
-use std::time::Instant;
 
 use apron_tests::png::check_chart;
 use apron_tests::scenario::{self, Fixture, ms};
@@ -100,7 +99,6 @@ fn links(html: &str) -> BTreeSet<String> {
 
 #[test]
 fn the_monthly_report_holds_every_file_with_the_figures_of_the_reports() {
-    let t0 = Instant::now();
     let fx = Fixture::new();
     let dir = fx.dir.path().join("report");
     let out = report(&fx, "2026-11", &dir);
@@ -168,7 +166,6 @@ fn the_monthly_report_holds_every_file_with_the_figures_of_the_reports() {
     for (name, before) in CSVS.iter().zip(&csvs) {
         assert_eq!(&std::fs::read_to_string(dir.join(name)).expect("read"), before, "{name} changed");
     }
-    eprintln!("report: {:.1} s", t0.elapsed().as_secs_f64());
 }
 
 #[test]

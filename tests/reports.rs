@@ -47,8 +47,6 @@
 //! 1.2195 → $1.22, 43.6% of $2.80. Shares of the printed total: 97/280 =
 //! 34.6%, 76/280 = 27.1%, 61/280 = 21.8%, 46/280 = 16.4%.
 
-use std::time::Instant;
-
 use apron_tests::checks::Checks;
 use apron_tests::number_after;
 use apron_tests::scenario::{END, FROM_TO, Fixture, START, ms};
@@ -152,7 +150,6 @@ fn check_common_header(checks: &mut Checks, what: &str, fx: &Fixture, lines: &[S
 
 #[test]
 fn hand_built_fleet_costs_add_up_to_the_cent() {
-    let t0 = Instant::now();
     let fx = Fixture::new();
     let mut c = Checks::default();
 
@@ -395,7 +392,6 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
         c.eq("reclaim: header lines", header.len(), 4);
     }
 
-    eprintln!("hand-built fleet: {:.1} s", t0.elapsed().as_secs_f64());
     c.finish();
 }
 
@@ -422,7 +418,6 @@ fn invocations() -> Vec<Vec<&'static str>> {
 
 #[test]
 fn every_report_says_the_same_on_raw_files_alone() {
-    let t0 = Instant::now();
     let fx = Fixture::new();
     let mut c = Checks::default();
     let run_all = |c: &mut Checks| {
@@ -458,7 +453,6 @@ fn every_report_says_the_same_on_raw_files_alone() {
         };
         c.eq(&format!("apron {args}: header on raw files alone"), keep(raw_stderr), keep(stderr));
     }
-    eprintln!("raw files alone: {:.1} s", t0.elapsed().as_secs_f64());
     c.finish();
 }
 

@@ -38,7 +38,8 @@ pub struct GlobalArgs {
     pub data: PathBuf,
 
     /// Cost and team configuration (apron.toml); without it the documented
-    /// defaults apply. `sql` uses it only for the view minute_costs.
+    /// defaults apply. `sql` uses it only for the view minute_costs and the
+    /// apron_ functions.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -53,7 +54,8 @@ pub enum Command {
     /// Run one read-only SQL query over the recorded tables (gpu_samples,
     /// proc_samples, the minute rollups gpu_minutes and proc_minutes, all
     /// partitioned by date and host; and minute_costs, every GPU-minute of
-    /// the period priced and attributed).
+    /// the period priced and attributed), with its $1 or $name placeholders
+    /// bound by --param.
     Sql(SqlArgs),
 
     /// Print the effective configuration (--config FILE, else ./apron.toml,
@@ -374,8 +376,21 @@ pub struct SqlArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<PathBuf>,
 
+    /// Bind VALUE to the query's placeholder $NAME: `--param 1=2026-11-01`
+    /// binds $1, `--param host=gpu-07` binds $host. Repeat it for each
+    /// placeholder; every one the query has needs a value. The value's type
+    /// is read from its form: a date or time (2026-11-01,
+    /// 2026-11-02T08:00:00Z) is a UTC timestamp (ms), a whole number is an
+    /// Int64, a decimal number (2.5, 1e3) a Float64, anything else text
+    /// (Utf8). Values are bound, never pasted into the SQL; cast in the
+    /// query for another type (CAST($1 AS VARCHAR)).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+
     /// The period of the view minute_costs (every GPU-minute priced and
-    /// attributed, queries/minute_costs.sql), for queries that read it.
+    /// attributed, queries/minute_costs.sql), registered for a query that
+    /// names minute_costs; a query that names an apron_ function
+    /// (apron_team, apron_gpu_rate) gets those from the config.
     #[command(flatten)]
     pub period: PeriodArgs,
 }

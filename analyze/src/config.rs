@@ -68,7 +68,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 
 /// The file looked for in the current folder without `--config FILE`.
 pub const FILE_NAME: &str = "apron.toml";
@@ -345,19 +345,19 @@ impl Config {
     /// the defaults. The result records which in [`Config::source`].
     ///
     /// A file that cannot be read (including a missing `explicit` one) is
-    /// [`Error::ReadConfig`]; one that is not a valid configuration is
-    /// [`Error::Config`], naming the file, the line and the key.
+    /// [`ConfigError::Read`]; one that is not a valid configuration is
+    /// [`ConfigError::Invalid`], naming the file, the line and the key.
     pub fn load(explicit: Option<&Path>) -> Result<Config, Error> {
         if let Some(path) = explicit {
             let text = std::fs::read_to_string(path)
-                .map_err(|source| Error::ReadConfig { path: path.to_path_buf(), source })?;
+                .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
             return Config::from_toml(&text, path);
         }
         let path = Path::new(FILE_NAME);
         match std::fs::read_to_string(path) {
             Ok(text) => Config::from_toml(&text, path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
-            Err(source) => Err(Error::ReadConfig { path: path.to_path_buf(), source }),
+            Err(source) => Err(ConfigError::Read { path: path.to_path_buf(), source }.into()),
         }
     }
 
@@ -377,7 +377,7 @@ impl Config {
     /// values, after a first comment line naming its source.
     pub fn to_toml(&self) -> Result<String, Error> {
         let body =
-            toml::to_string(self).map_err(|e| Error::ShowConfig { format: "toml", source: Box::new(e) })?;
+            toml::to_string(self).map_err(|e| ConfigError::Show { format: "toml", source: Box::new(e) })?;
         let header = match &self.source {
             Source::Defaults => {
                 format!("# apron configuration: defaults (no --config FILE, no ./{FILE_NAME})")
@@ -394,7 +394,7 @@ impl Config {
     /// The configuration as one JSON object: its keys, and `source` naming
     /// where it came from (`"defaults"` or the file's path).
     pub fn to_json(&self) -> Result<String, Error> {
-        let show = |e: serde_json::Error| Error::ShowConfig { format: "json", source: Box::new(e) };
+        let show = |e: serde_json::Error| ConfigError::Show { format: "json", source: Box::new(e) };
         let mut text = serde_json::to_string(&self.to_json_value()?).map_err(show)?;
         text.push('\n');
         Ok(text)
@@ -403,7 +403,7 @@ impl Config {
     /// [`Config::to_json`] as a value, for a caller that adds keys.
     pub fn to_json_value(&self) -> Result<serde_json::Value, Error> {
         let mut value = serde_json::to_value(self)
-            .map_err(|e| Error::ShowConfig { format: "json", source: Box::new(e) })?;
+            .map_err(|e| ConfigError::Show { format: "json", source: Box::new(e) })?;
         if let serde_json::Value::Object(map) = &mut value {
             map.insert("source".to_owned(), self.source.to_string().into());
         }
@@ -441,13 +441,13 @@ pub fn gpu_cost_for<'c>(config: &'c Config, model: &str) -> &'c GpuCost {
     config.gpu_cost.iter().find(|c| c.model == "*" || c.model == model).unwrap_or(&*DEFAULT_GPU_COST)
 }
 
-/// The one-line [`Error::Config`] for `err`, a failure to read `text` (the
+/// The one-line [`ConfigError::Invalid`] for `err`, a failure to read `text` (the
 /// contents of `path`) as a [`Config`]: the line its span starts on, and a
 /// message that names the key.
 fn config_error(err: &toml::de::Error, text: &str, path: &Path) -> Error {
     let line = err.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
     let keys = error_keys(err);
-    Error::Config { path: path.to_path_buf(), line, message: describe(err.message(), &keys) }
+    ConfigError::Invalid { path: path.to_path_buf(), line, message: describe(err.message(), &keys) }.into()
 }
 
 /// The key path toml's error records (`["energy", "pue"]`), which it only

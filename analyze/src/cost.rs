@@ -19,7 +19,7 @@ use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
 
 use crate::config::{Config, GpuCost, gpu_cost_for, team_of};
-use crate::error::Error;
+use crate::error::{Error, SessionError};
 use crate::period::Period;
 use crate::queries;
 use crate::session::Session;
@@ -111,14 +111,17 @@ pub async fn register_minute_costs_as(
                     datafusion::arrow::array::RecordBatch::try_new(Arc::clone(&schema), columns)
                 })
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Error::Execute { source: e.into() })?;
+                .map_err(|e| SessionError::Execute { source: e.into() })?;
             Arc::new(
                 datafusion::datasource::MemTable::try_new(schema, vec![batches])
-                    .map_err(|source| Error::Execute { source })?,
+                    .map_err(|source| SessionError::Execute { source })?,
             )
         }
     };
-    session.context().register_table("minute_costs", table).map_err(|source| Error::Execute { source })?;
+    session
+        .context()
+        .register_table("minute_costs", table)
+        .map_err(|source| SessionError::Execute { source })?;
     Ok(())
 }
 

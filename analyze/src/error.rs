@@ -1,9 +1,14 @@
 //! The errors of the analysis library, and how the `apron` binary prints them.
 //!
-//! Every command returns [`Error`]. Its messages name the operation and the
-//! object ("cannot read query file q.sql", "table foo not found"); the cause
-//! (a DataFusion, Parquet or I/O error) is its `source`. [`one_line`] turns
-//! such a chain into the single line the binary prints on stderr.
+//! Every command returns [`Error`], one variant per boundary the failure
+//! crossed, each an enum of its own: [`SessionError`] (the data folder, a
+//! file in it, a query), [`ConfigError`], [`PeriodError`], [`OutputError`]
+//! (the result, the report folder) and [`InputError`] (the query file and
+//! `--param` of `apron sql`, other option values). Their messages name the
+//! operation and the object ("cannot read query file q.sql", "table foo not
+//! found"); the cause (a DataFusion, Parquet or I/O error) is the `source`.
+//! [`one_line`] turns such a chain into the single line the binary prints on
+//! stderr.
 
 use std::error::Error as StdError;
 use std::io;
@@ -12,9 +17,77 @@ use std::path::PathBuf;
 use datafusion::error::DataFusionError;
 use datafusion::parquet::errors::ParquetError;
 
-/// What went wrong in an `apron` command.
+/// What went wrong in an `apron` command, by the boundary it crossed: the
+/// data folder and its queries ([`SessionError`]), the configuration file
+/// ([`ConfigError`]), the period flags ([`PeriodError`]), the output
+/// ([`OutputError`]), the command line's other values ([`InputError`]), the
+/// demo's simulated fleet, and the few that belong to none.
+///
+/// Each boundary's message is the whole of this error's own line
+/// (`#[error(transparent)]`), so the one-line form names the object at
+/// fault exactly as the inner error does.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Opening or reading the data folder, a file in it, or a query over it.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+
+    /// Reading, checking or printing the configuration file.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
+    /// The period flags.
+    #[error(transparent)]
+    Period(#[from] PeriodError),
+
+    /// Writing the result, a chart or the report folder.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+
+    /// A command-line value clap accepts but the command cannot use, or the
+    /// query file or parameters of `apron sql`.
+    #[error(transparent)]
+    Input(#[from] InputError),
+
+    /// `apron demo` could not simulate its fleet into its data folder.
+    #[error("cannot simulate a fleet into {}", data.display())]
+    Simulate {
+        /// The data folder the simulated recorder writes (a temporary one
+        /// unless `--keep-data DIR`).
+        data: PathBuf,
+        /// The simulator's or the file system's reason.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+
+    /// An amount of money too large to count in cents: a price in the
+    /// config far beyond any real one.
+    #[error(transparent)]
+    Money(#[from] crate::rounding::MoneyOverflow),
+
+    /// A chart could not be drawn or written; the message names the file.
+    #[error(transparent)]
+    Chart(#[from] apron_reports::ChartError),
+
+    /// The async runtime the queries run on could not start.
+    #[error("cannot start the query runtime")]
+    Runtime {
+        /// The operating system's reason.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Something panicked outside the guarded query paths: a bug.
+    #[error("internal error: {message}; this is a bug in apron or a library it uses")]
+    Panic {
+        /// The panic's message and location.
+        message: String,
+    },
+}
+
+/// The data folder, a file in it, or a query over it.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
     /// The data folder does not exist or cannot be read.
     #[error("cannot open data folder {} (choose it with --data DIR or $APRON_DATA)", path.display())]
     DataDir {
@@ -59,43 +132,11 @@ pub enum Error {
         source: DataFusionError,
     },
 
-    /// The async runtime the queries run on could not start.
-    #[error("cannot start the query runtime")]
-    Runtime {
-        /// The operating system's reason.
-        #[source]
-        source: io::Error,
-    },
-
-    /// A `sql -f FILE` query file could not be read.
-    #[error("cannot read query file {}", path.display())]
-    ReadQuery {
-        /// The file (`-` for standard input).
-        path: PathBuf,
-        /// Why it cannot be read.
-        #[source]
-        source: io::Error,
-    },
-
     /// The statement would change something; `apron sql` only reads.
     #[error("apron sql is read-only: {statement} is not allowed")]
     ReadOnly {
         /// The statement's leading keywords (`INSERT`, `CREATE TABLE`, `SET`).
         statement: String,
-    },
-
-    /// `apron pick` found no recent samples of the host: an error, not a
-    /// guess, so a script never starts a job on a GPU nobody has looked at.
-    #[error("no samples from host {host} in the last {window} under {}{newest}; is apron-recorder running there?", data.display())]
-    NoRecentData {
-        /// The host asked for.
-        host: String,
-        /// The window, as given (`5m`).
-        window: String,
-        /// The data folder.
-        data: PathBuf,
-        /// ", newest sample at …" when the host has older data, else empty.
-        newest: String,
     },
 
     /// The query names a table the data folder does not hold.
@@ -110,9 +151,18 @@ pub enum Error {
     },
 
     /// The query does not parse or does not plan (bad SQL, unknown column,
-    /// wrong types).
+    /// wrong types); DataFusion's reason names the token or the column.
     #[error("invalid query")]
     Query {
+        /// DataFusion's reason.
+        #[source]
+        source: DataFusionError,
+    },
+
+    /// The query failed while it ran, and no file of the data folder is at
+    /// fault (a bad file is one of the variants below).
+    #[error("query failed")]
+    Execute {
         /// DataFusion's reason.
         #[source]
         source: DataFusionError,
@@ -173,35 +223,38 @@ pub enum Error {
         wanted: String,
     },
 
-    /// The query failed while it ran.
-    #[error("query failed")]
-    Execute {
-        /// DataFusion's reason.
-        #[source]
-        source: DataFusionError,
+    /// The period holds no GPU samples.
+    #[error("no GPU samples between {period} in {}{covers}", data.display())]
+    NoDataInPeriod {
+        /// The period, as [`crate::period::Period::label`] shows it.
+        period: String,
+        /// The data folder.
+        data: PathBuf,
+        /// What the data does cover (`; the data covers …`), or empty.
+        covers: String,
     },
 
-    /// The result could not be formatted.
-    #[error("cannot format the result as {format}")]
-    Format {
-        /// The output format.
-        format: &'static str,
-        /// Arrow's reason.
-        #[source]
-        source: datafusion::arrow::error::ArrowError,
+    /// `apron pick` found no recent samples of the host: an error, not a
+    /// guess, so a script never starts a job on a GPU nobody has looked at.
+    #[error("no samples from host {host} in the last {window} under {}{newest}; is apron-recorder running there?", data.display())]
+    NoRecentData {
+        /// The host asked for.
+        host: String,
+        /// The window, as given (`5m`).
+        window: String,
+        /// The data folder.
+        data: PathBuf,
+        /// ", newest sample at …" when the host has older data, else empty.
+        newest: String,
     },
+}
 
-    /// Something panicked outside the guarded query paths: a bug.
-    #[error("internal error: {message}; this is a bug in apron or a library it uses")]
-    Panic {
-        /// The panic's message and location.
-        message: String,
-    },
-
-    /// The configuration file (`--config FILE` or `./apron.toml`) could not
-    /// be read.
+/// The configuration file (`--config FILE` or `./apron.toml`).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read config file {}", path.display())]
-    ReadConfig {
+    Read {
         /// The file.
         path: PathBuf,
         /// Why it cannot be read.
@@ -209,10 +262,10 @@ pub enum Error {
         source: io::Error,
     },
 
-    /// The configuration file is not a valid `apron.toml`:
+    /// The file is not a valid `apron.toml`:
     /// `apron.toml:7: unknown key `prise_per_kwh` in [energy]`.
     #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
-    Config {
+    Invalid {
         /// The file.
         path: PathBuf,
         /// The line the mistake is on, from 1; `None` when the parser did
@@ -225,15 +278,41 @@ pub enum Error {
     /// The configuration could not be printed (a bug: every configuration
     /// has a TOML and a JSON form).
     #[error("cannot print the configuration as {format}")]
-    ShowConfig {
+    Show {
         /// `toml` or `json`.
         format: &'static str,
         /// The serializer's reason.
         #[source]
         source: Box<dyn StdError + Send + Sync>,
     },
+}
 
-    /// The result could not be written to the output.
+/// The period flags (`--month`, `--from`/`--to`, `--last`) name no valid
+/// period. Their values' syntax is clap's to refuse; these are the periods
+/// that parse but cannot be.
+#[derive(Debug, thiserror::Error)]
+pub enum PeriodError {
+    /// `--month` is a month whose end is past the last date chrono knows.
+    #[error("month {month} is out of range")]
+    MonthOutOfRange {
+        /// The month's first day, as given.
+        month: chrono::NaiveDate,
+    },
+
+    /// The start is not before the end.
+    #[error("--from {from} is not before --to {to}")]
+    Empty {
+        /// The start, as the period shows it (`2026-11-02 00:00`).
+        from: String,
+        /// The end, likewise.
+        to: String,
+    },
+}
+
+/// Writing the result, or the report folder.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The result could not be written to standard output.
     #[error("cannot write the result")]
     Write {
         /// The operating system's reason.
@@ -241,39 +320,15 @@ pub enum Error {
         source: io::Error,
     },
 
-    /// The period flags name no valid period.
-    #[error("{message}")]
-    Period {
-        /// What is wrong, naming the flags.
-        message: String,
+    /// The result could not be formatted.
+    #[error("cannot format the result as {format}")]
+    Format {
+        /// The output format.
+        format: &'static str,
+        /// Arrow's reason.
+        #[source]
+        source: datafusion::arrow::error::ArrowError,
     },
-
-    /// The period holds no GPU samples.
-    #[error("no GPU samples between {period} in {}{covers}", data.display())]
-    NoDataInPeriod {
-        /// The period, as [`crate::period::Period::label`] shows it.
-        period: String,
-        /// The data folder.
-        data: PathBuf,
-        /// What the data does cover (`; the data covers …`), or empty.
-        covers: String,
-    },
-
-    /// A command option has a value the command cannot use.
-    #[error("{message}")]
-    Usage {
-        /// What is wrong, naming the option.
-        message: String,
-    },
-
-    /// An amount of money too large to count in cents: a price in the
-    /// config far beyond any real one.
-    #[error(transparent)]
-    Money(#[from] crate::rounding::MoneyOverflow),
-
-    /// A chart could not be drawn or written; the message names the file.
-    #[error(transparent)]
-    Chart(#[from] apron_reports::ChartError),
 
     /// `--out` of `report` or `demo` holds files of its own and no earlier
     /// report: nothing is written there without `--force`.
@@ -289,7 +344,8 @@ pub enum Error {
         marker: &'static str,
     },
 
-    /// A report file (page, table) could not be written.
+    /// A report file (page, table) or the report folder could not be
+    /// written.
     #[error("cannot write the report to {}", path.display())]
     Report {
         /// The file or folder.
@@ -298,6 +354,66 @@ pub enum Error {
         #[source]
         source: Box<dyn StdError + Send + Sync>,
     },
+}
+
+/// A command-line value the command cannot use: the query file or the
+/// parameters of `apron sql`, or an option clap accepts as text.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// A `sql -f FILE` query file could not be read.
+    #[error("cannot read query file {}", path.display())]
+    ReadQuery {
+        /// The file (`-` for standard input).
+        path: PathBuf,
+        /// Why it cannot be read.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A `--param` without `=`, or with an empty name.
+    #[error("--param {given:?} is not NAME=VALUE (e.g. --param 1=2026-11-01)")]
+    ParamSyntax {
+        /// The argument as given.
+        given: String,
+    },
+
+    /// The same parameter given twice.
+    #[error("--param {name} is given twice")]
+    ParamTwice {
+        /// The parameter's name, without `$`.
+        name: String,
+    },
+
+    /// A `--param` the query has no placeholder for.
+    #[error("--param {name}: the query has no ${name}; {}", param_list("its parameters are", known))]
+    UnknownParam {
+        /// The parameter's name, without `$`.
+        name: String,
+        /// The query's placeholders, `$1`, `$start`, in order.
+        known: Vec<String>,
+    },
+
+    /// A placeholder of the query that no `--param` gives a value.
+    #[error("the query needs {}: give {}", missing.join(", "), missing.iter().map(|m| format!("--param {}=VALUE", m.trim_start_matches('$'))).collect::<Vec<_>>().join(" "))]
+    MissingParam {
+        /// The placeholders without a value, `$2`, in order.
+        missing: Vec<String>,
+    },
+
+    /// An option's value the command cannot use.
+    #[error("{message}")]
+    Usage {
+        /// What is wrong, naming the option.
+        message: String,
+    },
+}
+
+fn param_list(lead: &str, names: &[String]) -> String {
+    if names.is_empty() {
+        "it takes no parameters".to_owned()
+    } else {
+        format!("{lead} {}", names.join(", "))
+    }
 }
 
 fn present_list(present: &[String]) -> String {
@@ -378,10 +494,10 @@ mod tests {
 
     #[test]
     fn one_line_joins_the_chain_and_skips_repeats() {
-        let err = Error::ReadQuery {
+        let err = Error::from(InputError::ReadQuery {
             path: "q.sql".into(),
             source: io::Error::new(io::ErrorKind::NotFound, "No such file\nor directory"),
-        };
+        });
         assert_eq!(one_line(&err), "cannot read query file q.sql: No such file or directory");
     }
 
@@ -393,7 +509,7 @@ mod tests {
         let rt =
             tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime starts");
         let df_err = rt.block_on(df_err).expect_err("SELEC is not SQL");
-        let line = one_line(&Error::Query { source: df_err });
+        let line = one_line(&Error::from(SessionError::Query { source: df_err }));
         assert!(line.starts_with("invalid query: SQL error: sql parser error: "), "{line}");
         assert!(line.contains("SELEC"), "{line}");
         assert!(!line.contains('\n'));
@@ -402,15 +518,42 @@ mod tests {
     #[test]
     fn one_line_says_parquet_error_once() {
         let err = DataFusionError::ParquetError(Box::new(ParquetError::General("bad page".into())));
-        let line = one_line(&Error::Execute { source: err });
+        let line = one_line(&Error::from(SessionError::Execute { source: err }));
         assert_eq!(line, "query failed: Parquet error: bad page");
     }
 
     #[test]
+    fn a_failed_simulation_names_its_data_folder_not_a_report() {
+        let err = Error::Simulate {
+            data: "/tmp/apron-demo-data-x".into(),
+            source: Box::new(io::Error::from(io::ErrorKind::PermissionDenied)),
+        };
+        assert_eq!(one_line(&err), "cannot simulate a fleet into /tmp/apron-demo-data-x: permission denied");
+    }
+
+    #[test]
+    fn each_boundary_keeps_its_own_line() {
+        let period = Error::from(PeriodError::Empty {
+            from: "2026-11-05 00:00".into(),
+            to: "2026-11-02 00:00".into(),
+        });
+        assert_eq!(one_line(&period), "--from 2026-11-05 00:00 is not before --to 2026-11-02 00:00");
+        let config = Error::from(ConfigError::Invalid {
+            path: "apron.toml".into(),
+            line: Some(7),
+            message: "unknown key `prise_per_kwh` in [energy]".into(),
+        });
+        assert_eq!(one_line(&config), "apron.toml:7: unknown key `prise_per_kwh` in [energy]");
+        let missing = Error::from(InputError::MissingParam { missing: vec!["$2".into()] });
+        assert_eq!(one_line(&missing), "the query needs $2: give --param 2=VALUE");
+    }
+
+    #[test]
     fn broken_pipe_is_recognised_through_the_chain() {
-        let err = Error::Write { source: io::Error::from(io::ErrorKind::BrokenPipe) };
+        let err = Error::from(OutputError::Write { source: io::Error::from(io::ErrorKind::BrokenPipe) });
         assert!(err.is_broken_pipe());
-        let err = Error::Write { source: io::Error::from(io::ErrorKind::PermissionDenied) };
+        let err =
+            Error::from(OutputError::Write { source: io::Error::from(io::ErrorKind::PermissionDenied) });
         assert!(!err.is_broken_pipe());
     }
 }

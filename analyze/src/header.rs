@@ -13,7 +13,7 @@ use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type, TimestampMillisecondType};
 
 use crate::config::{Config, GpuCost, gpu_cost_for};
-use crate::error::Error;
+use crate::error::{Error, OutputError, SessionError};
 use crate::output::Format;
 use crate::period::{Period, show_ms, timestamp};
 use crate::queries;
@@ -54,7 +54,7 @@ pub struct ModelHours {
 impl Coverage {
     /// What `session` holds in `period`, `now_ms` being the current time (a
     /// period reaching past now cannot have been recorded past now). Fails
-    /// with [`Error::NoDataInPeriod`] when the period holds nothing.
+    /// with [`SessionError::NoDataInPeriod`] when the period holds nothing.
     pub async fn of(session: &Session, period: &Period, now_ms: i64) -> Result<Coverage, Error> {
         let Some(raw) = coverage_row(session, period).await? else {
             let all = Period { start_ms: 0, end_ms: 7_258_118_400_000 }; // 1970 to 2200
@@ -66,11 +66,12 @@ impl Coverage {
                 ),
                 None => String::new(),
             };
-            return Err(Error::NoDataInPeriod {
+            return Err(SessionError::NoDataInPeriod {
                 period: period.label(),
                 data: session.layout().root().to_path_buf(),
                 covers,
-            });
+            }
+            .into());
         };
         let first_ms = sample_in(session, raw.first_minute, true).await?.unwrap_or(raw.first_minute);
         let last_ms = sample_in(session, raw.last_minute, false).await?.unwrap_or(raw.last_minute);
@@ -200,7 +201,7 @@ async fn sample_in(session: &Session, minute_ms: i64, first: bool) -> Result<Opt
     let params = vec![timestamp(minute_ms), timestamp(minute_ms + 60_000)];
     let df = match session.sql_with_params(queries::SAMPLES_BETWEEN, params).await {
         Ok(df) => df,
-        Err(Error::UnknownTable { .. }) => return Ok(None),
+        Err(Error::Session(SessionError::UnknownTable { .. })) => return Ok(None),
         Err(e) => return Err(e),
     };
     let (_, batches) = session.collect(df).await?;
@@ -258,7 +259,7 @@ impl Header {
         } else {
             std::io::stderr().lock().write_all(text.as_bytes())
         }
-        .map_err(|source| Error::Write { source })
+        .map_err(|source| OutputError::Write { source }.into())
     }
 }
 

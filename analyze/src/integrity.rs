@@ -25,14 +25,14 @@ use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::errors::ParquetError;
 use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 
-use crate::error::Error;
+use crate::error::SessionError;
 use crate::session::partition_columns;
 
 /// The first bad file of `tables` under `layout`, in path order, as the
 /// error to report; `None` when every footer, page index and schema is
 /// sound. A partition folder whose value the engine cannot parse
 /// (`date=yesterday`) is reported before any file.
-pub fn find_bad_file(layout: &DataLayout, tables: &[Table]) -> Option<Error> {
+pub fn find_bad_file(layout: &DataLayout, tables: &[Table]) -> Option<SessionError> {
     tables.iter().find_map(|&table| {
         let table_dir = layout.table_dir(table);
         bad_partition(&table_dir)
@@ -41,8 +41,8 @@ pub fn find_bad_file(layout: &DataLayout, tables: &[Table]) -> Option<Error> {
 }
 
 /// The first partition folder of `table_dir` (in path order) whose value
-/// does not parse as its column's type, as [`Error::BadPartition`].
-fn bad_partition(table_dir: &Path) -> Option<Error> {
+/// does not parse as its column's type, as [`SessionError::BadPartition`].
+fn bad_partition(table_dir: &Path) -> Option<SessionError> {
     let columns = partition_columns();
     let mut level = vec![table_dir.to_path_buf()];
     for (column, data_type) in &columns {
@@ -54,7 +54,7 @@ fn bad_partition(table_dir: &Path) -> Option<Error> {
                 continue;
             };
             if ScalarValue::try_from_string(value.to_owned(), data_type).is_err() {
-                return Some(Error::BadPartition {
+                return Some(SessionError::BadPartition {
                     path: dir.clone(),
                     column: column.clone(),
                     value: value.to_owned(),
@@ -72,7 +72,7 @@ fn bad_partition(table_dir: &Path) -> Option<Error> {
 
 /// [`find_bad_file`] for the given files of `layout` only (`DATA/<table>/…`;
 /// a file outside a known table's folder is skipped).
-pub fn find_bad_file_among(layout: &DataLayout, files: &[PathBuf]) -> Option<Error> {
+pub fn find_bad_file_among(layout: &DataLayout, files: &[PathBuf]) -> Option<SessionError> {
     files.iter().find_map(|path| {
         let table = path
             .strip_prefix(layout.root())
@@ -85,9 +85,9 @@ pub fn find_bad_file_among(layout: &DataLayout, files: &[PathBuf]) -> Option<Err
 
 /// The first of `files` whose rows do not decode, as the error to report;
 /// `None` when all of them decode. Stops at the first damaged file.
-pub fn find_undecodable(files: &[PathBuf]) -> Option<Error> {
+pub fn find_undecodable(files: &[PathBuf]) -> Option<SessionError> {
     files.iter().find_map(|path| {
-        let corrupt = |source: ParquetError| Error::CorruptFile { path: path.clone(), source };
+        let corrupt = |source: ParquetError| SessionError::CorruptFile { path: path.clone(), source };
         let file = match File::open(path) {
             Ok(file) => file,
             Err(e) => return Some(corrupt(ParquetError::External(Box::new(e)))),
@@ -140,14 +140,14 @@ fn partition_dirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// What is wrong with the file at `path` of `table`, if anything.
-fn check_file(path: &Path, table: Table) -> Option<Error> {
-    let corrupt = |source: ParquetError| Error::CorruptFile { path: path.to_path_buf(), source };
+fn check_file(path: &Path, table: Table) -> Option<SessionError> {
+    let corrupt = |source: ParquetError| SessionError::CorruptFile { path: path.to_path_buf(), source };
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) => return Some(corrupt(ParquetError::External(Box::new(e)))),
     };
     if file.metadata().is_ok_and(|m| m.len() == 0) {
-        return Some(Error::EmptyFile { path: path.to_path_buf() });
+        return Some(SessionError::EmptyFile { path: path.to_path_buf() });
     }
     // The page index too: the engine reads it to plan, and it lies outside
     // the footer.
@@ -166,19 +166,21 @@ fn check_file(path: &Path, table: Table) -> Option<Error> {
 
 /// A column `table` requires that the file's `schema` lacks, or has with a
 /// type that does not cast to the table's.
-fn schema_problem(path: &Path, schema: &Schema, table: Table) -> Option<Error> {
+fn schema_problem(path: &Path, schema: &Schema, table: Table) -> Option<SessionError> {
     let wanted = table.schema();
     wanted.fields().iter().find_map(|field| match schema.field_with_name(field.name()) {
         Err(_) if !field.is_nullable() => {
-            Some(Error::MissingColumn { path: path.to_path_buf(), column: field.name().clone() })
+            Some(SessionError::MissingColumn { path: path.to_path_buf(), column: field.name().clone() })
         }
         Err(_) => None,
-        Ok(found) if !can_cast_types(found.data_type(), field.data_type()) => Some(Error::ColumnType {
-            path: path.to_path_buf(),
-            column: field.name().clone(),
-            found: found.data_type().to_string(),
-            wanted: field.data_type().to_string(),
-        }),
+        Ok(found) if !can_cast_types(found.data_type(), field.data_type()) => {
+            Some(SessionError::ColumnType {
+                path: path.to_path_buf(),
+                column: field.name().clone(),
+                found: found.data_type().to_string(),
+                wanted: field.data_type().to_string(),
+            })
+        }
         Ok(_) => None,
     })
 }
@@ -217,14 +219,14 @@ mod tests {
         assert!(find_bad_file(&layout, &[Table::GpuSamples]).is_none());
         std::fs::write(part.join("d.parquet"), b"").expect("write empty");
         match find_bad_file(&layout, &[Table::GpuSamples]) {
-            Some(Error::EmptyFile { path }) => assert_eq!(path, part.join("d.parquet")),
+            Some(SessionError::EmptyFile { path }) => assert_eq!(path, part.join("d.parquet")),
             other => panic!("expected an empty file, got {other:?}"),
         }
         std::fs::remove_file(part.join("d.parquet")).expect("rm");
 
         std::fs::write(part.join("b.parquet"), b"PAR1 truncated").expect("write bad");
         match find_bad_file(&layout, &Table::ALL) {
-            Some(Error::CorruptFile { path, .. }) => assert_eq!(path, part.join("b.parquet")),
+            Some(SessionError::CorruptFile { path, .. }) => assert_eq!(path, part.join("b.parquet")),
             other => panic!("expected a corrupt file, got {other:?}"),
         }
         std::fs::remove_file(part.join("b.parquet")).expect("rm");
@@ -232,7 +234,7 @@ mod tests {
         let odd = layout.table_dir(Table::GpuSamples).join("date=yesterday").join("host=x");
         std::fs::create_dir_all(&odd).expect("mkdir");
         match find_bad_file(&layout, &Table::ALL) {
-            Some(err @ Error::BadPartition { .. }) => assert_eq!(
+            Some(err @ SessionError::BadPartition { .. }) => assert_eq!(
                 err.to_string(),
                 format!(
                     "cannot read partition folder {}: date=yesterday is not a date (YYYY-MM-DD)",
@@ -248,7 +250,7 @@ mod tests {
         let batch = RecordBatch::try_new(schema, columns).expect("batch");
         write(&part.join("c.parquet"), &batch);
         match find_bad_file(&layout, &Table::ALL) {
-            Some(Error::MissingColumn { path, column }) => {
+            Some(SessionError::MissingColumn { path, column }) => {
                 assert_eq!(path, part.join("c.parquet"));
                 assert_eq!(column, "ts");
             }

@@ -21,6 +21,8 @@
 //! - [`commands`]: one module per command (`commands/sql.rs`, …): parse,
 //!   call a figure, print;
 //! - [`charts`]: the series each chart draws, from the figures;
+//! - [`params`]: the `--param NAME=VALUE` values of `apron sql`, typed and
+//!   matched to the query's placeholders;
 //! - [`integrity`]: finds the Parquet file that broke a query;
 //! - `store`: the file system the listings read, where an empty data file
 //!   is an error;
@@ -42,6 +44,7 @@ pub mod logging;
 pub mod minutes;
 pub mod output;
 pub mod panic_guard;
+pub mod params;
 pub mod period;
 pub mod queries;
 pub mod recent;

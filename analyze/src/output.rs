@@ -29,7 +29,7 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::util::pretty::pretty_format_batches_with_options;
 use datafusion::arrow::{csv, json};
 
-use crate::error::Error;
+use crate::error::{Error, OutputError};
 
 /// Rows a table holds back to size its columns before it prints.
 pub const TABLE_WIDTH_ROWS: usize = 1_000;
@@ -125,11 +125,11 @@ impl<W: Write> BatchWriter<W> {
             Inner::Json(mut writer) => {
                 writer.finish().map_err(|e| format_error(Format::Json, e))?;
                 let mut out = writer.into_inner();
-                writeln!(out).map_err(|source| Error::Write { source })?;
+                writeln!(out).map_err(|source| OutputError::Write { source })?;
                 out
             }
         };
-        out.flush().map_err(|source| Error::Write { source })?;
+        out.flush().map_err(|source| OutputError::Write { source })?;
         Ok(out)
     }
 }
@@ -158,7 +158,7 @@ impl<W: Write> TableWriter<W> {
         match &self.body {
             Some((widths, _)) => {
                 let text = rows_in_widths(batch, widths)?;
-                self.out.write_all(text.as_bytes()).map_err(|source| Error::Write { source })
+                self.out.write_all(text.as_bytes()).map_err(|source| OutputError::Write { source }.into())
             }
             None => {
                 self.head.push(batch.clone());
@@ -175,7 +175,7 @@ impl<W: Write> TableWriter<W> {
         let (top, bottom) = table.rsplit_once('\n').unwrap_or(("", table.as_str()));
         let widths =
             bottom.trim_matches('+').split('+').map(|dashes| dashes.len().saturating_sub(2)).collect();
-        writeln!(self.out, "{top}").map_err(|source| Error::Write { source })?;
+        writeln!(self.out, "{top}").map_err(|source| OutputError::Write { source })?;
         self.body = Some((widths, bottom.to_owned()));
         self.head = Vec::new();
         Ok(())
@@ -200,7 +200,7 @@ impl<W: Write> TableWriter<W> {
                 writeln!(self.out, "{table}")
             }
         }
-        .map_err(|source| Error::Write { source })?;
+        .map_err(|source| OutputError::Write { source })?;
         Ok(self.out)
     }
 }
@@ -249,7 +249,7 @@ fn write_csv<W: Write>(out: &mut W, header: &mut bool, batch: &RecordBatch) -> R
         .write(batch)
         .map_err(|e| format_error(Format::Csv, e))?;
     *header = false;
-    out.write_all(&buf).map_err(|source| Error::Write { source })
+    out.write_all(&buf).map_err(|source| OutputError::Write { source }.into())
 }
 
 /// Writes `batches` (all of `schema`) to `out` in `format`, completely.
@@ -285,8 +285,8 @@ pub fn write_rows<W: Write>(format: Format, rows: &impl Rows, out: W) -> Result<
 /// (so a closed pipe is recognised), anything else is a formatting error.
 fn format_error(format: Format, err: ArrowError) -> Error {
     match err {
-        ArrowError::IoError(_, source) => Error::Write { source },
-        source => Error::Format { format: format.name(), source },
+        ArrowError::IoError(_, source) => OutputError::Write { source }.into(),
+        source => OutputError::Format { format: format.name(), source }.into(),
     }
 }
 

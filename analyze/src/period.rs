@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Datelike, Months, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use datafusion::common::ScalarValue;
 
-use crate::error::Error;
+use crate::error::{Error, PeriodError};
 
 /// The default period: the last 30 days, ending now.
 pub const DEFAULT_LAST: Duration = Duration::from_secs(30 * 86_400);
@@ -47,8 +47,7 @@ impl Period {
         let span = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let period = if let Some(first) = choice.month {
             let next = Period::next_month(first);
-            let next =
-                next.ok_or_else(|| Error::Period { message: format!("month {first} is out of range") })?;
+            let next = next.ok_or(PeriodError::MonthOutOfRange { month: first })?;
             Period { start_ms: midnight_ms(first), end_ms: midnight_ms(next) }
         } else if choice.from.is_some() || choice.to.is_some() {
             let end_ms = choice.to.unwrap_or(now_ms);
@@ -59,13 +58,9 @@ impl Period {
             Period { start_ms: now_ms.saturating_sub(span(last)), end_ms: now_ms }
         };
         if period.start_ms >= period.end_ms {
-            return Err(Error::Period {
-                message: format!(
-                    "--from {} is not before --to {}",
-                    show_ms(period.start_ms),
-                    show_ms(period.end_ms)
-                ),
-            });
+            return Err(
+                PeriodError::Empty { from: show_ms(period.start_ms), to: show_ms(period.end_ms) }.into()
+            );
         }
         Ok(period)
     }

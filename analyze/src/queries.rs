@@ -4,6 +4,9 @@
 /// `queries/pick.sql`: the least-loaded GPU of a host.
 pub const PICK: &str = include_str!("../../queries/pick.sql");
 
+/// `queries/newest_sample.sql`: when a host was last sampled.
+pub const NEWEST_SAMPLE: &str = include_str!("../../queries/newest_sample.sql");
+
 /// `queries/alerts.sql`: the default alert rules at one moment.
 pub const ALERTS: &str = include_str!("../../queries/alerts.sql");
 
@@ -59,6 +62,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("gpu_models", GPU_MODELS),
     ("idle_cost", IDLE_COST),
     ("minute_costs", MINUTE_COSTS),
+    ("newest_sample", NEWEST_SAMPLE),
     ("pick", PICK),
     ("power", POWER),
     ("proc_minutes_from_raw", PROC_MINUTES_FROM_RAW),

@@ -44,7 +44,7 @@ use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use futures::StreamExt;
 
-use crate::error::Error;
+use crate::error::{Error, SessionError};
 use crate::integrity;
 use crate::minutes;
 use crate::output::{BatchWriter, Format};
@@ -91,23 +91,23 @@ impl Session {
     /// is there (`DATA/<table>/`). A table without a folder is not registered.
     ///
     /// Fails when `data` is missing or not a folder, and with
-    /// [`Error::NoData`] when it holds no table folder at all. Nothing is
+    /// [`SessionError::NoData`] when it holds no table folder at all. Nothing is
     /// read from the Parquet files yet: that happens when a query runs.
     pub async fn open(data: &Path) -> Result<Self, Error> {
-        let meta =
-            std::fs::metadata(data).map_err(|source| Error::DataDir { path: data.to_path_buf(), source })?;
+        let meta = std::fs::metadata(data)
+            .map_err(|source| SessionError::DataDir { path: data.to_path_buf(), source })?;
         if !meta.is_dir() {
-            return Err(Error::NotADir { path: data.to_path_buf() });
+            return Err(SessionError::NotADir { path: data.to_path_buf() }.into());
         }
         // The URLs need an absolute path; messages keep the path as given.
         let root = std::fs::canonicalize(data)
-            .map_err(|source| Error::DataDir { path: data.to_path_buf(), source })?;
+            .map_err(|source| SessionError::DataDir { path: data.to_path_buf(), source })?;
 
         let ctx = SessionContext::new_with_config(session_config());
         let parquet_options = ctx.state().default_table_options().parquet;
         let layout = DataLayout::new(data);
         let absolute = DataLayout::new(&root);
-        let recent = recent::read(&absolute, &full_schema).map_err(|source| Error::Register {
+        let recent = recent::read(&absolute, &full_schema).map_err(|source| SessionError::Register {
             table: "wal".to_owned(),
             path: layout.wal_root(),
             source: DataFusionError::ArrowError(Box::new(source), None),
@@ -120,7 +120,7 @@ impl Session {
         ctx.register_object_store(&file_url, Arc::new(DataFileStore::new(recent.fence.clone())));
         let register_err = |table: Table| {
             let path = layout.table_dir(table);
-            move |source| Error::Register { table: table.name().to_owned(), path, source }
+            move |source| SessionError::Register { table: table.name().to_owned(), path, source }
         };
         let mut listings = std::collections::HashMap::new();
         for table in Table::ALL {
@@ -158,7 +158,7 @@ impl Session {
         }
         if tables.is_empty() {
             let names: Vec<_> = Table::ALL.iter().map(|t| format!("{}/", t.name())).collect();
-            return Err(Error::NoData { path: data.to_path_buf(), tables: names.join(", ") });
+            return Err(SessionError::NoData { path: data.to_path_buf(), tables: names.join(", ") }.into());
         }
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
         Ok(Self { ctx, layout, root, tables })
@@ -184,11 +184,11 @@ impl Session {
 
     /// Plans one read-only SQL statement: a query, `EXPLAIN`, `DESCRIBE` or
     /// `SHOW`. Statements that would change anything (DDL, DML, `COPY`,
-    /// `SET`) fail with [`Error::ReadOnly`]; bad SQL with [`Error::Query`];
-    /// an unknown table with [`Error::UnknownTable`]. No file is read yet.
+    /// `SET`) fail with [`SessionError::ReadOnly`]; bad SQL with [`SessionError::Query`];
+    /// an unknown table with [`SessionError::UnknownTable`]. No file is read yet.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame, Error> {
         let plan = self.plan(sql).await?;
-        self.ctx.execute_logical_plan(plan).await.map_err(|e| self.plan_error(e))
+        self.ctx.execute_logical_plan(plan).await.map_err(|e| self.plan_error(e).into())
     }
 
     /// [`Session::sql`] with `$1`-style or `$name` parameters bound to
@@ -198,7 +198,7 @@ impl Session {
         sql: &str,
         params: impl Into<ParamValues>,
     ) -> Result<DataFrame, Error> {
-        self.sql(sql).await?.with_param_values(params).map_err(|e| self.plan_error(e))
+        self.sql(sql).await?.with_param_values(params).map_err(|e| self.plan_error(e).into())
     }
 
     /// Runs `df` and returns its schema and every row.
@@ -219,7 +219,7 @@ impl Session {
     pub async fn collect_batch(&self, df: DataFrame) -> Result<RecordBatch, Error> {
         let (schema, batches) = self.collect(df).await?;
         let schema = batches.first().map_or(schema, RecordBatch::schema);
-        concat_batches(&schema, &batches).map_err(|e| Error::Execute { source: e.into() })
+        Ok(concat_batches(&schema, &batches).map_err(|e| SessionError::Execute { source: e.into() })?)
     }
 
     /// Runs `df` and writes its rows to `out` in `format`, batch by batch
@@ -259,8 +259,8 @@ impl Session {
         .await;
         match ran {
             Ok(Ok(sunk)) => sunk,
-            Ok(Err(err)) => Err(self.execute_error(err, files.as_deref())),
-            Err(panic) => Err(self.execute_error(reader_panicked(panic), files.as_deref())),
+            Ok(Err(err)) => Err(self.execute_error(err, files.as_deref()).into()),
+            Err(panic) => Err(self.execute_error(reader_panicked(panic), files.as_deref()).into()),
         }
     }
 
@@ -295,14 +295,15 @@ impl Session {
     async fn plan(&self, sql: &str) -> Result<LogicalPlan, Error> {
         let state = self.ctx.state();
         let dialect = state.config().options().sql_parser.dialect;
-        let statement = state.sql_to_statement(sql, &dialect).map_err(|source| Error::Query { source })?;
+        let statement =
+            state.sql_to_statement(sql, &dialect).map_err(|source| SessionError::Query { source })?;
         if let Some(statement) = refused(&statement) {
-            return Err(Error::ReadOnly { statement });
+            return Err(SessionError::ReadOnly { statement }.into());
         }
         let plan = state.statement_to_plan(statement).await.map_err(|e| self.plan_error(e))?;
         // The check above works on the statement's form; this one on what it
         // plans to, so nothing that writes slips through.
-        read_only().verify_plan(&plan).map_err(|e| Error::ReadOnly {
+        read_only().verify_plan(&plan).map_err(|e| SessionError::ReadOnly {
             statement: e.message().rsplit(": ").next().unwrap_or("this statement").to_owned(),
         })?;
         Ok(plan)
@@ -310,14 +311,14 @@ impl Session {
 
     /// An error of parsing or planning: an unknown table is named with the
     /// tables that are present, anything else is an invalid query.
-    fn plan_error(&self, err: DataFusionError) -> Error {
+    fn plan_error(&self, err: DataFusionError) -> SessionError {
         match missing_table(&err) {
-            Some(name) => Error::UnknownTable {
+            Some(name) => SessionError::UnknownTable {
                 name,
                 data: self.layout.root().to_path_buf(),
                 present: self.tables.iter().map(|t| t.name().to_owned()).collect(),
             },
-            None => Error::Query { source: err },
+            None => SessionError::Query { source: err },
         }
     }
 
@@ -328,7 +329,7 @@ impl Session {
     /// and a broken one is named; when the failure was in decoding rows, the
     /// rows of those files are decoded to find the damaged one. Otherwise
     /// the engine's error is given as is.
-    fn execute_error(&self, err: DataFusionError, files: Option<&[PathBuf]>) -> Error {
+    fn execute_error(&self, err: DataFusionError, files: Option<&[PathBuf]>) -> SessionError {
         if let Some(path) = crate::store::empty_file_in(&err) {
             // The store names the file under the canonical folder; the
             // message names it under the folder as the user gave it.
@@ -336,7 +337,7 @@ impl Session {
                 Ok(rel) => self.layout.root().join(rel),
                 Err(_) => path,
             };
-            return Error::EmptyFile { path };
+            return SessionError::EmptyFile { path };
         }
         let found = match files {
             Some(files) => integrity::find_bad_file_among(&self.layout, files)
@@ -348,7 +349,7 @@ impl Session {
                 tracing::debug!(error = %err, "the query failed on a bad file");
                 found
             }
-            None => Error::Execute { source: err },
+            None => SessionError::Execute { source: err },
         }
     }
 }

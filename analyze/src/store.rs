@@ -7,7 +7,7 @@
 //! vanish without a word (`count(*)` of 0, exit 0). A file of zero bytes is
 //! not Parquet. [`DataFileStore`] lists as the local file system does, but
 //! a listing that meets a zero-byte data file fails with [`EmptyDataFile`]
-//! naming it, which the session reports as [`crate::Error::EmptyFile`]. So
+//! naming it, which the session reports as [`crate::error::SessionError::EmptyFile`]. So
 //! every query that lists the table's folder fails (`apron sql`, the minute
 //! tables computed from raw files, every report) until the file is removed
 //! or restored. Files the fence hides (their rows come from the

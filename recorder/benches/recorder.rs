@@ -14,8 +14,16 @@
 //!   driver's PCIe byte counters (the recorder does not make that call) and
 //!   once without them (the call every fifth tick, on the GPUs' threads).
 //!
+//! - through the fake with one of the eight GPUs hung after its third
+//!   answer (`hang_after=3`): the tick waits for it only until its
+//!   deadline, and a thread blocked in NVML does not hold the exit up.
+//!   These were wall-clock assertions in `tests/nvml.rs`; the tests now
+//!   check the behaviour (the stall counted, the exit clean) and this
+//!   measures the times.
+//!
 //! Each run also reports the longest tick (the source's sampling, wall
-//! time) and the ticks missed, from the recorder's health line.
+//! time) and the ticks missed, from the recorder's health line, and how long
+//! the recorder took to exit after SIGTERM.
 //!
 //! Ticks run at 10 Hz (`--interval 100ms`) so a short run has many ticks;
 //! files rotate every minute, so closes and rollups are in the figure. CPU
@@ -73,6 +81,15 @@ fn main() {
         });
         report(what, &figures);
     }
+    let hung: Vec<String> = gpus
+        .iter()
+        .enumerate()
+        .map(|(i, g)| if i == 0 { format!("{g},hang_after=3") } else { g.clone() })
+        .collect();
+    let figures = run(&recorder, &tmp.path().join("hung"), secs, |cmd| {
+        cmd.args(["--source", "nvml", "--nvml-lib"]).arg(&fake).env("FAKE_NVML_GPUS", hung.join(";"));
+    });
+    report("NVML path, one GPU hung after its third answer", &figures);
     for s in &mut sleepers {
         let _ = s.kill();
         let _ = s.wait();
@@ -92,11 +109,13 @@ struct Figures {
     sample_ms_max: f64,
     /// Ticks missed, from the last health line.
     missed_ticks: f64,
+    /// From SIGTERM to the recorder's exit, wall time.
+    stop_ms: f64,
 }
 
 fn report(what: &str, f: &Figures) {
     println!(
-        "  {what}: {:.1} µs CPU per tick over {:.0} ticks ({:.1} µs user + {:.1} µs kernel), {:.1} process rows per tick; RSS {:.1} MB (peak {:.1} MB); longest tick {:.1} ms wall, {} ticks missed",
+        "  {what}: {:.1} µs CPU per tick over {:.0} ticks ({:.1} µs user + {:.1} µs kernel), {:.1} process rows per tick; RSS {:.1} MB (peak {:.1} MB); longest tick {:.1} ms wall, {} ticks missed; stopped {:.0} ms after SIGTERM",
         f.cpu_us_per_tick,
         f.ticks,
         f.user_us_per_tick,
@@ -105,7 +124,8 @@ fn report(what: &str, f: &Figures) {
         f.rss_kb as f64 / 1024.0,
         f.peak_rss_kb as f64 / 1024.0,
         f.sample_ms_max,
-        f.missed_ticks
+        f.missed_ticks,
+        f.stop_ms
     );
 }
 
@@ -133,6 +153,7 @@ fn run(recorder: &Path, data: &Path, secs: u64, configure: impl FnOnce(&mut Comm
     let (rss_kb, peak_rss_kb) = rss(child.id());
     // SAFETY: kill(2) on the child started above.
     unsafe { libc::kill(pid, libc::SIGTERM) };
+    let stopping = Instant::now();
     let started = t0 - WARMUP;
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
@@ -140,6 +161,7 @@ fn run(recorder: &Path, data: &Path, secs: u64, configure: impl FnOnce(&mut Comm
     // SAFETY: wait4 on our own child, with valid pointers.
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(waited, pid, "wait4");
+    let stop_ms = stopping.elapsed().as_secs_f64() * 1e3;
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the recorder failed");
     let life_ticks = started.elapsed().as_secs_f64() * 1000.0 / INTERVAL_MS as f64;
     let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
@@ -155,6 +177,7 @@ fn run(recorder: &Path, data: &Path, secs: u64, configure: impl FnOnce(&mut Comm
         proc_rows_per_tick: proc_rows(data) as f64 / gpu_rows(data).max(1) as f64 * 8.0,
         sample_ms_max: health_field(&log_path, "sample_ms_max"),
         missed_ticks: health_field(&log_path, "missed_ticks"),
+        stop_ms,
     }
 }
 

@@ -8,7 +8,7 @@ use apron_reports::ChartName;
 use crate::charts;
 use crate::cli::{ChartArgs, GlobalArgs};
 use crate::commands::Report;
-use crate::error::Error;
+use crate::error::{Error, InputError, OutputError};
 
 /// Draws the chart and says where it is.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ChartArgs, mut out: W) -> Result<(), Error> {
@@ -16,10 +16,10 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ChartArgs, mut out: W) ->
     let name: ChartName = args
         .name
         .parse()
-        .map_err(|e: apron_reports::UnknownChart| Error::Usage { message: e.to_string() })?;
+        .map_err(|e: apron_reports::UnknownChart| InputError::Usage { message: e.to_string() })?;
     let report = Report::prepare(global, &args.period).await?.with_costs().await?;
     let ctx = charts::context(&report).with_size(args.width, args.height);
     charts::render(name, &report, &ctx, &args.out).await?;
     writeln!(out, "wrote {} ({}, {})", args.out.display(), name.title(), report.period.label())
-        .map_err(|source| Error::Write { source })
+        .map_err(|source| Error::from(OutputError::Write { source }))
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::cli::{ConfigArgs, GlobalArgs};
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{ConfigError, Error, OutputError, SessionError};
 use crate::header::{Coverage, Unpriced, price, unpriced};
 use crate::output::Format;
 use crate::period::Period;
@@ -40,7 +40,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ConfigArgs, mut out: W) -
         Format::Json => json(&config, &check)?,
         Format::Table | Format::Csv => toml(&config, &check)?,
     };
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|source| Error::Write { source })
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|source| Error::from(OutputError::Write { source }))
 }
 
 /// Which GPU models of the period in `global.data` no entry of `config`
@@ -54,14 +56,18 @@ async fn check_data(global: &GlobalArgs, args: &ConfigArgs, config: &Config) -> 
     let data = global.data.display().to_string();
     let session = match Session::open(&global.data).await {
         Ok(session) => session,
-        Err(Error::NoData { .. }) => return Ok(DataCheck::NoSamples { data, period: period.label() }),
+        Err(Error::Session(SessionError::NoData { .. })) => {
+            return Ok(DataCheck::NoSamples { data, period: period.label() });
+        }
         Err(e) => return Err(e),
     };
     match Coverage::of(&session, &period, now_ms).await {
         Ok(coverage) => {
             Ok(DataCheck::Checked { data, period: period.label(), unpriced: unpriced(config, &coverage) })
         }
-        Err(Error::NoDataInPeriod { .. }) => Ok(DataCheck::NoSamples { data, period: period.label() }),
+        Err(Error::Session(SessionError::NoDataInPeriod { .. })) => {
+            Ok(DataCheck::NoSamples { data, period: period.label() })
+        }
         Err(e) => Err(e),
     }
 }
@@ -114,7 +120,7 @@ fn json(config: &Config, check: &DataCheck) -> Result<String, Error> {
         );
     }
     let mut text = serde_json::to_string(&value)
-        .map_err(|e| Error::ShowConfig { format: "json", source: Box::new(e) })?;
+        .map_err(|e| ConfigError::Show { format: "json", source: Box::new(e) })?;
     text.push('\n');
     Ok(text)
 }

@@ -18,7 +18,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{DemoArgs, GlobalArgs};
 use crate::commands::report::write_report;
-use crate::error::Error;
+use crate::error::{Error, InputError, OutputError};
 
 /// The simulated team left out of the demo config, to show `unassigned`.
 const UNMAPPED_TEAM: &str = "platform";
@@ -30,7 +30,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
     let days = days_in_month(month);
     let days = args.days.map_or(days, |d| d.clamp(1, days));
     if args.hosts == 0 {
-        return Err(Error::Usage { message: "--hosts must be at least 1".into() });
+        return Err(InputError::Usage { message: "--hosts must be at least 1".into() }.into());
     }
     let temp;
     let data: PathBuf = match &args.keep_data {
@@ -39,18 +39,18 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
             temp = tempfile::Builder::new()
                 .prefix("apron-demo-data-")
                 .tempdir()
-                .map_err(|e| Error::Report { path: std::env::temp_dir(), source: Box::new(e) })?;
+                .map_err(|e| Error::Simulate { data: std::env::temp_dir(), source: Box::new(e) })?;
             temp.path().to_path_buf()
         }
     };
     let report_err = |path: &Path| {
         let path = path.to_path_buf();
-        move |e: std::io::Error| Error::Report { path, source: Box::new(e) }
+        move |e: std::io::Error| OutputError::Report { path, source: Box::new(e) }
     };
     crate::commands::report::check_out_dir(&args.out, args.force)?;
     // Marked first, so a demo that fails halfway can be run again into it.
     apron_reports::mark_out_dir(&args.out)
-        .map_err(|e| Error::Report { path: args.out.clone(), source: Box::new(e) })?;
+        .map_err(|e| OutputError::Report { path: args.out.clone(), source: Box::new(e) })?;
     let config_path = args.out.join("apron.toml");
     std::fs::write(&config_path, demo_config()).map_err(report_err(&config_path))?;
 
@@ -80,7 +80,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
         )),
         None => text.push_str("The simulated data was temporary; keep it with --keep-data DIR.\n"),
     }
-    out.write_all(text.as_bytes()).map_err(|source| Error::Write { source })
+    out.write_all(text.as_bytes()).map_err(|source| Error::from(OutputError::Write { source }))
 }
 
 fn simulate_fleet(
@@ -110,7 +110,7 @@ fn simulate_fleet(
     };
     let progress = |done: u64, _total: u64| bar.set_position(done);
     simulate(&options, &progress)
-        .map_err(|e| Error::Report { path: data.to_path_buf(), source: Box::new(e) })?;
+        .map_err(|e| Error::Simulate { data: data.to_path_buf(), source: Box::new(e) })?;
     bar.finish_and_clear();
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! `apron pick --host H [--window 5m]`: the least-loaded GPU of a host, so
 //! `CUDA_VISIBLE_DEVICES=$(apron pick --host $(hostname))` works. The
 //! ranking is `queries/pick.sql`; this module binds its parameters, and
-//! turns "no recent samples" into an error rather than a guess.
+//! turns "no recent samples" into an error rather than a guess, naming the
+//! host's newest sample (`queries/newest_sample.sql`).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use datafusion::arrow::datatypes::{DataType, Int32Type};
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, PickArgs};
-use crate::error::Error;
+use crate::error::{Error, OutputError, SessionError};
 use crate::output::Format;
 use crate::queries;
 use crate::session::Session;
@@ -46,7 +47,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &PickArgs, mut out: W) -> 
     let Some(index) = index else {
         return Err(no_recent_data(&session, global, args).await);
     };
-    writeln!(out, "{index}").and_then(|()| out.flush()).map_err(|source| Error::Write { source })
+    writeln!(out, "{index}")
+        .and_then(|()| out.flush())
+        .map_err(|source| Error::from(OutputError::Write { source }))
 }
 
 /// The error for a host without samples in the window, naming its newest
@@ -54,10 +57,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &PickArgs, mut out: W) -> 
 async fn no_recent_data(session: &Session, global: &GlobalArgs, args: &PickArgs) -> Error {
     let newest = async {
         let df = session
-            .sql_with_params(
-                "SELECT CAST(max(ts) AS VARCHAR) AS newest FROM gpu_samples WHERE host = $1",
-                vec![ScalarValue::Utf8(Some(args.host.clone()))],
-            )
+            .sql_with_params(queries::NEWEST_SAMPLE, vec![ScalarValue::Utf8(Some(args.host.clone()))])
             .await
             .ok()?;
         let (_, batches) = session.collect(df).await.ok()?;
@@ -68,10 +68,11 @@ async fn no_recent_data(session: &Session, global: &GlobalArgs, args: &PickArgs)
     }
     .await
     .unwrap_or_default();
-    Error::NoRecentData {
+    SessionError::NoRecentData {
         host: args.host.clone(),
         window: humantime::format_duration(args.window).to_string(),
         data: global.data.clone(),
         newest,
     }
+    .into()
 }

@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::charts;
 use crate::cli::{GlobalArgs, IdleBy, PeriodArgs, ReportArgs};
 use crate::commands::Report;
-use crate::error::Error;
+use crate::error::{Error, OutputError, SessionError};
 use crate::figures::{idle_cost, reclaim, spend, windows, zombies};
 use crate::header::hours;
 use crate::output::Rows;
@@ -104,7 +104,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ReportArgs, mut out: W) -
     check_out_dir(&args.out, args.force)?;
     let headline = write_report(global, args.month, &args.out).await?;
     for line in headline.lines() {
-        writeln!(out, "{line}").map_err(|source| Error::Write { source })?;
+        writeln!(out, "{line}").map_err(|source| OutputError::Write { source })?;
     }
     Ok(())
 }
@@ -150,7 +150,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let previous = previous_month(global, month).await?;
 
     std::fs::create_dir_all(out_dir)
-        .map_err(|e| Error::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+        .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
     let ctx = charts::context(&report);
     for name in ChartName::ALL {
         step(chart_step(name));
@@ -175,7 +175,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let reclaim_hours = reclaim.gpu_hours();
     let top_idle_teams = idle_teams.top(3);
     // Each table is the batch its command prints.
-    let printed = |rows: &dyn Rows| rows.to_batch().map_err(|e| Error::Execute { source: e.into() });
+    let printed = |rows: &dyn Rows| rows.to_batch().map_err(|e| Error::from(SessionError::Execute { source: e.into() }));
     let (spend_rows, idle_team_rows, idle_gpu_rows) =
         (printed(&spend)?, printed(&idle_teams)?, printed(&idle_gpus)?);
     let (zombie_rows, reclaim_rows) = (printed(&zombies)?, printed(&reclaim)?);
@@ -408,7 +408,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         sections,
     };
     apron_reports::write_bundle(&bundle, out_dir)
-        .map_err(|e| Error::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+        .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
     progress.finish_and_clear();
     Ok(Headline {
         month: month_name,
@@ -431,22 +431,25 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
 
 /// Whether a report may be written into `out_dir`: a new or empty folder,
 /// or an earlier report's ([`apron_reports::MARKER`]), or any folder with
-/// `force`. Anything else is [`Error::OutDirNotEmpty`], so `--out /` or
+/// `force`. Anything else is [`OutputError::OutDirNotEmpty`], so `--out /` or
 /// `--out ~` never scatters files among someone's own. Checked before
 /// anything is computed or written.
 pub(crate) fn check_out_dir(out_dir: &Path, force: bool) -> Result<(), Error> {
     use apron_reports::OutDirState;
     let state = apron_reports::out_dir_state(out_dir)
-        .map_err(|e| Error::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+        .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
     match state {
         OutDirState::Missing | OutDirState::Empty | OutDirState::Report => Ok(()),
         OutDirState::Other if force => Ok(()),
         OutDirState::Other => {
-            Err(Error::OutDirNotEmpty { path: out_dir.to_path_buf(), marker: apron_reports::MARKER })
+            Err(OutputError::OutDirNotEmpty { path: out_dir.to_path_buf(), marker: apron_reports::MARKER }
+                .into())
         }
-        OutDirState::NotAFolder => {
-            Err(Error::Report { path: out_dir.to_path_buf(), source: "it exists and is not a folder".into() })
+        OutDirState::NotAFolder => Err(OutputError::Report {
+            path: out_dir.to_path_buf(),
+            source: "it exists and is not a folder".into(),
         }
+        .into()),
     }
 }
 
@@ -476,7 +479,7 @@ async fn previous_month(
     let args = PeriodArgs { month: Some(before), ..PeriodArgs::default() };
     let report = match Report::prepare_quietly(global, &args).await {
         Ok(r) => r.with_costs().await?,
-        Err(Error::NoDataInPeriod { .. }) => return Ok(None),
+        Err(Error::Session(SessionError::NoDataInPeriod { .. })) => return Ok(None),
         Err(e) => return Err(e),
     };
     let totals = spend::spend(&report).await?.totals;

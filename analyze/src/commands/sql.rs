@@ -1,14 +1,24 @@
-//! `apron sql QUERY | sql -f FILE`: one ad-hoc read-only query over the data
-//! folder, printed in the chosen format. A query that reads `minute_costs`
-//! gets it registered for the period flags and the config, so
-//! `apron sql -f queries/spend.sql --month 2026-11` runs a report's SQL as is.
+//! `apron sql QUERY | sql -f FILE [--param NAME=VALUE …]`: one ad-hoc
+//! read-only query over the data folder, its placeholders bound to the
+//! `--param` values ([`crate::params`]), printed in the chosen format.
+//!
+//! So that every `queries/*.sql` runs on its own as its header says, a query
+//! whose text names `minute_costs` gets that view registered for the period
+//! flags and the config, and one that names an `apron_` function
+//! (`apron_team`, `apron_gpu_rate`) gets those functions from the config:
+//! `apron sql -f queries/spend.sql --month 2026-11` runs a report's SQL as
+//! is. The config is read only then, so a plain query needs none.
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
 
+use datafusion::prelude::DataFrame;
+
 use crate::cli::{GlobalArgs, SqlArgs};
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{Error, InputError, SessionError};
+use crate::params::{self, Param};
 use crate::period::Period;
 use crate::session::Session;
 
@@ -21,17 +31,23 @@ const MAX_TRIES: u32 = 3;
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Result<(), Error> {
     // The query first: a missing query file is reported even without data.
     let query = query_text(args)?;
+    // A malformed --param is refused before any data is read.
+    let params = params::parse_all(&args.params)?;
+    let lower = query.to_ascii_lowercase();
     let mut out = Counting { inner: out, written: 0 };
     let mut tries = 0;
     loop {
         tries += 1;
         let session = Session::open(&global.data).await?;
-        if query.to_ascii_lowercase().contains("minute_costs") {
+        if lower.contains("minute_costs") {
             let config = Config::load(global.config.as_deref())?;
             let period = Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis())?;
             crate::cost::register_minute_costs(&session, &config, &period).await?;
+        } else if lower.contains("apron_") {
+            let config = Config::load(global.config.as_deref())?;
+            crate::cost::register_functions(&session, &config);
         }
-        let df = session.sql(&query).await?;
+        let df = bind(session.sql(&query).await?, params.clone())?;
         let printed = session.print(df, global.format, &mut out).await.map(drop);
         match printed {
             // A file listed for this query was replaced meanwhile (a day
@@ -43,6 +59,18 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
             result => return result,
         }
     }
+}
+
+/// `df` with its placeholders bound to the `--param` values `given`: each
+/// placeholder needs one, and each one a placeholder.
+fn bind(df: DataFrame, given: Vec<Param>) -> Result<DataFrame, Error> {
+    let placeholders: HashSet<String> =
+        params::placeholders(df.logical_plan()).map_err(|source| SessionError::Query { source })?;
+    if placeholders.is_empty() && given.is_empty() {
+        return Ok(df);
+    }
+    let values = params::bind(given, &placeholders)?;
+    Ok(df.with_param_values(values).map_err(|source| SessionError::Query { source })?)
 }
 
 /// A writer that counts the bytes written through it.
@@ -89,12 +117,11 @@ fn query_text(args: &SqlArgs) -> Result<String, Error> {
             let mut text = String::new();
             std::io::stdin()
                 .read_to_string(&mut text)
-                .map_err(|source| Error::ReadQuery { path: path.clone(), source })?;
+                .map_err(|source| InputError::ReadQuery { path: path.clone(), source })?;
             Ok(text)
         }
-        (None, Some(path)) => {
-            std::fs::read_to_string(path).map_err(|source| Error::ReadQuery { path: path.clone(), source })
-        }
+        (None, Some(path)) => Ok(std::fs::read_to_string(path)
+            .map_err(|source| InputError::ReadQuery { path: path.clone(), source })?),
         // clap requires one of the two; an empty query gets DataFusion's
         // "no statement" error like any other empty text.
         (None, None) => Ok(String::new()),
@@ -108,24 +135,28 @@ mod tests {
 
     #[test]
     fn a_file_gone_between_listing_and_reading_is_told_apart() {
-        let gone = Error::ReadQuery {
+        let gone = Error::from(InputError::ReadQuery {
             path: "x".into(),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory"),
-        };
+        });
         assert!(vanished(&gone));
-        let denied = Error::ReadQuery {
+        let denied = Error::from(InputError::ReadQuery {
             path: "x".into(),
             source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
-        };
+        });
         assert!(!vanished(&denied));
     }
 
     #[test]
     fn a_missing_query_file_is_named() {
-        let args =
-            SqlArgs { query: None, file: Some("/nonexistent/q.sql".into()), period: PeriodArgs::default() };
+        let args = SqlArgs {
+            query: None,
+            file: Some("/nonexistent/q.sql".into()),
+            params: Vec::new(),
+            period: PeriodArgs::default(),
+        };
         let err = query_text(&args).expect_err("no such file");
-        assert!(matches!(err, Error::ReadQuery { .. }));
+        assert!(matches!(err, Error::Input(InputError::ReadQuery { .. })));
         assert!(err.to_string().contains("/nonexistent/q.sql"), "{err}");
     }
 
@@ -134,9 +165,15 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("q.sql");
         std::fs::write(&path, "SELECT 2").expect("write");
-        let from_file = SqlArgs { query: None, file: Some(path), period: PeriodArgs::default() };
+        let from_file =
+            SqlArgs { query: None, file: Some(path), params: Vec::new(), period: PeriodArgs::default() };
         assert_eq!(query_text(&from_file).expect("reads"), "SELECT 2");
-        let inline = SqlArgs { query: Some("SELECT 1".into()), file: None, period: PeriodArgs::default() };
+        let inline = SqlArgs {
+            query: Some("SELECT 1".into()),
+            file: None,
+            params: Vec::new(),
+            period: PeriodArgs::default(),
+        };
         assert_eq!(query_text(&inline).expect("given"), "SELECT 1");
     }
 }

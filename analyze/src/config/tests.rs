@@ -59,7 +59,7 @@ fn parse(text: &str) -> Result<Config, Error> {
 /// The one line a bad `text` is refused with.
 fn refusal(text: &str) -> String {
     let err = parse(text).expect_err("the file is refused");
-    assert!(matches!(err, Error::Config { .. }), "{err:?}");
+    assert!(matches!(err, Error::Config(ConfigError::Invalid { .. })), "{err:?}");
     err.to_string()
 }
 
@@ -355,7 +355,7 @@ fn the_first_matching_gpu_cost_wins_and_star_matches_any() {
 #[test]
 fn load_names_a_missing_file_and_records_the_source() {
     let err = Config::load(Some(Path::new("/nonexistent/apron.toml"))).expect_err("no such file");
-    assert!(matches!(err, Error::ReadConfig { .. }), "{err:?}");
+    assert!(matches!(err, Error::Config(ConfigError::Read { .. })), "{err:?}");
     assert!(err.to_string().contains("/nonexistent/apron.toml"), "{err}");
 
     let dir = tempfile::tempdir().expect("tempdir");

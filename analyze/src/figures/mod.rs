@@ -23,7 +23,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
-use crate::error::Error;
+use crate::error::{Error, SessionError};
 pub use crate::report_context::Report;
 use crate::session::Session;
 
@@ -47,7 +47,7 @@ async fn query(session: &Session, sql: &str, params: Vec<ScalarValue>) -> Result
 /// A query result that does not read as a figure's rows (a column missing,
 /// of the wrong type, or null where it may not be): the query failed.
 fn unreadable(source: ArrowError) -> Error {
-    Error::Execute { source: source.into() }
+    SessionError::Execute { source: source.into() }.into()
 }
 
 /// Whole minutes of `d`, rounded up, at least one: how many idle minutes a

@@ -106,7 +106,7 @@ fn a_filter_on_the_partition_columns_skips_other_folders() {
     // Without the filter the broken file is read, and named.
     let err = query(&session, "SELECT sum(gpu_util_pct) FROM gpu_samples").expect_err("bad file");
     match err {
-        Error::CorruptFile { path, .. } => {
+        Error::Session(SessionError::CorruptFile { path, .. }) => {
             assert!(path.ends_with("gpu_samples/date=2026-11-29/host=b/x.parquet"), "{path:?}")
         }
         other => panic!("expected a corrupt file, got {other:?}"),
@@ -164,7 +164,7 @@ fn files_of_other_tools_are_cast_and_completed() {
     assert_eq!(b.column(5).null_count(), 2, "a missing column reads as null");
     assert_eq!(b.column(6).null_count(), 2);
     let err = query(&session, "SELECT vendor_extra FROM gpu_samples").expect_err("unknown column");
-    assert!(matches!(err, Error::Query { .. }), "{err:?}");
+    assert!(matches!(err, Error::Session(SessionError::Query { .. })), "{err:?}");
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn statements_that_write_are_refused() {
         ("BEGIN TRANSACTION", "BEGIN"),
     ] {
         match query(&session, sql) {
-            Err(Error::ReadOnly { statement }) => assert_eq!(statement, name, "{sql}"),
+            Err(Error::Session(SessionError::ReadOnly { statement })) => assert_eq!(statement, name, "{sql}"),
             other => panic!("{sql}: expected read-only, got {other:?}"),
         }
     }
@@ -215,7 +215,7 @@ fn unknown_tables_name_the_tables_present() {
         ("SELECT * FROM gpu_samples g JOIN nope n ON g.gpu_uuid = n.gpu_uuid", "nope"),
     ] {
         match query(&session, sql) {
-            Err(err @ Error::UnknownTable { .. }) => {
+            Err(err @ Error::Session(SessionError::UnknownTable { .. })) => {
                 let text = err.to_string();
                 assert!(text.starts_with(&format!("table {name} not found in ")), "{text}");
                 assert!(text.ends_with("; tables present: gpu_samples, gpu_minutes, proc_minutes"), "{text}");
@@ -254,11 +254,14 @@ fn a_data_folder_without_tables_is_no_data() {
     assert!(text.contains("apron-recorder simulate"), "{text}");
 
     let missing = dir.path().join("absent");
-    assert!(matches!(runtime().block_on(Session::open(&missing)), Err(Error::DataDir { .. })));
+    assert!(matches!(
+        runtime().block_on(Session::open(&missing)),
+        Err(Error::Session(SessionError::DataDir { .. }))
+    ));
     std::fs::write(dir.path().join("file"), b"").expect("write");
     assert!(matches!(
         runtime().block_on(Session::open(&dir.path().join("file"))),
-        Err(Error::NotADir { .. })
+        Err(Error::Session(SessionError::NotADir { .. }))
     ));
 }
 
