@@ -51,6 +51,7 @@ const GPU_MINUTES: &[&str] = &[
     "gpu_util_pct_mean",
     "gpu_util_pct_max",
     "mem_util_pct_mean",
+    "sm_active_pct_mean",
     "fb_used_bytes_max",
     "fb_total_bytes",
     "energy_j",
