@@ -58,21 +58,26 @@ async fn rows(report: &Report, sql: &str, params: Vec<ScalarValue>) -> Result<Ve
     Ok(report.session.collect(df).await?.1)
 }
 
-/// `fleet-state`: mean GPUs busy, idle-held and idle-empty per bucket.
+/// `fleet-state`: mean GPUs busy, idle-held, idle-empty and unknown per bucket.
 pub async fn fleet_state(report: &Report) -> Result<Vec<FleetStatePoint>, Error> {
     let bucket = bucket_seconds(report);
     let batches = rows(report, queries::FLEET_STATE, vec![ScalarValue::Int64(Some(bucket))]).await?;
     let mut out = Vec::new();
     for b in &batches {
         let t = b.column(0).as_primitive::<TimestampMillisecondType>();
-        let (busy, held, empty) =
-            (f64_column(b, "busy"), f64_column(b, "idle_held"), f64_column(b, "idle_empty"));
+        let (busy, held, empty, unknown) = (
+            f64_column(b, "busy"),
+            f64_column(b, "idle_held"),
+            f64_column(b, "idle_empty"),
+            f64_column(b, "unknown"),
+        );
         for i in 0..b.num_rows() {
             out.push(FleetStatePoint {
                 t_ms: t.value(i),
                 busy: busy[i],
                 idle_held: held[i],
                 idle_empty: empty[i],
+                unknown: unknown[i],
             });
         }
     }

@@ -43,9 +43,17 @@ pub async fn idle_cost(report: &Report, by: IdleBy) -> Result<RecordBatch, Error
     let cents = cents_keeping_total(&f64_column(&batch, "idle_cost"))?;
     let batch = replace_f64(&batch, "idle_cost", cents.iter().map(|c| *c as f64 / 100.0).collect())
         .map_err(execute)?;
+    let unknown = cents_keeping_total(&f64_column(&batch, "unknown_cost"))?;
+    let batch = replace_f64(&batch, "unknown_cost", unknown.iter().map(|c| *c as f64 / 100.0).collect())
+        .map_err(execute)?;
     let batch = round_columns(
         &batch,
-        &[("idle_gpu_hours", 2), ("idle_held_gpu_hours", 2), ("idle_empty_gpu_hours", 2)],
+        &[
+            ("idle_gpu_hours", 2),
+            ("idle_held_gpu_hours", 2),
+            ("idle_empty_gpu_hours", 2),
+            ("unknown_gpu_hours", 2),
+        ],
     )
     .map_err(execute)?;
     keyed(&batch, by).map_err(execute)

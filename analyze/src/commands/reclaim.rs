@@ -27,13 +27,8 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) 
 /// The idle stretches of at least `idle_for` in the period of `report`,
 /// longest first.
 pub async fn reclaim(report: &Report, idle_for: Duration) -> Result<RecordBatch, Error> {
-    let [start, end] = report.period.params();
-    let params = vec![
-        start,
-        end,
-        ScalarValue::Float64(Some(report.config.idle.threshold_pct)),
-        ScalarValue::Int64(Some(super::whole_minutes(idle_for))),
-    ];
+    crate::cost::register_states(&report.session, &report.config, &report.period).await?;
+    let params = vec![ScalarValue::Int64(Some(super::whole_minutes(idle_for)))];
     let df = report.session.sql_with_params(queries::RECLAIM, params).await?;
     report.session.collect_batch(df).await
 }

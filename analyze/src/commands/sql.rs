@@ -1,6 +1,7 @@
 //! `apron sql QUERY | sql -f FILE`: one ad-hoc read-only query over the data
-//! folder, printed in the chosen format. A query that reads `minute_costs`
-//! gets it registered for the period flags and the config, so
+//! folder, printed in the chosen format. A query that reads `minute_costs`,
+//! `gpu_minute_states` or `proc_minute_states` gets them registered for the
+//! period flags and the config, so
 //! `apron sql -f queries/spend.sql --month 2026-11` runs a report's SQL as is.
 
 use std::io::{Read, Write};
@@ -26,11 +27,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
     loop {
         tries += 1;
         let session = Session::open(&global.data).await?;
-        if query.to_ascii_lowercase().contains("minute_costs") {
-            let config = Config::load(global.config.as_deref())?;
-            let period = Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis())?;
-            crate::cost::register_minute_costs(&session, &config, &period).await?;
-        }
+        let config = || Config::load(global.config.as_deref());
+        let period = || Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis());
+        crate::cost::register_for_query(&session, config, period, &query).await?;
         let df = session.sql(&query).await?;
         let printed = session.print(df, global.format, &mut out).await.map(drop);
         match printed {

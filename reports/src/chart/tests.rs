@@ -65,6 +65,7 @@ fn fleet() -> Vec<FleetStatePoint> {
             busy: 20.0 + (h % 12) as f64,
             idle_held: 8.0,
             idle_empty: 36.0 - (h % 12) as f64,
+            unknown: if h % 24 < 6 { 2.0 } else { 0.0 },
         })
         .collect()
 }
