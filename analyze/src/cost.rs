@@ -82,9 +82,13 @@ pub async fn register_states(session: &Session, config: &Config, period: &Period
         ("gpu_minute_states", queries::GPU_MINUTE_STATES, vec![start.clone(), end.clone(), threshold]),
         ("proc_minute_states", queries::PROC_MINUTE_STATES, vec![start, end]),
     ];
+    let ctx = session.context();
     for (name, sql, params) in views {
         let view = session.sql_with_params(sql, params).await?.into_view();
-        session.context().register_table(name, view).map_err(|source| Error::Execute { source })?;
+        // Registered again (zombies and reclaim beside the costs of one
+        // report): the newest registration stands.
+        ctx.deregister_table(name).map_err(|source| Error::Execute { source })?;
+        ctx.register_table(name, view).map_err(|source| Error::Execute { source })?;
     }
     Ok(())
 }
