@@ -30,8 +30,10 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) 
 pub async fn zombies(report: &Report, min_idle: Duration, min_mem_mib: u64) -> Result<RecordBatch, Error> {
     crate::cost::register_states(&report.session, &report.config, &report.period).await?;
     let min_mem_bytes = i64::try_from(min_mem_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
-    let params =
-        vec![ScalarValue::Int64(Some(min_mem_bytes)), ScalarValue::Int64(Some(super::whole_minutes(min_idle)))];
+    let params = vec![
+        ScalarValue::Int64(Some(min_mem_bytes)),
+        ScalarValue::Int64(Some(super::whole_minutes(min_idle))),
+    ];
     let df = report.session.sql_with_params(queries::ZOMBIES, params).await?;
     report.session.collect_batch(df).await
 }
