@@ -74,9 +74,17 @@
 //! 1.82), unknown 0.12 over 0.03 GPU-hours (120 s). Recorded: 600 + 600 +
 //! 590 = 1 790 s = 0.50 GPU-hours.
 //!
+//! `apron windows`, the Monday 08:00 hour: mean activity 32.0% (over the
+//! 1 670 s whose activity is known), 53.1% idle (950 s of 1 790: the
+//! unknown 120 s are not idle), 0.26 idle GPU-hours costing 0.96.
+//!
 //! `apron idle-cost --by team`: ops 0.60 (idle 0.16 h), unassigned 0.36
 //! (idle 0.10 h; unknown 0.03 h, 0.12). By user: "uid 1005" and "(unknown)"
 //! with the same figures.
+//!
+//! The fleet-state chart, minute by minute (busy, idle-held, unknown
+//! GPUs): m 0–1 (2, 1, 0); m 2–4 and 6–7 (1, 2, 0); m 5 (1, 1 + 50/60, 0);
+//! m 8–9 (1, 1, 1).
 //!
 //! # Zombies (at least 256 MiB, or unknown, for 3 minutes) and reclaim (4 minutes)
 //!
@@ -98,6 +106,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use apron_analyze::charts;
+use apron_analyze::cli::{GlobalArgs, PeriodArgs};
+use apron_analyze::commands::Report;
+use apron_analyze::output::Format;
 use apron_recorder::source::Tick;
 use apron_recorder::writer::RollingWriter;
 use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
@@ -284,6 +296,34 @@ impl Fixture {
     }
 }
 
+/// The fleet-state chart's points, (bucket start, [busy, idle_held,
+/// idle_empty, unknown]), as `apron chart fleet-state` computes them.
+fn fleet_state(fx: &Fixture) -> Vec<(i64, [f64; 4])> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let global =
+            GlobalArgs { data: fx.data.clone(), config: Some(fx.config.clone()), format: Format::Json };
+        let period =
+            PeriodArgs { from: Some(start_ms()), to: Some(start_ms() + 600_000), ..PeriodArgs::default() };
+        let report = Report::prepare_quietly(&global, &period)
+            .await
+            .expect("the scenario's period has data")
+            .with_costs()
+            .await
+            .expect("minute_costs registers");
+        charts::fleet_state(&report)
+            .await
+            .expect("fleet_state")
+            .iter()
+            .map(|p| (p.t_ms, [p.busy, p.idle_held, p.idle_empty, p.unknown]))
+            .collect()
+    })
+}
+
 /// `rows` with only the columns `keep`, for comparing the figures that
 /// matter.
 fn only(rows: &[Value], keep: &[&str]) -> Vec<Value> {
@@ -420,6 +460,42 @@ fn check_figures(fx: &Fixture, c: &mut Checks, variant: &str) {
             idle(("user", "(unknown)"), 0.1, 0.36, [0.03, 0.12]),
         ],
     );
+
+    // windows: the Monday 08:00 hour. Activity known for 600 + 480 + 590 =
+    // 1 670 s: (80 × 600 + 40 × 120 + 2 × 360 + 0 × 590) / 1 670 = 32.05
+    // → 32.0; idle 360 + 590 = 950 s of 1 790 recorded (the unknown 120 s
+    // are recorded, not idle): 53.07% → 53.1, 0.26 GPU-hours, 0.36 +
+    // 0.59744 = 0.96; 1 790 s over the hour: 0.5 GPUs.
+    let (windows, _) = fx.json(c, &["windows"]);
+    c.rows(
+        &at("windows"),
+        &windows,
+        &[json!({
+            "dow": "Mon", "hour": 8, "mean_util_pct": 32.0, "idle_share_pct": 53.1,
+            "idle_gpu_hours_per_week": 0.26, "idle_cost_per_week": 0.96, "gpus": 0.5, "weeks": 1,
+        })],
+    );
+
+    // The fleet-state chart's series (one-minute buckets), through apron's
+    // library: GPU-M is busy, then idle-held, then unknown, its own series.
+    let fleet = fleet_state(fx);
+    let want: Vec<(i64, [f64; 4])> = (0..10)
+        .map(|m| {
+            let (busy, held, unknown) = match m {
+                0..2 => (2.0, 1.0, 0.0),
+                5 => (1.0, 1.0 + 50.0 / 60.0, 0.0),
+                2..8 => (1.0, 2.0, 0.0),
+                _ => (1.0, 1.0, 1.0),
+            };
+            (start_ms() + m * 60_000, [busy, held, 0.0, unknown])
+        })
+        .collect();
+    let same = fleet.len() == want.len()
+        && fleet
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| g.0 == w.0 && g.1.iter().zip(w.1).all(|(a, b)| (a - b).abs() < 1e-9));
+    c.check(same, || at(&format!("fleet-state series: got {fleet:?}, want {want:?}")));
 
     // zombies and reclaim.
     let zombie_keys =
