@@ -2,10 +2,10 @@
 --
 -- Answers: the cost of idle GPU-minutes (busy ones left out), grouped by
 -- team, user, host or GPU ($1), and beside it the hours and cost of the
--- group's minutes with no activity known (never counted as idle). By team or user, an idle-held minute goes to
--- the processes holding memory on it (by memory-time share) and an
--- idle-empty minute to "(unallocated)"; by host or GPU, every idle minute
--- goes to its GPU.
+-- group's minutes with no activity known (never counted as idle). By team
+-- or user, an idle-held minute goes to the processes holding memory on it
+-- (by memory-time share) and an idle-empty minute to "(unallocated)"; by
+-- host or GPU, every idle minute goes to its GPU.
 --
 -- Reads minute_costs (queries/minute_costs.sql), which apron registers for
 -- the period and the config.

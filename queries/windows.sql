@@ -4,8 +4,9 @@
 -- Answers: for each hour of the week (UTC), the seconds-weighted mean
 -- activity of the recorded GPU-minutes in it (gpu_util_pct, else
 -- sm_active_pct), the share of recorded GPU time that was idle (time with
--- no activity known is recorded but never idle), and the idle GPU-hours and idle cost of a typical
--- week (totals divided by the number of weeks that hour was recorded).
+-- no activity known is recorded but never idle), and the idle GPU-hours
+-- and idle cost of a typical week (totals divided by the number of weeks
+-- that hour was recorded).
 -- apron reads the profile to state the recurring idle windows in words.
 --
 -- Reads minute_costs (queries/minute_costs.sql), which apron registers for
