@@ -3,11 +3,12 @@
 -- Answers: per team (from the config's rules), the GPU-hours its processes
 -- held (their share of each minute), split into busy, idle-held,
 -- idle-empty and unknown (no activity known: neither busy nor idle), the
--- energy, and the cost, split likewise: busy + idle + unknown = cost. "(unallocated)" carries the minutes
--- no process held and every idle-empty minute; "unassigned" the processes
--- no team rule claims. The rows add up to the fleet: sum(cost) is the cost
--- of every recorded GPU-minute of the period. apron rounds money to the
--- cent so that the printed rows still add up to the printed total.
+-- energy, and the cost, split likewise: busy + idle + unknown = cost.
+-- "(unallocated)" carries the minutes no process held and every idle-empty
+-- minute; "unassigned" the processes no team rule claims. The rows add up
+-- to the fleet: sum(cost) is the cost of every recorded GPU-minute of the
+-- period. apron rounds money to the cent so that the printed rows still
+-- add up to the printed total.
 --
 -- Reads minute_costs (queries/minute_costs.sql), which apron registers for
 -- the period and the config.
