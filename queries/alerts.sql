@@ -1,8 +1,11 @@
 -- alerts: the default alert rules of DESIGN.md, per GPU, at one moment.
 --
 -- Answers: which GPUs were barely used over the last hour or the last four
--- hours, and which ran hot over the last 15 minutes. A rule judges a GPU
--- only when at least 90% of its window was recorded: unrecorded time is
+-- hours, and which ran hot over the last 15 minutes, by their activity as
+-- gpu_minute_states defines it, here per raw sample: gpu_util_pct where
+-- known, else sm_active_pct (GPM; MIG instances report only that). A rule
+-- judges a GPU only when at least 90% of its window was recorded with its
+-- activity known: unrecorded time, and time whose activity is unknown, is
 -- never read as idle (or as busy). And which hosts and GPUs seen in the
 -- last 7 days have stopped sending samples (no_data): a recorder that died,
 -- a host that went down, a GPU that fell off the bus. A host none of whose
@@ -23,31 +26,37 @@
 --   host       host name
 --   gpu_index  NVML index (no_data on a whole host: null)
 --   gpu_uuid   GPU UUID (no_data on a whole host: null)
---   value      interval-weighted mean gpu_util_pct over the window (%);
+--   value      interval-weighted mean activity over the window (%);
 --              no_data: minutes since the newest sample (min)
 --   since      first sample of the window (UTC): the rule has held since then;
 --              no_data: the newest sample (UTC), the data stopped after it
-WITH per_gpu AS (
+WITH activity AS (
   SELECT
-    host,
-    gpu_index,
-    gpu_uuid,
-    sum(CASE WHEN ts >= $1 - INTERVAL '1 hour' THEN CAST(gpu_util_pct AS DOUBLE) * interval_ms END)
-      / sum(CASE WHEN ts >= $1 - INTERVAL '1 hour' AND gpu_util_pct IS NOT NULL THEN interval_ms END) AS mean_1h,
-    sum(CASE WHEN ts >= $1 - INTERVAL '1 hour' THEN interval_ms END) AS recorded_ms_1h,
-    min(CASE WHEN ts >= $1 - INTERVAL '1 hour' THEN ts END) AS since_1h,
-    sum(CAST(gpu_util_pct AS DOUBLE) * interval_ms)
-      / sum(CASE WHEN gpu_util_pct IS NOT NULL THEN interval_ms END) AS mean_4h,
-    sum(interval_ms) AS recorded_ms_4h,
-    min(ts) AS since_4h,
-    sum(CASE WHEN ts >= $1 - INTERVAL '15 minutes' THEN CAST(gpu_util_pct AS DOUBLE) * interval_ms END)
-      / sum(CASE WHEN ts >= $1 - INTERVAL '15 minutes' AND gpu_util_pct IS NOT NULL THEN interval_ms END) AS mean_15m,
-    sum(CASE WHEN ts >= $1 - INTERVAL '15 minutes' THEN interval_ms END) AS recorded_ms_15m,
-    min(CASE WHEN ts >= $1 - INTERVAL '15 minutes' THEN ts END) AS since_15m
+    host, gpu_index, gpu_uuid, ts,
+    coalesce(CAST(gpu_util_pct AS DOUBLE), CAST(sm_active_pct AS DOUBLE)) AS act,
+    CASE WHEN gpu_util_pct IS NOT NULL OR sm_active_pct IS NOT NULL THEN interval_ms END AS known_ms
   FROM gpu_samples
   WHERE ts >= $1 - INTERVAL '4 hours'
     AND ts < $1
     AND date >= CAST($1 - INTERVAL '4 hours' AS DATE)
+),
+per_gpu AS (
+  SELECT
+    host,
+    gpu_index,
+    gpu_uuid,
+    sum(CASE WHEN ts >= $1 - INTERVAL '1 hour' THEN act * known_ms END)
+      / sum(CASE WHEN ts >= $1 - INTERVAL '1 hour' THEN known_ms END) AS mean_1h,
+    sum(CASE WHEN ts >= $1 - INTERVAL '1 hour' THEN known_ms END) AS recorded_ms_1h,
+    min(CASE WHEN ts >= $1 - INTERVAL '1 hour' THEN ts END) AS since_1h,
+    sum(act * known_ms) / sum(known_ms) AS mean_4h,
+    sum(known_ms) AS recorded_ms_4h,
+    min(ts) AS since_4h,
+    sum(CASE WHEN ts >= $1 - INTERVAL '15 minutes' THEN act * known_ms END)
+      / sum(CASE WHEN ts >= $1 - INTERVAL '15 minutes' THEN known_ms END) AS mean_15m,
+    sum(CASE WHEN ts >= $1 - INTERVAL '15 minutes' THEN known_ms END) AS recorded_ms_15m,
+    min(CASE WHEN ts >= $1 - INTERVAL '15 minutes' THEN ts END) AS since_15m
+  FROM activity
   GROUP BY host, gpu_index, gpu_uuid
 ),
 -- Each GPU's newest minute of the last 7 days, from the minute tables

@@ -1,5 +1,5 @@
--- fleet_state: how many GPUs were busy, idle-held and idle-empty over time
--- (the fleet-state chart).
+-- fleet_state: how many GPUs were busy, idle-held, idle-empty and of
+-- unknown state over time (the fleet-state chart).
 --
 -- Answers: for each bucket of $1 seconds, the mean number of GPUs in each
 -- state: the GPU-seconds recorded in that state divided by the bucket's
@@ -16,11 +16,13 @@
 --   busy        mean number of busy GPUs (GPUs)
 --   idle_held   mean number of idle GPUs holding memory (GPUs)
 --   idle_empty  mean number of idle, empty GPUs (GPUs)
+--   unknown     mean number of GPUs with no activity known (GPUs)
 SELECT
   arrow_cast(to_timestamp_millis(CAST(minute AS BIGINT) / ($1 * 1000) * ($1 * 1000)), 'Timestamp(ms, "UTC")') AS bucket,
   coalesce(sum(seconds) FILTER (WHERE state = 'busy'), 0) / $1 AS busy,
   coalesce(sum(seconds) FILTER (WHERE state = 'idle_held'), 0) / $1 AS idle_held,
-  coalesce(sum(seconds) FILTER (WHERE state = 'idle_empty'), 0) / $1 AS idle_empty
+  coalesce(sum(seconds) FILTER (WHERE state = 'idle_empty'), 0) / $1 AS idle_empty,
+  coalesce(sum(seconds) FILTER (WHERE state = 'unknown'), 0) / $1 AS unknown
 FROM minute_costs
 GROUP BY 1
 ORDER BY 1

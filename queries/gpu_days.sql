@@ -1,7 +1,8 @@
 -- gpu_days: every GPU's mean utilization, day by day (the gpu-days chart).
 --
 -- Answers: for each GPU and UTC day of the period, the seconds-weighted
--- mean gpu_util_pct of its recorded minutes and how much of the day was
+-- mean activity of its recorded minutes (gpu_util_pct, else sm_active_pct,
+-- as gpu_minute_states defines it) and how much of the day was
 -- recorded.
 --
 -- Reads minute_costs (queries/minute_costs.sql), which apron registers for
@@ -12,14 +13,14 @@
 -- Output, one row per GPU and day with data, by host, gpu_index, day:
 --   host, gpu_index, gpu_uuid  the GPU
 --   day             the UTC day
---   mean_util_pct   mean gpu_util_pct (%; null when unknown)
+--   mean_util_pct   mean activity (%; null when unknown)
 --   recorded_hours  hours of the day recorded (h)
 SELECT
   host,
   gpu_index,
   gpu_uuid,
   CAST(minute AS DATE) AS day,
-  sum(util_pct * seconds) / sum(CASE WHEN util_pct IS NOT NULL THEN seconds END) AS mean_util_pct,
+  sum(activity_pct * seconds) / sum(CASE WHEN activity_pct IS NOT NULL THEN seconds END) AS mean_util_pct,
   sum(seconds) / 3600.0 AS recorded_hours
 FROM minute_costs
 GROUP BY host, gpu_index, gpu_uuid, CAST(minute AS DATE)

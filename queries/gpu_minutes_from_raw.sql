@@ -14,7 +14,7 @@
 --
 -- Output: the columns of gpu_minutes (minute, gpu_uuid, gpu_index,
 -- gpu_model, seconds, samples, gpu_util_pct_mean, gpu_util_pct_max,
--- mem_util_pct_mean, fb_used_bytes_max, fb_total_bytes, energy_j (J),
+-- mem_util_pct_mean, sm_active_pct_mean (GPM, %), fb_used_bytes_max, fb_total_bytes, energy_j (J),
 -- power_mw_mean (mW), pcie_tx_bytes_per_s_mean, pcie_rx_bytes_per_s_mean,
 -- proc_held, proc_count), then the partition columns date and host.
 WITH samples AS (
@@ -62,6 +62,8 @@ minutes AS (
     max(gpu_util_pct) AS gpu_util_pct_max,
     sum(CAST(mem_util_pct AS DOUBLE) * interval_ms)
       / sum(CASE WHEN mem_util_pct IS NOT NULL THEN interval_ms END) AS mem_util_pct_mean,
+    sum(CAST(sm_active_pct AS DOUBLE) * interval_ms)
+      / sum(CASE WHEN sm_active_pct IS NOT NULL THEN interval_ms END) AS sm_active_pct_mean,
     max(fb_used_bytes) AS fb_used_bytes_max,
     max(fb_total_bytes) AS fb_total_bytes,
     sum(sample_energy_j) AS energy_j,
@@ -86,6 +88,7 @@ SELECT
   m.gpu_util_pct_mean,
   CAST(m.gpu_util_pct_max AS INT) AS gpu_util_pct_max,
   m.mem_util_pct_mean,
+  m.sm_active_pct_mean,
   CAST(m.fb_used_bytes_max AS BIGINT) AS fb_used_bytes_max,
   CAST(m.fb_total_bytes AS BIGINT) AS fb_total_bytes,
   m.energy_j,

@@ -1,10 +1,11 @@
 -- idle_cost: who or what idle GPU time cost in a period, largest first.
 --
 -- Answers: the cost of idle GPU-minutes (busy ones left out), grouped by
--- team, user, host or GPU ($1). By team or user, an idle-held minute goes to
--- the processes holding memory on it (by memory-time share) and an
--- idle-empty minute to "(unallocated)"; by host or GPU, every idle minute
--- goes to its GPU.
+-- team, user, host or GPU ($1), and beside it the hours and cost of the
+-- group's minutes with no activity known (never counted as idle). By team
+-- or user, an idle-held minute goes to the processes holding memory on it
+-- (by memory-time share) and an idle-empty minute to "(unallocated)"; by
+-- host or GPU, every idle minute goes to its GPU.
 --
 -- Reads minute_costs (queries/minute_costs.sql), which apron registers for
 -- the period and the config.
@@ -21,14 +22,18 @@
 --   idle_held_gpu_hours   of which some process held memory (h)
 --   idle_empty_gpu_hours  of which the GPU was empty (h)
 --   idle_cost             their cost (currency)
+--   unknown_gpu_hours     GPU-hours with no activity known (h; not idle)
+--   unknown_cost          their cost (currency)
 SELECT
   CASE $1 WHEN 'team' THEN team WHEN 'user' THEN "user" WHEN 'host' THEN host ELSE gpu_uuid END AS key,
   CASE WHEN $1 = 'gpu' THEN host END AS host,
   CASE WHEN $1 = 'gpu' THEN gpu_index END AS gpu_index,
-  sum(seconds) / 3600.0 AS idle_gpu_hours,
+  coalesce(sum(seconds) FILTER (WHERE state <> 'unknown'), 0) / 3600.0 AS idle_gpu_hours,
   coalesce(sum(seconds) FILTER (WHERE state = 'idle_held'), 0) / 3600.0 AS idle_held_gpu_hours,
   coalesce(sum(seconds) FILTER (WHERE state = 'idle_empty'), 0) / 3600.0 AS idle_empty_gpu_hours,
-  sum(cost) AS idle_cost
+  coalesce(sum(cost) FILTER (WHERE state <> 'unknown'), 0) AS idle_cost,
+  coalesce(sum(seconds) FILTER (WHERE state = 'unknown'), 0) / 3600.0 AS unknown_gpu_hours,
+  coalesce(sum(cost) FILTER (WHERE state = 'unknown'), 0) AS unknown_cost
 FROM minute_costs
 WHERE state <> 'busy'
 GROUP BY 1, 2, 3

@@ -4,7 +4,9 @@
 -- Answers: for each bucket of $1 seconds, the fleet's mean power (energy
 -- drawn in the bucket over the bucket's length) and the energy drawn from
 -- the period's start to the bucket's end. Energy is the GPUs' own, before
--- PUE; unrecorded time draws nothing.
+-- PUE; unrecorded time draws nothing, and so does recorded time with
+-- neither an energy counter nor a power reading (gpu_minute_states'
+-- energy_unknown_seconds; the header of the report says for how long).
 --
 -- Reads minute_costs (queries/minute_costs.sql), which apron registers for
 -- the period and the config.

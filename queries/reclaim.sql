@@ -1,16 +1,16 @@
 -- reclaim: GPUs idle for a long stretch without a break, to hand back.
 --
--- Answers: which GPUs were idle (interval-weighted mean gpu_util_pct of the
--- minute below the idle threshold) for at least $4 minutes in a row between
--- $1 and $2, since when, and who held memory on them meanwhile. A minute
--- with no samples breaks a stretch: unrecorded time is never taken for idle.
--- Reads the minute tables (gpu_minutes, proc_minutes).
+-- Answers: which GPUs were idle (gpu_minute_states: idle_held or
+-- idle_empty) for at least $1 minutes in a row, since when, and who held
+-- memory on them meanwhile (proc_minute_states: held, the user as shown
+-- there). A minute with no samples, and a minute whose activity is
+-- unknown, breaks a stretch: neither is ever taken for idle.
+--
+-- apron registers gpu_minute_states and proc_minute_states for the period
+-- and the config wherever a query reads them (also under `apron sql`).
 --
 -- Parameters:
---   $1  period start (Timestamp, UTC, inclusive)
---   $2  period end (Timestamp, UTC, exclusive)
---   $3  idle threshold (%), idle.threshold_pct of the config
---   $4  minimum stretch (minutes), --for
+--   $1  minimum stretch (minutes), reclaim.for (--for)
 --
 -- Output, one row per idle stretch, longest first:
 --   host          host name
@@ -18,23 +18,11 @@
 --   gpu_uuid      GPU UUID
 --   idle_since    first minute of the stretch (UTC)
 --   idle_minutes  length of the stretch (minutes)
---   held_by       users whose processes held GPU memory during it, comma-separated; empty if none
+--   held_by       users whose processes held GPU memory during it ("uid N" or
+--                 "(unknown)" when the name is not known), comma-separated; empty if none
 --   still_idle    whether the stretch runs up to the GPU's newest recorded minute
-WITH minutes AS (
-  -- One row per GPU-minute (a minute split across two files has two rollup rows).
-  SELECT
-    max(host) AS host,
-    max(gpu_index) AS gpu_index,
-    gpu_uuid,
-    minute,
-    sum(gpu_util_pct_mean * seconds)
-      / sum(CASE WHEN gpu_util_pct_mean IS NOT NULL THEN seconds END) AS util
-  FROM gpu_minutes
-  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
-  GROUP BY gpu_uuid, minute
-),
-newest AS (
-  SELECT gpu_uuid, max(minute) AS newest_minute FROM minutes GROUP BY gpu_uuid
+WITH newest AS (
+  SELECT gpu_uuid, max(minute) AS newest_minute FROM gpu_minute_states GROUP BY gpu_uuid
 ),
 idle AS (
   -- Consecutive idle minutes share a group: minute number minus rank.
@@ -42,14 +30,13 @@ idle AS (
     host, gpu_index, gpu_uuid, minute,
     CAST(to_unixtime(minute) AS BIGINT) / 60
       - row_number() OVER (PARTITION BY gpu_uuid ORDER BY minute) AS grp
-  FROM minutes
-  WHERE util < $3
+  FROM gpu_minute_states
+  WHERE state IN ('idle_held', 'idle_empty')
 ),
 holders AS (
   SELECT gpu_uuid, minute, "user"
-  FROM proc_minutes
-  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
-    AND used_mem_bytes_max > 0 AND "user" IS NOT NULL
+  FROM proc_minute_states
+  WHERE held
   GROUP BY gpu_uuid, minute, "user"
 ),
 stretches AS (
@@ -57,7 +44,7 @@ stretches AS (
          count(*) AS idle_minutes
   FROM idle
   GROUP BY host, gpu_index, gpu_uuid, grp
-  HAVING count(*) >= $4
+  HAVING count(*) >= $1
 )
 SELECT
   s.host,

@@ -2,9 +2,11 @@
 -- time costs, to find the recurring idle windows (nights, weekends).
 --
 -- Answers: for each hour of the week (UTC), the seconds-weighted mean
--- utilization of the recorded GPU-minutes in it, the share of recorded
--- GPU time that was idle, and the idle GPU-hours and idle cost of a typical
--- week (totals divided by the number of weeks that hour was recorded).
+-- activity of the recorded GPU-minutes in it (gpu_util_pct, else
+-- sm_active_pct), the share of recorded GPU time that was idle (time with
+-- no activity known is recorded but never idle), and the idle GPU-hours
+-- and idle cost of a typical week (totals divided by the number of weeks
+-- that hour was recorded).
 -- apron reads the profile to state the recurring idle windows in words.
 --
 -- Reads minute_costs (queries/minute_costs.sql), which apron registers for
@@ -15,7 +17,7 @@
 -- Output, one row per recorded hour of the week, Monday 00:00 first:
 --   dow                       day of the week, Mon … Sun
 --   hour                      hour of the day, 0–23 (UTC)
---   mean_util_pct             mean gpu_util_pct (%)
+--   mean_util_pct             mean activity, activity_pct of minute_costs (%; null: unknown)
 --   idle_share_pct            idle share of the recorded GPU time (%)
 --   idle_gpu_hours_per_week   idle GPU-hours in this hour of a typical week (h)
 --   idle_cost_per_week        their cost (currency)
@@ -26,10 +28,10 @@ WITH cells AS (
     (CAST(date_part('dow', minute) AS INT) + 6) % 7 AS day,
     CAST(date_part('hour', minute) AS INT) AS hour,
     count(DISTINCT date_trunc('hour', minute)) AS weeks,
-    sum(util_pct * seconds) / sum(CASE WHEN util_pct IS NOT NULL THEN seconds END) AS mean_util_pct,
+    sum(activity_pct * seconds) / sum(CASE WHEN activity_pct IS NOT NULL THEN seconds END) AS mean_util_pct,
     sum(seconds) AS seconds,
-    coalesce(sum(seconds) FILTER (WHERE state <> 'busy'), 0) AS idle_seconds,
-    coalesce(sum(cost) FILTER (WHERE state <> 'busy'), 0) AS idle_cost
+    coalesce(sum(seconds) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_seconds,
+    coalesce(sum(cost) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_cost
   FROM minute_costs
   GROUP BY 1, 2
 )

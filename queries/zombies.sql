@@ -1,53 +1,31 @@
 -- zombies: processes holding GPU memory on a GPU that sits idle.
 --
--- Answers: which processes held at least $4 bytes of GPU memory while their
--- GPU's minutes were idle (seconds-weighted mean gpu_util_pct below $3)
--- for at least $5 minutes in a row, between $1 and $2. A minute in which
--- the GPU or the process was not recorded breaks the stretch. Reads the
--- minute tables (gpu_minutes, proc_minutes).
+-- Answers: which processes held at least $1 bytes of GPU memory (or an
+-- unknown amount: NVML lists a process on a GPU only while it holds a
+-- context there) while their GPU's minutes were idle (gpu_minute_states:
+-- idle_held) for at least $2 minutes in a row. A minute in which the GPU
+-- or the process was not recorded, or whose activity is unknown, breaks
+-- the stretch. Who the process is, its user as shown and its team come
+-- from proc_minute_states.
+--
+-- apron registers gpu_minute_states and proc_minute_states for the period
+-- and the config wherever a query reads them (also under `apron sql`).
 --
 -- Parameters:
---   $1  period start (Timestamp, UTC, inclusive)
---   $2  period end (Timestamp, UTC, exclusive)
---   $3  idle threshold (%), idle.threshold_pct of the config
---   $4  least memory held (bytes), zombie.min_mem_mib × 2^20
---   $5  shortest stretch (minutes), zombie.min_idle
+--   $1  least memory held (bytes), zombie.min_mem_mib × 2^20
+--   $2  shortest stretch (minutes), zombie.min_idle
 --
 -- Output, one row per stretch, most memory-minutes first:
---   host, gpu_index, gpu_uuid, pid, proc_start (UTC), comm, user, uid,
---   k8s_namespace, slurm_account  who the process is (the team is added by apron)
---   used_mem_bytes  most memory it held during the stretch (bytes)
+--   host, gpu_index, gpu_uuid  the GPU
+--   pid, proc_start (UTC), comm  the process
+--   user            its user name, "uid N", or "(unknown)"
+--   team            its team by the config's rules, or "unassigned"
+--   used_mem_bytes  most memory it held during the stretch (bytes; null: unknown throughout)
 --   idle_since      first minute of the stretch (UTC)
 --   idle_minutes    length of the stretch (minutes)
 --   still_running   whether the process is in its GPU's newest recorded minute
-WITH gpu_min AS (
-  -- One row per GPU-minute (a minute split across two files has two rollup rows).
-  SELECT
-    max(host) AS host,
-    max(gpu_index) AS gpu_index,
-    gpu_uuid,
-    minute,
-    sum(gpu_util_pct_mean * seconds)
-      / sum(CASE WHEN gpu_util_pct_mean IS NOT NULL THEN seconds END) AS util
-  FROM gpu_minutes
-  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
-  GROUP BY gpu_uuid, minute
-),
-newest AS (
-  SELECT gpu_uuid, max(minute) AS newest_minute FROM gpu_min GROUP BY gpu_uuid
-),
-proc_min AS (
-  SELECT
-    gpu_uuid, pid, proc_start, minute,
-    max(used_mem_bytes_max) AS used_mem_bytes,
-    max(comm) AS comm,
-    max("user") AS "user",
-    max(uid) AS uid,
-    max(k8s_namespace) AS k8s_namespace,
-    max(slurm_account) AS slurm_account
-  FROM proc_minutes
-  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
-  GROUP BY gpu_uuid, pid, proc_start, minute
+WITH newest AS (
+  SELECT gpu_uuid, max(minute) AS newest_minute FROM gpu_minute_states GROUP BY gpu_uuid
 ),
 held_idle AS (
   -- Consecutive qualifying minutes of one process share a group.
@@ -55,13 +33,13 @@ held_idle AS (
     g.host, g.gpu_index, p.*,
     CAST(to_unixtime(p.minute) AS BIGINT) / 60
       - row_number() OVER (PARTITION BY p.gpu_uuid, p.pid, p.proc_start ORDER BY p.minute) AS grp
-  FROM proc_min p
-  JOIN gpu_min g ON g.gpu_uuid = p.gpu_uuid AND g.minute = p.minute
-  WHERE g.util < $3 AND p.used_mem_bytes >= $4
+  FROM proc_minute_states p
+  JOIN gpu_minute_states g ON g.gpu_uuid = p.gpu_uuid AND g.minute = p.minute
+  WHERE g.state = 'idle_held' AND p.held AND (p.used_mem_bytes >= $1 OR p.used_mem_bytes IS NULL)
 ),
 last_seen AS (
   SELECT gpu_uuid, pid, proc_start, max(minute) AS last_minute
-  FROM proc_min
+  FROM proc_minute_states
   GROUP BY gpu_uuid, pid, proc_start
 )
 SELECT
@@ -72,9 +50,7 @@ SELECT
   h.proc_start,
   last_value(h.comm ORDER BY h.minute) AS comm,
   last_value(h."user" ORDER BY h.minute) AS "user",
-  last_value(h.uid ORDER BY h.minute) AS uid,
-  last_value(h.k8s_namespace ORDER BY h.minute) AS k8s_namespace,
-  last_value(h.slurm_account ORDER BY h.minute) AS slurm_account,
+  last_value(h.team ORDER BY h.minute) AS team,
   max(h.used_mem_bytes) AS used_mem_bytes,
   min(h.minute) AS idle_since,
   count(*) AS idle_minutes,
@@ -84,5 +60,5 @@ JOIN newest n ON n.gpu_uuid = h.gpu_uuid
 JOIN last_seen l ON l.gpu_uuid = h.gpu_uuid AND l.pid = h.pid
   AND l.proc_start IS NOT DISTINCT FROM h.proc_start
 GROUP BY h.host, h.gpu_index, h.gpu_uuid, h.pid, h.proc_start, h.grp
-HAVING count(*) >= $5
-ORDER BY max(h.used_mem_bytes) * count(*) DESC, h.host, h.gpu_index, h.pid, idle_since
+HAVING count(*) >= $2
+ORDER BY coalesce(max(h.used_mem_bytes), 0) * count(*) DESC, h.host, h.gpu_index, h.pid, idle_since

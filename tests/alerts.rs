@@ -109,6 +109,45 @@ fn the_default_rules_fire_on_the_gpus_that_break_them_and_only_there() {
 }
 
 #[test]
+fn activity_is_sm_activity_where_utilization_is_unknown_and_unknown_never_fires() {
+    bin("apron");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let now = chrono::Utc::now().timestamp_millis() / STEP_MS * STEP_MS;
+    let mut rows = Vec::new();
+    // A MIG instance: no utilization, SM activity 3 % for 5 h: both low-usage rules.
+    rows.extend(series(now, 0, 0, 300).into_iter().map(|r| GpuSample {
+        gpu_util_pct: None,
+        sm_active_pct: Some(3.0),
+        ..r
+    }));
+    // A GPU reporting neither for 5 h: unknown, never low (nor high).
+    rows.extend(series(now, 1, 0, 300).into_iter().map(|r| GpuSample { gpu_util_pct: None, ..r }));
+    // Utilization where known beats SM activity: 90 % busy, whatever GPM says.
+    rows.extend(series(now, 2, 90, 300).into_iter().map(|r| GpuSample { sm_active_pct: Some(1.0), ..r }));
+    write(&data, "a", rows);
+
+    let out = alerts(&data, &[]);
+    assert_eq!(out.status.code(), Some(1), "rules fired: {}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let fired: Vec<(String, i64, f64)> = rows
+        .iter()
+        .map(|r| {
+            let rule = r["rule"].as_str().expect("rule").to_owned();
+            (rule, r["gpu_index"].as_i64().expect("index"), r["value"].as_f64().expect("value"))
+        })
+        .collect();
+    assert_eq!(
+        fired,
+        [
+            ("high_usage_15m".to_owned(), 2, 90.0),
+            ("low_usage_1h".to_owned(), 0, 3.0),
+            ("low_usage_4h".to_owned(), 0, 3.0)
+        ]
+    );
+}
+
+#[test]
 fn no_data_is_an_error_with_exit_code_two() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = alerts(&tmp.path().join("missing"), &[]);

@@ -51,6 +51,7 @@ const GPU_MINUTES: &[&str] = &[
     "gpu_util_pct_mean",
     "gpu_util_pct_max",
     "mem_util_pct_mean",
+    "sm_active_pct_mean",
     "fb_used_bytes_max",
     "fb_total_bytes",
     "energy_j",
@@ -104,7 +105,7 @@ fn case(name: &str) -> Option<Case> {
         "fleet_state" => Case {
             // Five-minute buckets.
             params: vec![i64p(300)],
-            columns: &["bucket", "busy", "idle_held", "idle_empty"],
+            columns: &["bucket", "busy", "idle_held", "idle_empty", "unknown"],
         },
         "gpu_days" => Case {
             params: vec![],
@@ -122,11 +123,53 @@ fn case(name: &str) -> Option<Case> {
                 "idle_held_gpu_hours",
                 "idle_empty_gpu_hours",
                 "idle_cost",
+                "unknown_gpu_hours",
+                "unknown_cost",
+            ],
+        },
+        "gpu_minute_states" => Case {
+            // The period and the config's threshold.
+            params: vec![start.clone(), end.clone(), threshold],
+            columns: &[
+                "host",
+                "gpu_index",
+                "gpu_uuid",
+                "gpu_model",
+                "minute",
+                "seconds",
+                "util_pct",
+                "sm_active_pct",
+                "activity_pct",
+                "energy_j",
+                "energy_known",
+                "energy_unknown_seconds",
+                "held",
+                "procs",
+                "state",
+            ],
+        },
+        "proc_minute_states" => Case {
+            params: vec![start.clone(), end.clone()],
+            columns: &[
+                "gpu_uuid",
+                "minute",
+                "pid",
+                "proc_start",
+                "seconds",
+                "mem_time",
+                "used_mem_bytes",
+                "held",
+                "comm",
+                "user",
+                "uid",
+                "k8s_namespace",
+                "slurm_account",
+                "team",
             ],
         },
         "minute_costs" => Case {
-            // The config's threshold, energy price and PUE.
-            params: vec![start, end, threshold, f64p(0.2), f64p(1.3)],
+            // The config's energy price and PUE.
+            params: vec![f64p(0.2), f64p(1.3)],
             columns: &[
                 "host",
                 "gpu_index",
@@ -135,6 +178,7 @@ fn case(name: &str) -> Option<Case> {
                 "minute",
                 "state",
                 "util_pct",
+                "activity_pct",
                 "team",
                 "user",
                 "pid",
@@ -152,7 +196,7 @@ fn case(name: &str) -> Option<Case> {
         "power" => Case { params: vec![i64p(300)], columns: &["bucket", "power_kw", "energy_kwh"] },
         "proc_minutes_from_raw" => Case { params: vec![], columns: PROC_MINUTES },
         "reclaim" => Case {
-            params: vec![start, end, threshold, i64p(5)],
+            params: vec![i64p(5)],
             columns: &[
                 "host",
                 "gpu_index",
@@ -172,10 +216,12 @@ fn case(name: &str) -> Option<Case> {
                 "busy_gpu_hours",
                 "idle_held_gpu_hours",
                 "idle_empty_gpu_hours",
+                "unknown_gpu_hours",
                 "energy_kwh",
                 "cost",
                 "busy_cost",
                 "idle_cost",
+                "unknown_cost",
                 "share_pct",
             ],
         },
@@ -193,7 +239,7 @@ fn case(name: &str) -> Option<Case> {
             ],
         },
         "zombies" => Case {
-            params: vec![start, end, threshold, i64p(512 << 20), i64p(5)],
+            params: vec![i64p(512 << 20), i64p(5)],
             columns: &[
                 "host",
                 "gpu_index",
@@ -202,9 +248,7 @@ fn case(name: &str) -> Option<Case> {
                 "proc_start",
                 "comm",
                 "user",
-                "uid",
-                "k8s_namespace",
-                "slurm_account",
+                "team",
                 "used_mem_bytes",
                 "idle_since",
                 "idle_minutes",
@@ -541,8 +585,8 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
     // (2 GPUs), GPU-B idle-empty; 10:05: GPU-C busy 3 of 5 minutes (0.6),
     // GPU-A idle-held, GPU-B idle-empty.
     let want = serde_json::json!([
-        {"bucket": "2026-11-02T10:00:00Z", "busy": 2.0, "idle_held": 0.0, "idle_empty": 1.0},
-        {"bucket": "2026-11-02T10:05:00Z", "busy": 0.6, "idle_held": 1.0, "idle_empty": 1.0},
+        {"bucket": "2026-11-02T10:00:00Z", "busy": 2.0, "idle_held": 0.0, "idle_empty": 1.0, "unknown": 0.0},
+        {"bucket": "2026-11-02T10:05:00Z", "busy": 0.6, "idle_held": 1.0, "idle_empty": 1.0, "unknown": 0.0},
     ]);
     // (The bucket's time zone is checked above, with every query's.)
     let utc = |mut rows: Vec<Value>| {

@@ -97,10 +97,13 @@ fn spend_row(team: &str, hours: [f64; 5], money: [f64; 3], share_pct: f64) -> Va
         "busy_gpu_hours": hours[1],
         "idle_held_gpu_hours": hours[2],
         "idle_empty_gpu_hours": hours[3],
+        // Every GPU of this fleet reports utilization: nothing is unknown.
+        "unknown_gpu_hours": 0.0,
         "energy_kwh": hours[4],
         "cost": money[0],
         "busy_cost": money[1],
         "idle_cost": money[2],
+        "unknown_cost": 0.0,
         "share_pct": share_pct,
     })
 }
@@ -191,7 +194,7 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
     c.eq(
         "spend: columns in order",
         columns(&fx, &["spend"]).join(","),
-        "team,gpu_hours,busy_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,energy_kwh,cost,busy_cost,idle_cost,share_pct"
+        "team,gpu_hours,busy_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,unknown_gpu_hours,energy_kwh,cost,busy_cost,idle_cost,unknown_cost,share_pct"
             .to_owned(),
     );
     // As a table, the header goes above the rows on stdout, nothing on stderr.
@@ -243,6 +246,8 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
             "idle_held_gpu_hours": hours[1],
             "idle_empty_gpu_hours": hours[2],
             "idle_cost": cost,
+            "unknown_gpu_hours": 0.0,
+            "unknown_cost": 0.0,
         });
         row[key.0] = json!(key.1);
         row
@@ -271,7 +276,7 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
     c.eq(
         "idle-cost --by gpu: columns in order",
         columns(&fx, &["idle-cost", "--by", "gpu"]).join(","),
-        "gpu_uuid,host,gpu_index,idle_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,idle_cost"
+        "gpu_uuid,host,gpu_index,idle_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,idle_cost,unknown_gpu_hours,unknown_cost"
             .to_owned(),
     );
     let mut args = vec!["idle-cost", "--by", "team"];

@@ -51,7 +51,7 @@ pub async fn render(name: ChartName, report: &Report, ctx: &ChartContext, out: &
     drawn.map_err(Error::from)
 }
 
-/// `fleet-state`: mean GPUs busy, idle-held and idle-empty per bucket.
+/// `fleet-state`: mean GPUs busy, idle-held, idle-empty and unknown per bucket.
 pub async fn fleet_state(report: &Report) -> Result<Vec<FleetStatePoint>, Error> {
     figures::fleet_state::fleet_state(report, bucket_seconds(report)).await
 }

@@ -15,7 +15,9 @@
 //! currency = "USD"
 //!
 //! [idle]
-//! threshold_pct = 5      # a GPU-minute under this mean utilization is idle; 0–100
+//! threshold_pct = 5      # a GPU-minute under this mean activity is idle; 0–100
+//!                        # (activity: gpu_util_pct, else sm_active_pct; with
+//!                        # neither the minute is unknown, never idle)
 //!
 //! [energy]
 //! price_per_kwh = 0.15   # in `currency`; 0–100,000
@@ -142,8 +144,10 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, expecting = "an [idle] table")]
 pub struct Idle {
-    /// A GPU-minute whose interval-weighted mean `gpu_util_pct` is below
-    /// this is idle, percent 0–100 (default 5).
+    /// A GPU-minute whose activity (its interval-weighted mean
+    /// `gpu_util_pct`, else its mean `sm_active_pct`) is below this is idle,
+    /// at or above it busy; percent 0–100 (default 5). A minute with
+    /// neither is unknown, never idle (`queries/gpu_minute_states.sql`).
     #[serde(deserialize_with = "percent")]
     pub threshold_pct: f64,
 }

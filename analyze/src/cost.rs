@@ -1,5 +1,9 @@
 //! Money: the config's prices and team rules made available to SQL, and the
-//! `minute_costs` view every cost report reads (`queries/minute_costs.sql`).
+//! views every report reads: `gpu_minute_states` (each GPU-minute's
+//! seconds, activity, energy and state: `queries/gpu_minute_states.sql`),
+//! `proc_minute_states` (each process-minute's memory, user and team:
+//! `queries/proc_minute_states.sql`) and `minute_costs` (each GPU-minute
+//! priced and attributed: `queries/minute_costs.sql`).
 //!
 //! Two SQL functions carry the config into the queries:
 //! `apron_gpu_rate(gpu_model)`, what a second of a GPU of that model costs
@@ -67,9 +71,57 @@ pub enum Keep {
     InMemory,
 }
 
+/// Registers the functions and the views `gpu_minute_states` and
+/// `proc_minute_states` for `period` under `config`: what zombies, reclaim
+/// and `minute_costs` read.
+pub async fn register_states(session: &Session, config: &Config, period: &Period) -> Result<(), Error> {
+    register_functions(session, config);
+    let [start, end] = period.params();
+    let threshold = ScalarValue::Float64(Some(config.idle.threshold_pct));
+    let views = [
+        ("gpu_minute_states", queries::GPU_MINUTE_STATES, vec![start.clone(), end.clone(), threshold]),
+        ("proc_minute_states", queries::PROC_MINUTE_STATES, vec![start, end]),
+    ];
+    let ctx = session.context();
+    for (name, sql, params) in views {
+        let view = session.sql_with_params(sql, params).await?.into_view();
+        // Registered again (zombies and reclaim beside the costs of one
+        // report): the newest registration stands.
+        ctx.deregister_table(name).map_err(|source| SessionError::Execute { source })?;
+        ctx.register_table(name, view).map_err(|source| SessionError::Execute { source })?;
+    }
+    Ok(())
+}
+
+/// Registers what a query `text` reads of the views above, for `period`
+/// under `config`: `minute_costs` (with the states) when it names it, else
+/// the states when it names one of them, else nothing.
+pub async fn register_for_query(
+    session: &Session,
+    config: impl FnOnce() -> Result<Config, Error>,
+    period: impl FnOnce() -> Result<Period, Error>,
+    text: &str,
+) -> Result<(), Error> {
+    let text = text.to_ascii_lowercase();
+    let costs = text.contains("minute_costs");
+    if !costs && !text.contains("gpu_minute_states") && !text.contains("proc_minute_states") {
+        // A query that calls an `apron_` function gets them from the config.
+        if text.contains("apron_") {
+            register_functions(session, &config()?);
+        }
+        return Ok(());
+    }
+    let (config, period) = (config()?, period()?);
+    if costs {
+        register_minute_costs(session, &config, &period).await
+    } else {
+        register_states(session, &config, &period).await
+    }
+}
+
 /// Registers `minute_costs` for `period` under `config` (with the functions
-/// it needs), as a view or computed once (`keep`). Reports then read it by
-/// name.
+/// and views it needs), as a view or computed once (`keep`). Reports then
+/// read it by name.
 pub async fn register_minute_costs(session: &Session, config: &Config, period: &Period) -> Result<(), Error> {
     register_minute_costs_as(session, config, period, Keep::View).await
 }
@@ -81,12 +133,8 @@ pub async fn register_minute_costs_as(
     period: &Period,
     keep: Keep,
 ) -> Result<(), Error> {
-    register_functions(session, config);
-    let [start, end] = period.params();
+    register_states(session, config, period).await?;
     let params = vec![
-        start,
-        end,
-        ScalarValue::Float64(Some(config.idle.threshold_pct)),
         ScalarValue::Float64(Some(config.energy.price_per_kwh)),
         ScalarValue::Float64(Some(config.energy.pue)),
     ];

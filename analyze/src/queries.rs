@@ -22,6 +22,12 @@ pub const GPU_MINUTES_FROM_RAW: &str = include_str!("../../queries/gpu_minutes_f
 /// `queries/proc_minutes_from_raw.sql`: `proc_minutes` rows from raw samples.
 pub const PROC_MINUTES_FROM_RAW: &str = include_str!("../../queries/proc_minutes_from_raw.sql");
 
+/// `queries/gpu_minute_states.sql`: every GPU-minute with its activity, energy and state.
+pub const GPU_MINUTE_STATES: &str = include_str!("../../queries/gpu_minute_states.sql");
+
+/// `queries/proc_minute_states.sql`: every process-minute with its memory, user and team.
+pub const PROC_MINUTE_STATES: &str = include_str!("../../queries/proc_minute_states.sql");
+
 /// `queries/minute_costs.sql`: every GPU-minute priced, classified, attributed.
 pub const MINUTE_COSTS: &str = include_str!("../../queries/minute_costs.sql");
 
@@ -58,6 +64,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("coverage", COVERAGE),
     ("fleet_state", FLEET_STATE),
     ("gpu_days", GPU_DAYS),
+    ("gpu_minute_states", GPU_MINUTE_STATES),
     ("gpu_minutes_from_raw", GPU_MINUTES_FROM_RAW),
     ("gpu_models", GPU_MODELS),
     ("idle_cost", IDLE_COST),
@@ -65,6 +72,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("newest_sample", NEWEST_SAMPLE),
     ("pick", PICK),
     ("power", POWER),
+    ("proc_minute_states", PROC_MINUTE_STATES),
     ("proc_minutes_from_raw", PROC_MINUTES_FROM_RAW),
     ("reclaim", RECLAIM),
     ("samples_between", SAMPLES_BETWEEN),

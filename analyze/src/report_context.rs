@@ -50,10 +50,11 @@ impl Report {
         Ok(Report { config, session, period, coverage, header })
     }
 
-    /// Registers `minute_costs` for the period, for the cost reports.
+    /// Registers `minute_costs` for the period, for the cost reports, and
+    /// adds to the header for how long energy was not measured, if at all.
     pub async fn with_costs(self) -> Result<Report, Error> {
         crate::cost::register_minute_costs(&self.session, &self.config, &self.period).await?;
-        Ok(self)
+        self.with_energy_line().await
     }
 
     /// [`Report::with_costs`], computed once and held in memory, for a
@@ -66,6 +67,14 @@ impl Report {
             crate::cost::Keep::InMemory,
         )
         .await?;
+        self.with_energy_line().await
+    }
+
+    async fn with_energy_line(mut self) -> Result<Report, Error> {
+        let unknown = crate::header::energy_unknown_hours(&self.session).await?;
+        if let Some(line) = crate::header::energy_unknown_line(unknown) {
+            self.header.push(line);
+        }
         Ok(self)
     }
 }

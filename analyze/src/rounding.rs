@@ -65,46 +65,64 @@ pub fn cents_keeping_total(amounts: &[f64]) -> Result<Vec<i64>, MoneyOverflow> {
     Ok(cents)
 }
 
-/// Splits each row's `cost_cents` into (busy, idle) cents: each part within
-/// a cent of its exact amount (`busy`, `idle`, in currency), the parts
-/// summing to the row's cents, and the idle parts of all rows summing to
-/// the rounded total of `idle` where the rows' cents allow it (the cents
-/// left over go to the largest remainders, as in [`cents_keeping_total`]).
+/// Splits each row's `cost_cents` into parts, one per column of `parts`
+/// (the exact amounts, in currency, of each part of each row: `parts[k][r]`
+/// is part `k` of row `r`): each part within a cent of its exact amount,
+/// the parts of a row summing to the row's cents, and the parts after the
+/// first summing over the rows to the rounded total of their column where
+/// the rows' cents allow it (the cents left over go to the largest
+/// remainders, as in [`cents_keeping_total`]). The first part takes what the
+/// others leave. Returns, per row, its parts in the order of `parts`.
 /// [`MoneyOverflow`] as there.
-pub fn split_cents(cost_cents: &[i64], busy: &[f64], idle: &[f64]) -> Result<Vec<(i64, i64)>, MoneyOverflow> {
-    let n = cost_cents.len().min(busy.len()).min(idle.len());
+pub fn split_cents(cost_cents: &[i64], parts: &[&[f64]]) -> Result<Vec<Vec<i64>>, MoneyOverflow> {
+    let n = parts.iter().map(|p| p.len()).fold(cost_cents.len(), usize::min);
     checked_sum(&cost_cents[..n])?;
-    for b in &busy[..n] {
-        exact_cents(*b)?;
-    }
-    let exact_idle: Vec<f64> = idle[..n].iter().map(|i| exact_cents(*i)).collect::<Result<_, _>>()?;
-    let target = exact_cents(exact_idle.iter().sum::<f64>() / 100.0)?.round() as i64;
-    // The idle cents of a row lie between its floor and ceiling, and leave
-    // the busy part between its own floor and ceiling and never below 0.
-    let bounds: Vec<(i64, i64)> = (0..n)
-        .map(|r| {
-            let (b, i, c) = (busy[r] * 100.0, exact_idle[r], cost_cents[r]);
-            let lo = (i.floor() as i64).max(c - b.ceil() as i64).clamp(0, c);
-            let hi = (i.ceil() as i64).min(c - b.floor() as i64).clamp(lo, c);
-            (lo, hi)
-        })
-        .collect();
-    let mut idle_cents: Vec<i64> = bounds.iter().map(|(lo, _)| *lo).collect();
-    let mut need = target - idle_cents.iter().sum::<i64>();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| {
-        (exact_idle[b] - idle_cents[b] as f64).total_cmp(&(exact_idle[a] - idle_cents[a] as f64))
-    });
-    for &r in &order {
-        if need <= 0 {
-            break;
+    let exact: Vec<Vec<f64>> = parts
+        .iter()
+        .map(|p| p[..n].iter().map(|a| exact_cents(*a)).collect::<Result<Vec<_>, _>>())
+        .collect::<Result<_, _>>()?;
+    let mut out: Vec<Vec<i64>> = vec![vec![0; parts.len()]; n];
+    // The cents of each row not yet given to a part.
+    let mut left: Vec<i64> = cost_cents[..n].to_vec();
+    for k in (1..parts.len()).rev() {
+        let column = &exact[k];
+        let target = exact_cents(column.iter().sum::<f64>() / 100.0)?.round() as i64;
+        // A row's part lies between its floor and ceiling, and leaves the
+        // parts still to come (those before it; the first takes the rest)
+        // between the floor and ceiling of their sum and never below 0.
+        let bounds: Vec<(i64, i64)> = (0..n)
+            .map(|r| {
+                let rest: f64 = exact[..k].iter().map(|e| e[r]).sum();
+                let (p, c) = (column[r], left[r]);
+                let lo = (p.floor() as i64).max(c - rest.ceil() as i64).clamp(0, c.max(0));
+                let hi = (p.ceil() as i64).min(c - rest.floor() as i64).clamp(lo, c.max(lo));
+                (lo, hi)
+            })
+            .collect();
+        let mut cents: Vec<i64> = bounds.iter().map(|(lo, _)| *lo).collect();
+        let mut need = target - cents.iter().sum::<i64>();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| (column[b] - cents[b] as f64).total_cmp(&(column[a] - cents[a] as f64)));
+        for &r in &order {
+            if need <= 0 {
+                break;
+            }
+            if cents[r] < bounds[r].1 {
+                cents[r] += 1;
+                need -= 1;
+            }
         }
-        if idle_cents[r] < bounds[r].1 {
-            idle_cents[r] += 1;
-            need -= 1;
+        for r in 0..n {
+            out[r][k] = cents[r];
+            left[r] -= cents[r];
         }
     }
-    Ok((0..n).map(|r| (cost_cents[r] - idle_cents[r], idle_cents[r])).collect())
+    if !parts.is_empty() {
+        for r in 0..n {
+            out[r][0] = left[r];
+        }
+    }
+    Ok(out)
 }
 
 /// `x` rounded to `decimals` decimals.
@@ -153,13 +171,38 @@ mod tests {
     #[test]
     fn busy_and_idle_split_each_row_and_keep_the_idle_total() {
         // A row never idle keeps its idle at 0 even when its cost was rounded up.
-        let split = split_cents(&[46, 76], &[0.454875, 0.0], &[0.0, 0.7625]);
-        assert_eq!(split, Ok(vec![(46, 0), (0, 76)]));
+        let split = split_cents(&[46, 76], &[&[0.454875, 0.0], &[0.0, 0.7625]]);
+        assert_eq!(split, Ok(vec![vec![46, 0], vec![0, 76]]));
         // Two rows of 0.5 busy + 0.5 idle cents each: the idle total of one
         // cent goes to one row only.
-        let split = split_cents(&[1, 1], &[0.005, 0.005], &[0.005, 0.005]).expect("small amounts");
-        assert_eq!(split.iter().map(|s| s.1).sum::<i64>(), 1);
-        assert!(split.iter().all(|(b, i)| b + i == 1));
+        let split = split_cents(&[1, 1], &[&[0.005, 0.005], &[0.005, 0.005]]).expect("small amounts");
+        assert_eq!(split.iter().map(|s| s[1]).sum::<i64>(), 1);
+        assert!(split.iter().all(|s| s[0] + s[1] == 1));
+    }
+
+    #[test]
+    fn three_parts_keep_each_row_and_each_later_column() {
+        // Busy, idle and unknown thirds of 1.00, 2.00 and 0.01: every row
+        // keeps its cents, idle and unknown keep their rounded totals.
+        let third = |c: f64| c / 3.0;
+        let busy = [third(1.0), third(2.0), third(0.01)];
+        let (idle, unknown) = (busy, busy);
+        let split = split_cents(&[100, 200, 1], &[&busy, &idle, &unknown]).expect("small amounts");
+        for (row, cents) in split.iter().zip([100, 200, 1]) {
+            assert_eq!(row.iter().sum::<i64>(), cents, "{row:?}");
+        }
+        let column = |k: usize| split.iter().map(|r| r[k]).sum::<i64>();
+        // 33.33 + 66.67 + 0.33 = 100.33 cents: 100 each for idle and unknown.
+        assert_eq!((column(1), column(2)), (100, 100));
+        assert_eq!(column(0), 301 - 200);
+        // Each part within a cent of its exact amount.
+        for (r, row) in split.iter().enumerate() {
+            for (k, exact) in [busy[r], idle[r], unknown[r]].iter().enumerate() {
+                assert!((row[k] as f64 - exact * 100.0).abs() < 1.0, "row {r} part {k}: {row:?}");
+            }
+        }
+        // One part: the row itself.
+        assert_eq!(split_cents(&[7], &[&[0.07]]), Ok(vec![vec![7]]));
     }
 
     #[test]
@@ -179,11 +222,11 @@ mod tests {
         for bad in [1e17, -1e17, 1e300, f64::INFINITY, f64::NAN] {
             let err = cents_keeping_total(&[1.0, bad]).expect_err("out of range");
             assert!(err.to_string().contains("check the prices in the config"), "{err}");
-            assert!(split_cents(&[100], &[bad], &[0.0]).is_err());
-            assert!(split_cents(&[100], &[0.0], &[bad]).is_err());
+            assert!(split_cents(&[100], &[&[bad], &[0.0]]).is_err());
+            assert!(split_cents(&[100], &[&[0.0], &[bad]]).is_err());
         }
         // Many rows each within the limit whose sum is not.
         assert!(cents_keeping_total(&[max / 2.0; 3]).is_err());
-        assert!(split_cents(&[i64::MAX, 1], &[0.0, 0.0], &[0.0, 0.0]).is_err());
+        assert!(split_cents(&[i64::MAX, 1], &[&[0.0, 0.0], &[0.0, 0.0]]).is_err());
     }
 }

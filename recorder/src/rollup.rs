@@ -120,6 +120,27 @@ impl Mean {
     }
 }
 
+/// An interval-weighted mean of a fractional metric (`sm_active_pct` is
+/// a float in the samples), summed in `f64`.
+#[derive(Debug, Clone, Copy, Default)]
+struct MeanF {
+    weighted: f64,
+    weight_ms: i64,
+}
+
+impl MeanF {
+    fn add(&mut self, value: Option<f32>, interval_ms: i64) {
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            self.weighted += f64::from(v) * interval_ms as f64;
+            self.weight_ms += interval_ms;
+        }
+    }
+
+    fn value(self) -> Option<f64> {
+        (self.weight_ms > 0).then(|| self.weighted / self.weight_ms as f64)
+    }
+}
+
 fn max_opt<T: Ord>(acc: Option<T>, v: Option<T>) -> Option<T> {
     match (acc, v) {
         (Some(a), Some(b)) => Some(a.max(b)),
@@ -143,6 +164,7 @@ struct GpuAcc {
     util: Mean,
     util_max: Option<i32>,
     mem_util: Mean,
+    sm_active: MeanF,
     fb_used_max: Option<i64>,
     fb_total: Option<i64>,
     energy_uj: Option<i64>,
@@ -163,6 +185,7 @@ impl GpuAcc {
             util: Mean::default(),
             util_max: None,
             mem_util: Mean::default(),
+            sm_active: MeanF::default(),
             fb_used_max: None,
             fb_total: None,
             energy_uj: None,
@@ -183,6 +206,7 @@ impl GpuAcc {
         self.util.add(row.gpu_util_pct.map(i64::from), w);
         self.util_max = max_opt(self.util_max, row.gpu_util_pct);
         self.mem_util.add(row.mem_util_pct.map(i64::from), w);
+        self.sm_active.add(row.sm_active_pct, w);
         self.fb_used_max = max_opt(self.fb_used_max, row.fb_used_bytes);
         self.fb_total = max_opt(self.fb_total, row.fb_total_bytes);
         if let Some(e) = energy_uj {
@@ -205,6 +229,7 @@ impl GpuAcc {
             gpu_util_pct_mean: self.util.value(),
             gpu_util_pct_max: self.util_max,
             mem_util_pct_mean: self.mem_util.value(),
+            sm_active_pct_mean: self.sm_active.value(),
             fb_used_bytes_max: self.fb_used_max,
             fb_total_bytes: self.fb_total,
             energy_j: self.energy_uj.map(|uj| uj as f64 / 1e6),

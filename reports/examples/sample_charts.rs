@@ -30,7 +30,13 @@ fn main() -> Result<(), Box<dyn Error>> {
     let hours: Vec<Hour> = (0..DAYS * 24).map(hour).collect();
     let fleet: Vec<FleetStatePoint> = hours
         .iter()
-        .map(|h| FleetStatePoint { t_ms: h.t_ms, busy: h.busy, idle_held: h.held, idle_empty: h.empty })
+        .map(|h| FleetStatePoint {
+            t_ms: h.t_ms,
+            busy: h.busy,
+            idle_held: h.held,
+            idle_empty: h.empty,
+            unknown: 0.0,
+        })
         .collect();
     apron_reports::fleet_state(&fleet, &ctx, &out.join(ChartName::FleetState.file_name()))?;
 

@@ -193,6 +193,9 @@ pub struct FleetStatePoint {
     pub idle_held: f64,
     /// GPUs idle with no process on them.
     pub idle_empty: f64,
+    /// GPUs whose activity is unknown (neither utilization nor SM activity
+    /// reported): neither busy nor idle.
+    pub unknown: f64,
 }
 
 /// What one team's GPU time cost, for [`idle_cost`] and [`team_spend`].

@@ -60,6 +60,10 @@ pub struct GpuMinute {
     pub gpu_util_pct_max: Option<i32>,
     /// Interval-weighted mean of `mem_util_pct` (memory controller busy).
     pub mem_util_pct_mean: Option<f64>,
+    /// Interval-weighted mean of `sm_active_pct` (GPM; Hopper and newer,
+    /// and MIG instances, which have no `gpu_util_pct`). Files written
+    /// before this column existed read it as null.
+    pub sm_active_pct_mean: Option<f64>,
     /// Highest `fb_used_bytes` of the minute, bytes.
     pub fb_used_bytes_max: Option<i64>,
     /// Framebuffer size, bytes (the minute's highest).
@@ -97,6 +101,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f64n("gpu_util_pct_mean"),
         i32n("gpu_util_pct_max"),
         f64n("mem_util_pct_mean"),
+        f64n("sm_active_pct_mean"),
         i64n("fb_used_bytes_max"),
         i64n("fb_total_bytes"),
         f64n("energy_j"),
@@ -125,6 +130,7 @@ pub fn to_batch(rows: &[GpuMinute]) -> Result<RecordBatch, ArrowError> {
     let mut util_mean = Float64Builder::with_capacity(n);
     let mut util_max = Int32Builder::with_capacity(n);
     let mut mem_mean = Float64Builder::with_capacity(n);
+    let mut sm_active_mean = Float64Builder::with_capacity(n);
     let mut fb_used_max = Int64Builder::with_capacity(n);
     let mut fb_total = Int64Builder::with_capacity(n);
     let mut energy = Float64Builder::with_capacity(n);
@@ -143,6 +149,7 @@ pub fn to_batch(rows: &[GpuMinute]) -> Result<RecordBatch, ArrowError> {
         util_mean.append_option(r.gpu_util_pct_mean);
         util_max.append_option(r.gpu_util_pct_max);
         mem_mean.append_option(r.mem_util_pct_mean);
+        sm_active_mean.append_option(r.sm_active_pct_mean);
         fb_used_max.append_option(r.fb_used_bytes_max);
         fb_total.append_option(r.fb_total_bytes);
         energy.append_option(r.energy_j);
@@ -162,6 +169,7 @@ pub fn to_batch(rows: &[GpuMinute]) -> Result<RecordBatch, ArrowError> {
         Arc::new(util_mean.finish()),
         Arc::new(util_max.finish()),
         Arc::new(mem_mean.finish()),
+        Arc::new(sm_active_mean.finish()),
         Arc::new(fb_used_max.finish()),
         Arc::new(fb_total.finish()),
         Arc::new(energy.finish()),

@@ -175,7 +175,9 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let reclaim_hours = reclaim.gpu_hours();
     let top_idle_teams = idle_teams.top(3);
     // Each table is the batch its command prints.
-    let printed = |rows: &dyn Rows| rows.to_batch().map_err(|e| Error::from(SessionError::Execute { source: e.into() }));
+    let printed = |rows: &dyn Rows| {
+        rows.to_batch().map_err(|e| Error::from(SessionError::Execute { source: e.into() }))
+    };
     let (spend_rows, idle_team_rows, idle_gpu_rows) =
         (printed(&spend)?, printed(&idle_teams)?, printed(&idle_gpus)?);
     let (zombie_rows, reclaim_rows) = (printed(&zombies)?, printed(&reclaim)?);
@@ -269,8 +271,19 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         Section {
             heading: "Busy and idle GPUs over the month".into(),
             paragraphs: vec![format!(
-                "On average {:.1} GPUs were busy, {:.1} idle while a process held memory on them, and {:.1} idle and empty.",
-                mean.busy, mean.idle_held, mean.idle_empty
+                "On average {:.1} GPUs were busy, {:.1} idle while a process held memory on them, and {:.1} idle and empty{}.",
+                mean.busy,
+                mean.idle_held,
+                mean.idle_empty,
+                if totals.unknown_gpu_hours > 0.0 {
+                    format!(
+                        "; {:.1} reported no activity (neither utilization nor SM activity), {} of cost, counted neither busy nor idle",
+                        mean.unknown,
+                        money(totals.unknown_cost)
+                    )
+                } else {
+                    String::new()
+                }
             )],
             table: None,
             chart: Some(ChartName::FleetState),
@@ -382,7 +395,8 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
                 grouped(report.coverage.unrecorded_hours, 1)
             ),
             format!(
-                "A GPU-minute is idle when its mean utilization is under {}%. Its cost is its share of the GPU's price \
+                "A GPU-minute is idle when its mean utilization (else its mean SM activity) is under {}%; with neither \
+                 known it is unknown, never idle. Its cost is its share of the GPU's price \
                  written off over its lifetime, its operating cost, and its energy at {} per kWh × PUE {}.",
                 report.config.idle.threshold_pct,
                 money(report.config.energy.price_per_kwh),
@@ -391,6 +405,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
             format!("Config: {}. Data: {}.", report.config.source, report.session.layout().root().display()),
         ]
         .into_iter()
+        .chain(report.header.lines().iter().filter(|l| l.starts_with("Energy:")).cloned())
         .chain(unpriced.iter().cloned())
         .collect(),
         table: None,

@@ -3,7 +3,8 @@
 //! `--param` values ([`crate::params`]), printed in the chosen format.
 //!
 //! So that every `queries/*.sql` runs on its own as its header says, a query
-//! whose text names `minute_costs` gets that view registered for the period
+//! whose text names `minute_costs`, `gpu_minute_states` or
+//! `proc_minute_states` gets those views registered for the period
 //! flags and the config, and one that names an `apron_` function
 //! (`apron_team`, `apron_gpu_rate`) gets those functions from the config:
 //! `apron sql -f queries/spend.sql --month 2026-11` runs a report's SQL as
@@ -33,20 +34,14 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
     let query = query_text(args)?;
     // A malformed --param is refused before any data is read.
     let params = params::parse_all(&args.params)?;
-    let lower = query.to_ascii_lowercase();
     let mut out = Counting { inner: out, written: 0 };
     let mut tries = 0;
     loop {
         tries += 1;
         let session = Session::open(&global.data).await?;
-        if lower.contains("minute_costs") {
-            let config = Config::load(global.config.as_deref())?;
-            let period = Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis())?;
-            crate::cost::register_minute_costs(&session, &config, &period).await?;
-        } else if lower.contains("apron_") {
-            let config = Config::load(global.config.as_deref())?;
-            crate::cost::register_functions(&session, &config);
-        }
+        let config = || Config::load(global.config.as_deref());
+        let period = || Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis());
+        crate::cost::register_for_query(&session, config, period, &query).await?;
         let df = bind(session.sql(&query).await?, params.clone())?;
         let printed = session.print(df, global.format, &mut out).await.map(drop);
         match printed {

@@ -1,5 +1,5 @@
-//! Fleet state: how many GPUs were busy, idle-held and idle-empty over
-//! time (`queries/fleet_state.sql` over `minute_costs`), the series of the
+//! Fleet state: how many GPUs were busy, idle-held, idle-empty and of
+//! unknown activity over time (`queries/fleet_state.sql` over `minute_costs`), the series of the
 //! fleet-state chart.
 
 use apron_reports::FleetStatePoint;
@@ -23,14 +23,20 @@ pub async fn fleet_state(report: &Report, bucket_seconds: i64) -> Result<Vec<Fle
 
 fn read(batch: &RecordBatch) -> Result<Vec<FleetStatePoint>, ArrowError> {
     let c = Columns::of(batch);
-    let (bucket, busy, idle_held, idle_empty) =
-        (c.timestamp_ms("bucket")?, c.f64("busy")?, c.f64("idle_held")?, c.f64("idle_empty")?);
+    let (bucket, busy, idle_held, idle_empty, unknown) = (
+        c.timestamp_ms("bucket")?,
+        c.f64("busy")?,
+        c.f64("idle_held")?,
+        c.f64("idle_empty")?,
+        c.f64("unknown")?,
+    );
     Ok((0..c.len())
         .map(|i| FleetStatePoint {
             t_ms: bucket[i],
             busy: busy[i],
             idle_held: idle_held[i],
             idle_empty: idle_empty[i],
+            unknown: unknown[i],
         })
         .collect())
 }

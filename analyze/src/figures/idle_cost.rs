@@ -33,6 +33,10 @@ pub struct IdleCostRow {
     pub idle_empty_gpu_hours: f64,
     /// Their cost (currency, to the cent: the rows add up to the total).
     pub idle_cost: f64,
+    /// GPU-hours with no activity known, neither idle nor busy (exact).
+    pub unknown_gpu_hours: f64,
+    /// Their cost (to the cent, the rows adding up to spend's).
+    pub unknown_cost: f64,
 }
 
 /// The idle cost of a period, one row per group, highest first.
@@ -74,8 +78,10 @@ pub async fn idle_cost(report: &Report, by: IdleBy) -> Result<IdleCost, Error> {
     let batch = query(&report.session, queries::IDLE_COST, params).await?;
     let mut rows = read(&batch).map_err(unreadable)?;
     let cents = cents_keeping_total(&rows.iter().map(|r| r.idle_cost).collect::<Vec<_>>())?;
-    for (row, cents) in rows.iter_mut().zip(cents) {
+    let unknown = cents_keeping_total(&rows.iter().map(|r| r.unknown_cost).collect::<Vec<_>>())?;
+    for (row, (cents, unknown)) in rows.iter_mut().zip(cents.into_iter().zip(unknown)) {
         row.idle_cost = cents as f64 / 100.0;
+        row.unknown_cost = unknown as f64 / 100.0;
     }
     Ok(IdleCost { by, rows })
 }
@@ -91,6 +97,7 @@ fn read(batch: &RecordBatch) -> Result<Vec<IdleCostRow>, ArrowError> {
         c.f64("idle_empty_gpu_hours")?,
         c.f64_opt("idle_cost")?,
     );
+    let (unknown_gpu_hours, unknown_cost) = (c.f64("unknown_gpu_hours")?, c.f64_opt("unknown_cost")?);
     Ok((0..c.len())
         .map(|i| IdleCostRow {
             key: key[i].clone(),
@@ -101,6 +108,8 @@ fn read(batch: &RecordBatch) -> Result<Vec<IdleCostRow>, ArrowError> {
             idle_empty_gpu_hours: idle_empty_gpu_hours[i],
             // Minutes without a price cost nothing known.
             idle_cost: idle_cost[i].unwrap_or(0.0),
+            unknown_gpu_hours: unknown_gpu_hours[i],
+            unknown_cost: unknown_cost[i].unwrap_or(0.0),
         })
         .collect())
 }
@@ -125,6 +134,8 @@ impl Rows for IdleCost {
             ("idle_held_gpu_hours", hours(|row| row.idle_held_gpu_hours)),
             ("idle_empty_gpu_hours", hours(|row| row.idle_empty_gpu_hours)),
             ("idle_cost", columns::float(r.iter().map(|row| row.idle_cost))),
+            ("unknown_gpu_hours", hours(|row| row.unknown_gpu_hours)),
+            ("unknown_cost", columns::float(r.iter().map(|row| row.unknown_cost))),
         ]);
         batch_of(batch)
     }
@@ -143,6 +154,8 @@ mod tests {
             idle_held_gpu_hours: 0.0,
             idle_empty_gpu_hours: 1.0 / 3.0,
             idle_cost,
+            unknown_gpu_hours: 0.0,
+            unknown_cost: 0.0,
         }
     }
 
@@ -155,7 +168,14 @@ mod tests {
     fn the_key_column_is_named_after_the_grouping() {
         let rows = vec![row("(unallocated)", 9.0), row("vision", 5.5), row("nlp", 0.0), row("speech", 1.25)];
         let by_team = IdleCost { by: IdleBy::Team, rows: rows.clone() };
-        let hours = ["idle_gpu_hours", "idle_held_gpu_hours", "idle_empty_gpu_hours", "idle_cost"];
+        let hours = [
+            "idle_gpu_hours",
+            "idle_held_gpu_hours",
+            "idle_empty_gpu_hours",
+            "idle_cost",
+            "unknown_gpu_hours",
+            "unknown_cost",
+        ];
         assert_eq!(names(&by_team), [&["team"][..], &hours].concat());
         let by_gpu = IdleCost { by: IdleBy::Gpu, rows };
         assert_eq!(names(&by_gpu), [&["gpu_uuid", "host", "gpu_index"][..], &hours].concat());

@@ -56,13 +56,8 @@ impl Reclaim {
 
 /// The idle stretches of at least `idle_for` in the period of `report`.
 pub async fn reclaim(report: &Report, idle_for: Duration) -> Result<Reclaim, Error> {
-    let [start, end] = report.period.params();
-    let params = vec![
-        start,
-        end,
-        ScalarValue::Float64(Some(report.config.idle.threshold_pct)),
-        ScalarValue::Int64(Some(whole_minutes(idle_for))),
-    ];
+    crate::cost::register_states(&report.session, &report.config, &report.period).await?;
+    let params = vec![ScalarValue::Int64(Some(whole_minutes(idle_for)))];
     let batch = query(&report.session, queries::RECLAIM, params).await?;
     Ok(Reclaim { rows: read(&batch).map_err(unreadable)? })
 }

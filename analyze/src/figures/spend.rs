@@ -29,6 +29,8 @@ pub struct SpendRow {
     pub idle_held_gpu_hours: f64,
     /// Of which idle with nothing on the GPU ("(unallocated)" only).
     pub idle_empty_gpu_hours: f64,
+    /// Of which with no activity known (neither busy nor idle).
+    pub unknown_gpu_hours: f64,
     /// Energy of its share, kWh before PUE (exact); `None` when no minute
     /// of it had a known energy.
     pub energy_kwh: Option<f64>,
@@ -36,8 +38,11 @@ pub struct SpendRow {
     pub cost: f64,
     /// Cost of its busy share (to the cent).
     pub busy_cost: f64,
-    /// Cost of its idle share (to the cent); `busy_cost + idle_cost = cost`.
+    /// Cost of its idle share (to the cent).
     pub idle_cost: f64,
+    /// Cost of its share with no activity known (to the cent);
+    /// `busy_cost + idle_cost + unknown_cost = cost`.
+    pub unknown_cost: f64,
     /// Its cost as a share of the fleet's (%), from the rounded costs.
     pub share_pct: f64,
 }
@@ -49,6 +54,8 @@ pub struct Totals {
     pub cost: f64,
     /// Of which idle.
     pub idle_cost: f64,
+    /// Of which with no activity known (neither busy nor idle).
+    pub unknown_cost: f64,
     /// GPU-hours recorded.
     pub gpu_hours: f64,
     /// Of which busy (exact, before the rows were rounded).
@@ -57,6 +64,8 @@ pub struct Totals {
     pub idle_held_gpu_hours: f64,
     /// Of which idle and empty.
     pub idle_empty_gpu_hours: f64,
+    /// Of which with no activity known (exact).
+    pub unknown_gpu_hours: f64,
     /// Energy of the GPUs, kWh before PUE (exact).
     pub energy_kwh: f64,
 }
@@ -80,19 +89,29 @@ impl Totals {
             busy: self.busy_gpu_hours / hours,
             idle_held: self.idle_held_gpu_hours / hours,
             idle_empty: self.idle_empty_gpu_hours / hours,
+            unknown: self.unknown_gpu_hours / hours,
         }
     }
 
     /// The header line: `Cost:     $1,234.56 for 576.0 GPU-hours; idle
-    /// $800.00 (64.8%)`.
+    /// $800.00 (64.8%)`, and `; activity unknown $12.00 (3.0 GPU-hours)`
+    /// when some minutes had no activity known.
     pub fn header_line(&self, currency: &str) -> String {
-        format!(
+        let mut line = format!(
             "Cost:     {} for {} GPU-hours; idle {} ({:.1}%)",
             money(self.cost, currency),
             hours(self.gpu_hours),
             money(self.idle_cost, currency),
             self.idle_pct()
-        )
+        );
+        if self.unknown_gpu_hours > 0.0 {
+            line.push_str(&format!(
+                "; activity unknown {} ({} GPU-hours)",
+                money(self.unknown_cost, currency),
+                hours(self.unknown_gpu_hours)
+            ));
+        }
+        line
     }
 }
 
@@ -105,6 +124,8 @@ pub struct MeanGpus {
     pub idle_held: f64,
     /// Idle, empty GPUs.
     pub idle_empty: f64,
+    /// GPUs with no activity known.
+    pub unknown: f64,
 }
 
 /// The spend of a period: a row per team, highest cost first, and the
@@ -124,29 +145,30 @@ pub async fn spend(report: &Report) -> Result<Spend, Error> {
     let batch = query(&report.session, queries::SPEND, Vec::new()).await?;
     let exact = read(&batch).map_err(unreadable)?;
     let cost = cents_keeping_total(&exact.iter().map(|r| r.cost).collect::<Vec<_>>())?;
-    let split = split_cents(
-        &cost,
-        &exact.iter().map(|r| r.busy_cost).collect::<Vec<_>>(),
-        &exact.iter().map(|r| r.idle_cost).collect::<Vec<_>>(),
-    )?;
+    let part = |f: fn(&SpendRow) -> f64| exact.iter().map(f).collect::<Vec<_>>();
+    let (busy, idle, unknown) = (part(|r| r.busy_cost), part(|r| r.idle_cost), part(|r| r.unknown_cost));
+    let split = split_cents(&cost, &[&busy, &idle, &unknown])?;
     let total: i64 = cost.iter().sum();
-    let idle_total: i64 = split.iter().map(|(_, idle)| idle).sum();
+    let part_total = |k: usize| split.iter().map(|parts| parts[k]).sum::<i64>() as f64 / 100.0;
     let totals = Totals {
         cost: total as f64 / 100.0,
-        idle_cost: idle_total as f64 / 100.0,
+        idle_cost: part_total(1),
+        unknown_cost: part_total(2),
         gpu_hours: report.coverage.recorded_hours,
         busy_gpu_hours: exact.iter().map(|r| r.busy_gpu_hours).sum(),
         idle_held_gpu_hours: exact.iter().map(|r| r.idle_held_gpu_hours).sum(),
         idle_empty_gpu_hours: exact.iter().map(|r| r.idle_empty_gpu_hours).sum(),
+        unknown_gpu_hours: exact.iter().map(|r| r.unknown_gpu_hours).sum(),
         energy_kwh: exact.iter().map(|r| r.energy_kwh.unwrap_or(0.0)).sum(),
     };
     let rows = exact
         .into_iter()
         .zip(cost.iter().zip(&split))
-        .map(|(row, (cents, (busy, idle)))| SpendRow {
+        .map(|(row, (cents, parts))| SpendRow {
             cost: *cents as f64 / 100.0,
-            busy_cost: *busy as f64 / 100.0,
-            idle_cost: *idle as f64 / 100.0,
+            busy_cost: parts[0] as f64 / 100.0,
+            idle_cost: parts[1] as f64 / 100.0,
+            unknown_cost: parts[2] as f64 / 100.0,
             share_pct: if total > 0 { 100.0 * *cents as f64 / total as f64 } else { 0.0 },
             ..row
         })
@@ -164,8 +186,14 @@ fn read(batch: &RecordBatch) -> Result<Vec<SpendRow>, ArrowError> {
         c.f64("idle_held_gpu_hours")?,
         c.f64("idle_empty_gpu_hours")?,
     );
-    let (energy_kwh, cost, busy_cost, idle_cost) =
-        (c.f64_opt("energy_kwh")?, c.f64_opt("cost")?, c.f64_opt("busy_cost")?, c.f64_opt("idle_cost")?);
+    let unknown_gpu_hours = c.f64("unknown_gpu_hours")?;
+    let (energy_kwh, cost, busy_cost, idle_cost, unknown_cost) = (
+        c.f64_opt("energy_kwh")?,
+        c.f64_opt("cost")?,
+        c.f64_opt("busy_cost")?,
+        c.f64_opt("idle_cost")?,
+        c.f64_opt("unknown_cost")?,
+    );
     Ok((0..c.len())
         .map(|i| SpendRow {
             team: team[i].clone(),
@@ -173,11 +201,13 @@ fn read(batch: &RecordBatch) -> Result<Vec<SpendRow>, ArrowError> {
             busy_gpu_hours: busy_gpu_hours[i],
             idle_held_gpu_hours: idle_held_gpu_hours[i],
             idle_empty_gpu_hours: idle_empty_gpu_hours[i],
+            unknown_gpu_hours: unknown_gpu_hours[i],
             energy_kwh: energy_kwh[i],
             // A team whose minutes have no price costs nothing known.
             cost: cost[i].unwrap_or(0.0),
             busy_cost: busy_cost[i].unwrap_or(0.0),
             idle_cost: idle_cost[i].unwrap_or(0.0),
+            unknown_cost: unknown_cost[i].unwrap_or(0.0),
             // Computed from the rounded costs, so the shares match them.
             share_pct: 0.0,
         })
@@ -195,10 +225,12 @@ impl Rows for Spend {
             ("busy_gpu_hours", hours(|row| row.busy_gpu_hours)),
             ("idle_held_gpu_hours", hours(|row| row.idle_held_gpu_hours)),
             ("idle_empty_gpu_hours", hours(|row| row.idle_empty_gpu_hours)),
+            ("unknown_gpu_hours", hours(|row| row.unknown_gpu_hours)),
             ("energy_kwh", columns::float(r.iter().map(|row| row.energy_kwh.map(|e| round_to(e, 2))))),
             ("cost", columns::float(r.iter().map(|row| row.cost))),
             ("busy_cost", columns::float(r.iter().map(|row| row.busy_cost))),
             ("idle_cost", columns::float(r.iter().map(|row| row.idle_cost))),
+            ("unknown_cost", columns::float(r.iter().map(|row| row.unknown_cost))),
             ("share_pct", columns::float(r.iter().map(|row| round_to(row.share_pct, 1)))),
         ])
     }
@@ -215,10 +247,12 @@ mod tests {
             busy_gpu_hours: gpu_hours / 3.0,
             idle_held_gpu_hours: gpu_hours * 2.0 / 3.0,
             idle_empty_gpu_hours: 0.0,
+            unknown_gpu_hours: 0.0,
             energy_kwh,
             cost,
             busy_cost: cost - idle_cost,
             idle_cost,
+            unknown_cost: 0.0,
             share_pct: 200.0 / 3.0,
         }
     }
@@ -228,10 +262,12 @@ mod tests {
         let totals = Totals {
             cost: 150.0,
             idle_cost: 37.5,
+            unknown_cost: 0.0,
             gpu_hours: 576.0,
             busy_gpu_hours: 0.0,
             idle_held_gpu_hours: 0.0,
             idle_empty_gpu_hours: 0.0,
+            unknown_gpu_hours: 0.0,
             energy_kwh: 0.0,
         };
         let spend = Spend {
@@ -249,10 +285,12 @@ mod tests {
                 "busy_gpu_hours",
                 "idle_held_gpu_hours",
                 "idle_empty_gpu_hours",
+                "unknown_gpu_hours",
                 "energy_kwh",
                 "cost",
                 "busy_cost",
                 "idle_cost",
+                "unknown_cost",
                 "share_pct"
             ]
         );
@@ -264,6 +302,11 @@ mod tests {
         assert_eq!(c.f64("share_pct").expect("shares"), [66.7, 66.7]);
         assert_eq!(c.f64("busy_cost").expect("money"), [75.0, 37.5]);
         assert_eq!(totals.header_line("USD"), "Cost:     $150.00 for 576.0 GPU-hours; idle $37.50 (25.0%)");
+        let unknown = Totals { unknown_cost: 12.0, unknown_gpu_hours: 3.0, ..totals };
+        assert_eq!(
+            unknown.header_line("USD"),
+            "Cost:     $150.00 for 576.0 GPU-hours; idle $37.50 (25.0%); activity unknown $12.00 (3.00 GPU-hours)"
+        );
         let nothing = Totals { cost: 0.0, idle_cost: 0.0, gpu_hours: 0.0, ..totals };
         assert_eq!((nothing.idle_pct(), nothing.busy_pct()), (0.0, 0.0));
     }

@@ -1,6 +1,6 @@
 //! Zombies: processes that held GPU memory while their GPU sat idle for a
-//! stretch (`queries/zombies.sql`), each given its team by the config's
-//! rules; most memory-minutes first.
+//! stretch (`queries/zombies.sql`), each with its user and team as
+//! `proc_minute_states` gives them; most memory-minutes first.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -11,7 +11,6 @@ use datafusion::common::ScalarValue;
 
 use super::{Report, query, unreadable, whole_minutes};
 use crate::columns::{self, Columns, batch_of};
-use crate::config::{Config, team_of};
 use crate::error::Error;
 use crate::output::Rows;
 use crate::queries;
@@ -32,12 +31,13 @@ pub struct ZombieRow {
     pub proc_start: Option<i64>,
     /// Its command name, when recorded.
     pub comm: Option<String>,
-    /// Its user, when recorded.
+    /// Its user: the name, else "uid N", else "(unknown)".
     pub user: Option<String>,
     /// Its team, by the config's rules.
     pub team: String,
-    /// Most memory it held during the stretch (bytes).
-    pub used_mem_bytes: i64,
+    /// Most memory it held during the stretch (bytes); `None` when NVML
+    /// gave no figure all along (a process on a GPU holds a context).
+    pub used_mem_bytes: Option<i64>,
     /// First minute of the stretch, milliseconds since the epoch (UTC).
     pub idle_since: i64,
     /// Length of the stretch (minutes).
@@ -62,31 +62,26 @@ impl Zombies {
 }
 
 /// The zombie stretches in the period of `report`: processes holding at
-/// least `min_mem_mib` MiB on a GPU idle for at least `min_idle`.
+/// least `min_mem_mib` MiB (or an unknown amount) on a GPU idle for at
+/// least `min_idle`.
 pub async fn zombies(report: &Report, min_idle: Duration, min_mem_mib: u64) -> Result<Zombies, Error> {
+    crate::cost::register_states(&report.session, &report.config, &report.period).await?;
     let min_mem_bytes = i64::try_from(min_mem_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
-    let [start, end] = report.period.params();
-    let params = vec![
-        start,
-        end,
-        ScalarValue::Float64(Some(report.config.idle.threshold_pct)),
-        ScalarValue::Int64(Some(min_mem_bytes)),
-        ScalarValue::Int64(Some(whole_minutes(min_idle))),
-    ];
+    let params =
+        vec![ScalarValue::Int64(Some(min_mem_bytes)), ScalarValue::Int64(Some(whole_minutes(min_idle)))];
     let batch = query(&report.session, queries::ZOMBIES, params).await?;
-    Ok(Zombies { rows: read(&batch, &report.config).map_err(unreadable)? })
+    Ok(Zombies { rows: read(&batch).map_err(unreadable)? })
 }
 
-/// The rows of `queries/zombies.sql`, each process's identity (user, uid,
-/// namespace, account) turned into its team.
-fn read(batch: &RecordBatch, config: &Config) -> Result<Vec<ZombieRow>, ArrowError> {
+/// The rows of `queries/zombies.sql`.
+fn read(batch: &RecordBatch) -> Result<Vec<ZombieRow>, ArrowError> {
     let c = Columns::of(batch);
     let (host, gpu_index, gpu_uuid, pid) =
         (c.text("host")?, c.i32("gpu_index")?, c.text("gpu_uuid")?, c.i32("pid")?);
     let (proc_start, comm, user) =
         (c.timestamp_ms_opt("proc_start")?, c.text_opt("comm")?, c.text_opt("user")?);
-    let (uid, ns, account) = (c.i64_opt("uid")?, c.text_opt("k8s_namespace")?, c.text_opt("slurm_account")?);
-    let (used_mem_bytes, idle_since) = (c.i64("used_mem_bytes")?, c.timestamp_ms("idle_since")?);
+    let team = c.text("team")?;
+    let (used_mem_bytes, idle_since) = (c.i64_opt("used_mem_bytes")?, c.timestamp_ms("idle_since")?);
     let (idle_minutes, still_running) = (c.i64("idle_minutes")?, c.bool("still_running")?);
     Ok((0..c.len())
         .map(|i| ZombieRow {
@@ -97,8 +92,7 @@ fn read(batch: &RecordBatch, config: &Config) -> Result<Vec<ZombieRow>, ArrowErr
             proc_start: proc_start[i],
             comm: comm[i].clone(),
             user: user[i].clone(),
-            team: team_of(config, user[i].as_deref(), uid[i], ns[i].as_deref(), account[i].as_deref())
-                .to_owned(),
+            team: team[i].clone(),
             used_mem_bytes: used_mem_bytes[i],
             idle_since: idle_since[i],
             idle_minutes: idle_minutes[i],
@@ -141,7 +135,7 @@ mod tests {
             comm: None,
             user: Some("alice".into()),
             team: "vision".into(),
-            used_mem_bytes: 1 << 30,
+            used_mem_bytes: Some(1 << 30),
             idle_since,
             idle_minutes: 30,
             still_running: false,

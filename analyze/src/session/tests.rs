@@ -168,6 +168,37 @@ fn files_of_other_tools_are_cast_and_completed() {
 }
 
 #[test]
+fn rollups_written_before_sm_active_read_it_as_null() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let layout = DataLayout::new(dir.path());
+    // A gpu_minutes file of the layout before sm_active_pct_mean existed.
+    let row = apron_schemas::GpuMinute {
+        minute: DAY,
+        gpu_uuid: "GPU-a".into(),
+        seconds: 60.0,
+        samples: 60,
+        gpu_util_pct_mean: Some(12.5),
+        sm_active_pct_mean: Some(99.0),
+        ..Default::default()
+    };
+    let batch = apron_schemas::gpu_minutes::to_batch(&[row]).expect("rows match the schema");
+    let keep: Vec<usize> = (0..batch.num_columns())
+        .filter(|i| batch.schema().field(*i).name() != "sm_active_pct_mean")
+        .collect();
+    let old = batch.project(&keep).expect("projection");
+    let path = layout.partition_dir(Table::GpuMinutes, date(30), "old").join("f-000001.parquet");
+    write_batch(&path, &old);
+
+    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
+    let batches =
+        query(&session, "SELECT gpu_util_pct_mean, sm_active_pct_mean FROM gpu_minutes").expect("runs");
+    let b = &batches[0];
+    assert_eq!(b.num_rows(), 1);
+    assert_eq!(b.column(0).as_primitive::<Float64Type>().value(0), 12.5);
+    assert!(b.column(1).is_null(0), "a rollup without the column reads it as null");
+}
+
+#[test]
 fn statements_that_write_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let layout = DataLayout::new(dir.path());

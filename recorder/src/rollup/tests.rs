@@ -74,6 +74,22 @@ fn means_are_interval_weighted_and_skip_nulls() {
 }
 
 #[test]
+fn sm_active_is_averaged_like_the_other_means() {
+    // A MIG instance: no gpu_util_pct, sm_active_pct from GPM on some samples.
+    let rows = vec![
+        GpuSample { sm_active_pct: Some(10.5), ..gpu(0, 1_000) },
+        GpuSample { sm_active_pct: Some(2.5), ..gpu(1_000, 3_000) },
+        GpuSample { ..gpu(4_000, 2_000) },
+        GpuSample { ..gpu(60_000, 1_000) },
+    ];
+    let r = rollup(&rows, &[], &EnergyCarry::new());
+    // (10.5 × 1 s + 2.5 × 3 s) / 4 s; the sample without it weighs nothing.
+    assert_eq!(r.gpu_minutes[0].sm_active_pct_mean, Some(4.5));
+    assert_eq!(r.gpu_minutes[0].gpu_util_pct_mean, None);
+    assert_eq!(r.gpu_minutes[1].sm_active_pct_mean, None, "no sample had it: unknown, not 0");
+}
+
+#[test]
 fn energy_comes_from_the_counter_delta_when_the_previous_sample_is_adjacent() {
     let carry = EnergyCarry {
         last: HashMap::from([("GPU-a".into(), LastSample { ts: -1_000, energy_mj: Some(1_000) })]),

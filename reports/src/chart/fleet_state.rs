@@ -1,5 +1,6 @@
 //! The fleet-state chart: how many GPUs were busy, idle with memory held,
-//! and idle and empty, over the period, as stacked areas.
+//! idle and empty, and of unknown state (no activity reported), over the
+//! period, as stacked areas.
 //!
 //! Each point is a bucket's mean, drawn as a step across the bucket; a gap
 //! in the series (the recorder was down) drops to zero rather than drawing
@@ -16,7 +17,7 @@ use super::axis::Side;
 use super::canvas::{self, Area, DrawError};
 use super::frame::{self, Rect};
 use super::legend::{Entry, Swatch};
-use super::palette::{BUSY, IDLE_EMPTY, IDLE_HELD, TEXT};
+use super::palette::{BUSY, IDLE_EMPTY, IDLE_HELD, TEXT, UNKNOWN};
 use super::{ChartContext, ChartError, ChartName, FleetStatePoint, axis, text, time_axis};
 use crate::number::grouped;
 
@@ -43,6 +44,7 @@ pub(super) fn draw(
         Entry::new("Busy", Swatch::Fill(BUSY)),
         Entry::new("Idle, memory held", Swatch::Fill(IDLE_HELD)),
         Entry::new("Idle, empty", Swatch::Fill(IDLE_EMPTY)),
+        Entry::new("Unknown", Swatch::Fill(UNKNOWN)),
     ];
     let frame = frame::draw(root, ChartName::FleetState, ctx, &legend)?;
     let mut points: Vec<FleetStatePoint> = points.iter().map(clean).collect();
@@ -54,7 +56,7 @@ pub(super) fn draw(
     let bucket = bucket_ms(&points);
     let (start, end) = (first.t_ms, last.t_ms.saturating_add(bucket));
 
-    let top = points.iter().map(|p| p.busy + p.idle_held + p.idle_empty).fold(0.0, f64::max);
+    let top = points.iter().map(total).fold(0.0, f64::max);
     let y_ticks = axis::value_ticks(top * 1.04, 8);
     let y_max = y_ticks.last().copied().unwrap_or(1.0);
     let count_label = |v: f64| grouped(v, if v.fract().abs() < 1e-9 { 0 } else { 1 });
@@ -79,7 +81,8 @@ pub(super) fn draw(
 
     // Stacked by drawing each running total over the previous one, largest
     // first, all down to zero.
-    let layers: [(Measure, RGBColor); 3] = [
+    let layers: [(Measure, RGBColor); 4] = [
+        (total, UNKNOWN),
         (|p| p.busy + p.idle_held + p.idle_empty, IDLE_EMPTY),
         (|p| p.busy + p.idle_held, IDLE_HELD),
         (|p| p.busy, BUSY),
@@ -102,6 +105,11 @@ pub(super) fn draw(
     Ok(Some(plot))
 }
 
+/// Every GPU of a point, whatever its state.
+fn total(p: &FleetStatePoint) -> f64 {
+    p.busy + p.idle_held + p.idle_empty + p.unknown
+}
+
 fn clean(p: &FleetStatePoint) -> FleetStatePoint {
     let ok = |v: f64| if v.is_finite() && v > 0.0 { v } else { 0.0 };
     FleetStatePoint {
@@ -109,6 +117,7 @@ fn clean(p: &FleetStatePoint) -> FleetStatePoint {
         busy: ok(p.busy),
         idle_held: ok(p.idle_held),
         idle_empty: ok(p.idle_empty),
+        unknown: ok(p.unknown),
     }
 }
 
@@ -146,7 +155,7 @@ mod tests {
     use super::*;
 
     fn point(t_ms: i64, busy: f64) -> FleetStatePoint {
-        FleetStatePoint { t_ms, busy, idle_held: 1.0, idle_empty: 2.0 }
+        FleetStatePoint { t_ms, busy, idle_held: 1.0, idle_empty: 2.0, unknown: 0.0 }
     }
 
     #[test]
@@ -172,7 +181,14 @@ mod tests {
 
     #[test]
     fn bad_counts_become_zero() {
-        let p = clean(&FleetStatePoint { t_ms: 1, busy: f64::NAN, idle_held: -2.0, idle_empty: 3.0 });
-        assert_eq!((p.busy, p.idle_held, p.idle_empty), (0.0, 0.0, 3.0));
+        let p = clean(&FleetStatePoint {
+            t_ms: 1,
+            busy: f64::NAN,
+            idle_held: -2.0,
+            idle_empty: 3.0,
+            unknown: f64::INFINITY,
+        });
+        assert_eq!((p.busy, p.idle_held, p.idle_empty, p.unknown), (0.0, 0.0, 3.0, 0.0));
+        assert_eq!(total(&p), 3.0);
     }
 }

@@ -19,6 +19,8 @@ pub(super) const BUSY: RGBColor = RGBColor(0x00, 0x72, 0xB2);
 pub(super) const IDLE_HELD: RGBColor = RGBColor(0xE6, 0x9F, 0x00);
 /// Idle GPUs with nothing on them: light grey.
 pub(super) const IDLE_EMPTY: RGBColor = RGBColor(0xC8, 0xC8, 0xC8);
+/// GPUs whose activity is unknown: Okabe–Ito reddish purple.
+pub(super) const UNKNOWN: RGBColor = RGBColor(0xCC, 0x79, 0xA7);
 /// The second line on a dual-axis chart: Okabe–Ito vermillion.
 pub(super) const SECOND_LINE: RGBColor = RGBColor(0xD5, 0x5E, 0x00);
 

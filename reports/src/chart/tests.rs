@@ -65,6 +65,7 @@ fn fleet() -> Vec<FleetStatePoint> {
             busy: 20.0 + (h % 12) as f64,
             idle_held: 8.0,
             idle_empty: 36.0 - (h % 12) as f64,
+            unknown: if h % 24 < 6 { 2.0 } else { 0.0 },
         })
         .collect()
 }
@@ -260,6 +261,12 @@ fn bars_and_areas_land_in_their_series_colours() {
     let img = image_of(&fleet);
     let (x, _) = plot.centre();
     assert_eq!(*img.get_pixel(x as u32, (plot.bottom - 3) as u32), rgb(BUSY), "busy is the bottom layer");
+    // GPUs of unknown state (2 in the first 6 hours of each day) are a layer of their own, on top.
+    let unknown_in_plot = (plot.left..plot.right)
+        .flat_map(|x| (plot.top..plot.bottom).map(move |y| (x, y)))
+        .filter(|(x, y)| *img.get_pixel(*x as u32, *y as u32) == rgb(palette::UNKNOWN))
+        .count();
+    assert!(unknown_in_plot > 100, "the unknown layer is drawn: {unknown_in_plot} pixels");
 
     let idle = canvas::render(ChartName::IdleCost, &c, p, |r| idle_cost::draw(&teams(), &c, r)).unwrap();
     let plot = idle.extra.unwrap();

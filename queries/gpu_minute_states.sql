@@ -1,0 +1,93 @@
+-- gpu_minute_states: every GPU-minute of a period with its state: the one
+-- definition of busy, idle-held, idle-empty and unknown that every report
+-- reads (minute_costs, zombies, reclaim, and through minute_costs spend,
+-- idle-cost, windows and the charts).
+--
+-- Answers, per DESIGN.md's definitions: a GPU-minute is one GPU over one
+-- UTC minute, its rollup rows aggregated by (gpu_uuid, minute) (a minute
+-- split across two files has a row in each). Its seconds are the recorded
+-- seconds. Its activity is the seconds-weighted mean gpu_util_pct where
+-- known, else the mean sm_active_pct (GPM; MIG instances report only
+-- that). It is
+--   unknown     when neither is known: priced and attributed like any
+--               minute, never counted as idle or as busy;
+--   busy        when its activity is at or above the idle threshold ($3);
+--   idle_held   else, when some process held GPU memory on it in the
+--               minute (a proc_minutes row with used_mem_bytes_max above 0
+--               or unknown: the rollups' proc_held; see proc_minute_states
+--               for who);
+--   idle_empty  else.
+-- Its energy is each part's energy_j (per sample the energy counter's
+-- delta, else power × interval: see apron_recorder::rollup), else the
+-- part's power_mw_mean × seconds; a part with neither counts 0 J and its
+-- seconds are energy_unknown_seconds, which every cost report states in
+-- its header. Unrecorded time has no row at all.
+--
+-- apron registers it as the view gpu_minute_states for the period and the
+-- config's idle threshold wherever a query reads it (also under
+-- `apron sql`).
+--
+-- Parameters:
+--   $1  period start (Timestamp, UTC, inclusive)
+--   $2  period end (Timestamp, UTC, exclusive)
+--   $3  idle threshold (%), idle.threshold_pct
+--
+-- Output, one row per GPU-minute:
+--   host, gpu_index, gpu_uuid, gpu_model  the GPU (its last known index and model)
+--   minute                  start of the UTC minute
+--   seconds                 recorded seconds (s)
+--   util_pct                mean gpu_util_pct (%; null: unknown)
+--   sm_active_pct           mean sm_active_pct (%; null: unknown)
+--   activity_pct            util_pct where known, else sm_active_pct (%; null: unknown)
+--   energy_j                energy drawn (J; measured or power × time, 0 where neither)
+--   energy_known            whether every part of the minute had energy or power
+--   energy_unknown_seconds  seconds with neither energy nor power (s)
+--   held                    whether some process held memory on the GPU
+--   procs                   processes on the GPU in the minute (a lower bound when split)
+--   state                   busy | idle_held | idle_empty | unknown
+WITH gpu AS (
+  SELECT
+    gpu_uuid,
+    minute,
+    max(host) AS host,
+    max(gpu_index) AS gpu_index,
+    max(gpu_model) AS gpu_model,
+    sum(seconds) AS seconds,
+    sum(gpu_util_pct_mean * seconds)
+      / sum(CASE WHEN gpu_util_pct_mean IS NOT NULL THEN seconds END) AS util_pct,
+    sum(sm_active_pct_mean * seconds)
+      / sum(CASE WHEN sm_active_pct_mean IS NOT NULL THEN seconds END) AS sm_active_pct,
+    coalesce(sum(coalesce(energy_j, power_mw_mean * seconds / 1000.0)), 0.0) AS energy_j,
+    coalesce(sum(CASE WHEN energy_j IS NULL AND power_mw_mean IS NULL THEN seconds END), 0.0)
+      AS energy_unknown_seconds,
+    bool_or(proc_held) AS held,
+    max(proc_count) AS procs
+  FROM gpu_minutes
+  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
+  GROUP BY gpu_uuid, minute
+),
+active AS (
+  SELECT *, coalesce(util_pct, sm_active_pct) AS activity_pct FROM gpu
+)
+SELECT
+  host,
+  gpu_index,
+  gpu_uuid,
+  gpu_model,
+  minute,
+  seconds,
+  util_pct,
+  sm_active_pct,
+  activity_pct,
+  energy_j,
+  energy_unknown_seconds = 0.0 AS energy_known,
+  energy_unknown_seconds,
+  held,
+  procs,
+  CASE
+    WHEN activity_pct IS NULL THEN 'unknown'
+    WHEN activity_pct >= $3 THEN 'busy'
+    WHEN held THEN 'idle_held'
+    ELSE 'idle_empty'
+  END AS state
+FROM active
