@@ -28,7 +28,7 @@
 //! gone when it opens them (`NotFound`): it must list again (the analysis
 //! CLI retries once). A partition with fewer than two apron files is left
 //! alone. Merging only concatenates rows in order: rollup rows of one
-//! GPU-minute split across files stay two rows (see [`crate::rollup`]).
+//! GPU-minute split across files stay two rows (see [`apron_store::rollup`]).
 //! On a file system without `RENAME_EXCHANGE` compaction fails and leaves
 //! every partition as it was.
 
@@ -226,7 +226,7 @@ fn compact_partition(
         };
         removed.map_err(MaintenanceError::io("remove the leftover", &staging))?;
     }
-    crate::create::create_dir_new(&staging).map_err(MaintenanceError::io("create folder", &staging))?;
+    apron_store::create::create_dir_new(&staging).map_err(MaintenanceError::io("create folder", &staging))?;
     let result = build_and_swap(&dir, &staging, table, date, host, now_ms, &inputs, &carried);
     if result.is_err() {
         // Before the swap the staging folder holds only the unfinished
@@ -401,7 +401,7 @@ fn merge(inputs: &[Entry], out: &Path, table: Table, host: &str) -> Result<u64, 
         }
     }
 
-    let file = crate::create::create_new(out).map_err(MaintenanceError::io("create", out))?;
+    let file = apron_store::create::create_new(out).map_err(MaintenanceError::io("create", out))?;
     let props = parquet_props::writer_properties(table, host);
     let mut writer =
         ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet_err("write", out))?;

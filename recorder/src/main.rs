@@ -7,16 +7,16 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use apron_recorder::maintenance::{self, DailyMaintenance};
-use apron_recorder::recover::recover;
 use apron_recorder::retention::RetentionPolicy;
-use apron_recorder::simulate::{SimulateOptions, simulate};
-use apron_recorder::source::Source;
 use apron_recorder::source::nvml::NvmlSource;
-use apron_recorder::source::sim::SimHost;
 use apron_recorder::stop_signal::StopSignals;
 use apron_recorder::tick;
-use apron_recorder::writer::RollingWriter;
 use apron_schemas::DataLayout;
+use apron_store::recover::recover;
+use apron_store::simulate::{SimulateOptions, simulate};
+use apron_store::source::Source;
+use apron_store::source::sim::SimHost;
+use apron_store::writer::RollingWriter;
 use chrono::{NaiveDate, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -43,7 +43,7 @@ struct Cli {
     sync: Duration,
     /// Most rows held in memory while the disk refuses writes (full,
     /// read-only); past it the oldest are dropped and counted.
-    #[arg(long, default_value_t = apron_recorder::writer::DEFAULT_MAX_ROWS)]
+    #[arg(long, default_value_t = apron_store::writer::DEFAULT_MAX_ROWS)]
     buffer_rows: usize,
     /// How often the one-line health summary is logged.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
@@ -342,7 +342,7 @@ fn record(cli: &Cli, layout: DataLayout) -> anyhow::Result<()> {
         ),
         Ok(_) => {}
         Err(e) => {
-            tracing::warn!(error = %tick::format_chain(&e), "cannot recover the write-ahead log; recording anyway")
+            tracing::warn!(error = %apron_store::error_chain::format_chain(&e), "cannot recover the write-ahead log; recording anyway")
         }
     }
     let mut maintenance = DailyMaintenance::new(layout.clone(), &host, cli.retention.policy());

@@ -20,7 +20,7 @@ use tracing::{info, warn};
 
 use crate::compact::{Compacted, compact};
 use crate::retention::{Removed, RetentionPolicy, apply_retention};
-use crate::rotate::DAY_MS;
+use apron_store::rotate::DAY_MS;
 
 /// Compacting or applying retention failed.
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +78,7 @@ impl DataLock {
     /// [`MaintenanceError::Locked`] when another process holds it.
     pub fn acquire(layout: &DataLayout) -> Result<Self, MaintenanceError> {
         let path = layout.compact_lock_path();
-        let file = crate::create::open_or_create_no_follow(&path)
+        let file = apron_store::create::open_or_create_no_follow(&path)
             .map_err(MaintenanceError::io("open the lock file", &path))?;
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => Ok(Self { _lock: lock }),
@@ -179,7 +179,7 @@ impl DailyMaintenance {
                     }
                 }
                 Err(e) => {
-                    warn!(error = %crate::tick::format_chain(&e), "cannot compact closed days; trying again tomorrow")
+                    warn!(error = %apron_store::error_chain::format_chain(&e), "cannot compact closed days; trying again tomorrow")
                 }
             }
         });

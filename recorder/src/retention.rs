@@ -20,7 +20,7 @@ use apron_schemas::{DataLayout, Table};
 use chrono::NaiveDate;
 
 use crate::maintenance::{DataLock, MaintenanceError};
-use crate::rotate::DAY_MS;
+use apron_store::rotate::DAY_MS;
 
 /// Default retention of raw tables (`gpu_samples`, `proc_samples`), days.
 pub const DEFAULT_RAW_DAYS: u32 = 90;

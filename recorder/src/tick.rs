@@ -10,12 +10,13 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use apron_store::error_chain::format_chain;
 use tracing::{error, info, warn};
 
 use crate::maintenance::DailyMaintenance;
-use crate::source::{Source, Tick};
 use crate::stop_signal::{StopSignals, Wake};
-use crate::writer::{RollingWriter, WriteError, WriterStats};
+use apron_store::source::{Source, Tick};
+use apron_store::writer::{RollingWriter, WriteError, WriterStats};
 
 /// How often a write the disk keeps refusing is logged again.
 const WRITE_LOG_EVERY_MS: i64 = 60_000;
@@ -215,18 +216,6 @@ fn log_health(stats: &RunStats, writer: &RollingWriter) {
         wal_errors = wal.errors,
         "health"
     );
-}
-
-/// An error and its causes on one line.
-pub fn format_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

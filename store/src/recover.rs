@@ -24,7 +24,7 @@ use apron_schemas::wal::{SegmentFile, WalError, host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
 use tracing::{info, warn};
 
-use crate::tick::format_chain;
+use crate::error_chain::format_chain;
 use crate::writer::{RollingWriter, WriteError};
 
 /// What recovery did.

@@ -9,7 +9,7 @@ use apron_schemas::{GpuSample, ProcMinute, gpu_samples, proc_minutes};
 use arrow::array::{Array, AsArray, Int32Array};
 use arrow::datatypes::{Int32Type, TimestampMillisecondType};
 
-use crate::writer::write_file_atomic;
+use apron_store::writer::write_file_atomic;
 
 const DAY1: i64 = 1_796_083_200_000 - 2 * 86_400_000; // 2026-11-29T00:00:00Z
 
