@@ -33,6 +33,7 @@ pub mod output;
 pub mod panic_guard;
 pub mod period;
 pub mod queries;
+pub mod query_schema;
 pub mod recent;
 pub mod rounding;
 pub mod session;

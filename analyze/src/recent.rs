@@ -166,7 +166,7 @@ fn with_partitions(
     host: &str,
     schema: SchemaRef,
 ) -> Result<RecordBatch, ArrowError> {
-    const DAY_MS: i64 = 86_400_000;
+    use apron_schemas::time::DAY_MS;
     let days: Date32Array = ts_ms.iter().map(|&ts| i32::try_from(ts.div_euclid(DAY_MS)).ok()).collect();
     let hosts = StringArray::from(vec![host; batch.num_rows()]);
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();

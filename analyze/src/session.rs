@@ -23,7 +23,6 @@ use apron_schemas::{DataLayout, Table, test_pause};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::error::ArrowError;
 use datafusion::catalog::TableProvider;
 use datafusion::common::ParamValues;
@@ -49,6 +48,7 @@ use crate::integrity;
 use crate::minutes;
 use crate::output::{BatchWriter, Format};
 use crate::panic_guard;
+use crate::query_schema::{full_schema, partition_columns};
 use crate::recent;
 use crate::store::DataFileStore;
 
@@ -56,12 +56,6 @@ use crate::store::DataFileStore;
 /// (`.x.parquet`, macOS `._x.parquet` copies) and `_`-names (Spark's and
 /// Hive's bookkeeping), which pyarrow and Spark skip as well.
 const FILE_GLOB: &str = "[!._]*.parquet";
-
-/// The Hive partition columns of every table, in folder order, with the
-/// types their values are parsed into.
-pub fn partition_columns() -> Vec<(String, DataType)> {
-    vec![("date".to_owned(), DataType::Date32), ("host".to_owned(), DataType::Utf8)]
-}
 
 /// A DataFusion session over one data folder.
 ///
@@ -394,16 +388,6 @@ fn session_config() -> SessionConfig {
         // materialised (the files are sorted by gpu_uuid, ts).
         .set_bool("datafusion.execution.parquet.pushdown_filters", true)
         .set_bool("datafusion.execution.parquet.reorder_filters", true)
-}
-
-/// The schema a table is queried with: its file columns, then the
-/// partition columns.
-pub(crate) fn full_schema(table: Table) -> SchemaRef {
-    let mut fields: Vec<_> = table.schema().fields().iter().cloned().collect();
-    for (name, data_type) in partition_columns() {
-        fields.push(Arc::new(Field::new(name, data_type, true)));
-    }
-    Arc::new(Schema::new(fields))
 }
 
 /// The sources of one table, each optional.

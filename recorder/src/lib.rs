@@ -9,9 +9,11 @@
 //! lean agent.
 
 pub mod compact;
+pub mod data_lock;
 pub mod identity;
 pub mod lock;
 pub mod maintenance;
+pub mod maintenance_error;
 pub mod retention;
 pub mod source;
 pub mod stop_signal;

@@ -12,6 +12,7 @@ use apron_recorder::source::nvml::NvmlSource;
 use apron_recorder::stop_signal::StopSignals;
 use apron_recorder::tick;
 use apron_schemas::DataLayout;
+use apron_schemas::time::DAY_SECS;
 use apron_store::recover::recover;
 use apron_store::simulate::{SimulateOptions, simulate};
 use apron_store::source::Source;
@@ -154,7 +155,7 @@ fn parse_gpu_count(s: &str) -> Result<usize, String> {
 
 fn parse_retention(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 90d, 1095d, 3y)"))?;
-    if d < Duration::from_secs(86_400) {
+    if d < Duration::from_secs(DAY_SECS) {
         return Err("must be at least 1d".into());
     }
     Ok(d)

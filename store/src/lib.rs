@@ -12,6 +12,7 @@
 //! `schemas` ← `store` ← `recorder`, `analyze`.
 
 pub mod create;
+pub mod durable;
 pub mod error_chain;
 pub mod recover;
 pub mod rollup;
@@ -19,4 +20,5 @@ pub mod rotate;
 pub mod simulate;
 pub mod source;
 pub mod wal;
+pub mod write_error;
 pub mod writer;

@@ -120,7 +120,7 @@ fn a_closed_partition_becomes_one_sorted_file_with_every_row() {
     let today = layout.partition_dir(Table::GpuSamples, day("2026-11-30"), "n1");
     assert_eq!(parquet_names(&today).len(), 2, "the open day is not touched");
     let day_dir = layout.date_dir(Table::GpuSamples, day("2026-11-29"));
-    let siblings: Vec<_> = read_dir_if_any(&day_dir).expect("list").unwrap_or_default();
+    let siblings: Vec<_> = subfolders(&day_dir).expect("list").unwrap_or_default();
     assert_eq!(siblings.len(), 1, "no staging folder left: {siblings:?}");
 
     // Once merged, a partition of one file is left alone.
