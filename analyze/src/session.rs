@@ -22,7 +22,7 @@ use apron_schemas::paths::DATA_FILE_EXTENSION;
 use apron_schemas::{DataLayout, Table, test_pause};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat_batches;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
 use datafusion::catalog::TableProvider;
 use datafusion::common::ParamValues;

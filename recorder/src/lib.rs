@@ -1,5 +1,5 @@
-//! apron's node agent, as a library: the NVML source and process identity,
-//! the tick loop, stop signals, the recorder's lock, and the data folder's
+//! apron's node agent, as a library: a recording run ([`record`]), the NVML
+//! source and process identity, the tick loop, stop signals, the recorder's lock, and the data folder's
 //! maintenance (compaction of closed days, then retention).
 //!
 //! What the writer and the readers share (the source trait, the simulated
@@ -14,6 +14,7 @@ pub mod identity;
 pub mod lock;
 pub mod maintenance;
 pub mod maintenance_error;
+pub mod record;
 pub mod retention;
 pub mod source;
 pub mod stop_signal;

@@ -29,6 +29,17 @@ pub struct MaintenanceReport {
     pub removed: Vec<Removed>,
 }
 
+/// [`run`] as of now: today (UTC) is the first day left open, and the
+/// clock names the merged files.
+pub fn run_now(
+    layout: &DataLayout,
+    host: Option<&str>,
+    retention: Option<&RetentionPolicy>,
+) -> Result<MaintenanceReport, MaintenanceError> {
+    let now = chrono::Utc::now();
+    run(layout, host, now.date_naive(), retention, now.timestamp_millis())
+}
+
 /// Compacts every closed day (before `today`, UTC) of `host` (every host
 /// when `None`), then removes the day partitions `retention` says have
 /// expired (`None`: keep everything). Holds the data folder's lock
