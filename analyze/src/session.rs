@@ -51,11 +51,7 @@ use crate::panic_guard;
 use crate::query_schema::{full_schema, partition_columns};
 use crate::recent;
 use crate::store::DataFileStore;
-
-/// The names of the data files read: `*.parquet`, except hidden names
-/// (`.x.parquet`, macOS `._x.parquet` copies) and `_`-names (Spark's and
-/// Hive's bookkeeping), which pyarrow and Spark skip as well.
-const FILE_GLOB: &str = "[!._]*.parquet";
+use apron_schemas::paths::DATA_FILE_GLOB;
 
 /// A DataFusion session over one data folder.
 ///
@@ -443,7 +439,7 @@ fn listing_table(dir: &Path, table: Table, format: ParquetFormat) -> Result<List
     let url = url::Url::from_directory_path(dir).map_err(|()| {
         DataFusionError::Configuration(format!("{} is not an absolute folder path", dir.display()))
     })?;
-    let files = glob::Pattern::new(FILE_GLOB).map_err(|e| DataFusionError::External(Box::new(e)))?;
+    let files = glob::Pattern::new(DATA_FILE_GLOB).map_err(|e| DataFusionError::External(Box::new(e)))?;
     let url = ListingTableUrl::try_new(url, Some(files))?;
     let options = ListingOptions::new(Arc::new(format))
         .with_file_extension(DATA_FILE_EXTENSION)
