@@ -10,9 +10,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use apron_recorder::source::Tick;
-use apron_recorder::writer::RollingWriter;
 use apron_schemas::{DataLayout, GpuSample};
+use apron_store::source::Tick;
+use apron_store::writer::RollingWriter;
 use apron_tests::files_under;
 use apron_tests::{bin, fake_nvml};
 use arrow::array::AsArray;

@@ -19,8 +19,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use apron_recorder::source::nvml::{NvmlOpenError, NvmlSource};
-use apron_recorder::source::{Source, Tick};
 use apron_schemas::{GpuSample, ProcSample};
+use apron_store::source::{Source, Tick};
 
 /// Names the test whose body a child process runs.
 const SCENARIO_ENV: &str = "APRON_NVML_SCENARIO";

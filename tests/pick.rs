@@ -4,9 +4,9 @@
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use apron_recorder::source::Tick;
-use apron_recorder::writer::RollingWriter;
 use apron_schemas::{DataLayout, GpuSample};
+use apron_store::source::Tick;
+use apron_store::writer::RollingWriter;
 use apron_tests::bin;
 
 const GIB: i64 = 1 << 30;

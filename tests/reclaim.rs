@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use apron_recorder::source::Tick;
-use apron_recorder::writer::RollingWriter;
 use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
+use apron_store::source::Tick;
+use apron_store::writer::RollingWriter;
 use apron_tests::bin;
 
 const STEP_MS: i64 = 10_000;

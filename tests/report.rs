@@ -262,9 +262,9 @@ fn a_folder_that_is_not_a_report_is_refused_unless_forced() {
 
 #[test]
 fn names_that_look_like_formulas_are_text_in_the_csv_files() {
-    use apron_recorder::source::Tick;
-    use apron_recorder::writer::RollingWriter;
     use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
+    use apron_store::source::Tick;
+    use apron_store::writer::RollingWriter;
     use std::process::{Command, Stdio};
 
     // One idle GPU for 15 minutes, held by a process whose user and name

@@ -678,7 +678,7 @@ fn rows_of_the_write_ahead_log_at_impossible_times_are_left_out() {
     // i64::MAX, which no date arithmetic survives.
     let tmp = tempfile::tempdir().expect("tempdir");
     let layout = DataLayout::new(tmp.path());
-    let mut wal = apron_recorder::wal::Wal::new(layout.clone(), "node09", std::time::Duration::from_secs(1))
+    let mut wal = apron_store::wal::Wal::new(layout.clone(), "node09", std::time::Duration::from_secs(1))
         .expect("a WAL");
     let real = ms("2026-11-29T10:00:00Z");
     wal.begin(real, 0);

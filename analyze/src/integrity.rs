@@ -15,6 +15,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use apron_schemas::folders::subfolders;
 use apron_schemas::paths::is_data_file_name;
 use apron_schemas::{DataLayout, Table};
 use datafusion::arrow::compute::can_cast_types;
@@ -26,7 +27,7 @@ use datafusion::parquet::errors::ParquetError;
 use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 
 use crate::error::SessionError;
-use crate::session::partition_columns;
+use crate::query_schema::partition_columns;
 
 /// The first bad file of `tables` under `layout`, in path order, as the
 /// error to report; `None` when every footer, page index and schema is
@@ -130,13 +131,8 @@ fn data_files(table_dir: &Path) -> Vec<PathBuf> {
 
 /// The `key=value` sub-folders of `dir`; none when it cannot be read.
 fn partition_dirs(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains('='))
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect()
+    let found = subfolders(dir).ok().flatten().unwrap_or_default();
+    found.into_iter().filter(|(name, _)| name.contains('=')).map(|(_, path)| path).collect()
 }
 
 /// What is wrong with the file at `path` of `table`, if anything.

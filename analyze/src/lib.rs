@@ -47,6 +47,7 @@ pub mod panic_guard;
 pub mod params;
 pub mod period;
 pub mod queries;
+pub mod query_schema;
 pub mod recent;
 pub mod report_context;
 pub mod rounding;

@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use apron_schemas::folders::{Unlistable, partition_dirs};
 use apron_schemas::paths::is_data_file_name;
-use apron_schemas::paths::{parse_date_dir_name, parse_host_dir_name};
 use apron_schemas::{DataLayout, Table};
 use chrono::NaiveDate;
 use datafusion::arrow::datatypes::DataType;
@@ -40,21 +40,9 @@ pub(crate) type Partition = (NaiveDate, String);
 
 /// The partitions of `table` under `layout` that hold at least one data file.
 pub(crate) fn partitions(layout: &DataLayout, table: Table) -> BTreeSet<Partition> {
-    let mut out = BTreeSet::new();
-    let Ok(dates) = std::fs::read_dir(layout.table_dir(table)) else { return out };
-    for date_dir in dates.flatten() {
-        let name = date_dir.file_name();
-        let Some(date) = name.to_str().and_then(parse_date_dir_name) else { continue };
-        let Ok(hosts) = std::fs::read_dir(date_dir.path()) else { continue };
-        for host_dir in hosts.flatten() {
-            let name = host_dir.file_name();
-            let Some(host) = name.to_str().and_then(parse_host_dir_name) else { continue };
-            if has_data_file(&host_dir.path()) {
-                out.insert((date, host.to_owned()));
-            }
-        }
-    }
-    out
+    // Folders that cannot be listed hold nothing the reports can read.
+    let dirs = partition_dirs(layout, table, Unlistable::Skip).unwrap_or_default();
+    dirs.into_iter().filter(|p| has_data_file(&p.path)).map(|p| (p.date, p.host)).collect()
 }
 
 fn has_data_file(dir: &Path) -> bool {
@@ -120,7 +108,7 @@ pub(crate) async fn from_raw(
     ctx.register_table("gpu_samples", narrow(gpu_samples)?)?;
     let procs = match proc_samples {
         Some(p) => narrow(p)?,
-        None => Arc::new(datafusion::datasource::empty::EmptyTable::new(crate::session::full_schema(
+        None => Arc::new(datafusion::datasource::empty::EmptyTable::new(crate::query_schema::full_schema(
             Table::ProcSamples,
         ))),
     };

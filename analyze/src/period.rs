@@ -8,13 +8,14 @@
 
 use std::time::Duration;
 
+use apron_schemas::time::{DAY_SECS, HOUR_MS, MINUTE_MS};
 use chrono::{DateTime, Datelike, Months, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use datafusion::common::ScalarValue;
 
 use crate::error::{Error, PeriodError};
 
 /// The default period: the last 30 days, ending now.
-pub const DEFAULT_LAST: Duration = Duration::from_secs(30 * 86_400);
+pub const DEFAULT_LAST: Duration = Duration::from_secs(30 * DAY_SECS);
 
 /// The flags that choose a period, as parsed; see [`Period::choose`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -77,7 +78,7 @@ impl Period {
 
     /// The period's length in words: `30 days`, `6 h 30 min`.
     pub fn length(&self) -> String {
-        let minutes = (self.end_ms - self.start_ms) / 60_000;
+        let minutes = (self.end_ms - self.start_ms) / MINUTE_MS;
         let (days, hours, mins) = (minutes / 1440, minutes % 1440 / 60, minutes % 60);
         match (days, hours, mins) {
             (1, 0, 0) => "1 day".to_owned(),
@@ -96,7 +97,7 @@ impl Period {
     /// recorded for.
     pub fn elapsed_hours(&self, now_ms: i64) -> f64 {
         let end = self.end_ms.min(now_ms).max(self.start_ms);
-        (end - self.start_ms) as f64 / 3_600_000.0
+        (end - self.start_ms) as f64 / HOUR_MS as f64
     }
 
     /// The first day of the month before `month`'s.
@@ -118,7 +119,7 @@ pub fn timestamp(ms: i64) -> ScalarValue {
 /// `ms` as `2026-11-01 00:00` (UTC), with seconds when it has any.
 pub fn show_ms(ms: i64) -> String {
     match Utc.timestamp_millis_opt(ms).single() {
-        Some(t) if ms % 60_000 == 0 => t.format("%Y-%m-%d %H:%M").to_string(),
+        Some(t) if ms % MINUTE_MS == 0 => t.format("%Y-%m-%d %H:%M").to_string(),
         Some(t) if ms % 1000 == 0 => t.format("%Y-%m-%d %H:%M:%S").to_string(),
         Some(t) => t.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
         None => format!("{ms} ms"),

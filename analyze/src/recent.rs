@@ -6,7 +6,7 @@
 //! turns the open segments into record batches with the partition columns
 //! `date` and `host` added, shaped like the table's Parquet listing. It also
 //! rolls each segment's rows up into `gpu_minutes` and `proc_minutes` rows
-//! (with the recorder's own [`apron_recorder::rollup`]), so reports over the
+//! (with the writer's own [`apron_store::rollup`]), so reports over the
 //! minute tables see the open file too. Those rollups start without the
 //! previous file's last sample, so the first sample of each GPU takes its
 //! energy from power × time (the recorder's rollup at close is exact).
@@ -20,10 +20,10 @@
 use std::io;
 use std::sync::Arc;
 
-use apron_recorder::rollup::{EnergyCarry, rollup};
 use apron_schemas::test_pause;
 use apron_schemas::wal::{self, SegmentRows, WalError};
 use apron_schemas::{DataLayout, Table, gpu_minutes, gpu_samples, proc_minutes, proc_samples};
+use apron_store::rollup::{EnergyCarry, rollup};
 use datafusion::arrow::array::{ArrayRef, Date32Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
@@ -166,7 +166,7 @@ fn with_partitions(
     host: &str,
     schema: SchemaRef,
 ) -> Result<RecordBatch, ArrowError> {
-    const DAY_MS: i64 = 86_400_000;
+    use apron_schemas::time::DAY_MS;
     let days: Date32Array = ts_ms.iter().map(|&ts| i32::try_from(ts.div_euclid(DAY_MS)).ok()).collect();
     let hosts = StringArray::from(vec![host; batch.num_rows()]);
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();

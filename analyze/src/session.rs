@@ -22,8 +22,7 @@ use apron_schemas::paths::DATA_FILE_EXTENSION;
 use apron_schemas::{DataLayout, Table, test_pause};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat_batches;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
 use datafusion::catalog::TableProvider;
 use datafusion::common::ParamValues;
@@ -49,19 +48,10 @@ use crate::integrity;
 use crate::minutes;
 use crate::output::{BatchWriter, Format};
 use crate::panic_guard;
+use crate::query_schema::{full_schema, partition_columns};
 use crate::recent;
 use crate::store::DataFileStore;
-
-/// The names of the data files read: `*.parquet`, except hidden names
-/// (`.x.parquet`, macOS `._x.parquet` copies) and `_`-names (Spark's and
-/// Hive's bookkeeping), which pyarrow and Spark skip as well.
-const FILE_GLOB: &str = "[!._]*.parquet";
-
-/// The Hive partition columns of every table, in folder order, with the
-/// types their values are parsed into.
-pub fn partition_columns() -> Vec<(String, DataType)> {
-    vec![("date".to_owned(), DataType::Date32), ("host".to_owned(), DataType::Utf8)]
-}
+use apron_schemas::paths::DATA_FILE_GLOB;
 
 /// A DataFusion session over one data folder.
 ///
@@ -397,16 +387,6 @@ fn session_config() -> SessionConfig {
         .set_bool("datafusion.execution.parquet.reorder_filters", true)
 }
 
-/// The schema a table is queried with: its file columns, then the
-/// partition columns.
-pub(crate) fn full_schema(table: Table) -> SchemaRef {
-    let mut fields: Vec<_> = table.schema().fields().iter().cloned().collect();
-    for (name, data_type) in partition_columns() {
-        fields.push(Arc::new(Field::new(name, data_type, true)));
-    }
-    Arc::new(Schema::new(fields))
-}
-
 /// The sources of one table, each optional.
 struct TableParts<'a> {
     /// The Parquet listing of the table's folder.
@@ -460,7 +440,7 @@ fn listing_table(dir: &Path, table: Table, format: ParquetFormat) -> Result<List
     let url = url::Url::from_directory_path(dir).map_err(|()| {
         DataFusionError::Configuration(format!("{} is not an absolute folder path", dir.display()))
     })?;
-    let files = glob::Pattern::new(FILE_GLOB).map_err(|e| DataFusionError::External(Box::new(e)))?;
+    let files = glob::Pattern::new(DATA_FILE_GLOB).map_err(|e| DataFusionError::External(Box::new(e)))?;
     let url = ListingTableUrl::try_new(url, Some(files))?;
     let options = ListingOptions::new(Arc::new(format))
         .with_file_extension(DATA_FILE_EXTENSION)

@@ -28,18 +28,20 @@
 //! gone when it opens them (`NotFound`): it must list again (the analysis
 //! CLI retries once). A partition with fewer than two apron files is left
 //! alone. Merging only concatenates rows in order: rollup rows of one
-//! GPU-minute split across files stay two rows (see [`crate::rollup`]).
+//! GPU-minute split across files stay two rows (see [`apron_store::rollup`]).
 //! On a file system without `RENAME_EXCHANGE` compaction fails and leaves
 //! every partition as it was.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
+use apron_schemas::folders::subfolders;
 use apron_schemas::paths::{
     COMPACT_STAGING_PREFIX, is_data_file_name, parse_date_dir_name, parse_host_dir_name,
     parse_wal_segment_name,
 };
 use apron_schemas::{DataLayout, TABLE_KEY, Table, parquet_props};
+use apron_store::durable;
 use arrow::array::RecordBatch;
 use arrow::compute::SortOptions;
 use arrow::compute::interleave_record_batch;
@@ -51,8 +53,8 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::errors::ParquetError;
 
-use crate::maintenance::{DataLock, MaintenanceError};
-use crate::retention::read_dir_if_any;
+use crate::data_lock::DataLock;
+use crate::maintenance_error::MaintenanceError;
 
 /// Rows decoded at a time from each input file.
 const READ_BATCH_ROWS: usize = 1_024;
@@ -96,13 +98,13 @@ pub fn compact(
 ) -> Result<Vec<Compacted>, MaintenanceError> {
     let mut out = Vec::new();
     for table in Table::ALL {
-        let Some(days) = read_dir_if_any(&layout.table_dir(table))? else { continue };
+        let Some(days) = subfolders(&layout.table_dir(table))? else { continue };
         for (name, date_dir) in days {
             let Some(date) = parse_date_dir_name(&name) else { continue };
             if !is_closed(date, today) {
                 continue;
             }
-            for (host_name, path) in read_dir_if_any(&date_dir)?.unwrap_or_default() {
+            for (host_name, path) in subfolders(&date_dir)?.unwrap_or_default() {
                 if host_name.starts_with(COMPACT_STAGING_PREFIX) {
                     fs::remove_dir_all(&path).map_err(MaintenanceError::io("remove the leftover", &path))?;
                     continue;
@@ -226,7 +228,7 @@ fn compact_partition(
         };
         removed.map_err(MaintenanceError::io("remove the leftover", &staging))?;
     }
-    crate::create::create_dir_new(&staging).map_err(MaintenanceError::io("create folder", &staging))?;
+    apron_store::create::create_dir_new(&staging).map_err(MaintenanceError::io("create folder", &staging))?;
     let result = build_and_swap(&dir, &staging, table, date, host, now_ms, &inputs, &carried);
     if result.is_err() {
         // Before the swap the staging folder holds only the unfinished
@@ -401,7 +403,7 @@ fn merge(inputs: &[Entry], out: &Path, table: Table, host: &str) -> Result<u64, 
         }
     }
 
-    let file = crate::create::create_new(out).map_err(MaintenanceError::io("create", out))?;
+    let file = apron_store::create::create_new(out).map_err(MaintenanceError::io("create", out))?;
     let props = parquet_props::writer_properties(table, host);
     let mut writer =
         ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet_err("write", out))?;
@@ -496,8 +498,8 @@ fn merge(inputs: &[Entry], out: &Path, table: Table, host: &str) -> Result<u64, 
 }
 
 /// Makes renames and removals in `dir` durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), MaintenanceError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(MaintenanceError::io("sync folder", dir))
+fn sync_dir(dir: &Path) -> Result<(), MaintenanceError> {
+    durable::sync_dir(dir).map_err(MaintenanceError::io("sync folder", dir))
 }
 
 #[cfg(test)]

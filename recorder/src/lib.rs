@@ -1,23 +1,21 @@
-//! apron's node agent, as a library: sources (NVML, simulated fleet), the
-//! tick loop, the write-ahead log and crash recovery, the rolling Parquet
-//! writer and the bulk simulator, minute rollups, compaction of closed days
-//! and retention.
+//! apron's node agent, as a library: a recording run ([`record`]), the NVML
+//! source and process identity, the tick loop, stop signals, the recorder's lock, and the data folder's
+//! maintenance (compaction of closed days, then retention).
 //!
-//! `main.rs` only parses arguments and calls into here. This crate never
-//! links DataFusion or plotters: it stays a lean agent.
+//! What the writer and the readers share (the source trait, the simulated
+//! fleet, the rolling writer, the WAL, rollups, recovery, bulk simulation)
+//! is the `apron_store` crate's. `main.rs` only parses arguments and calls
+//! into here. This crate never links DataFusion or plotters: it stays a
+//! lean agent.
 
 pub mod compact;
-pub mod create;
+pub mod data_lock;
 pub mod identity;
 pub mod lock;
 pub mod maintenance;
-pub mod recover;
+pub mod maintenance_error;
+pub mod record;
 pub mod retention;
-pub mod rollup;
-pub mod rotate;
-pub mod simulate;
 pub mod source;
 pub mod stop_signal;
 pub mod tick;
-pub mod wal;
-pub mod writer;

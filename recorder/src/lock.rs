@@ -50,11 +50,11 @@ impl RecorderLock {
     pub fn acquire(path: &Path, host: &str) -> Result<RecorderLock, LockError> {
         let io_err = |source| LockError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
-            crate::create::create_dir_all(dir).map_err(io_err)?;
+            apron_store::create::create_dir_all(dir).map_err(io_err)?;
         }
         // Never through a symlink: the pid written below would overwrite
         // whatever file it points to.
-        let file = crate::create::open_or_create_no_follow(path).map_err(io_err)?;
+        let file = apron_store::create::open_or_create_no_follow(path).map_err(io_err)?;
         let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => lock,
             Err((mut file, Errno::EWOULDBLOCK)) => {

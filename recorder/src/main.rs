@@ -6,19 +6,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use apron_recorder::maintenance::{self, DailyMaintenance};
-use apron_recorder::recover::recover;
+use apron_recorder::maintenance;
+use apron_recorder::record::{RecordOptions, SourceKind, record};
 use apron_recorder::retention::RetentionPolicy;
-use apron_recorder::simulate::{SimulateOptions, simulate};
-use apron_recorder::source::Source;
-use apron_recorder::source::nvml::NvmlSource;
-use apron_recorder::source::sim::SimHost;
-use apron_recorder::stop_signal::StopSignals;
-use apron_recorder::tick;
-use apron_recorder::writer::RollingWriter;
 use apron_schemas::DataLayout;
+use apron_schemas::time::DAY_SECS;
+use apron_store::simulate::{SimulateOptions, simulate};
 use chrono::{NaiveDate, Utc};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 /// Records every GPU and GPU process of this host once per interval into
 /// Hive-partitioned Parquet files under the data folder.
@@ -43,7 +38,7 @@ struct Cli {
     sync: Duration,
     /// Most rows held in memory while the disk refuses writes (full,
     /// read-only); past it the oldest are dropped and counted.
-    #[arg(long, default_value_t = apron_recorder::writer::DEFAULT_MAX_ROWS)]
+    #[arg(long, default_value_t = apron_store::writer::DEFAULT_MAX_ROWS)]
     buffer_rows: usize,
     /// How often the one-line health summary is logged.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
@@ -84,12 +79,6 @@ impl RetentionArgs {
     fn policy(self) -> RetentionPolicy {
         RetentionPolicy::from_durations(self.retain_raw, self.retain_rollups)
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum SourceKind {
-    Nvml,
-    Sim,
 }
 
 #[derive(Debug, Subcommand)]
@@ -154,7 +143,7 @@ fn parse_gpu_count(s: &str) -> Result<usize, String> {
 
 fn parse_retention(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 90d, 1095d, 3y)"))?;
-    if d < Duration::from_secs(86_400) {
+    if d < Duration::from_secs(DAY_SECS) {
         return Err("must be at least 1d".into());
     }
     Ok(d)
@@ -225,7 +214,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let policy = retention.policy();
             run_compact(&layout, host.as_deref(), (!no_retention).then_some(&policy))
         }
-        None => record(&cli, layout),
+        None => Ok(record(&record_options(&cli))?),
     }
 }
 
@@ -234,8 +223,7 @@ fn run_compact(
     host: Option<&str>,
     retention: Option<&RetentionPolicy>,
 ) -> anyhow::Result<()> {
-    let now = Utc::now();
-    let report = maintenance::run(layout, host, now.date_naive(), retention, now.timestamp_millis())
+    let report = maintenance::run_now(layout, host, retention)
         .with_context(|| format!("cannot compact {}", layout.root().display()))?;
     for c in &report.compacted {
         println!(
@@ -294,69 +282,20 @@ fn run_simulate(opts: &SimulateOptions, data: &std::path::Path) -> anyhow::Resul
     Ok(())
 }
 
-fn record(cli: &Cli, layout: DataLayout) -> anyhow::Result<()> {
-    // Before any thread starts (NVML's, the WAL's sync thread), so every
-    // thread inherits the blocked mask and the stop signals reach only the
-    // tick loop's wait.
-    let signals = StopSignals::block().context("cannot block SIGTERM and SIGINT for the tick loop")?;
-    let host = match &cli.host {
-        Some(h) => h.clone(),
-        None => nix::unistd::gethostname()
-            .context("cannot read this machine's host name; pass --host")?
-            .to_string_lossy()
-            .into_owned(),
-    };
-    let valid = apron_schemas::paths::validate_host(&host);
-    if cli.host.is_some() {
-        valid?;
-    } else {
-        valid.context("this machine's host name cannot name a folder; pass --host NAME")?;
+/// The recording run's options from the flags.
+fn record_options(cli: &Cli) -> RecordOptions {
+    RecordOptions {
+        data: cli.data.clone(),
+        source: cli.source,
+        interval: cli.interval,
+        rotate: cli.rotate,
+        sync: cli.sync,
+        buffer_rows: cli.buffer_rows,
+        health_every: cli.health_every,
+        host: cli.host.clone(),
+        sim_gpus: cli.sim_gpus,
+        sim_seed: cli.sim_seed,
+        nvml_lib: cli.nvml_lib.clone(),
+        retention: cli.retention.policy(),
     }
-    let mut source: Box<dyn Source> = match cli.source {
-        SourceKind::Sim => {
-            let now = Utc::now().timestamp_millis();
-            Box::new(SimHost::new(&host, cli.sim_gpus, cli.sim_seed, now))
-        }
-        SourceKind::Nvml => Box::new(NvmlSource::open(host.clone(), cli.nvml_lib.as_deref())?),
-    };
-    // Before anything touches the WAL (and after the source opened, so a
-    // machine without a driver is told so and left untouched): a second recorder would replay and
-    // delete the first one's open segment.
-    let _lock = apron_recorder::lock::RecorderLock::acquire(&layout.recorder_lock_path(&host), &host)?;
-    // What a crash left in the WAL goes to Parquet before anything new is
-    // recorded, under the names the crashed writer would have used.
-    match recover(&layout, &host) {
-        Ok(r) if r.segments > 0 => tracing::info!(
-            segments = r.segments,
-            recovered = r.recovered,
-            empty = r.empty,
-            kept = r.kept,
-            files = r.files,
-            gpu_rows = r.gpu_rows,
-            proc_rows = r.proc_rows,
-            torn_bytes = r.torn_bytes,
-            quarantined = r.quarantined,
-            bad_frames = r.bad_frames,
-            refused_rows = r.refused_rows,
-            "recovered the write-ahead log"
-        ),
-        Ok(_) => {}
-        Err(e) => {
-            tracing::warn!(error = %tick::format_chain(&e), "cannot recover the write-ahead log; recording anyway")
-        }
-    }
-    let mut maintenance = DailyMaintenance::new(layout.clone(), &host, cli.retention.policy());
-    let mut writer =
-        RollingWriter::new(layout, &host, cli.rotate)?.with_wal(cli.sync)?.with_max_rows(cli.buffer_rows);
-    tracing::info!(host = %host, data = %cli.data.display(), source = ?cli.source, interval = ?cli.interval, rotate = ?cli.rotate, sync = ?cli.sync, "recording");
-    tick::run_with_maintenance(
-        &signals,
-        source.as_mut(),
-        &mut writer,
-        cli.interval,
-        cli.health_every,
-        Some(&mut maintenance),
-    )
-    .with_context(|| format!("cannot write the last rows under {}", cli.data.display()))?;
-    Ok(())
 }

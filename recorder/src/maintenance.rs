@@ -7,88 +7,18 @@
 //! changes ([`DailyMaintenance`]), so ticks go on while a day is merged;
 //! `apron-recorder compact` runs it on demand ([`run`]).
 
-use std::fs::File;
 use std::io;
-use std::path::PathBuf;
 use std::thread::JoinHandle;
 
 use apron_schemas::DataLayout;
+use apron_schemas::time::DAY_MS;
 use chrono::NaiveDate;
-use nix::fcntl::{Flock, FlockArg};
-use parquet::errors::ParquetError;
 use tracing::{info, warn};
 
 use crate::compact::{Compacted, compact};
+use crate::data_lock::DataLock;
+use crate::maintenance_error::MaintenanceError;
 use crate::retention::{Removed, RetentionPolicy, apply_retention};
-use crate::rotate::DAY_MS;
-
-/// Compacting or applying retention failed.
-#[derive(Debug, thiserror::Error)]
-pub enum MaintenanceError {
-    /// Someone else holds the data folder's maintenance lock.
-    #[error("another compaction is running on {} (it holds {})", data.display(), lock.display())]
-    Locked {
-        /// The data folder.
-        data: PathBuf,
-        /// The lock file.
-        lock: PathBuf,
-    },
-    /// A file or folder operation failed.
-    #[error("cannot {op} {}", path.display())]
-    Io {
-        /// What was being done ("list", "swap in the compacted folder", …).
-        op: &'static str,
-        /// The path it was done to.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
-    /// Reading or writing a Parquet file failed.
-    #[error("cannot {op} {}", path.display())]
-    Parquet {
-        /// "read", "write" or "merge".
-        op: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: ParquetError,
-    },
-}
-
-impl MaintenanceError {
-    /// An [`MaintenanceError::Io`] for `op` on `path`, for `map_err`.
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Self {
-        let path = path.into();
-        move |source| MaintenanceError::Io { op, path, source }
-    }
-}
-
-/// The data folder's maintenance lock, held until dropped. Compaction and
-/// retention take it as proof that nobody else changes the partitions
-/// they work on.
-#[derive(Debug)]
-pub struct DataLock {
-    _lock: Flock<File>,
-}
-
-impl DataLock {
-    /// Takes the lock of `layout`'s data folder without waiting: fails with
-    /// [`MaintenanceError::Locked`] when another process holds it.
-    pub fn acquire(layout: &DataLayout) -> Result<Self, MaintenanceError> {
-        let path = layout.compact_lock_path();
-        let file = crate::create::open_or_create_no_follow(&path)
-            .map_err(MaintenanceError::io("open the lock file", &path))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => Ok(Self { _lock: lock }),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                Err(MaintenanceError::Locked { data: layout.root().to_path_buf(), lock: path })
-            }
-            Err((_, errno)) => Err(MaintenanceError::Io { op: "lock", path, source: errno.into() }),
-        }
-    }
-}
 
 /// What one maintenance run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -97,6 +27,17 @@ pub struct MaintenanceReport {
     pub compacted: Vec<Compacted>,
     /// Partitions removed as expired.
     pub removed: Vec<Removed>,
+}
+
+/// [`run`] as of now: today (UTC) is the first day left open, and the
+/// clock names the merged files.
+pub fn run_now(
+    layout: &DataLayout,
+    host: Option<&str>,
+    retention: Option<&RetentionPolicy>,
+) -> Result<MaintenanceReport, MaintenanceError> {
+    let now = chrono::Utc::now();
+    run(layout, host, now.date_naive(), retention, now.timestamp_millis())
 }
 
 /// Compacts every closed day (before `today`, UTC) of `host` (every host
@@ -179,7 +120,7 @@ impl DailyMaintenance {
                     }
                 }
                 Err(e) => {
-                    warn!(error = %crate::tick::format_chain(&e), "cannot compact closed days; trying again tomorrow")
+                    warn!(error = %apron_store::error_chain::format_chain(&e), "cannot compact closed days; trying again tomorrow")
                 }
             }
         });

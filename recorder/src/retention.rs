@@ -15,12 +15,15 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use apron_schemas::folders::subfolders;
 use apron_schemas::paths::{EXPIRED_PREFIX, expired_path, parse_date_dir_name};
+use apron_schemas::time::DAY_MS;
 use apron_schemas::{DataLayout, Table};
+use apron_store::durable;
 use chrono::NaiveDate;
 
-use crate::maintenance::{DataLock, MaintenanceError};
-use crate::rotate::DAY_MS;
+use crate::data_lock::DataLock;
+use crate::maintenance_error::MaintenanceError;
 
 /// Default retention of raw tables (`gpu_samples`, `proc_samples`), days.
 pub const DEFAULT_RAW_DAYS: u32 = 90;
@@ -97,7 +100,7 @@ pub fn apply_retention(
     let mut removed = Vec::new();
     for table in Table::ALL {
         let table_dir = layout.table_dir(table);
-        let Some(entries) = read_dir_if_any(&table_dir)? else { continue };
+        let Some(entries) = subfolders(&table_dir)? else { continue };
         let keep = policy.days(table);
         for (name, path) in entries {
             if name.starts_with(EXPIRED_PREFIX) {
@@ -106,7 +109,7 @@ pub fn apply_retention(
             }
             let Some(date) = parse_date_dir_name(&name) else { continue };
             // A host folder an interrupted run hid but did not delete.
-            for (child, child_path) in read_dir_if_any(&path)?.unwrap_or_default() {
+            for (child, child_path) in subfolders(&path)?.unwrap_or_default() {
                 if child.starts_with(EXPIRED_PREFIX) {
                     remove_dir(&child_path)?;
                 }
@@ -143,7 +146,7 @@ fn remove_partition(dir: &Path, pid: u32) -> Result<(), MaintenanceError> {
     remove_dir(&hidden)?;
     fs::rename(dir, &hidden).map_err(MaintenanceError::io("hide the expired partition", dir))?;
     if let Some(parent) = dir.parent() {
-        crate::compact::sync_dir(parent)?;
+        durable::sync_dir(parent).map_err(MaintenanceError::io("sync folder", parent))?;
     }
     remove_dir(&hidden)
 }
@@ -155,25 +158,6 @@ fn remove_dir(dir: &Path) -> Result<(), MaintenanceError> {
         }
         _ => Ok(()),
     }
-}
-
-/// The (name, path) of the sub-folders of `dir`, sorted; `None` when `dir`
-/// does not exist.
-pub(crate) fn read_dir_if_any(dir: &Path) -> Result<Option<Vec<(String, PathBuf)>>, MaintenanceError> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(MaintenanceError::Io { op: "list", path: dir.to_path_buf(), source: e }),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(MaintenanceError::io("list", dir))?;
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            out.push((entry.file_name().to_string_lossy().into_owned(), entry.path()));
-        }
-    }
-    out.sort();
-    Ok(Some(out))
 }
 
 #[cfg(test)]
@@ -247,7 +231,7 @@ mod tests {
         // Every host: whole day folders go.
         apply_retention(&layout, None, today, &policy, &lock).expect("retention");
         let days = |t: Table| -> Vec<String> {
-            read_dir_if_any(&layout.table_dir(t))
+            subfolders(&layout.table_dir(t))
                 .expect("list")
                 .unwrap_or_default()
                 .into_iter()

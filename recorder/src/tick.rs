@@ -10,21 +10,24 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use apron_schemas::time::MINUTE_MS;
+use apron_store::error_chain::format_chain;
 use tracing::{error, info, warn};
 
 use crate::maintenance::DailyMaintenance;
-use crate::source::{Source, Tick};
 use crate::stop_signal::{StopSignals, Wake};
-use crate::writer::{RollingWriter, WriteError, WriterStats};
+use apron_store::source::{Source, Tick};
+use apron_store::write_error::WriteError;
+use apron_store::writer::{RollingWriter, WriterStats};
 
 /// How often a write the disk keeps refusing is logged again.
-const WRITE_LOG_EVERY_MS: i64 = 60_000;
+const WRITE_LOG_EVERY_MS: i64 = MINUTE_MS;
 
 /// How often the one-line health summary is logged by default.
 pub const DEFAULT_HEALTH_EVERY: Duration = Duration::from_secs(300);
 
 /// How often a GPU that keeps failing is logged again.
-const FAILURE_LOG_EVERY_MS: i64 = 60_000;
+const FAILURE_LOG_EVERY_MS: i64 = MINUTE_MS;
 
 /// What a recording run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -215,18 +218,6 @@ fn log_health(stats: &RunStats, writer: &RollingWriter) {
         wal_errors = wal.errors,
         "health"
     );
-}
-
-/// An error and its causes on one line.
-pub fn format_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

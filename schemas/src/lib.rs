@@ -1,6 +1,7 @@
 //! apron's tables: the Arrow schema of every table, its columns and units, the
 //! Parquet writer settings, the schema version stored in each file, the
-//! on-disk layout, and the write-ahead log format ([`wal`]) that the analysis
+//! on-disk layout (its paths, [`folders`] walking its partitions, the
+//! [`time`] units), and the write-ahead log format ([`wal`]) that the analysis
 //! reads without linking the recorder.
 //!
 //! This crate owns *what* is stored and *where*; the recorder owns *when*
@@ -14,6 +15,7 @@
 //!   `Timestamp(Millisecond, "UTC")`;
 //! - integers are signed (`Int32`/`Int64`) so every engine reads them alike.
 
+pub mod folders;
 pub mod gpu_minutes;
 pub mod gpu_samples;
 pub mod parquet_props;
@@ -22,6 +24,7 @@ pub mod proc_minutes;
 pub mod proc_samples;
 pub mod table;
 pub mod test_pause;
+pub mod time;
 pub mod wal;
 
 pub use gpu_minutes::GpuMinute;

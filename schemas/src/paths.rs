@@ -151,6 +151,10 @@ pub fn is_data_file_name(name: &str) -> bool {
     !name.starts_with(['.', '_']) && name.ends_with(DATA_FILE_EXTENSION)
 }
 
+/// [`is_data_file_name`] as a glob over a file name, for listings that
+/// filter by pattern (the analysis CLI's DataFusion listing).
+pub const DATA_FILE_GLOB: &str = "[!._]*.parquet";
+
 /// How a data file's name writes its first tick (UTC, to the millisecond).
 const FILE_START_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
 

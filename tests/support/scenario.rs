@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use apron_recorder::source::Tick;
-use apron_recorder::writer::RollingWriter;
 use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
+use apron_store::source::Tick;
+use apron_store::writer::RollingWriter;
 
 /// The first sample: Monday 2026-11-02 10:00:00 UTC.
 pub const START: &str = "2026-11-02T10:00:00Z";

@@ -1,7 +1,7 @@
 //! `apron demo [--out DIR]`: what apron does, in one command, without a
 //! GPU. It simulates a month of a realistic fleet (4 hosts of 8 GPUs, six
 //! teams: H100, A100 and L40S hosts; training, serving, notebooks, zombies,
-//! idle nights and weekends) with the recorder's own simulator and writer
+//! idle nights and weekends) with the store's simulator and writer
 //! into a temporary data folder, writes a config that prices the GPUs and
 //! maps five of the teams (the sixth shows up as `unassigned`), writes the
 //! monthly report, and prints its headline figures and where it is.
@@ -10,9 +10,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use apron_recorder::simulate::{SimulateOptions, simulate};
-use apron_recorder::source::sim::teams;
 use apron_schemas::DataLayout;
+use apron_store::simulate::{SimulateOptions, simulate};
+use apron_store::source::sim::teams;
 use chrono::{Datelike, NaiveDate, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
 

@@ -9,7 +9,8 @@ use datafusion::arrow::array::{
     UInt64Array,
 };
 use datafusion::arrow::datatypes::{
-    Date32Type, Field, Float64Type, Int32Type, Int64Type, Schema, TimeUnit, TimestampMillisecondType,
+    DataType, Date32Type, Field, Float64Type, Int32Type, Int64Type, Schema, TimeUnit,
+    TimestampMillisecondType,
 };
 use datafusion::common::ScalarValue;
 use datafusion::parquet::arrow::ArrowWriter;
@@ -301,6 +302,18 @@ fn data_file_names() {
     assert!(is_data_file_name("20261130T014500000Z-000001.parquet"));
     for name in [".a.parquet.tmp", ".a.parquet", "._a.parquet", "_SUCCESS", "a.parquet.tmp"] {
         assert!(!is_data_file_name(name), "{name}");
+    }
+    // The listing's glob says the same as the rule.
+    let glob = glob::Pattern::new(apron_schemas::paths::DATA_FILE_GLOB).expect("a valid glob");
+    for name in [
+        "a.parquet",
+        "20261130T014500000Z-000001.parquet",
+        ".a.parquet",
+        "._a.parquet",
+        "_a.parquet",
+        "a.txt",
+    ] {
+        assert_eq!(glob.matches(name), is_data_file_name(name), "{name}");
     }
 }
 

@@ -9,7 +9,7 @@ use apron_schemas::{GpuSample, ProcMinute, gpu_samples, proc_minutes};
 use arrow::array::{Array, AsArray, Int32Array};
 use arrow::datatypes::{Int32Type, TimestampMillisecondType};
 
-use crate::writer::write_file_atomic;
+use apron_store::writer::write_file_atomic;
 
 const DAY1: i64 = 1_796_083_200_000 - 2 * 86_400_000; // 2026-11-29T00:00:00Z
 
@@ -120,7 +120,7 @@ fn a_closed_partition_becomes_one_sorted_file_with_every_row() {
     let today = layout.partition_dir(Table::GpuSamples, day("2026-11-30"), "n1");
     assert_eq!(parquet_names(&today).len(), 2, "the open day is not touched");
     let day_dir = layout.date_dir(Table::GpuSamples, day("2026-11-29"));
-    let siblings: Vec<_> = read_dir_if_any(&day_dir).expect("list").unwrap_or_default();
+    let siblings: Vec<_> = subfolders(&day_dir).expect("list").unwrap_or_default();
     assert_eq!(siblings.len(), 1, "no staging folder left: {siblings:?}");
 
     // Once merged, a partition of one file is left alone.

@@ -36,8 +36,8 @@ pub use self::driver::ProcessCall;
 pub use self::gpu::PCIE_THROUGHPUT_EVERY;
 use self::gpu::{GpuState, Outcome, Request, to_i64};
 use self::worker::{Answer, Pool};
-use super::{GpuFailure, Source, Tick};
 use crate::identity::IdentityCache;
+use apron_store::source::{GpuFailure, Source, Tick};
 
 /// The library names tried, in order, when no path is given. Machines
 /// without the driver's development package have only the versioned name.

@@ -3,12 +3,11 @@
 //! loop passes the tick time in), so a simulated month runs through the same
 //! code in seconds.
 //!
-//! Two implementations: [`nvml::NvmlSource`] (the real GPUs; its module and
-//! submodules are the only ones that import `nvml_wrapper`) and
-//! [`sim::SimHost`] (a seeded, deterministic simulated host, used by the demo
-//! and the tests).
+//! Two implementations: the recorder's `NvmlSource` (the real GPUs, in
+//! `apron_recorder::source::nvml`, the only module that imports
+//! `nvml_wrapper`) and [`sim::SimHost`] here (a seeded, deterministic
+//! simulated host, used by the demo and the tests).
 
-pub mod nvml;
 pub mod sim;
 
 use apron_schemas::{GpuSample, ProcSample};

@@ -18,13 +18,16 @@ use std::f64::consts::TAU;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use apron_schemas::time;
+
 use super::calendar::Calendar;
 use super::hardware::GpuModel;
 use super::noise::{self, unit};
 
-const MIN_MS: f64 = 60_000.0;
-const HOUR_MS: f64 = 60.0 * MIN_MS;
-const DAY_MS: f64 = 24.0 * HOUR_MS;
+// The workloads draw durations as real numbers of milliseconds.
+const MIN_MS: f64 = time::MINUTE_MS as f64;
+const HOUR_MS: f64 = time::HOUR_MS as f64;
+const DAY_MS: f64 = time::DAY_MS as f64;
 const GIB: f32 = (1u64 << 30) as f32;
 
 /// Salts that make a process's episodes (stalls, bursts, pauses)

@@ -5,8 +5,7 @@
 //! belongs to exactly one `date=` partition and file names line up across
 //! hosts and restarts.
 
-/// Milliseconds in a UTC day.
-pub const DAY_MS: i64 = 86_400_000;
+use apron_schemas::time::DAY_MS;
 
 /// The start of the rotation window that holds `ts_ms`.
 pub fn window_start(ts_ms: i64, rotate_ms: i64) -> i64 {
@@ -28,7 +27,7 @@ pub fn should_rotate(file_start_ms: i64, last_ms: i64, ts_ms: i64, rotate_ms: i6
 mod tests {
     use super::*;
 
-    const MIN: i64 = 60_000;
+    const MIN: i64 = apron_schemas::time::MINUTE_MS;
 
     #[test]
     fn rotates_at_aligned_window_boundaries() {

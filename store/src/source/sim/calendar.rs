@@ -2,8 +2,7 @@
 //! comes. The simulated organisation works in UTC (the reports' time zone),
 //! Monday to Friday; nights and weekends are quiet.
 
-const HOUR_MS: i64 = 3_600_000;
-const DAY_MS: i64 = 24 * HOUR_MS;
+use apron_schemas::time::{DAY_MS, HOUR_MS};
 
 /// Day of the week of `ts_ms`, 0 = Monday (1970-01-01 was a Thursday).
 pub(super) fn weekday(ts_ms: i64) -> i64 {

@@ -20,12 +20,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use apron_schemas::paths::temp_path;
+use apron_schemas::time::DAY_SECS;
 use apron_schemas::wal::{SegmentFile, WalError, host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
 use tracing::{info, warn};
 
-use crate::tick::format_chain;
-use crate::writer::{RollingWriter, WriteError};
+use crate::error_chain::format_chain;
+use crate::write_error::WriteError;
+use crate::writer::RollingWriter;
 
 /// What recovery did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -171,7 +173,7 @@ fn recover_segment(
         // A writer of its own: one that failed holds its rows for a retry,
         // which must not stand in the way of the next segment. Its rotation
         // never applies; `replay` names the files.
-        let mut writer = RollingWriter::new(layout.clone(), host, Duration::from_secs(86_400))?;
+        let mut writer = RollingWriter::new(layout.clone(), host, Duration::from_secs(DAY_SECS))?;
         writer.replay(seg.start_ms, seg.seq, rows.gpus, rows.procs)?;
         out.files = writer.stats().files;
         if !damaged {

@@ -9,10 +9,11 @@ use std::time::Duration;
 use apron_schemas::DataLayout;
 use chrono::NaiveDate;
 
-use crate::rotate::DAY_MS;
 use crate::source::sim::{SimFleet, SimHost};
 use crate::source::{Source, Tick};
-use crate::writer::{RollingWriter, WriteError, WriterStats};
+use crate::write_error::WriteError;
+use crate::writer::{RollingWriter, WriterStats};
+use apron_schemas::time::DAY_MS;
 
 /// What to simulate.
 #[derive(Debug, Clone)]

@@ -15,64 +15,26 @@
 //! writing it again (replaying a segment after a crash) is skipped.
 
 use std::collections::VecDeque;
-use std::fs::{self, File};
-use std::io;
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apron_schemas::paths::{temp_path, validate_host};
+use apron_schemas::paths::validate_host;
 use apron_schemas::test_pause::{pause_at, points};
 use apron_schemas::{
-    DataLayout, GpuSample, PathError, ProcSample, Table, Text, gpu_minutes, gpu_samples, parquet_props,
-    proc_minutes, proc_samples,
+    DataLayout, GpuSample, ProcSample, Table, Text, gpu_minutes, gpu_samples, parquet_props, proc_minutes,
+    proc_samples,
 };
 use arrow::array::RecordBatch;
-use arrow::error::ArrowError;
 use parquet::arrow::ArrowWriter;
-use parquet::errors::ParquetError;
 
+use crate::durable;
 use crate::rollup::{self, EnergyCarry};
 use crate::rotate::should_rotate;
 use crate::source::Tick;
 use crate::wal::{SealedSegment, Wal, WalStats};
-
-/// Writing a Parquet file failed.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    /// The host name cannot be a partition folder.
-    #[error(transparent)]
-    Host(#[from] PathError),
-    /// A file or folder operation failed.
-    #[error("cannot {op} {}", path.display())]
-    Io {
-        /// What was being done ("create folder", "rename into place", …).
-        op: &'static str,
-        /// The path it was done to.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
-    /// Encoding the rows as Parquet failed.
-    #[error("cannot write {}", path.display())]
-    Parquet {
-        /// The temporary file being written.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: ParquetError,
-    },
-    /// The rows did not fit the table's schema (a bug, not a user error).
-    #[error("cannot build {table} rows")]
-    Batch {
-        /// The table.
-        table: Table,
-        /// The cause.
-        #[source]
-        source: ArrowError,
-    },
-}
+use crate::write_error::WriteError;
 
 /// What the writer has written so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -544,66 +506,33 @@ impl RollingWriter {
     }
 }
 
-/// Writes `batch` as a complete Parquet file of `table` at `path`: temporary
-/// name, fsync, rename, fsync of the folder. When this returns `Ok`, the file
-/// is durable and complete; on error no file is left at `path` or at the
-/// temporary name.
+/// Writes `batch` as a complete Parquet file of `table` at `path`, through
+/// [`durable::write_file`] (temporary name, fsync, rename, fsync of the
+/// folder). When this returns `Ok`, the file is durable and complete; on
+/// error no file is left at `path` or at the temporary name.
 pub fn write_file_atomic(
     path: &Path,
     table: Table,
     host: &str,
     batch: &RecordBatch,
 ) -> Result<(), WriteError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    crate::create::create_dir_all(dir).map_err(|source| WriteError::Io {
-        op: "create folder",
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let tmp = temp_path(path);
-    let result = write_and_rename(&tmp, path, table, host, batch);
-    if result.is_err() {
-        // Best effort: the temporary file may not exist, and an error here
-        // would hide the real one.
-        let _ = fs::remove_file(&tmp);
-    }
-    result?;
-    sync_dir(dir)
-}
-
-fn write_and_rename(
-    tmp: &Path,
-    path: &Path,
-    table: Table,
-    host: &str,
-    batch: &RecordBatch,
-) -> Result<(), WriteError> {
-    let io_err = |op: &'static str, p: &Path| {
-        let p = p.to_path_buf();
-        move |source| WriteError::Io { op, path: p, source }
-    };
-    let file = crate::create::replace_temp(tmp).map_err(io_err("create", tmp))?;
-    let props = parquet_props::writer_properties(table, host);
-    let parquet_err = |source| WriteError::Parquet { path: tmp.to_path_buf(), source };
-    let mut writer = ArrowWriter::try_new(file, table.schema(), Some(props)).map_err(parquet_err)?;
-    writer.write(batch).map_err(parquet_err)?;
-    let file = writer.into_inner().map_err(parquet_err)?;
-    file.sync_all().map_err(io_err("sync", tmp))?;
-    fs::rename(tmp, path).map_err(io_err("rename into place", path))
-}
-
-/// Makes a rename in `dir` durable.
-fn sync_dir(dir: &Path) -> Result<(), WriteError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|source| WriteError::Io {
-        op: "sync folder",
-        path: dir.to_path_buf(),
-        source,
+    durable::write_file(path, |file, tmp| {
+        let props = parquet_props::writer_properties(table, host);
+        let parquet_err = |source| WriteError::Parquet { path: tmp.to_path_buf(), source };
+        let mut writer = ArrowWriter::try_new(file, table.schema(), Some(props)).map_err(parquet_err)?;
+        writer.write(batch).map_err(parquet_err)?;
+        writer.into_inner().map_err(parquet_err)
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::fs::File;
+    use std::path::PathBuf;
+
+    use apron_schemas::paths::temp_path;
 
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::file::serialized_reader::ReadOptionsBuilder;

@@ -41,10 +41,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use apron_schemas::time::MINUTE_MS;
 use apron_schemas::{GpuMinute, GpuSample, ProcIdentity, ProcMinute, ProcSample, Text};
-
-/// Milliseconds in a minute.
-pub const MINUTE_MS: i64 = 60_000;
 
 /// The start of the UTC minute that holds `ts_ms`.
 pub fn minute_of(ts_ms: i64) -> i64 {

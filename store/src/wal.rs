@@ -28,7 +28,7 @@ use apron_schemas::wal::{SegmentHeader, encode_header, encode_tick};
 use apron_schemas::{DataLayout, GpuSample, ProcSample};
 use tracing::warn;
 
-use crate::writer::WriteError;
+use crate::write_error::WriteError;
 
 /// What the log has done so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -281,7 +281,7 @@ fn spawn_syncer(errors: Arc<AtomicU64>) -> std::io::Result<SyncSender<SyncJob>> 
     thread::Builder::new().name("apron-wal-sync".into()).stack_size(64 << 10).spawn(move || {
         for job in rx {
             let synced = job.file.sync_data().and_then(|()| match &job.dir {
-                Some(dir) => File::open(dir).and_then(|d| d.sync_all()),
+                Some(dir) => crate::durable::sync_dir(dir),
                 None => Ok(()),
             });
             if let Err(e) = synced {

@@ -33,9 +33,10 @@ use super::calendar;
 use super::hardware::GpuModel;
 use super::org;
 use super::workload::{self, Kind, Work};
+use apron_schemas::time::{DAY_MS, HOUR_MS, MINUTE_MS};
 
 /// How long before the first tick the simulated history starts.
-pub(super) const PREROLL_MS: i64 = 14 * 86_400_000;
+pub(super) const PREROLL_MS: i64 = 14 * DAY_MS;
 
 /// The kernel's classic `pid_max`: pids wrap around and get reused (by a
 /// different process, with a different start time).
@@ -53,8 +54,8 @@ const PAGE_MASK: i64 = !((2 << 20) - 1);
 
 /// Mean time between job arrivals at a free GPU, at full office-hour
 /// rate and appetite 1, and between guests on a notebook GPU.
-const ARRIVAL_MEAN_MS: f64 = 70.0 * 60_000.0;
-const GUEST_MEAN_MS: f64 = 10.0 * 3_600_000.0;
+const ARRIVAL_MEAN_MS: f64 = 70.0 * MINUTE_MS as f64;
+const GUEST_MEAN_MS: f64 = 10.0 * HOUR_MS as f64;
 
 /// How a process came to be on its GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
