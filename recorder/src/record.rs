@@ -24,12 +24,13 @@ use crate::source::nvml::{NvmlOpenError, NvmlSource};
 use crate::stop_signal::StopSignals;
 use crate::tick;
 
-/// Where samples come from.
+/// Where samples come from: `Nvml`, the real GPUs through NVML, or `Sim`, a
+/// simulated host ([`SimHost`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SourceKind {
-    /// The real GPUs, through NVML.
+    // No doc comments on the values: clap would print them and switch
+    // `--help` to its long layout.
     Nvml,
-    /// A simulated host ([`SimHost`]).
     Sim,
 }
 
