@@ -4,7 +4,7 @@
 //! the file. When a query fails while running, [`find_bad_file`] (every file
 //! of the folder) or [`find_bad_file_among`] (the files the query read)
 //! checks the data files as the engine lists them (`DATA/<table>/date=…/
-//! host=…/*.parquet`, hidden files skipped, see [`is_data_file_name`]):
+//! host=…/*.parquet`, hidden files skipped, see [`apron_schemas::paths::is_data_file_name`]):
 //! that each is not empty and has a readable footer, page index and
 //! schema, and every column the table requires, with a type that casts to
 //! the table's. That reads metadata only, so it is cheap enough to run over
@@ -15,8 +15,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use apron_schemas::folders::subfolders;
-use apron_schemas::paths::is_data_file_name;
+use apron_schemas::folders::{self, subfolders};
 use apron_schemas::{DataLayout, Table};
 use datafusion::arrow::compute::can_cast_types;
 use datafusion::arrow::datatypes::{DataType, Schema};
@@ -115,14 +114,7 @@ fn data_files(table_dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for date_dir in partition_dirs(table_dir) {
         for host_dir in partition_dirs(&date_dir) {
-            let Ok(entries) = std::fs::read_dir(&host_dir) else { continue };
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                if is_data_file_name(&name) && entry.metadata().is_ok_and(|m| m.is_file()) {
-                    files.push(entry.path());
-                }
-            }
+            files.extend(folders::data_files(&host_dir).into_iter().map(|(_, path)| path));
         }
     }
     files.sort();

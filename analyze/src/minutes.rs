@@ -22,8 +22,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use apron_schemas::folders::{Unlistable, partition_dirs};
-use apron_schemas::paths::is_data_file_name;
+use apron_schemas::folders::{Unlistable, data_files, partition_dirs};
 use apron_schemas::{DataLayout, Table};
 use chrono::NaiveDate;
 use datafusion::arrow::datatypes::DataType;
@@ -46,8 +45,7 @@ pub(crate) fn partitions(layout: &DataLayout, table: Table) -> BTreeSet<Partitio
 }
 
 fn has_data_file(dir: &Path) -> bool {
-    std::fs::read_dir(dir)
-        .is_ok_and(|entries| entries.flatten().any(|e| e.file_name().to_str().is_some_and(is_data_file_name)))
+    !data_files(dir).is_empty()
 }
 
 /// What part 3 needs: the raw partitions with no rollups.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
 
-use crate::paths::{parse_date_dir_name, parse_host_dir_name};
+use crate::paths::{is_data_file_name, parse_date_dir_name, parse_host_dir_name};
 use crate::{DataLayout, Table};
 
 /// A folder of the data folder could not be listed.
@@ -42,6 +42,23 @@ pub fn subfolders(dir: &Path) -> Result<Option<Vec<(String, PathBuf)>>, ListErro
     }
     out.sort();
     Ok(Some(out))
+}
+
+/// The data files of one partition folder (files, or links to files, named
+/// as [`crate::paths::is_data_file_name`] says: `*.parquet`, not hidden),
+/// as (name, path) sorted by name; none when `dir` cannot be listed.
+pub fn data_files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.metadata().is_ok_and(|m| m.is_file()))
+        .filter_map(|e| {
+            let name = e.file_name().to_str().filter(|n| is_data_file_name(n))?.to_owned();
+            Some((name, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// One partition folder of a table: `TABLE/date=DATE/host=HOST`.
@@ -115,6 +132,18 @@ mod tests {
         assert_eq!(found[0].path, layout.partition_dir(Table::GpuSamples, day("2026-11-01"), "c"));
         assert!(partition_dirs(&layout, Table::ProcSamples, Unlistable::Fail).expect("walk").is_empty());
         assert!(subfolders(&tmp.path().join("missing")).expect("no error").is_none());
+    }
+
+    #[test]
+    fn data_files_are_the_visible_parquet_files() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        for name in ["b.parquet", "a.parquet", ".a.parquet.tmp", ".hidden.parquet", "notes.txt"] {
+            fs::write(tmp.path().join(name), b"").expect("write");
+        }
+        fs::create_dir(tmp.path().join("c.parquet")).expect("a folder, not a file");
+        let names: Vec<String> = data_files(tmp.path()).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a.parquet", "b.parquet"]);
+        assert!(data_files(&tmp.path().join("missing")).is_empty());
     }
 
     #[test]
