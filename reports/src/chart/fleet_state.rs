@@ -15,10 +15,15 @@ use plotters::style::{Color, RGBColor};
 
 use super::axis::Side;
 use super::canvas::{self, Area, DrawError};
-use super::frame::{self, Rect};
+use super::context::ChartContext;
+use super::error::ChartError;
+use super::frame;
 use super::legend::{Entry, Swatch};
+use super::name::ChartName;
 use super::palette::{BUSY, IDLE_EMPTY, IDLE_HELD, TEXT, UNKNOWN};
-use super::{ChartContext, ChartError, ChartName, FleetStatePoint, axis, text, time_axis};
+use super::rect::Rect;
+use super::series::FleetStatePoint;
+use super::{axis, text, time_axis};
 use crate::number::grouped;
 
 /// A count read off a point.
