@@ -23,14 +23,12 @@ use super::name::ChartName;
 use super::palette::{BUSY, IDLE_EMPTY, IDLE_HELD, TEXT, UNKNOWN};
 use super::rect::Rect;
 use super::series::FleetStatePoint;
-use super::{axis, text, time_axis};
+use super::time_axis::{self, LONE_BUCKET_MS};
+use super::{axis, text};
 use crate::number::grouped;
 
 /// A count read off a point.
 type Measure = fn(&FleetStatePoint) -> f64;
-
-/// Bucket width assumed when the series has a single point, ms.
-const LONE_BUCKET_MS: i64 = 3_600_000;
 
 /// Draws the fleet-state chart of `points` (in any order) into the PNG
 /// `out`. Counts that are negative or not finite are drawn as zero.

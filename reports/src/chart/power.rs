@@ -22,11 +22,9 @@ use super::name::ChartName;
 use super::palette::{BUSY, SECOND_LINE};
 use super::rect::Rect;
 use super::series::PowerPoint;
-use super::{text, time_axis};
+use super::text;
+use super::time_axis::{self, LONE_BUCKET_MS};
 use crate::number::grouped;
-
-/// Bucket width assumed when the series has a single point, ms.
-const LONE_BUCKET_MS: i64 = 3_600_000;
 
 /// Draws the power chart of `points` (in any order) into the PNG `out`.
 /// Points whose power or energy is not finite leave a gap in that line.
