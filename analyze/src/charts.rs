@@ -115,3 +115,13 @@ pub async fn gpu_days(report: &Report) -> Result<Vec<GpuDayCell>, Error> {
 pub async fn power(report: &Report) -> Result<Vec<PowerPoint>, Error> {
     figures::power::power(report, bucket_seconds(report)).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_round_minutes_hours_and_a_day() {
+        assert_eq!(BUCKETS, [60, 300, 900, 1_800, 3_600, 7_200, 10_800, 21_600, 43_200, 86_400]);
+    }
+}

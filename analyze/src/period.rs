@@ -215,6 +215,12 @@ mod tests {
         assert_eq!(p(120).length(), "2 h");
         assert_eq!(p(1440).length(), "1 day");
         assert_eq!(p(1530).length(), "25 h 30 min");
+        assert_eq!(p(2 * 1440).length(), "2 days");
+        assert_eq!(p(1445).length(), "24 h 5 min");
+        assert_eq!(p(3 * 1440 + 60).length(), "73 h");
+        assert_eq!(p(61).length(), "1 h 1 min");
+        // Seconds below a whole minute are not shown.
+        assert_eq!(Period { start_ms: 0, end_ms: 90_500 }.length(), "1 min");
         assert_eq!(p(5).elapsed_hours(60_000), 1.0 / 60.0);
     }
 }
