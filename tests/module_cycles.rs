@@ -31,60 +31,12 @@
 //!   file.
 //!
 //! Every strongly connected group of two or more modules fails the test,
-//! naming one cycle in it and the file and line of each reference.
-//! [`KNOWN`] lists cycles another change is taking apart; one that no longer
-//! exists fails too, so the list is emptied as they go.
+//! naming one cycle in it and the file and line of each reference. There is
+//! no allow-list: a cycle is taken apart where it is made.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-
-/// Cycles left to another change, as (crate folder, the modules of the
-/// strongly connected group, sorted). Remove a line when its cycle is gone.
-const KNOWN: &[(&str, &[&str])] = &[
-    // The commands print and the charts call back into them: taken apart
-    // by the change that moves each report's figures into typed rows.
-    (
-        "analyze",
-        &[
-            "charts",
-            "commands",
-            "commands::alerts",
-            "commands::chart",
-            "commands::demo",
-            "commands::idle_cost",
-            "commands::reclaim",
-            "commands::report",
-            "commands::spend",
-            "commands::windows",
-            "commands::zombies",
-        ],
-    ),
-    // Parents that call into their children, whose shared types the
-    // children take from the parent (`super::ChartContext`, `super::TableData`).
-    ("reports", &["bundle", "bundle::csv_table", "bundle::html", "bundle::markdown"]),
-    (
-        "reports",
-        &[
-            "chart",
-            "chart::axis",
-            "chart::canvas",
-            "chart::fleet_state",
-            "chart::frame",
-            "chart::gpu_days",
-            "chart::heatmap",
-            "chart::hour_of_week",
-            "chart::idle_cost",
-            "chart::legend",
-            "chart::palette",
-            "chart::power",
-            "chart::team_bars",
-            "chart::team_spend",
-            "chart::text",
-            "chart::time_axis",
-        ],
-    ),
-];
 
 /// One module's reference to another: where it is written.
 #[derive(Debug, Clone)]
@@ -108,22 +60,11 @@ fn no_module_imports_one_that_imports_it_back() {
     let crates = crate_dirs(workspace);
     assert!(crates.len() >= 5, "found the workspace's crates: {crates:?}");
     let mut failures = Vec::new();
-    let mut known_seen = BTreeSet::new();
     for dir in &crates {
         let name = dir.strip_prefix(workspace).expect("under the workspace").display().to_string();
         let graph = read_crate(&dir.join("src"));
         for group in strongly_connected(&graph) {
-            let members: Vec<&str> = group.iter().map(String::as_str).collect();
-            if let Some(k) = KNOWN.iter().position(|(c, m)| *c == name && *m == members.as_slice()) {
-                known_seen.insert(k);
-                continue;
-            }
             failures.push(format!("{name}: {}", describe_cycle(&graph, &group, workspace)));
-        }
-    }
-    for (k, (c, m)) in KNOWN.iter().enumerate() {
-        if !known_seen.contains(&k) {
-            failures.push(format!("{c}: the known cycle among {m:?} is gone (or changed); update KNOWN"));
         }
     }
     assert!(failures.is_empty(), "modules that import each other:\n{}", failures.join("\n"));

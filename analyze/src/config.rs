@@ -67,6 +67,7 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use apron_schemas::time::DAY_SECS;
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -289,7 +290,7 @@ pub struct Alerts {
 
 /// How far back `no_data` looks for hosts and GPUs: one seen longer ago is
 /// taken as retired, not as silent.
-pub const NO_DATA_LOOKBACK: Duration = Duration::from_secs(7 * 86_400);
+pub const NO_DATA_LOOKBACK: Duration = Duration::from_secs(7 * DAY_SECS);
 
 impl Default for Config {
     /// The documented defaults, with [`Source::Defaults`].
@@ -322,13 +323,13 @@ impl Default for Energy {
 
 impl Default for Zombie {
     fn default() -> Self {
-        Zombie { min_mem_mib: 256, min_idle: Duration::from_secs(10 * 60) }
+        Zombie { min_mem_mib: 256, min_idle: Duration::from_mins(10) }
     }
 }
 
 impl Default for Reclaim {
     fn default() -> Self {
-        Reclaim { idle_for: Duration::from_secs(2 * 3600) }
+        Reclaim { idle_for: Duration::from_hours(2) }
     }
 }
 
@@ -338,7 +339,7 @@ impl Default for Alerts {
             low_usage_1h: 10.0,
             low_usage_4h: 10.0,
             high_usage_15m: 80.0,
-            no_data: Duration::from_secs(5 * 60),
+            no_data: Duration::from_mins(5),
         }
     }
 }
@@ -568,7 +569,7 @@ pub const MAX_OPS_PER_GPU_HOUR: f64 = 1_000_000.0;
 pub const MAX_MIN_MEM_MIB: u64 = 1 << 20;
 
 /// The longest duration the file may give (`min_idle`, `for`): 366 days.
-pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * DAY_SECS);
 
 /// A finite number from `min` to `max`, refused with a message that names
 /// the bound it breaks.

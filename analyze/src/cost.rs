@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use apron_schemas::time::{DAY_SECS, HOUR_SECS};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
@@ -29,13 +30,13 @@ use crate::queries;
 use crate::session::Session;
 
 /// Seconds in a year of the write-off: 365.25 days.
-pub const SECONDS_PER_YEAR: f64 = 365.25 * 86_400.0;
+pub const SECONDS_PER_YEAR: f64 = 365.25 * DAY_SECS as f64;
 
 /// What one second of a GPU priced by `cost` costs besides energy, in the
 /// config's currency: `purchase_price / (lifetime_years × 365.25 days) +
 /// ops_per_gpu_hour / 3600`.
 pub fn rate_per_second(cost: &GpuCost) -> f64 {
-    cost.purchase_price / (cost.lifetime_years * SECONDS_PER_YEAR) + cost.ops_per_gpu_hour / 3600.0
+    cost.purchase_price / (cost.lifetime_years * SECONDS_PER_YEAR) + cost.ops_per_gpu_hour / HOUR_SECS as f64
 }
 
 /// Registers `apron_gpu_rate` and `apron_team` with `session`, applying `config`.

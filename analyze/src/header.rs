@@ -9,6 +9,7 @@
 
 use std::io::Write;
 
+use apron_schemas::time::{HOUR_SECS, MINUTE_MS};
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type, TimestampMillisecondType};
 
@@ -62,7 +63,7 @@ impl Coverage {
                 Some(c) => format!(
                     "; the data covers {} – {} UTC",
                     show_ms(c.first_minute),
-                    show_ms(c.last_minute + 60_000)
+                    show_ms(c.last_minute + MINUTE_MS)
                 ),
                 None => String::new(),
             };
@@ -75,7 +76,7 @@ impl Coverage {
         };
         let first_ms = sample_in(session, raw.first_minute, true).await?.unwrap_or(raw.first_minute);
         let last_ms = sample_in(session, raw.last_minute, false).await?.unwrap_or(raw.last_minute);
-        let recorded_hours = raw.recorded_seconds / 3600.0;
+        let recorded_hours = raw.recorded_seconds / HOUR_SECS as f64;
         let possible = raw.gpus as f64 * period.elapsed_hours(now_ms);
         let model_hours = model_hours(session, period).await?;
         Ok(Coverage {
@@ -198,7 +199,7 @@ async fn coverage_row(session: &Session, period: &Period) -> Result<Option<Cover
 /// data may come as rollups alone). A raw file that cannot be read is an
 /// error: the header never hides a broken file.
 async fn sample_in(session: &Session, minute_ms: i64, first: bool) -> Result<Option<i64>, Error> {
-    let params = vec![timestamp(minute_ms), timestamp(minute_ms + 60_000)];
+    let params = vec![timestamp(minute_ms), timestamp(minute_ms + MINUTE_MS)];
     let df = match session.sql_with_params(queries::SAMPLES_BETWEEN, params).await {
         Ok(df) => df,
         Err(Error::Session(SessionError::UnknownTable { .. })) => return Ok(None),

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use apron_schemas::time::{DAY_SECS, HOUR_MS, MINUTE_MS};
+use apron_schemas::time::{DAY_MS, DAY_SECS, HOUR_MS, MINUTE_MS};
 use chrono::{DateTime, Datelike, Months, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use datafusion::common::ScalarValue;
 
@@ -78,15 +78,15 @@ impl Period {
 
     /// The period's length in words: `30 days`, `6 h 30 min`.
     pub fn length(&self) -> String {
-        let minutes = (self.end_ms - self.start_ms) / MINUTE_MS;
-        let (days, hours, mins) = (minutes / 1440, minutes % 1440 / 60, minutes % 60);
+        let span = self.end_ms - self.start_ms;
+        let (days, hours, mins) = (span / DAY_MS, span % DAY_MS / HOUR_MS, span % HOUR_MS / MINUTE_MS);
         match (days, hours, mins) {
             (1, 0, 0) => "1 day".to_owned(),
             (d, 0, 0) if d > 0 => format!("{d} days"),
             (0, h, 0) => format!("{h} h"),
             (0, 0, m) => format!("{m} min"),
-            (d, h, m) => {
-                let h = h + d * 24;
+            (_, _, m) => {
+                let h = span / HOUR_MS;
                 if m == 0 { format!("{h} h") } else { format!("{h} h {m} min") }
             }
         }
@@ -215,6 +215,12 @@ mod tests {
         assert_eq!(p(120).length(), "2 h");
         assert_eq!(p(1440).length(), "1 day");
         assert_eq!(p(1530).length(), "25 h 30 min");
+        assert_eq!(p(2 * 1440).length(), "2 days");
+        assert_eq!(p(1445).length(), "24 h 5 min");
+        assert_eq!(p(3 * 1440 + 60).length(), "73 h");
+        assert_eq!(p(61).length(), "1 h 1 min");
+        // Seconds below a whole minute are not shown.
+        assert_eq!(Period { start_ms: 0, end_ms: 90_500 }.length(), "1 min");
         assert_eq!(p(5).elapsed_hours(60_000), 1.0 / 60.0);
     }
 }

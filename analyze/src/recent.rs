@@ -157,7 +157,7 @@ fn is_live(path: &std::path::Path) -> bool {
 
 /// How recently a segment must have been written to count as a running
 /// recorder's open segment: far longer than any tick interval.
-const LIVE_SEGMENT_WINDOW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+const LIVE_SEGMENT_WINDOW: std::time::Duration = std::time::Duration::from_mins(15);
 
 /// Appends `date` (the UTC day of each row's `ts_ms`) and `host` to `batch`.
 fn with_partitions(

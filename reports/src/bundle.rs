@@ -9,6 +9,10 @@
 //! same folder with the [chart functions](crate::chart) before or after,
 //! this module never draws. The caller also computes every figure and
 //! formats every cell: this module only lays text out and escapes it.
+//!
+//! What a report says ([`Report`], [`TableData`]) is defined in `report.rs`
+//! and `table.rs`, which the renderers beside them read without importing
+//! this module back.
 
 use std::collections::HashSet;
 use std::io;
@@ -20,6 +24,11 @@ use crate::chart::ChartName;
 mod csv_table;
 mod html;
 mod markdown;
+mod report;
+mod table;
+
+pub use report::{Figure, Report, Section};
+pub use table::TableData;
 
 /// The file every report folder holds: it marks the folder as an apron
 /// report's, whose files a later report may replace.
@@ -69,84 +78,6 @@ pub fn mark_out_dir(out_dir: &Path) -> Result<(), BundleError> {
     std::fs::create_dir_all(out_dir)
         .map_err(|source| BundleError::CreateDir { path: out_dir.to_owned(), source })?;
     write(&out_dir.join(MARKER), MARKER_TEXT.as_bytes())
-}
-
-/// Everything one report says, in reading order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Report {
-    /// The page title, e.g. `"GPU fleet report: November 2026"`.
-    pub title: String,
-    /// The period covered, as the reader should see it.
-    pub period: String,
-    /// The data folder the figures came from, as the user gave it.
-    pub data: String,
-    /// Which configuration file was used (teams, prices).
-    pub config: String,
-    /// ISO 4217 code of the money amounts, e.g. `"USD"`.
-    pub currency: String,
-    /// The big numbers at the top, in order.
-    pub headline: Vec<Figure>,
-    /// The body, in order.
-    pub sections: Vec<Section>,
-}
-
-/// One headline number.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Figure {
-    /// What it is, e.g. `"Idle cost"`.
-    pub label: String,
-    /// The number as it should read, e.g. `"$12,400.00"` (see [`crate::money`]).
-    pub value: String,
-    /// How it moved, e.g. `"+12% vs October"`; `None` shows nothing.
-    pub change: Option<String>,
-}
-
-/// One part of the report: a heading, prose, and optionally a chart and a
-/// table.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Section {
-    /// The section heading.
-    pub heading: String,
-    /// Paragraphs of plain text (no markup; it is escaped).
-    pub paragraphs: Vec<String>,
-    /// A table, also written as `<name>.csv`.
-    pub table: Option<TableData>,
-    /// A chart shown after the paragraphs, as `<chart>.png` in the folder.
-    pub chart: Option<ChartName>,
-}
-
-/// A table of preformatted cells.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TableData {
-    /// The CSV file stem, e.g. `"spend"` for `spend.csv`: letters, digits,
-    /// `-`, `_` and `.`, not starting with `.`; unique within a report.
-    pub name: String,
-    /// Column headings.
-    pub columns: Vec<String>,
-    /// Rows of cells, each exactly as long as `columns`.
-    pub rows: Vec<Vec<String>>,
-    /// Per column: right-align it (numbers). Missing entries mean `false`.
-    pub numeric: Vec<bool>,
-    /// How many rows the page and the summary show (the first ones); `None`
-    /// shows them all. The CSV always holds every row.
-    pub shown: Option<usize>,
-}
-
-impl TableData {
-    /// Whether column `col` is right-aligned.
-    pub fn is_numeric(&self, col: usize) -> bool {
-        self.numeric.get(col).copied().unwrap_or(false)
-    }
-
-    /// The rows the page and the summary show.
-    pub fn shown_rows(&self) -> &[Vec<String>] {
-        &self.rows[..self.shown.map_or(self.rows.len(), |n| n.min(self.rows.len()))]
-    }
-
-    /// The CSV file name, e.g. `"spend.csv"`.
-    pub fn file_name(&self) -> String {
-        format!("{}.csv", self.name)
-    }
 }
 
 /// What [`write_bundle`] wrote.

@@ -17,6 +17,7 @@ pub mod bundle;
 pub mod chart;
 mod fonts;
 mod number;
+mod time;
 
 pub use bundle::{
     BundleError, BundleFiles, Figure, MARKER, OutDirState, Report, Section, TableData, mark_out_dir,

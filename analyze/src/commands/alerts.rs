@@ -8,7 +8,7 @@ use std::io::Write;
 use chrono::Utc;
 
 use crate::cli::{AlertsArgs, GlobalArgs};
-use crate::commands::Outcome;
+use crate::commands::outcome::Outcome;
 use crate::config::Config;
 use crate::error::Error;
 use crate::figures::alerts::alerts;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use apron_schemas::DataLayout;
+use apron_schemas::time::DAY_SECS;
 use apron_store::simulate::{SimulateOptions, simulate};
 use apron_store::source::sim::teams;
 use chrono::{Datelike, NaiveDate, Utc};
@@ -90,7 +91,7 @@ fn simulate_fleet(
     days: u32,
     interval: Duration,
 ) -> Result<(), Error> {
-    let total = u64::from(days) * 86_400 * gpus as u64;
+    let total = u64::from(days) * DAY_SECS * gpus as u64;
     let bar = ProgressBar::new(total).with_style(
         ProgressStyle::with_template("{spinner} simulating [{bar:20}] {percent}% {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -105,7 +106,7 @@ fn simulate_fleet(
         seed: 2026,
         interval,
         // One file per host and day, as compaction leaves closed days.
-        rotate: Duration::from_secs(86_400),
+        rotate: Duration::from_secs(DAY_SECS),
         threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
     let progress = |done: u64, _total: u64| bar.set_position(done);

@@ -18,6 +18,7 @@ pub mod chart;
 pub mod config;
 pub mod demo;
 pub mod idle_cost;
+mod outcome;
 pub mod pick;
 pub mod reclaim;
 pub mod report;
@@ -26,14 +27,7 @@ pub mod sql;
 pub mod windows;
 pub mod zombies;
 
-/// How a command that succeeded wants the process to end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Exit code 0.
-    Done,
-    /// `apron alerts` found rules firing: exit code 1.
-    AlertsFired,
-}
+pub use outcome::Outcome;
 
 /// Runs the command `cli` names, writing its result to `out`.
 pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {

@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use apron_reports::{ChartName, Figure, Section, TableData, grouped};
+use apron_schemas::time::HOUR_MINUTES;
 use chrono::{Datelike, NaiveDate};
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
@@ -555,7 +556,7 @@ fn picked(name: &str, batch: &RecordBatch, picks: &[(&str, &str, Unit)], shown: 
             match unit {
                 Unit::AsIs => raw,
                 Unit::BytesToGib => scaled(&raw, 1.0 / f64::from(1u32 << 30)),
-                Unit::MinutesToHours => scaled(&raw, 1.0 / 60.0),
+                Unit::MinutesToHours => scaled(&raw, 1.0 / HOUR_MINUTES as f64),
             }
         })
         .collect();

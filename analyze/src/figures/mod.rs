@@ -19,6 +19,7 @@
 //! - [`fleet_state`], [`power`], [`gpu_days`]: the time and GPU series
 //!   only the charts draw.
 
+use apron_schemas::time::MINUTE_SECS;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
@@ -53,7 +54,7 @@ fn unreadable(source: ArrowError) -> Error {
 /// Whole minutes of `d`, rounded up, at least one: how many idle minutes a
 /// stretch needs.
 fn whole_minutes(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_secs().div_ceil(60)).unwrap_or(i64::MAX).max(1)
+    i64::try_from(d.as_secs().div_ceil(MINUTE_SECS)).unwrap_or(i64::MAX).max(1)
 }
 
 #[cfg(test)]

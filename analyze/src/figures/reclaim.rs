@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use apron_schemas::time::HOUR_MINUTES;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
@@ -50,7 +51,7 @@ impl Reclaim {
 
     /// GPU-hours in the stretches.
     pub fn gpu_hours(&self) -> f64 {
-        self.rows.iter().map(|r| r.idle_minutes as f64).sum::<f64>() / 60.0
+        self.rows.iter().map(|r| r.idle_minutes as f64).sum::<f64>() / HOUR_MINUTES as f64
     }
 }
 

@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use super::TableData;
+use super::table::TableData;
 
 /// The CSV bytes of `table`.
 pub(super) fn render(table: &TableData) -> Result<Vec<u8>, csv::Error> {

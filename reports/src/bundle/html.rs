@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::{Report, Section, TableData};
+use super::report::{Report, Section};
+use super::table::TableData;
 
 const CSS: &str = r#"
 :root { color-scheme: light; }

@@ -5,7 +5,8 @@
 
 use std::fmt::Write as _;
 
-use super::{Report, Section, TableData};
+use super::report::{Report, Section};
+use super::table::TableData;
 
 /// The Markdown for `report`.
 pub(super) fn render(report: &Report) -> String {

@@ -14,8 +14,9 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged, ValueFo
 use plotters::style::{Color, RGBColor};
 
 use super::canvas::{Area, DrawResult};
-use super::frame::{Frame, Rect};
+use super::frame::Frame;
 use super::palette::{AXIS, GRID, GRID_LIGHT, INK, TEXT};
+use super::rect::Rect;
 use super::text::{self, Align, Font, Line};
 
 /// Font of tick labels.

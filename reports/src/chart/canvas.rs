@@ -16,7 +16,9 @@ use plotters::coord::Shift;
 use plotters::drawing::{DrawingArea, DrawingAreaErrorKind, IntoDrawingArea};
 use plotters::prelude::{BitMapBackend, WHITE};
 
-use super::{ChartContext, ChartError, ChartName};
+use super::context::ChartContext;
+use super::error::ChartError;
+use super::name::ChartName;
 use crate::{atomic, fonts};
 
 /// The whole canvas, in pixel coordinates from the top left.

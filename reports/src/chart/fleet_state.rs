@@ -15,17 +15,20 @@ use plotters::style::{Color, RGBColor};
 
 use super::axis::Side;
 use super::canvas::{self, Area, DrawError};
-use super::frame::{self, Rect};
+use super::context::ChartContext;
+use super::error::ChartError;
+use super::frame;
 use super::legend::{Entry, Swatch};
+use super::name::ChartName;
 use super::palette::{BUSY, IDLE_EMPTY, IDLE_HELD, TEXT, UNKNOWN};
-use super::{ChartContext, ChartError, ChartName, FleetStatePoint, axis, text, time_axis};
+use super::rect::Rect;
+use super::series::FleetStatePoint;
+use super::time_axis::{self, LONE_BUCKET_MS};
+use super::{axis, text};
 use crate::number::grouped;
 
 /// A count read off a point.
 type Measure = fn(&FleetStatePoint) -> f64;
-
-/// Bucket width assumed when the series has a single point, ms.
-const LONE_BUCKET_MS: i64 = 3_600_000;
 
 /// Draws the fleet-state chart of `points` (in any order) into the PNG
 /// `out`. Counts that are negative or not finite are drawn as zero.

@@ -9,33 +9,12 @@ use plotters::element::{PathElement, Rectangle};
 use plotters::style::Color;
 
 use super::canvas::{Area, DrawError, DrawResult};
+use super::context::ChartContext;
 use super::legend::{self, Entry};
+use super::name::ChartName;
 use super::palette::{AXIS, GRID, INK, MUTED};
+use super::rect::Rect;
 use super::text::{self, Align, Font, Line};
-use super::{ChartContext, ChartName};
-
-/// A pixel rectangle on the canvas: `left..right`, `top..bottom`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Rect {
-    pub(super) left: i32,
-    pub(super) top: i32,
-    pub(super) right: i32,
-    pub(super) bottom: i32,
-}
-
-impl Rect {
-    pub(super) fn width(&self) -> i32 {
-        self.right - self.left
-    }
-
-    pub(super) fn height(&self) -> i32 {
-        self.bottom - self.top
-    }
-
-    pub(super) fn centre(&self) -> (i32, i32) {
-        ((self.left + self.right) / 2, (self.top + self.bottom) / 2)
-    }
-}
 
 /// The drawn frame: where the chart's plot goes, and the scale.
 #[derive(Debug, Clone, Copy)]

@@ -8,8 +8,12 @@ use std::path::Path;
 use chrono::NaiveDate;
 
 use super::canvas::{self, Area, DrawError};
+use super::context::ChartContext;
+use super::error::ChartError;
+use super::frame;
 use super::heatmap::{self, Cells, Grid};
-use super::{ChartContext, ChartError, ChartName, GpuDayCell, frame};
+use super::name::ChartName;
+use super::series::GpuDayCell;
 
 /// Draws the GPU-days heatmap of `cells` into the PNG `out`. Rows are GPUs
 /// in order of first appearance in `cells`; columns are every day from the

@@ -12,8 +12,9 @@ use plotters::element::{PathElement, Rectangle};
 use plotters::style::{Color, WHITE};
 
 use super::canvas::{Area, DrawError, DrawResult};
-use super::frame::{Frame, Rect};
+use super::frame::Frame;
 use super::palette::{self, AXIS, INK};
+use super::rect::Rect;
 use super::text::{self, Align, Font, Line};
 use super::{axis, legend};
 

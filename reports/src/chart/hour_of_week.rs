@@ -5,8 +5,12 @@
 use std::path::Path;
 
 use super::canvas::{self, Area, DrawError};
+use super::context::ChartContext;
+use super::error::ChartError;
+use super::frame;
 use super::heatmap::{self, Cells, Grid};
-use super::{ChartContext, ChartError, ChartName, HourOfWeekCell, frame};
+use super::name::ChartName;
+use super::series::HourOfWeekCell;
 
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 

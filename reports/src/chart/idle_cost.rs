@@ -5,10 +5,14 @@
 use std::path::Path;
 
 use super::canvas::{self, Area, DrawError};
-use super::frame::{self, Rect};
+use super::context::ChartContext;
+use super::error::ChartError;
+use super::frame;
+use super::name::ChartName;
 use super::palette::IDLE_HELD;
+use super::rect::Rect;
+use super::series::TeamCost;
 use super::team_bars::{self, Segment};
-use super::{ChartContext, ChartError, ChartName, TeamCost};
 
 /// Draws the idle-cost chart of `teams` into the PNG `out`. Amounts are in
 /// `ctx.currency`. Past 20 teams the smallest are summed into one "N other

@@ -9,8 +9,8 @@ use plotters::style::Color;
 use plotters::style::RGBColor;
 
 use super::canvas::{Area, DrawResult};
-use super::frame::Rect;
 use super::palette::{self, TEXT};
+use super::rect::Rect;
 use super::text::{self, Align, Font, Line};
 
 /// How a series looks in the legend.

@@ -11,7 +11,7 @@ use plotters::element::{PathElement, Rectangle};
 use plotters::style::{Color, RGBColor};
 
 use super::canvas::{Area, DrawResult};
-use super::frame::Rect;
+use super::rect::Rect;
 
 /// Busy GPUs and busy cost: Okabe–Ito blue.
 pub(super) const BUSY: RGBColor = RGBColor(0x00, 0x72, 0xB2);

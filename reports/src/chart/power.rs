@@ -14,14 +14,17 @@ use plotters::style::Color;
 
 use super::axis::{self, Side, Ticked};
 use super::canvas::{self, Area, DrawError};
-use super::frame::{self, Rect};
+use super::context::ChartContext;
+use super::error::ChartError;
+use super::frame;
 use super::legend::{Entry, Swatch};
+use super::name::ChartName;
 use super::palette::{BUSY, SECOND_LINE};
-use super::{ChartContext, ChartError, ChartName, PowerPoint, text, time_axis};
+use super::rect::Rect;
+use super::series::PowerPoint;
+use super::text;
+use super::time_axis::{self, LONE_BUCKET_MS};
 use crate::number::grouped;
-
-/// Bucket width assumed when the series has a single point, ms.
-const LONE_BUCKET_MS: i64 = 3_600_000;
 
 /// Draws the power chart of `points` (in any order) into the PNG `out`.
 /// Points whose power or energy is not finite leave a gap in that line.

@@ -13,11 +13,12 @@ use plotters::chart::ChartBuilder;
 use plotters::element::Rectangle;
 use plotters::style::{Color, RGBColor};
 
-use super::TeamCost;
 use super::axis::{self, Ticked};
 use super::canvas::{Area, DrawError};
-use super::frame::{self, Frame, Rect};
+use super::frame::{self, Frame};
 use super::palette::{INK, TEXT};
+use super::rect::Rect;
+use super::series::TeamCost;
 use super::text::{self, Align, Font, Line};
 use crate::number::money_whole;
 

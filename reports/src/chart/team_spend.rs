@@ -5,11 +5,15 @@
 use std::path::Path;
 
 use super::canvas::{self, Area, DrawError};
-use super::frame::{self, Rect};
+use super::context::ChartContext;
+use super::error::ChartError;
+use super::frame;
 use super::legend::{Entry, Swatch};
+use super::name::ChartName;
 use super::palette::{BUSY, IDLE_HELD};
+use super::rect::Rect;
+use super::series::TeamCost;
 use super::team_bars::{self, Segment};
-use super::{ChartContext, ChartError, ChartName, TeamCost};
 
 /// Draws the team-spend chart of `teams` into the PNG `out`, teams ranked
 /// by total spend. Amounts are in `ctx.currency`. Past 20 teams the

@@ -10,12 +10,14 @@ use chrono::{DateTime, Utc};
 use super::axis;
 use super::frame::Frame;
 use super::text;
+use crate::time::{DAY_MS, HOUR_MS, MINUTE_MS};
 
-const MINUTE_MS: i64 = 60_000;
-const HOUR_MS: i64 = 60 * MINUTE_MS;
-const DAY_MS: i64 = 24 * HOUR_MS;
 /// 1970-01-01 was a Thursday; the first Monday was four days later.
 const FIRST_MONDAY_MS: i64 = 4 * DAY_MS;
+
+/// Bucket width a time chart assumes when its series has a single point,
+/// ms.
+pub(super) const LONE_BUCKET_MS: i64 = HOUR_MS;
 
 /// Tick spacings to try, smallest first (minutes, for a report on a short
 /// period).
@@ -154,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_day_gets_hours_with_midnight_as_a_date() {
-        let axis = TimeAxis::new(NOV_1 + 30 * 60_000, NOV_1 + DAY_MS, 8);
+        let axis = TimeAxis::new(NOV_1 + 30 * MINUTE_MS, NOV_1 + DAY_MS, 8);
         assert_eq!(axis.step_ms, 3 * HOUR_MS);
         assert_eq!(axis.ticks.first(), Some(&(NOV_1 + 3 * HOUR_MS)));
         assert_eq!(axis.label(NOV_1 + 3 * HOUR_MS), "03:00");
