@@ -563,6 +563,17 @@ fn check_figures(fx: &Fixture, c: &mut Checks, variant: &str) {
     c.check(page.contains("energy unknown for 0.17 GPU-hours"), || {
         at("report page: states the GPU-hours whose energy is unknown")
     });
+    // The terminal's headline states both as well: 2 unknown minutes of
+    // unassigned, 0.12, and the 10 minutes of GPU-U without energy.
+    let headline = String::from_utf8_lossy(&run.stdout);
+    for line in [
+        "  unknown        $0.12 for 0.03 GPU-hours with no activity known (neither busy nor idle)",
+        "Energy:   energy unknown for 0.17 GPU-hours (no energy counter or power reading): priced at 0",
+    ] {
+        c.check(headline.lines().any(|l| l == line), || {
+            at(&format!("report headline: {line:?} in {headline}"))
+        });
+    }
 }
 
 #[test]

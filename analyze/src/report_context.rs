@@ -25,6 +25,10 @@ pub struct Report {
     pub coverage: Coverage,
     /// The header to print, which commands may extend.
     pub header: Header,
+    /// GPU-hours of the period whose energy was not measured (neither an
+    /// energy counter nor a power reading); known once the costs are
+    /// registered ([`Report::with_costs`]), 0 before.
+    pub energy_unknown_hours: f64,
 }
 
 impl Report {
@@ -47,7 +51,7 @@ impl Report {
         let session = Session::open(&global.data).await?;
         let coverage = Coverage::of(&session, &period, now_ms).await?;
         let header = Header::new(&period, &coverage, &session, &config);
-        Ok(Report { config, session, period, coverage, header })
+        Ok(Report { config, session, period, coverage, header, energy_unknown_hours: 0.0 })
     }
 
     /// Registers `minute_costs` for the period, for the cost reports, and
@@ -71,8 +75,8 @@ impl Report {
     }
 
     async fn with_energy_line(mut self) -> Result<Report, Error> {
-        let unknown = crate::header::energy_unknown_hours(&self.session).await?;
-        if let Some(line) = crate::header::energy_unknown_line(unknown) {
+        self.energy_unknown_hours = crate::header::energy_unknown_hours(&self.session).await?;
+        if let Some(line) = crate::header::energy_unknown_line(self.energy_unknown_hours) {
             self.header.push(line);
         }
         Ok(self)

@@ -44,8 +44,15 @@ pub struct Headline {
     pub cost: f64,
     /// Of which idle.
     pub idle_cost: f64,
+    /// Of which with no activity known (neither busy nor idle).
+    pub unknown_cost: f64,
     /// Recorded GPU-hours.
     pub gpu_hours: f64,
+    /// Of which with no activity known.
+    pub unknown_gpu_hours: f64,
+    /// The header's line on energy that was not measured, if any
+    /// ([`crate::header::energy_unknown_line`]).
+    pub energy_unknown: Option<String>,
     /// GPUs recorded.
     pub gpus: i64,
     /// The teams with the most idle cost, at most three: (team, idle cost).
@@ -79,6 +86,13 @@ impl Headline {
             format!("  fleet cost     {}", money(self.cost)),
             format!("  idle cost      {} ({idle_pct:.1}% of it)", money(self.idle_cost)),
         ];
+        if self.unknown_gpu_hours > 0.0 {
+            lines.push(format!(
+                "  unknown        {} for {} GPU-hours with no activity known (neither busy nor idle)",
+                money(self.unknown_cost),
+                hours(self.unknown_gpu_hours)
+            ));
+        }
         if !self.top_idle_teams.is_empty() {
             let teams: Vec<String> =
                 self.top_idle_teams.iter().map(|(t, c)| format!("{t} {}", money(*c))).collect();
@@ -95,6 +109,7 @@ impl Headline {
             lines.push(format!("  idle window    {w}"));
         }
         lines.extend(self.unpriced.iter().cloned());
+        lines.extend(self.energy_unknown.iter().cloned());
         lines.push(format!("Report: {}", self.index.display()));
         lines
     }
@@ -406,7 +421,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
             format!("Config: {}. Data: {}.", report.config.source, report.session.layout().root().display()),
         ]
         .into_iter()
-        .chain(report.header.lines().iter().filter(|l| l.starts_with("Energy:")).cloned())
+        .chain(crate::header::energy_unknown_line(report.energy_unknown_hours))
         .chain(unpriced.iter().cloned())
         .collect(),
         table: None,
@@ -431,7 +446,10 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         period: report.period.label(),
         cost: totals.cost,
         idle_cost: totals.idle_cost,
+        unknown_cost: totals.unknown_cost,
         gpu_hours: totals.gpu_hours,
+        unknown_gpu_hours: totals.unknown_gpu_hours,
+        energy_unknown: crate::header::energy_unknown_line(report.energy_unknown_hours),
         gpus: report.coverage.gpus,
         top_idle_teams,
         zombies: zombie_count,
