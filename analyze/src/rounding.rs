@@ -10,12 +10,6 @@
 //! config's currency. An amount beyond that, or not a number, is
 //! [`MoneyOverflow`], never a saturated or wrapped figure of the wrong sign.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, AsArray, Float64Array, RecordBatch};
-use datafusion::arrow::datatypes::Float64Type;
-use datafusion::arrow::error::ArrowError;
-
 /// The most cents (either sign) rounded and added up: 2^53, the last whole
 /// number an `f64` holds with every whole number below it.
 pub const MAX_CENTS: f64 = 9_007_199_254_740_992.0;
@@ -129,28 +123,6 @@ pub fn split_cents(cost_cents: &[i64], parts: &[&[f64]]) -> Result<Vec<Vec<i64>>
 pub fn round_to(x: f64, decimals: i32) -> f64 {
     let scale = 10f64.powi(decimals);
     (x * scale).round() / scale
-}
-
-/// `batch` with each named Float64 column rounded to its decimals. Columns
-/// not named, or not Float64, are kept as they are.
-pub fn round_columns(batch: &RecordBatch, decimals: &[(&str, i32)]) -> Result<RecordBatch, ArrowError> {
-    let schema = batch.schema();
-    let columns: Vec<ArrayRef> = schema
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .map(|(field, column)| {
-            let wanted = decimals.iter().find(|(name, _)| name == field.name());
-            match (wanted, column.as_primitive_opt::<Float64Type>()) {
-                (Some((_, d)), Some(values)) => {
-                    let rounded: Float64Array = values.iter().map(|v| v.map(|v| round_to(v, *d))).collect();
-                    Arc::new(rounded) as ArrayRef
-                }
-                _ => Arc::clone(column),
-            }
-        })
-        .collect();
-    RecordBatch::try_new(schema, columns)
 }
 
 #[cfg(test)]
