@@ -5,8 +5,11 @@
 -- state: the GPU-seconds recorded in that state divided by the bucket's
 -- length. Unrecorded time is in none of the states.
 --
--- Reads minute_costs (queries/minute_costs.sql), which apron registers for
--- the period and the config.
+-- Reads cost_buckets: minute_costs (queries/minute_costs.sql) summed per
+-- bucket of the chart's length (at most an hour), GPU, state and owner,
+-- which apron computes for the period and the config (analyze/src/ledger.rs);
+-- any sum over minute_costs at a bucket or coarser reads the same there.
+-- Under `apron sql`, cost_buckets is per minute.
 --
 -- Parameters:
 --   $1  bucket length (seconds, a whole number of minutes)
@@ -23,6 +26,6 @@ SELECT
   coalesce(sum(seconds) FILTER (WHERE state = 'idle_held'), 0) / $1 AS idle_held,
   coalesce(sum(seconds) FILTER (WHERE state = 'idle_empty'), 0) / $1 AS idle_empty,
   coalesce(sum(seconds) FILTER (WHERE state = 'unknown'), 0) / $1 AS unknown
-FROM minute_costs
+FROM cost_buckets
 GROUP BY 1
 ORDER BY 1

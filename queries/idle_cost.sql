@@ -7,8 +7,11 @@
 -- (by memory-time share) and an idle-empty minute to "(unallocated)"; by
 -- host or GPU, every idle minute goes to its GPU.
 --
--- Reads minute_costs (queries/minute_costs.sql), which apron registers for
--- the period and the config.
+-- Reads cost_buckets: minute_costs (queries/minute_costs.sql) summed per
+-- bucket of the chart's length (at most an hour), GPU, state and owner,
+-- which apron computes for the period and the config (analyze/src/ledger.rs);
+-- any sum over minute_costs at a bucket or coarser reads the same there.
+-- Under `apron sql`, cost_buckets is per minute.
 --
 -- Parameters:
 --   $1  grouping: 'team', 'user', 'host' or 'gpu'
@@ -34,7 +37,7 @@ SELECT
   coalesce(sum(cost) FILTER (WHERE state <> 'unknown'), 0) AS idle_cost,
   coalesce(sum(seconds) FILTER (WHERE state = 'unknown'), 0) / 3600.0 AS unknown_gpu_hours,
   coalesce(sum(cost) FILTER (WHERE state = 'unknown'), 0) AS unknown_cost
-FROM minute_costs
+FROM cost_buckets
 WHERE state <> 'busy'
 GROUP BY 1, 2, 3
 ORDER BY idle_cost DESC, key

@@ -8,8 +8,11 @@
 -- neither an energy counter nor a power reading (gpu_minute_states'
 -- energy_unknown_seconds; the header of the report says for how long).
 --
--- Reads minute_costs (queries/minute_costs.sql), which apron registers for
--- the period and the config.
+-- Reads cost_buckets: minute_costs (queries/minute_costs.sql) summed per
+-- bucket of the chart's length (at most an hour), GPU, state and owner,
+-- which apron computes for the period and the config (analyze/src/ledger.rs);
+-- any sum over minute_costs at a bucket or coarser reads the same there.
+-- Under `apron sql`, cost_buckets is per minute.
 --
 -- Parameters:
 --   $1  bucket length (seconds, a whole number of minutes)
@@ -22,7 +25,7 @@ WITH buckets AS (
   SELECT
     arrow_cast(to_timestamp_millis(CAST(minute AS BIGINT) / ($1 * 1000) * ($1 * 1000)), 'Timestamp(ms, "UTC")') AS bucket,
     sum(energy_j) AS energy_j
-  FROM minute_costs
+  FROM cost_buckets
   GROUP BY 1
 )
 SELECT

@@ -10,10 +10,13 @@
 -- period. apron rounds money to the cent so that the printed rows still
 -- add up to the printed total.
 --
--- Reads minute_costs (queries/minute_costs.sql), which apron registers for
--- the period and the config.
+-- Reads cost_buckets: minute_costs (queries/minute_costs.sql) summed per
+-- bucket of the chart's length (at most an hour), GPU, state and owner,
+-- which apron computes for the period and the config (analyze/src/ledger.rs);
+-- any sum over minute_costs at a bucket or coarser reads the same there.
+-- Under `apron sql`, cost_buckets is per minute.
 --
--- Parameters: none (the period and the prices are minute_costs').
+-- Parameters: none (the period and the prices are cost_buckets').
 --
 -- Output, one row per team, highest cost first:
 --   team                  team name, "unassigned" or "(unallocated)"
@@ -41,6 +44,6 @@ SELECT
   coalesce(sum(cost) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_cost,
   coalesce(sum(cost) FILTER (WHERE state = 'unknown'), 0) AS unknown_cost,
   100.0 * sum(cost) / sum(sum(cost)) OVER () AS share_pct
-FROM minute_costs
+FROM cost_buckets
 GROUP BY team
 ORDER BY cost DESC, team

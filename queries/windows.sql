@@ -9,15 +9,18 @@
 -- that hour was recorded).
 -- apron reads the profile to state the recurring idle windows in words.
 --
--- Reads minute_costs (queries/minute_costs.sql), which apron registers for
--- the period and the config.
+-- Reads cost_buckets: minute_costs (queries/minute_costs.sql) summed per
+-- bucket of the chart's length (at most an hour), GPU, state and owner,
+-- which apron computes for the period and the config (analyze/src/ledger.rs);
+-- any sum over minute_costs at a bucket or coarser reads the same there.
+-- Under `apron sql`, cost_buckets is per minute.
 --
--- Parameters: none (the period and the prices are minute_costs').
+-- Parameters: none (the period and the prices are cost_buckets').
 --
 -- Output, one row per recorded hour of the week, Monday 00:00 first:
 --   dow                       day of the week, Mon … Sun
 --   hour                      hour of the day, 0–23 (UTC)
---   mean_util_pct             mean activity, activity_pct of minute_costs (%; null: unknown)
+--   mean_util_pct             mean activity, activity_pct of cost_buckets (%; null: unknown)
 --   idle_share_pct            idle share of the recorded GPU time (%)
 --   idle_gpu_hours_per_week   idle GPU-hours in this hour of a typical week (h)
 --   idle_cost_per_week        their cost (currency)
@@ -32,7 +35,7 @@ WITH cells AS (
     sum(seconds) AS seconds,
     coalesce(sum(seconds) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_seconds,
     coalesce(sum(cost) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_cost
-  FROM minute_costs
+  FROM cost_buckets
   GROUP BY 1, 2
 )
 SELECT

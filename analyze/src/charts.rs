@@ -11,7 +11,6 @@ use std::path::Path;
 use apron_reports::{
     ChartContext, ChartName, FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, TeamCost,
 };
-use apron_schemas::time::{DAY_SECS, HOUR_SECS, MINUTE_SECS};
 
 use crate::cli::IdleBy;
 use crate::error::Error;
@@ -20,17 +19,9 @@ use crate::figures::spend::{self, Spend};
 use crate::figures::windows::{self, Profile};
 use crate::figures::{self, Report};
 
-/// Bucket lengths a time chart uses, seconds, shortest first.
-const BUCKETS: [i64; 10] = {
-    let (minute, hour, day) = (MINUTE_SECS as i64, HOUR_SECS as i64, DAY_SECS as i64);
-    [minute, 5 * minute, 15 * minute, 30 * minute, hour, 2 * hour, 3 * hour, 6 * hour, 12 * hour, day]
-};
-
-/// The bucket for a time chart of the period: the shortest of [`BUCKETS`]
-/// that draws at most about 800 points (a month: hourly).
+/// The bucket for a time chart of the period ([`Period::chart_bucket_seconds`]).
 pub fn bucket_seconds(report: &Report) -> i64 {
-    let seconds = (report.period.end_ms - report.period.start_ms) / 1000;
-    BUCKETS.into_iter().find(|b| seconds / b <= 800).unwrap_or(BUCKETS[BUCKETS.len() - 1])
+    report.period.chart_bucket_seconds()
 }
 
 /// The context every chart of `report` is drawn with.
@@ -114,14 +105,4 @@ pub async fn gpu_days(report: &Report) -> Result<Vec<GpuDayCell>, Error> {
 /// `power`: mean fleet power per bucket and the energy since the start.
 pub async fn power(report: &Report) -> Result<Vec<PowerPoint>, Error> {
     figures::power::power(report, bucket_seconds(report)).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buckets_are_round_minutes_hours_and_a_day() {
-        assert_eq!(BUCKETS, [60, 300, 900, 1_800, 3_600, 7_200, 10_800, 21_600, 43_200, 86_400]);
-    }
 }

@@ -23,6 +23,8 @@
 //! - [`charts`]: the series each chart draws, from the figures;
 //! - [`params`]: the `--param NAME=VALUE` values of `apron sql`, typed and
 //!   matched to the query's placeholders;
+//! - [`ledger`]: a period's GPU-minutes priced, attributed and followed in
+//!   stretches, in one pass a day at a time: what the cost reports read;
 //! - [`integrity`]: finds the Parquet file that broke a query;
 //! - `store`: the file system the listings read, where an empty data file
 //!   is an error;
@@ -40,6 +42,7 @@ pub mod fence;
 pub mod figures;
 pub mod header;
 pub mod integrity;
+pub mod ledger;
 pub mod logging;
 pub mod minutes;
 pub mod output;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use apron_schemas::time::{DAY_MS, DAY_SECS, HOUR_MS, MINUTE_MS};
+use apron_schemas::time::{DAY_MS, DAY_SECS, HOUR_MS, HOUR_SECS, MINUTE_MS, MINUTE_SECS};
 use chrono::{DateTime, Datelike, Months, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use datafusion::common::ScalarValue;
 
@@ -16,6 +16,12 @@ use crate::error::{Error, PeriodError};
 
 /// The default period: the last 30 days, ending now.
 pub const DEFAULT_LAST: Duration = Duration::from_secs(30 * DAY_SECS);
+
+/// Bucket lengths a time chart uses, seconds, shortest first.
+pub const BUCKETS: [i64; 10] = {
+    let (minute, hour, day) = (MINUTE_SECS as i64, HOUR_SECS as i64, DAY_SECS as i64);
+    [minute, 5 * minute, 15 * minute, 30 * minute, hour, 2 * hour, 3 * hour, 6 * hour, 12 * hour, day]
+};
 
 /// The flags that choose a period, as parsed; see [`Period::choose`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,6 +70,13 @@ impl Period {
             );
         }
         Ok(period)
+    }
+
+    /// The bucket for a time chart of the period: the shortest of
+    /// [`BUCKETS`] that draws at most about 800 points (a month: hourly).
+    pub fn chart_bucket_seconds(&self) -> i64 {
+        let seconds = (self.end_ms - self.start_ms) / 1000;
+        BUCKETS.into_iter().find(|b| seconds / b <= 800).unwrap_or(BUCKETS[BUCKETS.len() - 1])
     }
 
     /// Start and end as UTC timestamps, to bind as `$1` and `$2`.
@@ -160,6 +173,11 @@ pub fn parse_time(s: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buckets_are_round_minutes_hours_and_a_day() {
+        assert_eq!(BUCKETS, [60, 300, 900, 1_800, 3_600, 7_200, 10_800, 21_600, 43_200, 86_400]);
+    }
 
     const NOW: i64 = 1_796_000_000_000;
 

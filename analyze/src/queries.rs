@@ -31,6 +31,12 @@ pub const PROC_MINUTE_STATES: &str = include_str!("../../queries/proc_minute_sta
 /// `queries/minute_costs.sql`: every GPU-minute priced, classified, attributed.
 pub const MINUTE_COSTS: &str = include_str!("../../queries/minute_costs.sql");
 
+/// `queries/ledger_gpu_minutes.sql`: one day's `gpu_minutes` rows for the ledger.
+pub const LEDGER_GPU_MINUTES: &str = include_str!("../../queries/ledger_gpu_minutes.sql");
+
+/// `queries/ledger_proc_minutes.sql`: one day's `proc_minutes` rows for the ledger.
+pub const LEDGER_PROC_MINUTES: &str = include_str!("../../queries/ledger_proc_minutes.sql");
+
 /// `queries/coverage.sql`: what the data holds in a period.
 pub const COVERAGE: &str = include_str!("../../queries/coverage.sql");
 
@@ -68,6 +74,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("gpu_minutes_from_raw", GPU_MINUTES_FROM_RAW),
     ("gpu_models", GPU_MODELS),
     ("idle_cost", IDLE_COST),
+    ("ledger_gpu_minutes", LEDGER_GPU_MINUTES),
+    ("ledger_proc_minutes", LEDGER_PROC_MINUTES),
     ("minute_costs", MINUTE_COSTS),
     ("newest_sample", NEWEST_SAMPLE),
     ("pick", PICK),

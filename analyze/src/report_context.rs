@@ -5,10 +5,15 @@
 //! The figures (`crate::figures`), the charts (`crate::charts`) and the
 //! commands all take a [`Report`]; none of them builds one its own way.
 
+use std::time::Duration;
+
+use apron_schemas::time::{HOUR_SECS, MINUTE_SECS};
+
 use crate::cli::{GlobalArgs, PeriodArgs};
 use crate::config::Config;
 use crate::error::Error;
 use crate::header::{Coverage, Header, config_warnings};
+use crate::ledger::{Ledger, Rules};
 use crate::period::Period;
 use crate::session::Session;
 
@@ -29,6 +34,8 @@ pub struct Report {
     /// energy counter nor a power reading); known once the costs are
     /// registered ([`Report::with_costs`]), 0 before.
     pub energy_unknown_hours: f64,
+    /// The period's ledger, once the costs are registered.
+    pub ledger: Option<Ledger>,
 }
 
 impl Report {
@@ -51,34 +58,45 @@ impl Report {
         let session = Session::open(&global.data).await?;
         let coverage = Coverage::of(&session, &period, now_ms).await?;
         let header = Header::new(&period, &coverage, &session, &config);
-        Ok(Report { config, session, period, coverage, header, energy_unknown_hours: 0.0 })
+        Ok(Report { config, session, period, coverage, header, energy_unknown_hours: 0.0, ledger: None })
     }
 
-    /// Registers `minute_costs` for the period, for the cost reports, and
-    /// adds to the header for how long energy was not measured, if at all.
-    pub async fn with_costs(self) -> Result<Report, Error> {
-        crate::cost::register_minute_costs(&self.session, &self.config, &self.period).await?;
-        self.with_energy_line().await
-    }
-
-    /// [`Report::with_costs`], computed once and held in memory, for a
-    /// command that reads it many times (the monthly report).
-    pub async fn with_costs_in_memory(self) -> Result<Report, Error> {
-        crate::cost::register_minute_costs_as(
-            &self.session,
-            &self.config,
-            &self.period,
-            crate::cost::Keep::InMemory,
-        )
-        .await?;
-        self.with_energy_line().await
-    }
-
-    async fn with_energy_line(mut self) -> Result<Report, Error> {
-        self.energy_unknown_hours = crate::header::energy_unknown_hours(&self.session).await?;
+    /// Computes the period's ledger ([`Ledger`]) and registers its
+    /// `cost_buckets` for the cost reports, bucketed as the period's charts
+    /// are (at most an hour), its stretches found by the config's zombie and
+    /// reclaim rules; adds to the header for how long energy was not
+    /// measured, if at all.
+    pub async fn with_costs(mut self) -> Result<Report, Error> {
+        let bucket_ms = self.period.chart_bucket_seconds().min(HOUR_SECS as i64) * 1000;
+        let ledger =
+            Ledger::compute(&self.session, &self.config, &self.period, bucket_ms, self.rules()).await?;
+        ledger.register(&self.session)?;
+        self.energy_unknown_hours = ledger.energy_unknown_seconds / HOUR_SECS as f64;
         if let Some(line) = crate::header::energy_unknown_line(self.energy_unknown_hours) {
             self.header.push(line);
         }
+        self.ledger = Some(ledger);
         Ok(self)
     }
+
+    /// The stretch rules of the config: what `zombies` and `reclaim` find by default.
+    pub fn rules(&self) -> Rules {
+        rules(self.config.zombie.min_idle, self.config.zombie.min_mem_mib, self.config.reclaim.idle_for)
+    }
+}
+
+/// Stretch rules: a zombie holds at least `zombie_min_mem_mib` MiB for at
+/// least `zombie_min_idle`; a GPU is reclaimable after `reclaim_for` idle.
+pub fn rules(zombie_min_idle: Duration, zombie_min_mem_mib: u64, reclaim_for: Duration) -> Rules {
+    Rules {
+        zombie_min_mem_bytes: i64::try_from(zombie_min_mem_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX),
+        zombie_min_minutes: whole_minutes(zombie_min_idle),
+        reclaim_min_minutes: whole_minutes(reclaim_for),
+    }
+}
+
+/// Whole minutes of `d`, rounded up, at least one: how many idle minutes a
+/// stretch needs.
+pub fn whole_minutes(d: Duration) -> i64 {
+    i64::try_from(d.as_secs().div_ceil(MINUTE_SECS)).unwrap_or(i64::MAX).max(1)
 }

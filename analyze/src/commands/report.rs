@@ -143,7 +143,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     };
     let period_args = PeriodArgs { month: Some(month), ..PeriodArgs::default() };
     step("reading the data");
-    let report = Report::prepare(global, &period_args).await?.with_costs_in_memory().await?;
+    let report = Report::prepare(global, &period_args).await?.with_costs().await?;
     let currency = report.config.currency.clone();
     let money = |x: f64| apron_reports::money(x, &currency);
     let month_name = month_name(month);

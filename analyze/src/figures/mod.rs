@@ -19,7 +19,6 @@
 //! - [`fleet_state`], [`power`], [`gpu_days`]: the time and GPU series
 //!   only the charts draw.
 
-use apron_schemas::time::MINUTE_SECS;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
@@ -49,12 +48,6 @@ async fn query(session: &Session, sql: &str, params: Vec<ScalarValue>) -> Result
 /// of the wrong type, or null where it may not be): the query failed.
 fn unreadable(source: ArrowError) -> Error {
     SessionError::Execute { source: source.into() }.into()
-}
-
-/// Whole minutes of `d`, rounded up, at least one: how many idle minutes a
-/// stretch needs.
-fn whole_minutes(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_secs().div_ceil(MINUTE_SECS)).unwrap_or(i64::MAX).max(1)
 }
 
 #[cfg(test)]

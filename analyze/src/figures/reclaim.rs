@@ -5,36 +5,18 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use apron_schemas::time::HOUR_MINUTES;
+use apron_schemas::time::{HOUR_MINUTES, HOUR_MS};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
-use datafusion::common::ScalarValue;
 
-use super::{Report, query, unreadable, whole_minutes};
-use crate::columns::{self, Columns, batch_of};
+use super::Report;
+use crate::columns::{self, batch_of};
 use crate::error::Error;
+use crate::ledger::Ledger;
 use crate::output::Rows;
-use crate::queries;
+use crate::report_context::rules;
 
-/// One idle stretch of one GPU.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReclaimRow {
-    /// Host name.
-    pub host: String,
-    /// NVML index.
-    pub gpu_index: i32,
-    /// GPU UUID.
-    pub gpu_uuid: String,
-    /// First minute of the stretch, milliseconds since the epoch (UTC).
-    pub idle_since: i64,
-    /// Length of the stretch (minutes).
-    pub idle_minutes: i64,
-    /// Users whose processes held memory during it, comma-separated; empty
-    /// when none did.
-    pub held_by: String,
-    /// Whether the stretch runs up to the GPU's newest recorded minute.
-    pub still_idle: bool,
-}
+pub use crate::ledger::stretches::ReclaimRow;
 
 /// The idle stretches of a period, longest first.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,28 +39,13 @@ impl Reclaim {
 
 /// The idle stretches of at least `idle_for` in the period of `report`.
 pub async fn reclaim(report: &Report, idle_for: Duration) -> Result<Reclaim, Error> {
-    crate::cost::register_states(&report.session, &report.config, &report.period).await?;
-    let params = vec![ScalarValue::Int64(Some(whole_minutes(idle_for)))];
-    let batch = query(&report.session, queries::RECLAIM, params).await?;
-    Ok(Reclaim { rows: read(&batch).map_err(unreadable)? })
-}
-
-fn read(batch: &RecordBatch) -> Result<Vec<ReclaimRow>, ArrowError> {
-    let c = Columns::of(batch);
-    let (host, gpu_index, gpu_uuid) = (c.text("host")?, c.i32("gpu_index")?, c.text("gpu_uuid")?);
-    let (idle_since, idle_minutes) = (c.timestamp_ms("idle_since")?, c.i64("idle_minutes")?);
-    let (held_by, still_idle) = (c.text("held_by")?, c.bool("still_idle")?);
-    Ok((0..c.len())
-        .map(|i| ReclaimRow {
-            host: host[i].clone(),
-            gpu_index: gpu_index[i],
-            gpu_uuid: gpu_uuid[i].clone(),
-            idle_since: idle_since[i],
-            idle_minutes: idle_minutes[i],
-            held_by: held_by[i].clone(),
-            still_idle: still_idle[i],
-        })
-        .collect())
+    let zombie = &report.config.zombie;
+    let rules = rules(zombie.min_idle, zombie.min_mem_mib, idle_for);
+    let rows = match &report.ledger {
+        Some(ledger) if ledger.rules == rules => ledger.reclaim.clone(),
+        _ => Ledger::compute(&report.session, &report.config, &report.period, HOUR_MS, rules).await?.reclaim,
+    };
+    Ok(Reclaim { rows })
 }
 
 impl Rows for Reclaim {
@@ -99,6 +66,7 @@ impl Rows for Reclaim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::columns::Columns;
 
     fn row(gpu_uuid: &str, idle_minutes: i64) -> ReclaimRow {
         ReclaimRow {

@@ -7,44 +7,17 @@ use std::time::Duration;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
-use datafusion::common::ScalarValue;
 
-use super::{Report, query, unreadable, whole_minutes};
-use crate::columns::{self, Columns, batch_of};
+use apron_schemas::time::HOUR_MS;
+
+use super::Report;
+use crate::columns::{self, batch_of};
 use crate::error::Error;
+use crate::ledger::Ledger;
 use crate::output::Rows;
-use crate::queries;
+use crate::report_context::rules;
 
-/// One process's idle stretch on one GPU.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ZombieRow {
-    /// Host name.
-    pub host: String,
-    /// NVML index.
-    pub gpu_index: i32,
-    /// GPU UUID.
-    pub gpu_uuid: String,
-    /// Process id.
-    pub pid: i32,
-    /// When the process started, milliseconds since the epoch (UTC); `None`
-    /// when it was not recorded.
-    pub proc_start: Option<i64>,
-    /// Its command name, when recorded.
-    pub comm: Option<String>,
-    /// Its user: the name, else "uid N", else "(unknown)".
-    pub user: Option<String>,
-    /// Its team, by the config's rules.
-    pub team: String,
-    /// Most memory it held during the stretch (bytes); `None` when NVML
-    /// gave no figure all along (a process on a GPU holds a context).
-    pub used_mem_bytes: Option<i64>,
-    /// First minute of the stretch, milliseconds since the epoch (UTC).
-    pub idle_since: i64,
-    /// Length of the stretch (minutes).
-    pub idle_minutes: i64,
-    /// Whether the process is in its GPU's newest recorded minute.
-    pub still_running: bool,
-}
+pub use crate::ledger::stretches::ZombieRow;
 
 /// The zombie stretches of a period.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,40 +38,12 @@ impl Zombies {
 /// least `min_mem_mib` MiB (or an unknown amount) on a GPU idle for at
 /// least `min_idle`.
 pub async fn zombies(report: &Report, min_idle: Duration, min_mem_mib: u64) -> Result<Zombies, Error> {
-    crate::cost::register_states(&report.session, &report.config, &report.period).await?;
-    let min_mem_bytes = i64::try_from(min_mem_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
-    let params =
-        vec![ScalarValue::Int64(Some(min_mem_bytes)), ScalarValue::Int64(Some(whole_minutes(min_idle)))];
-    let batch = query(&report.session, queries::ZOMBIES, params).await?;
-    Ok(Zombies { rows: read(&batch).map_err(unreadable)? })
-}
-
-/// The rows of `queries/zombies.sql`.
-fn read(batch: &RecordBatch) -> Result<Vec<ZombieRow>, ArrowError> {
-    let c = Columns::of(batch);
-    let (host, gpu_index, gpu_uuid, pid) =
-        (c.text("host")?, c.i32("gpu_index")?, c.text("gpu_uuid")?, c.i32("pid")?);
-    let (proc_start, comm, user) =
-        (c.timestamp_ms_opt("proc_start")?, c.text_opt("comm")?, c.text_opt("user")?);
-    let team = c.text("team")?;
-    let (used_mem_bytes, idle_since) = (c.i64_opt("used_mem_bytes")?, c.timestamp_ms("idle_since")?);
-    let (idle_minutes, still_running) = (c.i64("idle_minutes")?, c.bool("still_running")?);
-    Ok((0..c.len())
-        .map(|i| ZombieRow {
-            host: host[i].clone(),
-            gpu_index: gpu_index[i],
-            gpu_uuid: gpu_uuid[i].clone(),
-            pid: pid[i],
-            proc_start: proc_start[i],
-            comm: comm[i].clone(),
-            user: user[i].clone(),
-            team: team[i].clone(),
-            used_mem_bytes: used_mem_bytes[i],
-            idle_since: idle_since[i],
-            idle_minutes: idle_minutes[i],
-            still_running: still_running[i],
-        })
-        .collect())
+    let rules = rules(min_idle, min_mem_mib, report.config.reclaim.idle_for);
+    let rows = match &report.ledger {
+        Some(ledger) if ledger.rules == rules => ledger.zombies.clone(),
+        _ => Ledger::compute(&report.session, &report.config, &report.period, HOUR_MS, rules).await?.zombies,
+    };
+    Ok(Zombies { rows })
 }
 
 impl Rows for Zombies {
@@ -124,6 +69,7 @@ impl Rows for Zombies {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::columns::Columns;
 
     fn row(gpu_uuid: &str, pid: i32, proc_start: Option<i64>, idle_since: i64) -> ZombieRow {
         ZombieRow {

@@ -1,0 +1,271 @@
+//! The ledger of a period: every GPU-minute's state and cost, attributed to
+//! its processes, computed in one pass over the rollups a day at a time,
+//! and kept only as what the reports need of it: `cost_buckets` (the costs
+//! summed per bucket, GPU, state and owner: [`cube`]), the energy not
+//! measured, and the reclaim and zombie stretches ([`runs`]).
+//!
+//! The definitions are the SQL views' (`queries/gpu_minute_states.sql`,
+//! `proc_minute_states.sql`, `minute_costs.sql`, `zombies.sql`,
+//! `reclaim.sql`), which `apron sql` still serves; the ledger computes the
+//! same figures without the joins and windows that make those views grow
+//! with the fleet in time and memory (`tests/ledger.rs` holds the two to
+//! the same numbers). A day of the fleet is in memory at a time, and
+//! what is kept grows with GPUs × buckets, not with minutes.
+
+use std::collections::HashMap;
+
+use apron_schemas::time::{DAY_MS, MINUTE_MS};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::datasource::MemTable;
+
+use crate::config::{Config, gpu_cost_for};
+use crate::cost::rate_per_second;
+use crate::error::{Error, SessionError};
+use crate::period::Period;
+use crate::session::Session;
+
+pub mod cube;
+pub mod minutes;
+pub mod read;
+pub mod runs;
+pub mod stretches;
+
+pub use runs::Rules;
+
+use cube::{Cube, Key, Sums};
+use minutes::{State, Teams};
+use read::Names;
+use stretches::{ReclaimRow, ZombieRow};
+
+/// The owner of a minute no process holds, in team and user.
+const UNALLOCATED: &str = "(unallocated)";
+
+/// Rows per batch of `cost_buckets`.
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// What the reports need of a period's GPU-minutes.
+#[derive(Debug)]
+pub struct Ledger {
+    /// `cost_buckets`' schema and its rows, in lists to read in parallel.
+    pub schema: SchemaRef,
+    pub buckets: Vec<Vec<RecordBatch>>,
+    /// Seconds of GPU time with neither energy nor power known.
+    pub energy_unknown_seconds: f64,
+    /// The rules the stretches below were found with.
+    pub rules: Rules,
+    /// Reclaim stretches, longest first (as `queries/reclaim.sql` orders them).
+    pub reclaim: Vec<ReclaimRow>,
+    /// Zombie stretches, most memory-minutes first (as `queries/zombies.sql`).
+    pub zombies: Vec<ZombieRow>,
+}
+
+impl Ledger {
+    /// The ledger of `period` under `config`, its costs summed per bucket of
+    /// `bucket_ms` (a whole number of minutes dividing an hour or a day),
+    /// its stretches found by `rules`.
+    pub async fn compute(
+        session: &Session,
+        config: &Config,
+        period: &Period,
+        bucket_ms: i64,
+        rules: Rules,
+    ) -> Result<Ledger, Error> {
+        let bucket_ms = bucket_ms.max(MINUTE_MS);
+        let mut pass = Pass::new(config, bucket_ms, rules);
+        let mut day_start = period.start_ms.div_euclid(DAY_MS) * DAY_MS;
+        while day_start < period.end_ms {
+            let (from, to) = (period.start_ms.max(day_start), period.end_ms.min(day_start + DAY_MS));
+            let date = i32::try_from(day_start / DAY_MS).unwrap_or(i32::MAX);
+            let (gpus, procs) = read::day(session, &mut pass.names, from, to, date).await?;
+            pass.day(gpus, procs);
+            day_start += DAY_MS;
+        }
+        pass.finish()
+    }
+
+    /// Registers `cost_buckets` with `session`, replacing any before.
+    pub fn register(&self, session: &Session) -> Result<(), Error> {
+        let table = MemTable::try_new(self.schema.clone(), self.buckets.clone())
+            .map_err(|source| SessionError::Execute { source })?;
+        let ctx = session.context();
+        ctx.deregister_table("cost_buckets").map_err(|source| SessionError::Execute { source })?;
+        ctx.register_table("cost_buckets", std::sync::Arc::new(table))
+            .map_err(|source| SessionError::Execute { source })?;
+        Ok(())
+    }
+}
+
+/// The pass over the days, with what it carries from one day to the next.
+struct Pass<'c> {
+    config: &'c Config,
+    bucket_ms: i64,
+    names: Names,
+    teams: Teams,
+    rates: HashMap<Option<u32>, f64>,
+    unallocated: u32,
+    cube: Cube,
+    runs: runs::Runs,
+    energy_unknown_seconds: f64,
+}
+
+impl<'c> Pass<'c> {
+    fn new(config: &'c Config, bucket_ms: i64, rules: Rules) -> Self {
+        let mut names = Names::default();
+        let unallocated = names.id(UNALLOCATED);
+        Pass {
+            config,
+            bucket_ms,
+            names,
+            teams: Teams::default(),
+            rates: HashMap::new(),
+            unallocated,
+            cube: Cube::default(),
+            runs: runs::Runs::new(rules),
+            energy_unknown_seconds: 0.0,
+        }
+    }
+
+    /// What a second of a GPU of `model` costs besides energy.
+    fn rate(&mut self, model: Option<u32>) -> f64 {
+        if let Some(&r) = self.rates.get(&model) {
+            return r;
+        }
+        let name = model.map_or("", |m| self.names.name(m));
+        let r = rate_per_second(gpu_cost_for(self.config, name));
+        self.rates.insert(model, r);
+        r
+    }
+
+    fn day(&mut self, gpus: Vec<read::GpuPart>, procs: Vec<read::ProcPart>) {
+        let threshold = self.config.idle.threshold_pct;
+        let gpus = minutes::gpu_minutes(gpus, &self.names, threshold);
+        let procs = minutes::proc_minutes(procs, &mut self.names, &mut self.teams, self.config);
+        let (price, pue) = (self.config.energy.price_per_kwh, self.config.energy.pue);
+        let mut rows: HashMap<Key, Sums> = HashMap::new();
+        let mut p = 0;
+        for g in &gpus {
+            // The process-minutes of this GPU-minute: both lists are sorted
+            // by GPU then minute.
+            while p < procs.len() && (procs[p].gpu, procs[p].minute) < (g.gpu, g.minute) {
+                p += 1;
+            }
+            let from = p;
+            while p < procs.len() && (procs[p].gpu, procs[p].minute) == (g.gpu, g.minute) {
+                p += 1;
+            }
+            let on = &procs[from..p];
+            self.energy_unknown_seconds += g.energy_unknown_seconds;
+            let cost = g.seconds * self.rate(g.model) + g.energy_j / 3_600_000.0 * price * pue;
+            let key = |team, user| Key {
+                bucket: g.minute - g.minute.rem_euclid(self.bucket_ms),
+                gpu: g.gpu,
+                host: g.host,
+                index: g.index,
+                model: g.model,
+                state: g.state,
+                team,
+                user,
+            };
+            if g.state == State::IdleEmpty || on.is_empty() {
+                rows.entry(key(self.unallocated, self.unallocated))
+                    .or_default()
+                    .add(g.seconds, g.energy_j, cost, g.util, g.activity);
+            } else {
+                let total: f64 = on.iter().map(|o| o.mem_time).sum();
+                let count = on.len() as f64;
+                for o in on {
+                    let share = if total > 0.0 { o.mem_time / total } else { 1.0 / count };
+                    rows.entry(key(o.team, o.user)).or_default().add(
+                        g.seconds * share,
+                        g.energy_j * share,
+                        cost * share,
+                        g.util,
+                        g.activity,
+                    );
+                }
+            }
+            self.runs.minute(g, on);
+        }
+        for p in &procs {
+            self.runs.seen(p);
+        }
+        self.cube.extend(rows);
+    }
+
+    fn finish(self) -> Result<Ledger, Error> {
+        let Pass { names, cube, mut runs, energy_unknown_seconds, .. } = self;
+        runs.finish();
+        let names = &names;
+        let newest = |gpu: u32| runs.newest.get(&gpu).copied();
+        let mut reclaim: Vec<ReclaimRow> = runs
+            .reclaim
+            .iter()
+            .map(|(gpu, s)| {
+                let mut users: Vec<&str> = s.about.iter().map(|&u| names.name(u)).collect();
+                users.sort_unstable();
+                ReclaimRow {
+                    host: names.name(s.host).to_owned(),
+                    gpu_index: s.index,
+                    gpu_uuid: names.name(*gpu).to_owned(),
+                    idle_since: s.since,
+                    idle_minutes: s.minutes,
+                    held_by: users.join(","),
+                    still_idle: newest(*gpu) == Some(s.last),
+                }
+            })
+            .collect();
+        reclaim.sort_by(|a, b| {
+            (b.idle_minutes, &a.host, a.gpu_index, a.idle_since).cmp(&(
+                a.idle_minutes,
+                &b.host,
+                b.gpu_index,
+                b.idle_since,
+            ))
+        });
+        let mut zombies: Vec<(i64, ZombieRow)> = runs
+            .zombies
+            .iter()
+            .map(|(key @ (gpu, pid, start), s)| {
+                let row = ZombieRow {
+                    host: names.name(s.host).to_owned(),
+                    gpu_index: s.index,
+                    gpu_uuid: names.name(*gpu).to_owned(),
+                    pid: *pid,
+                    proc_start: *start,
+                    comm: s.about.comm.map(|c| names.name(c).to_owned()),
+                    user: Some(names.name(s.about.user).to_owned()),
+                    team: names.name(s.about.team).to_owned(),
+                    used_mem_bytes: s.about.mem_max,
+                    idle_since: s.since,
+                    idle_minutes: s.minutes,
+                    still_running: runs.last_seen.get(key).copied() == newest(*gpu),
+                };
+                (s.about.mem_max.unwrap_or(0).saturating_mul(s.minutes), row)
+            })
+            .collect();
+        zombies.sort_by(|(wa, a), (wb, b)| {
+            (wb, &a.host, a.gpu_index, a.pid, a.idle_since).cmp(&(
+                wa,
+                &b.host,
+                b.gpu_index,
+                b.pid,
+                b.idle_since,
+            ))
+        });
+        let parts = 2;
+        let buckets =
+            cube.batches(names, BATCH_ROWS, parts).map_err(|e| SessionError::Execute { source: e.into() })?;
+        Ok(Ledger {
+            schema: Cube::schema(),
+            buckets,
+            energy_unknown_seconds,
+            rules: runs.rules(),
+            reclaim,
+            zombies: zombies.into_iter().map(|(_, r)| r).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,232 @@
+//! One day's rollup rows made into GPU-minutes and process-minutes, as
+//! `queries/gpu_minute_states.sql` and `queries/proc_minute_states.sql`
+//! define them: the parts of a minute (one per file that holds some of it)
+//! summed, its activity, energy and state, and each process's memory-time,
+//! user as shown and team.
+
+use std::collections::HashMap;
+
+use super::read::{GpuPart, Names, ProcPart};
+use crate::config::{Config, team_of};
+
+/// A GPU-minute's state (`gpu_minute_states.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum State {
+    /// Activity at or above the idle threshold.
+    Busy,
+    /// Below it, with some process holding memory.
+    IdleHeld,
+    /// Below it, with none.
+    IdleEmpty,
+    /// Neither utilization nor SM activity known.
+    Unknown,
+}
+
+impl State {
+    /// As the views spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Busy => "busy",
+            State::IdleHeld => "idle_held",
+            State::IdleEmpty => "idle_empty",
+            State::Unknown => "unknown",
+        }
+    }
+
+    /// Whether the minute counts as idle.
+    pub fn is_idle(self) -> bool {
+        matches!(self, State::IdleHeld | State::IdleEmpty)
+    }
+}
+
+/// One GPU over one UTC minute.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuMinute {
+    pub gpu: u32,
+    pub minute: i64,
+    pub host: u32,
+    pub index: i32,
+    pub model: Option<u32>,
+    pub seconds: f64,
+    pub util: Option<f64>,
+    pub activity: Option<f64>,
+    pub energy_j: f64,
+    pub energy_unknown_seconds: f64,
+    pub state: State,
+}
+
+/// One process on one GPU over one UTC minute.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcMinute {
+    pub gpu: u32,
+    pub minute: i64,
+    pub pid: i32,
+    pub start: Option<i64>,
+    pub mem_time: f64,
+    pub mem_max: Option<i64>,
+    pub held: bool,
+    pub comm: Option<u32>,
+    /// The user as shown: the name, "uid N" or "(unknown)".
+    pub user: u32,
+    pub team: u32,
+}
+
+/// A seconds-weighted mean: the sum of value × seconds and of the seconds
+/// where the value is known.
+#[derive(Debug, Default, Clone, Copy)]
+struct Mean {
+    weighted: f64,
+    seconds: Option<f64>,
+}
+
+impl Mean {
+    fn add(&mut self, value: Option<f64>, seconds: f64) {
+        if let Some(v) = value {
+            self.weighted += v * seconds;
+            self.seconds = Some(self.seconds.unwrap_or(0.0) + seconds);
+        }
+    }
+
+    fn get(self) -> Option<f64> {
+        self.seconds.map(|s| self.weighted / s)
+    }
+}
+
+/// The larger of two optional texts, as SQL's `max` (nulls ignored).
+fn max_text(names: &Names, a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if names.greater(y, x) { y } else { x }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// The GPU-minutes of `parts`, sorted by GPU then minute. `threshold` is
+/// the idle threshold (%).
+pub fn gpu_minutes(mut parts: Vec<GpuPart>, names: &Names, threshold: f64) -> Vec<GpuMinute> {
+    parts.sort_unstable_by_key(|p| (p.gpu, p.minute));
+    let mut out = Vec::with_capacity(parts.len());
+    for group in parts.chunk_by(|a, b| (a.gpu, a.minute) == (b.gpu, b.minute)) {
+        let first = group[0];
+        let (mut host, mut index, mut model) = (first.host, first.index, first.model);
+        let (mut seconds, mut util, mut sm) = (0.0, Mean::default(), Mean::default());
+        let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
+        for p in group {
+            if names.greater(p.host, host) {
+                host = p.host;
+            }
+            index = index.max(p.index);
+            model = max_text(names, model, p.model);
+            seconds += p.seconds;
+            util.add(p.util, p.seconds);
+            sm.add(p.sm, p.seconds);
+            match p.energy.or(p.power.map(|mw| mw * p.seconds / 1000.0)) {
+                Some(j) => energy += j,
+                None => unknown_seconds += p.seconds,
+            }
+            held |= p.held;
+        }
+        let (util, sm) = (util.get(), sm.get());
+        let activity = util.or(sm);
+        let state = match activity {
+            None => State::Unknown,
+            Some(a) if a >= threshold => State::Busy,
+            Some(_) if held => State::IdleHeld,
+            Some(_) => State::IdleEmpty,
+        };
+        out.push(GpuMinute {
+            gpu: first.gpu,
+            minute: first.minute,
+            host,
+            index,
+            model,
+            seconds,
+            util,
+            activity,
+            energy_j: energy,
+            energy_unknown_seconds: unknown_seconds,
+            state,
+        });
+    }
+    out
+}
+
+/// Who a process is, as the team rules see it: user, uid, namespace, account.
+type Identity = (Option<u32>, Option<i64>, Option<u32>, Option<u32>);
+
+/// The team and shown user of each identity met, so the rules run once each.
+#[derive(Debug, Default)]
+pub struct Teams {
+    known: HashMap<Identity, (u32, u32)>,
+}
+
+impl Teams {
+    /// The (team, shown user) of `who`.
+    fn of(&mut self, config: &Config, names: &mut Names, who: Identity) -> (u32, u32) {
+        if let Some(&found) = self.known.get(&who) {
+            return found;
+        }
+        let (user, uid, namespace, account) = who;
+        let text = |id: Option<u32>, names: &Names| id.map(|i| names.name(i).to_owned());
+        let (user_name, ns, acct) = (text(user, names), text(namespace, names), text(account, names));
+        let team = team_of(config, user_name.as_deref(), uid, ns.as_deref(), acct.as_deref()).to_owned();
+        let shown = match (&user_name, uid) {
+            (Some(name), _) => name.clone(),
+            (None, Some(uid)) => format!("uid {uid}"),
+            (None, None) => "(unknown)".to_owned(),
+        };
+        let found = (names.id(&team), names.id(&shown));
+        self.known.insert(who, found);
+        found
+    }
+}
+
+/// The process-minutes of `parts`, sorted by GPU, minute, pid, start.
+pub fn proc_minutes(
+    mut parts: Vec<ProcPart>,
+    names: &mut Names,
+    teams: &mut Teams,
+    config: &Config,
+) -> Vec<ProcMinute> {
+    parts.sort_unstable_by_key(|p| (p.gpu, p.minute, p.pid, p.start));
+    let mut out = Vec::with_capacity(parts.len());
+    for group in parts.chunk_by(|a, b| (a.gpu, a.minute, a.pid, a.start) == (b.gpu, b.minute, b.pid, b.start))
+    {
+        let first = group[0];
+        let (mut mem_time, mut mem_max, mut held) = (0.0, None::<i64>, false);
+        let (mut comm, mut user, mut uid) = (None, None, None::<i64>);
+        let (mut namespace, mut account) = (None, None);
+        for p in group {
+            if let Some(mean) = p.mem_mean {
+                mem_time += mean * p.seconds;
+            }
+            mem_max = match (mem_max, p.mem_max) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            held |= p.mem_max.is_none_or(|m| m > 0);
+            comm = max_text(names, comm, p.comm);
+            user = max_text(names, user, p.user);
+            uid = match (uid, p.uid) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            namespace = max_text(names, namespace, p.namespace);
+            account = max_text(names, account, p.account);
+        }
+        let (team, user) = teams.of(config, names, (user, uid, namespace, account));
+        out.push(ProcMinute {
+            gpu: first.gpu,
+            minute: first.minute,
+            pid: first.pid,
+            start: first.start,
+            mem_time,
+            mem_max,
+            held,
+            comm,
+            user,
+            team,
+        });
+    }
+    out
+}

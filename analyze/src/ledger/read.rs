@@ -1,0 +1,241 @@
+//! Reading one day of the rollups for the ledger: the rows of
+//! `queries/ledger_gpu_minutes.sql` and `queries/ledger_proc_minutes.sql`
+//! through the session (so the WAL's newest rows and the minutes derived
+//! from raw samples are in, as in every other query), turned into plain
+//! rows with their text interned ([`Names`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{
+    DataType, Float64Type, Int32Type, Int64Type, TimeUnit, TimestampMillisecondType,
+};
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::ScalarValue;
+
+use crate::error::{Error, SessionError};
+use crate::queries;
+use crate::session::Session;
+
+/// Every text value the ledger has met, each kept once and named by its
+/// number: GPU UUIDs, hosts, models, users, teams, command names.
+#[derive(Debug, Default)]
+pub struct Names {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Names {
+    /// The number of `name`, given it on first sight.
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.ids.insert(name.to_owned(), id);
+        self.names.push(name.to_owned());
+        id
+    }
+
+    /// The text numbered `id`.
+    pub fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("", String::as_str)
+    }
+
+    /// Every text, in number order (the values of a dictionary column).
+    pub fn all(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Whether `a` sorts after `b` as text.
+    pub fn greater(&self, a: u32, b: u32) -> bool {
+        self.name(a) > self.name(b)
+    }
+}
+
+/// One `gpu_minutes` row (a GPU-minute, or the part of one a file holds).
+#[derive(Debug, Clone, Copy)]
+pub struct GpuPart {
+    pub gpu: u32,
+    pub minute: i64,
+    pub host: u32,
+    pub index: i32,
+    pub model: Option<u32>,
+    pub seconds: f64,
+    pub util: Option<f64>,
+    pub sm: Option<f64>,
+    pub energy: Option<f64>,
+    pub power: Option<f64>,
+    pub held: bool,
+}
+
+/// One `proc_minutes` row.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcPart {
+    pub gpu: u32,
+    pub minute: i64,
+    pub pid: i32,
+    pub start: Option<i64>,
+    pub seconds: f64,
+    pub mem_mean: Option<f64>,
+    pub mem_max: Option<i64>,
+    pub comm: Option<u32>,
+    pub user: Option<u32>,
+    pub uid: Option<i64>,
+    pub namespace: Option<u32>,
+    pub account: Option<u32>,
+}
+
+/// One day's rows, from `start_ms` (inclusive) to `end_ms` (exclusive),
+/// both within the day `date` (days since the epoch).
+pub async fn day(
+    session: &Session,
+    names: &mut Names,
+    start_ms: i64,
+    end_ms: i64,
+    date: i32,
+) -> Result<(Vec<GpuPart>, Vec<ProcPart>), Error> {
+    let params = || {
+        vec![
+            ScalarValue::TimestampMillisecond(Some(start_ms), Some("UTC".into())),
+            ScalarValue::TimestampMillisecond(Some(end_ms), Some("UTC".into())),
+            ScalarValue::Date32(Some(date)),
+        ]
+    };
+    let has = |name: &str| session.tables().iter().any(|t| t.name() == name);
+    let mut gpus = Vec::new();
+    if has("gpu_minutes") {
+        let df = session.sql_with_params(queries::LEDGER_GPU_MINUTES, params()).await?;
+        let (_, batches) = session.collect(df).await?;
+        for batch in &batches {
+            gpu_rows(batch, names, &mut gpus).map_err(unreadable)?;
+        }
+    }
+    let mut procs = Vec::new();
+    if has("proc_minutes") {
+        let df = session.sql_with_params(queries::LEDGER_PROC_MINUTES, params()).await?;
+        let (_, batches) = session.collect(df).await?;
+        for batch in &batches {
+            proc_rows(batch, names, &mut procs).map_err(unreadable)?;
+        }
+    }
+    Ok((gpus, procs))
+}
+
+fn unreadable(source: ArrowError) -> Error {
+    SessionError::Execute { source: source.into() }.into()
+}
+
+fn column(batch: &RecordBatch, name: &str, to: &DataType) -> Result<ArrayRef, ArrowError> {
+    let column = batch
+        .column_by_name(name)
+        .ok_or_else(|| ArrowError::SchemaError(format!("the ledger's query has no column {name}")))?;
+    if column.data_type() == to { Ok(Arc::clone(column)) } else { cast(column, to) }
+}
+
+fn text(batch: &RecordBatch, name: &str) -> Result<StringArray, ArrowError> {
+    Ok(column(batch, name, &DataType::Utf8)?.as_string::<i32>().clone())
+}
+
+fn float(batch: &RecordBatch, name: &str) -> Result<Float64Array, ArrowError> {
+    Ok(column(batch, name, &DataType::Float64)?.as_primitive::<Float64Type>().clone())
+}
+
+fn int32(batch: &RecordBatch, name: &str) -> Result<Int32Array, ArrowError> {
+    Ok(column(batch, name, &DataType::Int32)?.as_primitive::<Int32Type>().clone())
+}
+
+fn int64(batch: &RecordBatch, name: &str) -> Result<Int64Array, ArrowError> {
+    Ok(column(batch, name, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
+}
+
+fn millis(batch: &RecordBatch, name: &str) -> Result<Int64Array, ArrowError> {
+    let ts = column(batch, name, &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())))?;
+    let ts = ts.as_primitive::<TimestampMillisecondType>();
+    Ok(Int64Array::new(ts.values().clone(), ts.nulls().cloned()))
+}
+
+fn boolean(batch: &RecordBatch, name: &str) -> Result<BooleanArray, ArrowError> {
+    Ok(column(batch, name, &DataType::Boolean)?.as_boolean().clone())
+}
+
+fn opt<A: Array, T>(a: &A, i: usize, mut value: impl FnMut(usize) -> T) -> Option<T> {
+    a.is_valid(i).then(|| value(i))
+}
+
+fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> Result<(), ArrowError> {
+    let (uuid, minute, host) = (text(batch, "gpu_uuid")?, millis(batch, "minute")?, text(batch, "host")?);
+    let (index, model, seconds) =
+        (int32(batch, "gpu_index")?, text(batch, "gpu_model")?, float(batch, "seconds")?);
+    let (util, sm) = (float(batch, "gpu_util_pct_mean")?, float(batch, "sm_active_pct_mean")?);
+    let (energy, power) = (float(batch, "energy_j")?, float(batch, "power_mw_mean")?);
+    let held = boolean(batch, "proc_held")?;
+    out.reserve(batch.num_rows());
+    // Rows of one file share their GPU, host and model run after run:
+    // the last ones looked up are kept.
+    let mut last: Option<(usize, u32, u32)> = None;
+    for i in 0..batch.num_rows() {
+        let (gpu, host_id) = match last {
+            Some((j, g, h)) if uuid.value(j) == uuid.value(i) && host.value(j) == host.value(i) => (g, h),
+            _ => {
+                let ids = (names.id(uuid.value(i)), names.id(host.value(i)));
+                last = Some((i, ids.0, ids.1));
+                ids
+            }
+        };
+        out.push(GpuPart {
+            gpu,
+            minute: minute.value(i),
+            host: host_id,
+            index: index.value(i),
+            model: opt(&model, i, |i| names.id(model.value(i))),
+            seconds: seconds.value(i),
+            util: opt(&util, i, |i| util.value(i)),
+            sm: opt(&sm, i, |i| sm.value(i)),
+            energy: opt(&energy, i, |i| energy.value(i)),
+            power: opt(&power, i, |i| power.value(i)),
+            held: held.is_valid(i) && held.value(i),
+        });
+    }
+    Ok(())
+}
+
+fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) -> Result<(), ArrowError> {
+    let (uuid, minute, pid) = (text(batch, "gpu_uuid")?, millis(batch, "minute")?, int32(batch, "pid")?);
+    let (start, seconds) = (millis(batch, "proc_start")?, float(batch, "seconds")?);
+    let (mem_mean, mem_max) = (float(batch, "used_mem_bytes_mean")?, int64(batch, "used_mem_bytes_max")?);
+    let (comm, user, uid) = (text(batch, "comm")?, text(batch, "user")?, int64(batch, "uid")?);
+    let (namespace, account) = (text(batch, "k8s_namespace")?, text(batch, "slurm_account")?);
+    out.reserve(batch.num_rows());
+    let mut last: Option<(usize, u32)> = None;
+    let text_id = |a: &StringArray, i: usize, names: &mut Names| opt(a, i, |i| names.id(a.value(i)));
+    for i in 0..batch.num_rows() {
+        let gpu = match last {
+            Some((j, g)) if uuid.value(j) == uuid.value(i) => g,
+            _ => {
+                let g = names.id(uuid.value(i));
+                last = Some((i, g));
+                g
+            }
+        };
+        out.push(ProcPart {
+            gpu,
+            minute: minute.value(i),
+            pid: pid.value(i),
+            start: opt(&start, i, |i| start.value(i)),
+            seconds: seconds.value(i),
+            mem_mean: opt(&mem_mean, i, |i| mem_mean.value(i)),
+            mem_max: opt(&mem_max, i, |i| mem_max.value(i)),
+            comm: text_id(&comm, i, names),
+            user: text_id(&user, i, names),
+            uid: opt(&uid, i, |i| uid.value(i)),
+            namespace: text_id(&namespace, i, names),
+            account: text_id(&account, i, names),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! The stretches the ledger finds, as the reports show them: a GPU idle
+//! long enough to reclaim, a process holding memory on an idle GPU (the
+//! rows of `queries/reclaim.sql` and `queries/zombies.sql`).
+
+/// One idle stretch of one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReclaimRow {
+    /// Host name.
+    pub host: String,
+    /// NVML index.
+    pub gpu_index: i32,
+    /// GPU UUID.
+    pub gpu_uuid: String,
+    /// First minute of the stretch, milliseconds since the epoch (UTC).
+    pub idle_since: i64,
+    /// Length of the stretch (minutes).
+    pub idle_minutes: i64,
+    /// Users whose processes held memory during it, comma-separated; empty
+    /// when none did.
+    pub held_by: String,
+    /// Whether the stretch runs up to the GPU's newest recorded minute.
+    pub still_idle: bool,
+}
+
+/// One process's idle stretch on one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZombieRow {
+    /// Host name.
+    pub host: String,
+    /// NVML index.
+    pub gpu_index: i32,
+    /// GPU UUID.
+    pub gpu_uuid: String,
+    /// Process id.
+    pub pid: i32,
+    /// When the process started, milliseconds since the epoch (UTC); `None`
+    /// when it was not recorded.
+    pub proc_start: Option<i64>,
+    /// Its command name, when recorded.
+    pub comm: Option<String>,
+    /// Its user: the name, else "uid N", else "(unknown)".
+    pub user: Option<String>,
+    /// Its team, by the config's rules.
+    pub team: String,
+    /// Most memory it held during the stretch (bytes); `None` when NVML
+    /// gave no figure all along (a process on a GPU holds a context).
+    pub used_mem_bytes: Option<i64>,
+    /// First minute of the stretch, milliseconds since the epoch (UTC).
+    pub idle_since: i64,
+    /// Length of the stretch (minutes).
+    pub idle_minutes: i64,
+    /// Whether the process is in its GPU's newest recorded minute.
+    pub still_running: bool,
+}

@@ -1,0 +1,236 @@
+//! The ledger against the SQL views it follows: on a simulated fleet whose
+//! files split minutes (a file every 97 s), every figure query gives the
+//! same numbers over `cost_buckets` as over `minute_costs`, and the
+//! stretches are those of `queries/zombies.sql` and `queries/reclaim.sql`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use apron_schemas::DataLayout;
+use apron_schemas::time::{HOUR_MS, MINUTE_MS};
+use apron_store::simulate::{SimulateOptions, simulate};
+use chrono::NaiveDate;
+use datafusion::arrow::array::{Array, RecordBatch};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::common::ScalarValue;
+
+use super::*;
+use crate::columns::Columns;
+use crate::period::{Period, PeriodChoice};
+use crate::queries;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+}
+
+/// 8 GPUs over two days, a file every 997 s (minutes split across files).
+fn fleet(dir: &Path) {
+    let options = SimulateOptions {
+        layout: DataLayout::new(dir),
+        gpus: 8,
+        days: 2,
+        start: NaiveDate::from_ymd_opt(2026, 10, 1).expect("date"),
+        seed: 7,
+        interval: Duration::from_secs(1),
+        rotate: Duration::from_secs(997),
+        threads: 2,
+    };
+    simulate(&options, &|_, _| {}).expect("simulates");
+}
+
+fn config() -> Config {
+    let text = crate::commands::demo::demo_config();
+    Config::from_toml(&text, Path::new("apron.toml")).expect("the demo config parses")
+}
+
+/// The period: from 05:13 on the first day to 19:47 on the second, so the
+/// ends cut days and buckets.
+fn period() -> Period {
+    let start = NaiveDate::from_ymd_opt(2026, 10, 1).expect("date").and_hms_opt(5, 13, 0).expect("time");
+    let start_ms = start.and_utc().timestamp_millis();
+    let choice = PeriodChoice {
+        month: None,
+        from: Some(start_ms),
+        to: Some(start_ms + 38 * HOUR_MS + 34 * MINUTE_MS),
+        last: None,
+    };
+    Period::choose(&choice, start_ms + 10 * 24 * HOUR_MS).expect("period")
+}
+
+async fn rows(session: &Session, sql: &str, params: Vec<ScalarValue>) -> Vec<RecordBatch> {
+    let df = session.sql_with_params(sql, params).await.expect("plans");
+    session.collect(df).await.expect("runs").1
+}
+
+/// Rows keyed by their text columns, with their numbers.
+fn keyed(batches: &[RecordBatch]) -> BTreeMap<Vec<String>, Vec<Option<f64>>> {
+    let mut out = BTreeMap::new();
+    for batch in batches {
+        let mut texts = Vec::new();
+        let mut numbers = Vec::new();
+        for column in batch.columns() {
+            if matches!(column.data_type(), DataType::Float64) {
+                let c =
+                    column.as_any().downcast_ref::<datafusion::arrow::array::Float64Array>().expect("f64");
+                numbers.push((0..c.len()).map(|i| c.is_valid(i).then(|| c.value(i))).collect::<Vec<_>>());
+            } else {
+                let f = ArrayFormatter::try_new(column.as_ref(), &FormatOptions::default()).expect("formats");
+                texts.push((0..column.len()).map(|i| f.value(i).to_string()).collect::<Vec<_>>());
+            }
+        }
+        for i in 0..batch.num_rows() {
+            let key: Vec<String> = texts.iter().map(|t| t[i].clone()).collect();
+            let values: Vec<Option<f64>> = numbers.iter().map(|n| n[i]).collect();
+            assert!(out.insert(key.clone(), values).is_none(), "one row per key: {key:?}");
+        }
+    }
+    out
+}
+
+fn assert_same(what: &str, ledger: &[RecordBatch], views: &[RecordBatch]) {
+    let (a, b) = (keyed(ledger), keyed(views));
+    assert!(!b.is_empty(), "{what}: the views give rows");
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "{what}: the same rows");
+    for (key, (x, y)) in a.iter().map(|(k, v)| (k, (v, &b[k]))) {
+        for (p, q) in x.iter().zip(y) {
+            match (p, q) {
+                (Some(p), Some(q)) => {
+                    assert!(
+                        (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0),
+                        "{what} {key:?}: {p} vs {q}"
+                    )
+                }
+                (p, q) => assert_eq!(p, q, "{what} {key:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fleet(dir.path());
+    let (config, period) = (config(), period());
+    runtime().block_on(async {
+        let session = Session::open(dir.path()).await.expect("opens");
+        crate::cost::register_minute_costs(&session, &config, &period).await.expect("views");
+        let rules = Rules { zombie_min_mem_bytes: 1 << 20, zombie_min_minutes: 5, reclaim_min_minutes: 5 };
+        for bucket_ms in [HOUR_MS, 5 * MINUTE_MS] {
+            let ledger = Ledger::compute(&session, &config, &period, bucket_ms, rules).await.expect("ledger");
+            ledger.register(&session).expect("registers");
+            let bucket = ScalarValue::Int64(Some(bucket_ms / 1000));
+            let by = |k: &str| vec![ScalarValue::Utf8(Some(k.to_owned()))];
+            let cases: Vec<(&str, &str, Vec<ScalarValue>)> = vec![
+                ("spend", queries::SPEND, vec![]),
+                ("idle-cost by team", queries::IDLE_COST, by("team")),
+                ("idle-cost by user", queries::IDLE_COST, by("user")),
+                ("idle-cost by host", queries::IDLE_COST, by("host")),
+                ("idle-cost by gpu", queries::IDLE_COST, by("gpu")),
+                ("windows", queries::WINDOWS, vec![]),
+                ("gpu_days", queries::GPU_DAYS, vec![]),
+                ("fleet_state", queries::FLEET_STATE, vec![bucket.clone()]),
+                ("power", queries::POWER, vec![bucket.clone()]),
+            ];
+            for (what, sql, params) in cases {
+                let from_ledger = rows(&session, sql, params.clone()).await;
+                let from_views =
+                    rows(&session, &sql.replace("FROM cost_buckets", "FROM minute_costs"), params).await;
+                assert_same(&format!("{what} ({bucket_ms} ms buckets)"), &from_ledger, &from_views);
+            }
+            let unknown =
+                rows(&session, "SELECT sum(energy_unknown_seconds) AS s FROM gpu_minute_states", vec![])
+                    .await;
+            let c = Columns::of(&unknown[0]);
+            let s = c.f64_opt("s").expect("number")[0].unwrap_or(0.0);
+            assert!(
+                (s - ledger.energy_unknown_seconds).abs() < 1e-6,
+                "{s} vs {}",
+                ledger.energy_unknown_seconds
+            );
+        }
+        let ledger = Ledger::compute(&session, &config, &period, HOUR_MS, rules).await.expect("ledger");
+        let zombies = rows(
+            &session,
+            queries::ZOMBIES,
+            vec![
+                ScalarValue::Int64(Some(rules.zombie_min_mem_bytes)),
+                ScalarValue::Int64(Some(rules.zombie_min_minutes)),
+            ],
+        )
+        .await;
+        let from_views = zombie_rows(&zombies);
+        assert!(!from_views.is_empty(), "the fleet has zombies");
+        assert_eq!(ledger.zombies, from_views);
+        let reclaim =
+            rows(&session, queries::RECLAIM, vec![ScalarValue::Int64(Some(rules.reclaim_min_minutes))]).await;
+        let from_views = reclaim_rows(&reclaim);
+        assert!(!from_views.is_empty(), "the fleet has idle stretches");
+        assert_eq!(ledger.reclaim, from_views);
+    });
+}
+
+fn zombie_rows(batches: &[RecordBatch]) -> Vec<ZombieRow> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let c = Columns::of(batch);
+        let (host, gpu_index, gpu_uuid, pid) = (
+            c.text("host").unwrap(),
+            c.i32("gpu_index").unwrap(),
+            c.text("gpu_uuid").unwrap(),
+            c.i32("pid").unwrap(),
+        );
+        let (proc_start, comm, user) = (
+            c.timestamp_ms_opt("proc_start").unwrap(),
+            c.text_opt("comm").unwrap(),
+            c.text_opt("user").unwrap(),
+        );
+        let (team, used) = (c.text("team").unwrap(), c.i64_opt("used_mem_bytes").unwrap());
+        let (since, minutes, running) = (
+            c.timestamp_ms("idle_since").unwrap(),
+            c.i64("idle_minutes").unwrap(),
+            c.bool("still_running").unwrap(),
+        );
+        for i in 0..c.len() {
+            out.push(ZombieRow {
+                host: host[i].clone(),
+                gpu_index: gpu_index[i],
+                gpu_uuid: gpu_uuid[i].clone(),
+                pid: pid[i],
+                proc_start: proc_start[i],
+                comm: comm[i].clone(),
+                user: user[i].clone(),
+                team: team[i].clone(),
+                used_mem_bytes: used[i],
+                idle_since: since[i],
+                idle_minutes: minutes[i],
+                still_running: running[i],
+            });
+        }
+    }
+    out
+}
+
+fn reclaim_rows(batches: &[RecordBatch]) -> Vec<ReclaimRow> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let c = Columns::of(batch);
+        let (host, gpu_index, gpu_uuid) =
+            (c.text("host").unwrap(), c.i32("gpu_index").unwrap(), c.text("gpu_uuid").unwrap());
+        let (since, minutes) = (c.timestamp_ms("idle_since").unwrap(), c.i64("idle_minutes").unwrap());
+        let (held_by, still) = (c.text("held_by").unwrap(), c.bool("still_idle").unwrap());
+        for i in 0..c.len() {
+            out.push(ReclaimRow {
+                host: host[i].clone(),
+                gpu_index: gpu_index[i],
+                gpu_uuid: gpu_uuid[i].clone(),
+                idle_since: since[i],
+                idle_minutes: minutes[i],
+                held_by: held_by[i].clone(),
+                still_idle: still[i],
+            });
+        }
+    }
+    out
+}

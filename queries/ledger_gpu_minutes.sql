@@ -1,0 +1,16 @@
+-- ledger_gpu_minutes: the gpu_minutes rows of one day of a period, as the
+-- ledger (analyze/src/ledger.rs) reads them to compute every GPU-minute's
+-- state and cost in one pass, a day at a time (see gpu_minute_states.sql,
+-- whose definition the ledger follows and a test holds it to).
+--
+-- Parameters:
+--   $1  start (Timestamp, UTC, inclusive)
+--   $2  end (Timestamp, UTC, exclusive), within the day of $3
+--   $3  the day (Date), the only partition read
+--
+-- Output: the gpu_minutes columns the ledger needs, one row per rollup row.
+SELECT
+  gpu_uuid, minute, host, gpu_index, gpu_model, seconds,
+  gpu_util_pct_mean, sm_active_pct_mean, energy_j, power_mw_mean, proc_held
+FROM gpu_minutes
+WHERE minute >= $1 AND minute < $2 AND date = $3

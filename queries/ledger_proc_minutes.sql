@@ -1,0 +1,15 @@
+-- ledger_proc_minutes: the proc_minutes rows of one day of a period, as the
+-- ledger (analyze/src/ledger.rs) reads them (see proc_minute_states.sql,
+-- whose definition the ledger follows and a test holds it to).
+--
+-- Parameters:
+--   $1  start (Timestamp, UTC, inclusive)
+--   $2  end (Timestamp, UTC, exclusive), within the day of $3
+--   $3  the day (Date), the only partition read
+--
+-- Output: the proc_minutes columns the ledger needs, one row per rollup row.
+SELECT
+  gpu_uuid, minute, pid, proc_start, seconds, used_mem_bytes_mean, used_mem_bytes_max,
+  comm, "user", uid, k8s_namespace, slurm_account
+FROM proc_minutes
+WHERE minute >= $1 AND minute < $2 AND date = $3
