@@ -62,16 +62,6 @@ pub fn register_functions(session: &Session, config: &Config) {
     ctx.register_udf(team);
 }
 
-/// How `minute_costs` is registered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Keep {
-    /// As a view: each query that reads it computes it again (one report).
-    View,
-    /// Computed once and held in memory, for many queries over it (the
-    /// monthly report and its charts): about 100 bytes per GPU-minute.
-    InMemory,
-}
-
 /// Registers the functions and the views `gpu_minute_states` and
 /// `proc_minute_states` for `period` under `config`: what zombies, reclaim
 /// and `minute_costs` read.
@@ -121,75 +111,19 @@ pub async fn register_for_query(
 }
 
 /// Registers `minute_costs` for `period` under `config` (with the functions
-/// and views it needs), as a view or computed once (`keep`). Reports then
-/// read it by name.
+/// and views it needs), as a view: each query that reads it computes it
+/// again (`apron sql`; the reports read the ledger's `cost_buckets`).
 pub async fn register_minute_costs(session: &Session, config: &Config, period: &Period) -> Result<(), Error> {
-    register_minute_costs_as(session, config, period, Keep::View).await
-}
-
-/// [`register_minute_costs`], kept as `keep` says.
-pub async fn register_minute_costs_as(
-    session: &Session,
-    config: &Config,
-    period: &Period,
-    keep: Keep,
-) -> Result<(), Error> {
     register_states(session, config, period).await?;
     let params = vec![
         ScalarValue::Float64(Some(config.energy.price_per_kwh)),
         ScalarValue::Float64(Some(config.energy.pue)),
     ];
-    let df = session.sql_with_params(queries::MINUTE_COSTS, params).await?;
-    let table: Arc<dyn datafusion::catalog::TableProvider> = match keep {
-        Keep::View => df.into_view(),
-        Keep::InMemory => {
-            let (schema, batches) = session.collect(df).await?;
-            // Text as dictionaries: a few distinct hosts, GPUs, states,
-            // teams and users over millions of rows (views into the decoded
-            // pages would keep every page alive).
-            let schema = dictionary_schema(&schema);
-            let batches = batches
-                .iter()
-                .map(|b| {
-                    let columns = b
-                        .columns()
-                        .iter()
-                        .zip(schema.fields())
-                        .map(|(c, f)| datafusion::arrow::compute::cast(c, f.data_type()))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    datafusion::arrow::array::RecordBatch::try_new(Arc::clone(&schema), columns)
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| SessionError::Execute { source: e.into() })?;
-            Arc::new(
-                datafusion::datasource::MemTable::try_new(schema, vec![batches])
-                    .map_err(|source| SessionError::Execute { source })?,
-            )
-        }
-    };
-    session
-        .context()
-        .register_table("minute_costs", table)
-        .map_err(|source| SessionError::Execute { source })?;
+    let view = session.sql_with_params(queries::MINUTE_COSTS, params).await?.into_view();
+    let ctx = session.context();
+    ctx.deregister_table("minute_costs").map_err(|source| SessionError::Execute { source })?;
+    ctx.register_table("minute_costs", view).map_err(|source| SessionError::Execute { source })?;
     Ok(())
-}
-
-/// `schema` with every text column as `Dictionary(Int32, Utf8)`.
-fn dictionary_schema(
-    schema: &datafusion::arrow::datatypes::Schema,
-) -> datafusion::arrow::datatypes::SchemaRef {
-    let fields: Vec<_> = schema
-        .fields()
-        .iter()
-        .map(|f| match f.data_type() {
-            DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => f
-                .as_ref()
-                .clone()
-                .with_data_type(DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))),
-            _ => f.as_ref().clone(),
-        })
-        .collect();
-    Arc::new(datafusion::arrow::datatypes::Schema::new(fields))
 }
 
 fn gpu_rate(config: &Config, args: &[ColumnarValue]) -> Result<ColumnarValue, DataFusionError> {

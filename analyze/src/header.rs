@@ -211,16 +211,6 @@ async fn sample_in(session: &Session, minute_ms: i64, first: bool) -> Result<Opt
     Ok(column.is_valid(0).then(|| column.value(0)))
 }
 
-/// The GPU-hours of `gpu_minute_states` (registered in `session`) with
-/// neither an energy reading nor a power reading, whose energy is priced at
-/// 0.
-pub async fn energy_unknown_hours(session: &Session) -> Result<f64, Error> {
-    let sql = "SELECT coalesce(sum(energy_unknown_seconds), 0.0) / 3600.0 AS hours FROM gpu_minute_states";
-    let batch = session.collect_batch(session.sql(sql).await?).await?;
-    let hours = batch.column(0).as_primitive::<Float64Type>();
-    Ok(if hours.is_empty() || hours.is_null(0) { 0.0 } else { hours.value(0) })
-}
-
 /// The header line of a cost report when some energy was not measured:
 /// `Energy:   energy unknown for 0.05 GPU-hours …`; `None` when all was.
 pub fn energy_unknown_line(unknown_hours: f64) -> Option<String> {

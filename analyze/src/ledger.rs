@@ -12,7 +12,7 @@
 //! the same numbers). A day of the fleet is in memory at a time, and
 //! what is kept grows with GPUs × buckets, not with minutes.
 
-use std::collections::HashMap;
+use map::HashMap;
 
 use apron_schemas::time::{DAY_MS, MINUTE_MS};
 use datafusion::arrow::array::RecordBatch;
@@ -26,6 +26,7 @@ use crate::period::Period;
 use crate::session::Session;
 
 pub mod cube;
+pub mod map;
 pub mod minutes;
 pub mod read;
 pub mod runs;
@@ -72,16 +73,40 @@ impl Ledger {
         rules: Rules,
     ) -> Result<Ledger, Error> {
         let bucket_ms = bucket_ms.max(MINUTE_MS);
-        let mut pass = Pass::new(config, bucket_ms, rules);
+        let mut pass = Some(Pass::new(config.clone(), bucket_ms, rules));
+        // Each day is read (by the engine's workers) while the day before is
+        // worked through (on a blocking thread): the two overlap.
+        let mut working: Option<tokio::task::JoinHandle<Result<Pass, Error>>> = None;
+        let began = std::time::Instant::now();
+        let (mut reading, mut waiting) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
         let mut day_start = period.start_ms.div_euclid(DAY_MS) * DAY_MS;
         while day_start < period.end_ms {
             let (from, to) = (period.start_ms.max(day_start), period.end_ms.min(day_start + DAY_MS));
             let date = i32::try_from(day_start / DAY_MS).unwrap_or(i32::MAX);
-            let (gpus, procs) = read::day(session, &mut pass.names, from, to, date).await?;
-            pass.day(gpus, procs);
+            let read_at = std::time::Instant::now();
+            let day = read::day(session, from, to, date).await?;
+            reading += read_at.elapsed();
+            let wait_at = std::time::Instant::now();
+            if let Some(done) = working.take() {
+                pass = Some(joined(done.await)?);
+            }
+            waiting += wait_at.elapsed();
+            if let Some(mut this) = pass.take() {
+                working = Some(tokio::task::spawn_blocking(move || {
+                    this.day(&day)?;
+                    Ok(this)
+                }));
+            }
             day_start += DAY_MS;
         }
-        pass.finish()
+        if let Some(done) = working.take() {
+            pass = Some(joined(done.await)?);
+        }
+        tracing::debug!(?reading, ?waiting, elapsed = ?began.elapsed(), "read and worked through the period's days");
+        match pass {
+            Some(pass) => pass.finish(),
+            None => unreachable!("the pass comes back from each day's work"),
+        }
     }
 
     /// Registers `cost_buckets` with `session`, replacing any before.
@@ -96,9 +121,14 @@ impl Ledger {
     }
 }
 
+/// The result of a day's work on a blocking thread.
+fn joined(done: Result<Result<Pass, Error>, tokio::task::JoinError>) -> Result<Pass, Error> {
+    done.map_err(|e| SessionError::Execute { source: datafusion::error::DataFusionError::External(Box::new(e)) })?
+}
+
 /// The pass over the days, with what it carries from one day to the next.
-struct Pass<'c> {
-    config: &'c Config,
+struct Pass {
+    config: Config,
     bucket_ms: i64,
     names: Names,
     teams: Teams,
@@ -109,8 +139,8 @@ struct Pass<'c> {
     energy_unknown_seconds: f64,
 }
 
-impl<'c> Pass<'c> {
-    fn new(config: &'c Config, bucket_ms: i64, rules: Rules) -> Self {
+impl Pass {
+    fn new(config: Config, bucket_ms: i64, rules: Rules) -> Self {
         let mut names = Names::default();
         let unallocated = names.id(UNALLOCATED);
         Pass {
@@ -118,7 +148,7 @@ impl<'c> Pass<'c> {
             bucket_ms,
             names,
             teams: Teams::default(),
-            rates: HashMap::new(),
+            rates: HashMap::default(),
             unallocated,
             cube: Cube::default(),
             runs: runs::Runs::new(rules),
@@ -132,17 +162,20 @@ impl<'c> Pass<'c> {
             return r;
         }
         let name = model.map_or("", |m| self.names.name(m));
-        let r = rate_per_second(gpu_cost_for(self.config, name));
+        let r = rate_per_second(gpu_cost_for(&self.config, name));
         self.rates.insert(model, r);
         r
     }
 
-    fn day(&mut self, gpus: Vec<read::GpuPart>, procs: Vec<read::ProcPart>) {
+    fn day(&mut self, day: &read::Day) -> Result<(), Error> {
+        let (gpus, procs) = day.parts(&mut self.names)?;
         let threshold = self.config.idle.threshold_pct;
         let gpus = minutes::gpu_minutes(gpus, &self.names, threshold);
-        let procs = minutes::proc_minutes(procs, &mut self.names, &mut self.teams, self.config);
+        let procs = minutes::proc_minutes(procs, &mut self.names, &mut self.teams, &self.config);
         let (price, pue) = (self.config.energy.price_per_kwh, self.config.energy.pue);
-        let mut rows: HashMap<Key, Sums> = HashMap::new();
+        // The rows of one GPU's bucket: minutes come GPU by GPU, in time
+        // order, so a bucket's rows are complete when the next one starts.
+        let mut bucket: Vec<(Key, Sums)> = Vec::new();
         let mut p = 0;
         for g in &gpus {
             // The process-minutes of this GPU-minute: both lists are sorted
@@ -157,8 +190,12 @@ impl<'c> Pass<'c> {
             let on = &procs[from..p];
             self.energy_unknown_seconds += g.energy_unknown_seconds;
             let cost = g.seconds * self.rate(g.model) + g.energy_j / 3_600_000.0 * price * pue;
+            let start = g.minute - g.minute.rem_euclid(self.bucket_ms);
+            if bucket.first().is_some_and(|(k, _)| (k.gpu, k.bucket) != (g.gpu, start)) {
+                self.cube.extend(bucket.drain(..));
+            }
             let key = |team, user| Key {
-                bucket: g.minute - g.minute.rem_euclid(self.bucket_ms),
+                bucket: start,
                 gpu: g.gpu,
                 host: g.host,
                 index: g.index,
@@ -167,30 +204,33 @@ impl<'c> Pass<'c> {
                 team,
                 user,
             };
+            let mut add = |key: Key, share: f64| {
+                let sums = match bucket.iter_mut().position(|(k, _)| *k == key) {
+                    Some(i) => &mut bucket[i].1,
+                    None => {
+                        bucket.push((key, Sums::default()));
+                        &mut bucket.last_mut().expect("just pushed").1
+                    }
+                };
+                sums.add(g.seconds * share, g.energy_j * share, cost * share, g.util, g.activity);
+            };
             if g.state == State::IdleEmpty || on.is_empty() {
-                rows.entry(key(self.unallocated, self.unallocated))
-                    .or_default()
-                    .add(g.seconds, g.energy_j, cost, g.util, g.activity);
+                add(key(self.unallocated, self.unallocated), 1.0);
             } else {
                 let total: f64 = on.iter().map(|o| o.mem_time).sum();
                 let count = on.len() as f64;
                 for o in on {
                     let share = if total > 0.0 { o.mem_time / total } else { 1.0 / count };
-                    rows.entry(key(o.team, o.user)).or_default().add(
-                        g.seconds * share,
-                        g.energy_j * share,
-                        cost * share,
-                        g.util,
-                        g.activity,
-                    );
+                    add(key(o.team, o.user), share);
                 }
             }
             self.runs.minute(g, on);
         }
+        self.cube.extend(bucket);
         for p in &procs {
             self.runs.seen(p);
         }
-        self.cube.extend(rows);
+        Ok(())
     }
 
     fn finish(self) -> Result<Ledger, Error> {

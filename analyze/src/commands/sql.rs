@@ -5,7 +5,8 @@
 //! So that every `queries/*.sql` runs on its own as its header says, a query
 //! whose text names `minute_costs`, `gpu_minute_states` or
 //! `proc_minute_states` gets those views registered for the period
-//! flags and the config, and one that names an `apron_` function
+//! flags and the config, one that names `cost_buckets` gets the period's
+//! ledger ([`crate::ledger`]) per minute, and one that names an `apron_` function
 //! (`apron_team`, `apron_gpu_rate`) gets those functions from the config:
 //! `apron sql -f queries/spend.sql --month 2026-11` runs a report's SQL as
 //! is. The config is read only then, so a plain query needs none.
@@ -14,11 +15,13 @@ use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
 
+use apron_schemas::time::MINUTE_MS;
 use datafusion::prelude::DataFrame;
 
 use crate::cli::{GlobalArgs, SqlArgs};
 use crate::config::Config;
 use crate::error::{Error, InputError, SessionError};
+use crate::ledger::Ledger;
 use crate::params::{self, Param};
 use crate::period::Period;
 use crate::session::Session;
@@ -26,6 +29,13 @@ use crate::session::Session;
 /// Runs of a query whose files vanished under it (compaction swapping a
 /// partition in) before it gives up.
 const MAX_TRIES: u32 = 3;
+
+/// Registers `cost_buckets` for `period` under `config`, per minute.
+async fn register_cost_buckets(session: &Session, config: Config, period: &Period) -> Result<(), Error> {
+    let rules = crate::report_context::rules(config.zombie.min_idle, config.zombie.min_mem_mib, config.reclaim.idle_for);
+    let ledger = Ledger::compute(session, &config, period, MINUTE_MS, rules).await?;
+    ledger.register(session)
+}
 
 /// Reads the query (from the command line, a file, or standard input for
 /// `-f -`), runs it over `global.data` and prints the rows to `out`.
@@ -42,6 +52,11 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
         let config = || Config::load(global.config.as_deref());
         let period = || Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis());
         crate::cost::register_for_query(&session, config, period, &query).await?;
+        if query.to_ascii_lowercase().contains("cost_buckets") {
+            let config = Config::load(global.config.as_deref())?;
+            let period = Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis())?;
+            register_cost_buckets(&session, config, &period).await?;
+        }
         let df = bind(session.sql(&query).await?, params.clone())?;
         let printed = session.print(df, global.format, &mut out).await.map(drop);
         match printed {

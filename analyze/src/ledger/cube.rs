@@ -8,7 +8,6 @@
 //! sums, `util_pct` and `activity_pct` seconds-weighted means (null where
 //! not known, and where the row's seconds are 0).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -70,11 +69,8 @@ pub struct Cube {
 }
 
 impl Cube {
-    /// Adds the rows of one stretch of time (whose buckets no other
-    /// stretch shares).
-    pub fn extend(&mut self, rows: HashMap<Key, Sums>) {
-        self.keys.reserve(rows.len());
-        self.sums.reserve(rows.len());
+    /// Adds the rows of one GPU's bucket (no other rows have its key).
+    pub fn extend(&mut self, rows: impl IntoIterator<Item = (Key, Sums)>) {
         for (k, s) in rows {
             self.keys.push(k);
             self.sums.push(s);

@@ -4,7 +4,7 @@
 //! summed, its activity, energy and state, and each process's memory-time,
 //! user as shown and team.
 
-use std::collections::HashMap;
+use crate::ledger::map::HashMap;
 
 use super::read::{GpuPart, Names, ProcPart};
 use crate::config::{Config, team_of};

@@ -4,7 +4,7 @@
 //! from raw samples are in, as in every other query), turned into plain
 //! rows with their text interned ([`Names`]).
 
-use std::collections::HashMap;
+use crate::ledger::map::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -90,15 +90,16 @@ pub struct ProcPart {
     pub account: Option<u32>,
 }
 
-/// One day's rows, from `start_ms` (inclusive) to `end_ms` (exclusive),
-/// both within the day `date` (days since the epoch).
-pub async fn day(
-    session: &Session,
-    names: &mut Names,
-    start_ms: i64,
-    end_ms: i64,
-    date: i32,
-) -> Result<(Vec<GpuPart>, Vec<ProcPart>), Error> {
+/// One day's rows as the session gives them.
+#[derive(Debug, Default)]
+pub struct Day {
+    pub gpus: Vec<RecordBatch>,
+    pub procs: Vec<RecordBatch>,
+}
+
+/// Reads one day's rows, from `start_ms` (inclusive) to `end_ms`
+/// (exclusive), both within the day `date` (days since the epoch).
+pub async fn day(session: &Session, start_ms: i64, end_ms: i64, date: i32) -> Result<Day, Error> {
     let params = || {
         vec![
             ScalarValue::TimestampMillisecond(Some(start_ms), Some("UTC".into())),
@@ -107,23 +108,31 @@ pub async fn day(
         ]
     };
     let has = |name: &str| session.tables().iter().any(|t| t.name() == name);
-    let mut gpus = Vec::new();
+    let mut day = Day::default();
     if has("gpu_minutes") {
         let df = session.sql_with_params(queries::LEDGER_GPU_MINUTES, params()).await?;
-        let (_, batches) = session.collect(df).await?;
-        for batch in &batches {
-            gpu_rows(batch, names, &mut gpus).map_err(unreadable)?;
-        }
+        day.gpus = session.collect(df).await?.1;
     }
-    let mut procs = Vec::new();
     if has("proc_minutes") {
         let df = session.sql_with_params(queries::LEDGER_PROC_MINUTES, params()).await?;
-        let (_, batches) = session.collect(df).await?;
-        for batch in &batches {
+        day.procs = session.collect(df).await?.1;
+    }
+    Ok(day)
+}
+
+impl Day {
+    /// The rows as plain rows, their text interned in `names`.
+    pub fn parts(&self, names: &mut Names) -> Result<(Vec<GpuPart>, Vec<ProcPart>), Error> {
+        let mut gpus = Vec::new();
+        for batch in &self.gpus {
+            gpu_rows(batch, names, &mut gpus).map_err(unreadable)?;
+        }
+        let mut procs = Vec::new();
+        for batch in &self.procs {
             proc_rows(batch, names, &mut procs).map_err(unreadable)?;
         }
+        Ok((gpus, procs))
     }
-    Ok((gpus, procs))
 }
 
 fn unreadable(source: ArrowError) -> Error {
@@ -163,36 +172,45 @@ fn boolean(batch: &RecordBatch, name: &str) -> Result<BooleanArray, ArrowError> 
     Ok(column(batch, name, &DataType::Boolean)?.as_boolean().clone())
 }
 
+/// The numbers of a text column's values: the rows of a file repeat a
+/// value run after run, so each run is looked up once.
+fn ids(a: &StringArray, names: &mut Names) -> Vec<Option<u32>> {
+    let mut out = Vec::with_capacity(a.len());
+    let mut last: Option<(usize, u32)> = None;
+    for i in 0..a.len() {
+        if a.is_null(i) {
+            out.push(None);
+            continue;
+        }
+        let id = match last {
+            Some((j, id)) if a.value(j) == a.value(i) => id,
+            _ => names.id(a.value(i)),
+        };
+        last = Some((i, id));
+        out.push(Some(id));
+    }
+    out
+}
+
 fn opt<A: Array, T>(a: &A, i: usize, mut value: impl FnMut(usize) -> T) -> Option<T> {
     a.is_valid(i).then(|| value(i))
 }
 
 fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> Result<(), ArrowError> {
     let (uuid, minute, host) = (text(batch, "gpu_uuid")?, millis(batch, "minute")?, text(batch, "host")?);
-    let (index, model, seconds) =
-        (int32(batch, "gpu_index")?, text(batch, "gpu_model")?, float(batch, "seconds")?);
+    let (index, model, seconds) = (int32(batch, "gpu_index")?, text(batch, "gpu_model")?, float(batch, "seconds")?);
     let (util, sm) = (float(batch, "gpu_util_pct_mean")?, float(batch, "sm_active_pct_mean")?);
     let (energy, power) = (float(batch, "energy_j")?, float(batch, "power_mw_mean")?);
     let held = boolean(batch, "proc_held")?;
+    let (uuid, host, model) = (ids(&uuid, names), ids(&host, names), ids(&model, names));
     out.reserve(batch.num_rows());
-    // Rows of one file share their GPU, host and model run after run:
-    // the last ones looked up are kept.
-    let mut last: Option<(usize, u32, u32)> = None;
     for i in 0..batch.num_rows() {
-        let (gpu, host_id) = match last {
-            Some((j, g, h)) if uuid.value(j) == uuid.value(i) && host.value(j) == host.value(i) => (g, h),
-            _ => {
-                let ids = (names.id(uuid.value(i)), names.id(host.value(i)));
-                last = Some((i, ids.0, ids.1));
-                ids
-            }
-        };
         out.push(GpuPart {
-            gpu,
+            gpu: uuid[i].unwrap_or_default(),
             minute: minute.value(i),
-            host: host_id,
+            host: host[i].unwrap_or_default(),
             index: index.value(i),
-            model: opt(&model, i, |i| names.id(model.value(i))),
+            model: model[i],
             seconds: seconds.value(i),
             util: opt(&util, i, |i| util.value(i)),
             sm: opt(&sm, i, |i| sm.value(i)),
@@ -210,31 +228,23 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
     let (mem_mean, mem_max) = (float(batch, "used_mem_bytes_mean")?, int64(batch, "used_mem_bytes_max")?);
     let (comm, user, uid) = (text(batch, "comm")?, text(batch, "user")?, int64(batch, "uid")?);
     let (namespace, account) = (text(batch, "k8s_namespace")?, text(batch, "slurm_account")?);
+    let (uuid, comm, user) = (ids(&uuid, names), ids(&comm, names), ids(&user, names));
+    let (namespace, account) = (ids(&namespace, names), ids(&account, names));
     out.reserve(batch.num_rows());
-    let mut last: Option<(usize, u32)> = None;
-    let text_id = |a: &StringArray, i: usize, names: &mut Names| opt(a, i, |i| names.id(a.value(i)));
     for i in 0..batch.num_rows() {
-        let gpu = match last {
-            Some((j, g)) if uuid.value(j) == uuid.value(i) => g,
-            _ => {
-                let g = names.id(uuid.value(i));
-                last = Some((i, g));
-                g
-            }
-        };
         out.push(ProcPart {
-            gpu,
+            gpu: uuid[i].unwrap_or_default(),
             minute: minute.value(i),
             pid: pid.value(i),
             start: opt(&start, i, |i| start.value(i)),
             seconds: seconds.value(i),
             mem_mean: opt(&mem_mean, i, |i| mem_mean.value(i)),
             mem_max: opt(&mem_max, i, |i| mem_max.value(i)),
-            comm: text_id(&comm, i, names),
-            user: text_id(&user, i, names),
+            comm: comm[i],
+            user: user[i],
             uid: opt(&uid, i, |i| uid.value(i)),
-            namespace: text_id(&namespace, i, names),
-            account: text_id(&account, i, names),
+            namespace: namespace[i],
+            account: account[i],
         });
     }
     Ok(())

@@ -5,7 +5,9 @@
 //! a minute missing, busy or of unknown activity breaks a stretch, and so
 //! does a change of the GPU's host or index.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use crate::ledger::map::HashMap;
 
 use apron_schemas::time::MINUTE_MS;
 
@@ -68,12 +70,12 @@ impl Runs {
     pub fn new(rules: Rules) -> Self {
         Runs {
             rules,
-            idle: HashMap::new(),
-            holding: HashMap::new(),
+            idle: HashMap::default(),
+            holding: HashMap::default(),
             reclaim: Vec::new(),
             zombies: Vec::new(),
-            newest: HashMap::new(),
-            last_seen: HashMap::new(),
+            newest: HashMap::default(),
+            last_seen: HashMap::default(),
         }
     }
 
