@@ -95,7 +95,7 @@ impl Mean {
 /// The larger of two optional texts, as SQL's `max` (nulls ignored).
 fn max_text(names: &Names, a: Option<u32>, b: Option<u32>) -> Option<u32> {
     match (a, b) {
-        (Some(x), Some(y)) => Some(if names.greater(y, x) { y } else { x }),
+        (Some(x), Some(y)) => Some(if x != y && names.greater(y, x) { y } else { x }),
         (x, None) => x,
         (None, y) => y,
     }
@@ -104,7 +104,8 @@ fn max_text(names: &Names, a: Option<u32>, b: Option<u32>) -> Option<u32> {
 /// The GPU-minutes of `parts`, sorted by GPU then minute. `threshold` is
 /// the idle threshold (%).
 pub fn gpu_minutes(mut parts: Vec<GpuPart>, names: &Names, threshold: f64) -> Vec<GpuMinute> {
-    parts.sort_unstable_by_key(|p| (p.gpu, p.minute));
+    // Each file's rows are in this order already: a stable sort merges the runs.
+    parts.sort_by_key(|p| (p.gpu, p.minute));
     let mut out = Vec::with_capacity(parts.len());
     for group in parts.chunk_by(|a, b| (a.gpu, a.minute) == (b.gpu, b.minute)) {
         let first = group[0];
@@ -112,7 +113,7 @@ pub fn gpu_minutes(mut parts: Vec<GpuPart>, names: &Names, threshold: f64) -> Ve
         let (mut seconds, mut util, mut sm) = (0.0, Mean::default(), Mean::default());
         let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
         for p in group {
-            if names.greater(p.host, host) {
+            if p.host != host && names.greater(p.host, host) {
                 host = p.host;
             }
             index = index.max(p.index);
@@ -188,7 +189,7 @@ pub fn proc_minutes(
     teams: &mut Teams,
     config: &Config,
 ) -> Vec<ProcMinute> {
-    parts.sort_unstable_by_key(|p| (p.gpu, p.minute, p.pid, p.start));
+    parts.sort_by_key(|p| (p.gpu, p.minute, p.pid, p.start));
     let mut out = Vec::with_capacity(parts.len());
     for group in parts.chunk_by(|a, b| (a.gpu, a.minute, a.pid, a.start) == (b.gpu, b.minute, b.pid, b.start))
     {
