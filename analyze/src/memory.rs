@@ -41,6 +41,10 @@ const DEFAULT_UNKNOWN: u64 = 1 << 30;
 /// `--memory-limit 512` is far likelier a size without its unit than a wish.
 const LEAST: u64 = MIB;
 
+/// DataFusion's default `sort_spill_reservation_bytes`, kept as the most a
+/// sort holds back for its merge.
+const MERGE_RESERVATION_CAP: usize = 10 * 1024 * 1024;
+
 /// How many of the largest memory consumers the engine names when a query
 /// does not fit (in the debug log, not in the one-line error).
 const TOP_CONSUMERS: usize = 5;
@@ -172,8 +176,8 @@ fn machine_memory(meminfo: &Path, cgroup_max: &Path) -> Option<u64> {
 pub fn runtime_env(limit: MemoryLimit) -> Result<Arc<RuntimeEnv>, DataFusionError> {
     // FairSpillPool: each operator that can spill gets its share of what
     // the unspillable ones leave, instead of the first taking it all. (On a
-    // 16-GPU month, `spend` fails under 128 MiB and runs under 256 MiB with
-    // either pool: the shares are not what decides there.)
+    // 16-GPU month at 1-minute samples, `spend` fails under 128 MiB with
+    // the greedy pool as with this one: its hash joins decide there.)
     let pool = TrackConsumersPool::new(
         FairSpillPool::new(limit.pool_size()),
         NonZeroUsize::new(TOP_CONSUMERS).expect("a positive constant"),
@@ -189,16 +193,17 @@ pub fn runtime_env(limit: MemoryLimit) -> Result<Arc<RuntimeEnv>, DataFusionErro
 ///
 /// Measured on a day of 8 GPUs at 1 s (691,200 rows), `ORDER BY power_mw,
 /// ts, gpu_uuid` over four columns: with DataFusion's defaults it fails at
-/// every limit from 16 to 64 MiB, because each spill first merges the
-/// sorted batches in memory through a reservation
+/// 16 MiB and at 64 MiB (it runs at 128 MiB), because each spill first
+/// merges the sorted batches in memory through a reservation
 /// (`sort_spill_reservation_bytes`, 10 MB) that does not grow with what is
 /// merged. Sorting the buffered rows in place instead
 /// (`sort_in_place_threshold_bytes` up to the whole limit) keeps that work
 /// inside the sorter's own, spillable, share: the sort then runs at 16 MiB
-/// with 1 to 32 partitions, and is no slower under the default limit (1.4
-/// and 1.6 s against 1.9 and 1.6 s, debug build, 25 MB less peak memory). The merge reservation is kept small (a sixteenth of the
-/// limit, at most DataFusion's 10 MB), as every sorting partition holds one
-/// from its first row.
+/// with 1 to 32 target partitions, and is no slower under a 2 GiB limit
+/// (1.4 and 1.6 s against 1.9 and 1.6 s, debug build, about 30 MB less
+/// peak memory). The merge reservation is kept small (a sixteenth of the
+/// limit, at most DataFusion's 10 MB), as every sorting partition holds
+/// one from its first row.
 ///
 /// Hash joins are kept: with `prefer_hash_join = false` the sort-merge joins
 /// made `spend` over 16 GPUs × 30 days no more able to run under 64 MiB
@@ -209,10 +214,6 @@ pub fn spill_settings(config: SessionConfig, limit: MemoryLimit) -> SessionConfi
         .with_sort_in_place_threshold_bytes(bytes)
         .with_sort_spill_reservation_bytes((bytes / 16).min(MERGE_RESERVATION_CAP))
 }
-
-/// DataFusion's default `sort_spill_reservation_bytes`, kept as the most a
-/// sort holds back for its merge.
-const MERGE_RESERVATION_CAP: usize = 10 * 1024 * 1024;
 
 /// True when `err` is a failure to write or read the spill folder: an I/O
 /// error, in a session whose engine spilled (`spill_dirs` are its spill
@@ -333,5 +334,21 @@ mod tests {
         assert!(is_exhausted(&arrow));
         assert!(is_exhausted(&DataFusionError::External(Box::new(arrow))));
         assert!(!is_exhausted(&DataFusionError::Execution("division by zero".into())));
+    }
+
+    #[test]
+    fn spill_failures_are_io_errors_of_a_spilling_session() {
+        let tmp = Path::new("/scratch/tmp");
+        let missing = DataFusionError::IoError(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "No such file or directory (os error 2) at path \"/scratch/tmp/.tmpAb12\"",
+        ));
+        assert!(is_spill_failure(&missing, &[], tmp));
+        let full = || DataFusionError::IoError(std::io::Error::from(std::io::ErrorKind::StorageFull));
+        assert!(!is_spill_failure(&full(), &[], tmp), "no spill folder was made: not a spill");
+        let dirs = vec![tmp.join(".tmpAb12")];
+        let wrapped = DataFusionError::Context("sort".into(), Box::new(full()));
+        assert!(is_spill_failure(&wrapped, &dirs, tmp));
+        assert!(!is_spill_failure(&DataFusionError::Execution("bad cast".into()), &dirs, tmp));
     }
 }

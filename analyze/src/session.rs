@@ -322,8 +322,9 @@ impl Session {
         }
     }
 
-    /// An error while the query ran. A listing that met a zero-byte data
-    /// file ([`crate::store`]) names it. The engine's other errors seldom
+    /// An error while the query ran. One past the memory limit, or one
+    /// that could not write its spill folder, says so ([`crate::memory`]).
+    /// A listing that met a zero-byte data file ([`crate::store`]) names it. The engine's other errors seldom
     /// say which file failed, so the footers of the files the query read (`files`, or
     /// every file of the data folder when the plan was not made) are checked
     /// and a broken one is named; when the failure was in decoding rows, the
