@@ -62,7 +62,12 @@ struct Series {
 /// Every chart's series over the scenario's ten minutes, through apron's
 /// library, as `apron chart` computes them.
 async fn series(fx: &Fixture) -> Series {
-    let global = GlobalArgs { data: fx.data.clone(), config: Some(fx.config.clone()), format: Format::Json };
+    let global = GlobalArgs {
+        data: fx.data.clone(),
+        config: Some(fx.config.clone()),
+        format: Format::Json,
+        memory_limit: None,
+    };
     let period = PeriodArgs { from: Some(ms(START)), to: Some(ms(END)), ..PeriodArgs::default() };
     let report = Report::prepare_quietly(&global, &period)
         .await

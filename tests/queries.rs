@@ -12,6 +12,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use apron_analyze::memory::MemoryLimit;
 use apron_analyze::output::{Format, write_batches};
 use apron_analyze::period::{Period, timestamp};
 use apron_analyze::{Config, Session};
@@ -378,7 +379,7 @@ fn same_rows(a: &[Value], b: &[Value]) -> bool {
 /// Every query's rows on the data in `data`, by name, after checking its
 /// columns. Failures are added to `failures`.
 async fn run_all(data: &Path, variant: &str, failures: &mut Vec<String>) -> Vec<(String, Vec<Value>)> {
-    let session = Session::open(data).await.expect("open the data folder");
+    let session = Session::open(data, MemoryLimit::for_this_machine()).await.expect("open the data folder");
     let config = Config::from_toml(scenario::CONFIG, Path::new("apron.toml")).expect("the scenario's config");
     let period = Period { start_ms: ms(START), end_ms: ms(END) };
     apron_analyze::cost::register_minute_costs(&session, &config, &period)
@@ -460,7 +461,7 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
     let with_rollups = rt.block_on(run_all(&fx.data, "with rollups", &mut failures));
     // The recorder's rollups, to compare with the SQL's minutes from raw.
     let (gpu_minutes, proc_minutes) = rt.block_on(async {
-        let session = Session::open(&fx.data).await.expect("open");
+        let session = Session::open(&fx.data, MemoryLimit::for_this_machine()).await.expect("open");
         let gpu = run(&session, "SELECT * FROM gpu_minutes", vec![]).await.expect("gpu_minutes");
         let proc = run(&session, "SELECT * FROM proc_minutes", vec![]).await.expect("proc_minutes");
         (gpu.rows, proc.rows)

@@ -305,8 +305,12 @@ fn fleet_state(fx: &Fixture) -> Vec<(i64, [f64; 4])> {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let global =
-            GlobalArgs { data: fx.data.clone(), config: Some(fx.config.clone()), format: Format::Json };
+        let global = GlobalArgs {
+            data: fx.data.clone(),
+            config: Some(fx.config.clone()),
+            format: Format::Json,
+            memory_limit: None,
+        };
         let period =
             PeriodArgs { from: Some(start_ms()), to: Some(start_ms() + 600_000), ..PeriodArgs::default() };
         let report = Report::prepare_quietly(&global, &period)

@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
+use apron_analyze::memory::MemoryLimit;
 use apron_analyze::output::{Format, write_batches};
 use apron_analyze::period::{Period, timestamp};
 use apron_analyze::{Config, Session};
@@ -165,7 +166,8 @@ fn every_query_file_runs_through_apron_sql_with_its_documented_params() {
     let fx = Fixture::new();
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let session = rt.block_on(Session::open(&fx.data)).expect("open the data folder");
+    let session =
+        rt.block_on(Session::open(&fx.data, MemoryLimit::for_this_machine())).expect("open the data folder");
     let config = Config::from_toml(scenario::CONFIG, Path::new("apron.toml")).expect("the scenario's config");
     let period = Period { start_ms: ms(START), end_ms: ms(END) };
     rt.block_on(apron_analyze::cost::register_minute_costs(&session, &config, &period))

@@ -10,6 +10,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use chrono::NaiveDate;
 
+use crate::memory::{MEMORY_LIMIT_ENV, MemoryLimit};
 use crate::output::Format;
 use crate::period::{self, PeriodChoice};
 
@@ -46,6 +47,21 @@ pub struct GlobalArgs {
     /// How results are printed.
     #[arg(long, global = true, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+
+    /// The most memory a query may hold, e.g. 512M, 2G, 1.5GiB (K, M, G, T
+    /// are powers of 1024). Sorts and aggregations past it spill to a
+    /// temporary folder under $TMPDIR (else /tmp); a query that still does
+    /// not fit fails and says so. Default: $APRON_MEMORY_LIMIT, else the
+    /// smaller of 2 GiB and half this machine's memory.
+    #[arg(long, global = true, value_name = "SIZE", env = MEMORY_LIMIT_ENV)]
+    pub memory_limit: Option<MemoryLimit>,
+}
+
+impl GlobalArgs {
+    /// The memory limit given, else the default for this machine.
+    pub fn memory_limit(&self) -> MemoryLimit {
+        self.memory_limit.unwrap_or_else(MemoryLimit::for_this_machine)
+    }
 }
 
 /// apron's commands.

@@ -159,6 +159,48 @@ pub enum SessionError {
         source: DataFusionError,
     },
 
+    /// The query engine could not be set up under the memory limit (its
+    /// spill folder or caches).
+    #[error("cannot set up the query engine under the memory limit of {limit}")]
+    Engine {
+        /// The limit asked for.
+        limit: crate::memory::MemoryLimit,
+        /// DataFusion's reason.
+        #[source]
+        source: DataFusionError,
+    },
+
+    /// The query needed more memory than the limit, in an operator that
+    /// cannot spill to disk (the build side of a hash join) or after
+    /// spilling all it could. The engine's account of which operators held
+    /// what is in the debug log (`APRON_LOG=debug`), not in this line.
+    #[error(
+        "the query needs more than the memory limit of {limit} (--memory-limit or {} raises it)",
+        crate::memory::MEMORY_LIMIT_ENV
+    )]
+    MemoryLimit {
+        /// The limit the query ran under.
+        limit: crate::memory::MemoryLimit,
+    },
+
+    /// A query past the memory limit could not spill: the temporary folder
+    /// is missing, not writable or full.
+    #[error(
+        "cannot spill the query to disk under {} (TMPDIR chooses the folder; --memory-limit or {} \
+         raises the limit of {limit})",
+        dir.display(),
+        crate::memory::MEMORY_LIMIT_ENV
+    )]
+    Spill {
+        /// The temporary folder the spill folder is made in.
+        dir: PathBuf,
+        /// The limit the query ran under.
+        limit: crate::memory::MemoryLimit,
+        /// The operating system's reason, as DataFusion reports it.
+        #[source]
+        source: DataFusionError,
+    },
+
     /// The query failed while it ran, and no file of the data folder is at
     /// fault (a bad file is one of the variants below).
     #[error("query failed")]

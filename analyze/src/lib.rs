@@ -7,6 +7,8 @@
 //!
 //! - [`cli`]: the command line (global options, one subcommand per command);
 //! - [`config`]: `apron.toml`, its defaults, and which team owns a process;
+//! - [`memory`]: the memory limit of every command (`--memory-limit`), the
+//!   query engine's pool and spill folder under it;
 //! - [`session`]: a [`Session`] over a data folder, tables registered from
 //!   their folders, read-only planning, errors that name the bad table or file;
 //! - [`report_context`]: the [`report_context::Report`] every report over a
@@ -44,6 +46,7 @@ pub mod header;
 pub mod integrity;
 pub mod ledger;
 pub mod logging;
+pub mod memory;
 pub mod minutes;
 pub mod output;
 pub mod panic_guard;

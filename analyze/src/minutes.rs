@@ -28,6 +28,7 @@ use chrono::NaiveDate;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::TableProvider;
 use datafusion::error::DataFusionError;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::functions::expr_fn::concat;
 use datafusion::logical_expr::{LogicalPlan, cast, col, lit};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -77,9 +78,11 @@ pub(crate) fn unrolled(layout: &DataLayout) -> Unrolled {
 /// The plans of part 3, `gpu_minutes` then `proc_minutes` rows computed
 /// from `gpu_samples` and `proc_samples` (the raw files only, no WAL rows:
 /// those are part 2), narrowed to `which`. `None` when there is nothing to
-/// compute.
+/// compute. `config` and `runtime` are the main session's (its memory
+/// pool), though the plans run there anyway.
 pub(crate) async fn from_raw(
     config: SessionConfig,
+    runtime: Arc<RuntimeEnv>,
     gpu_samples: Option<Arc<dyn TableProvider>>,
     proc_samples: Option<Arc<dyn TableProvider>>,
     which: &Unrolled,
@@ -90,7 +93,7 @@ pub(crate) async fn from_raw(
     }
     // A context of its own, where the raw tables are the narrowed ones; the
     // plans it makes hold their sources and run in the main session.
-    let ctx = SessionContext::new_with_config(config);
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
     let narrow = |provider: Arc<dyn TableProvider>| -> Result<Arc<dyn TableProvider>, DataFusionError> {
         let df = ctx.read_table(provider)?;
         let df = match which {

@@ -55,7 +55,7 @@ impl Report {
         let config = Config::load(global.config.as_deref())?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let period = Period::choose(&period.choice(), now_ms)?;
-        let session = Session::open(&global.data).await?;
+        let session = Session::open(&global.data, global.memory_limit()).await?;
         let coverage = Coverage::of(&session, &period, now_ms).await?;
         let header = Header::new(&period, &coverage, &session, &config);
         Ok(Report { config, session, period, coverage, header, energy_unknown_hours: 0.0, ledger: None })

@@ -4,7 +4,8 @@
 //!
 //! The layout (which folder holds which table) and the schemas come from
 //! `apron_schemas`; how results are printed is [`crate::output`]; which file
-//! is broken is found by [`crate::integrity`].
+//! is broken is found by [`crate::integrity`]; the memory pool and spill
+//! folder every query runs under are [`crate::memory`]'s.
 //!
 //! Each table is registered with its canonical schema, not one inferred from
 //! the files, so files written by other tools read the same way: an integer
@@ -45,6 +46,7 @@ use futures::StreamExt;
 
 use crate::error::{Error, SessionError};
 use crate::integrity;
+use crate::memory::{self, MemoryLimit};
 use crate::minutes;
 use crate::output::{BatchWriter, Format};
 use crate::panic_guard;
@@ -65,6 +67,8 @@ pub struct Session {
     /// The data folder, absolute and canonical, as the query engine sees it.
     root: PathBuf,
     tables: Vec<Table>,
+    /// The memory limit every query of this session runs under.
+    memory: MemoryLimit,
 }
 
 impl std::fmt::Debug for Session {
@@ -72,6 +76,7 @@ impl std::fmt::Debug for Session {
         f.debug_struct("Session")
             .field("data", &self.layout.root())
             .field("tables", &self.tables)
+            .field("memory", &self.memory)
             .finish_non_exhaustive()
     }
 }
@@ -79,11 +84,13 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// Opens the data folder `data` and registers every table whose folder
     /// is there (`DATA/<table>/`). A table without a folder is not registered.
+    /// Every query of the session holds at most `memory` (sorts and
+    /// aggregations spill past it; see [`crate::memory`]).
     ///
     /// Fails when `data` is missing or not a folder, and with
     /// [`SessionError::NoData`] when it holds no table folder at all. Nothing is
     /// read from the Parquet files yet: that happens when a query runs.
-    pub async fn open(data: &Path) -> Result<Self, Error> {
+    pub async fn open(data: &Path, memory: MemoryLimit) -> Result<Self, Error> {
         let meta = std::fs::metadata(data)
             .map_err(|source| SessionError::DataDir { path: data.to_path_buf(), source })?;
         if !meta.is_dir() {
@@ -93,7 +100,9 @@ impl Session {
         let root = std::fs::canonicalize(data)
             .map_err(|source| SessionError::DataDir { path: data.to_path_buf(), source })?;
 
-        let ctx = SessionContext::new_with_config(session_config());
+        let runtime =
+            memory::runtime_env(memory).map_err(|source| SessionError::Engine { limit: memory, source })?;
+        let ctx = SessionContext::new_with_config_rt(session_config(memory), Arc::clone(&runtime));
         let parquet_options = ctx.state().default_table_options().parquet;
         let layout = DataLayout::new(data);
         let absolute = DataLayout::new(&root);
@@ -123,7 +132,8 @@ impl Session {
         }
         let unrolled = minutes::unrolled(&absolute);
         let derived = minutes::from_raw(
-            session_config(),
+            session_config(memory),
+            runtime,
             listings.get(&Table::GpuSamples).cloned(),
             listings.get(&Table::ProcSamples).cloned(),
             &unrolled,
@@ -151,7 +161,7 @@ impl Session {
             return Err(SessionError::NoData { path: data.to_path_buf(), tables: names.join(", ") }.into());
         }
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
-        Ok(Self { ctx, layout, root, tables })
+        Ok(Self { ctx, layout, root, tables, memory })
     }
 
     /// The DataFusion context, for what this type does not wrap (user
@@ -312,14 +322,25 @@ impl Session {
         }
     }
 
-    /// An error while the query ran. A listing that met a zero-byte data
-    /// file ([`crate::store`]) names it. The engine's other errors seldom
+    /// An error while the query ran. One past the memory limit, or one
+    /// that could not write its spill folder, says so ([`crate::memory`]).
+    /// A listing that met a zero-byte data file ([`crate::store`]) names it. The engine's other errors seldom
     /// say which file failed, so the footers of the files the query read (`files`, or
     /// every file of the data folder when the plan was not made) are checked
     /// and a broken one is named; when the failure was in decoding rows, the
     /// rows of those files are decoded to find the damaged one. Otherwise
     /// the engine's error is given as is.
     fn execute_error(&self, err: DataFusionError, files: Option<&[PathBuf]>) -> SessionError {
+        // Not a file's fault: no file is checked, and the engine's list of
+        // memory consumers goes to the debug log, not into the line.
+        if memory::is_exhausted(&err) {
+            tracing::debug!(limit = %self.memory, error = %err, "the query did not fit in the memory limit");
+            return SessionError::MemoryLimit { limit: self.memory };
+        }
+        let tmp = std::env::temp_dir();
+        if memory::is_spill_failure(&err, &self.ctx.runtime_env().disk_manager.temp_dir_paths(), &tmp) {
+            return SessionError::Spill { dir: tmp, limit: self.memory, source: err };
+        }
         if let Some(path) = crate::store::empty_file_in(&err) {
             // The store names the file under the canonical folder; the
             // message names it under the folder as the user gave it.
@@ -370,10 +391,11 @@ fn is_decode_failure(err: &DataFusionError) -> bool {
     false
 }
 
-/// The session settings for apron's data: small, sorted, well-described
-/// Parquet files with statistics and page indexes.
-fn session_config() -> SessionConfig {
-    SessionConfig::new()
+/// The session settings for apron's data (small, sorted, well-described
+/// Parquet files with statistics and page indexes) under the memory limit
+/// `memory`.
+fn session_config(memory: MemoryLimit) -> SessionConfig {
+    let config = SessionConfig::new()
         // SHOW TABLES, SHOW COLUMNS and information_schema for the curious.
         .with_information_schema(true)
         // Row-group and page statistics prune most of a time-range query;
@@ -384,7 +406,8 @@ fn session_config() -> SessionConfig {
         // Evaluate filters while decoding, so rows that fail them are never
         // materialised (the files are sorted by gpu_uuid, ts).
         .set_bool("datafusion.execution.parquet.pushdown_filters", true)
-        .set_bool("datafusion.execution.parquet.reorder_filters", true)
+        .set_bool("datafusion.execution.parquet.reorder_filters", true);
+    memory::spill_settings(config, memory)
 }
 
 /// The sources of one table, each optional.

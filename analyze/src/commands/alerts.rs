@@ -18,7 +18,7 @@ use crate::session::Session;
 /// Checks the rules over `global.data` and prints those that fire.
 pub async fn run<W: Write>(global: &GlobalArgs, _args: &AlertsArgs, out: W) -> Result<Outcome, Error> {
     let config = Config::load(global.config.as_deref())?;
-    let session = Session::open(&global.data).await?;
+    let session = Session::open(&global.data, global.memory_limit()).await?;
     let alerts = alerts(&session, &config, Utc::now().timestamp_millis()).await?;
     if !alerts.firing() {
         return Ok(Outcome::Done);

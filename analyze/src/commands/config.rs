@@ -54,7 +54,7 @@ async fn check_data(global: &GlobalArgs, args: &ConfigArgs, config: &Config) -> 
     let now_ms = chrono::Utc::now().timestamp_millis();
     let period = Period::choose(&args.period.choice(), now_ms)?;
     let data = global.data.display().to_string();
-    let session = match Session::open(&global.data).await {
+    let session = match Session::open(&global.data, global.memory_limit()).await {
         Ok(session) => session,
         Err(Error::Session(SessionError::NoData { .. })) => {
             return Ok(DataCheck::NoSamples { data, period: period.label() });

@@ -57,7 +57,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
 
     let gpus = args.hosts * 8;
     simulate_fleet(&data, gpus, month, days, args.interval)?;
-    let global = GlobalArgs { data: data.clone(), config: Some(config_path.clone()), format: global.format };
+    let global = GlobalArgs { data: data.clone(), config: Some(config_path.clone()), ..global.clone() };
     let headline = write_report(&global, month, &args.out).await?;
 
     let mut text = format!(

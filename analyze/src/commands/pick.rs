@@ -22,7 +22,7 @@ use crate::session::Session;
 /// Ranks the GPUs of `args.host` and prints the best one's index (or, with
 /// `--format csv|json`, the whole ranking).
 pub async fn run<W: Write>(global: &GlobalArgs, args: &PickArgs, mut out: W) -> Result<(), Error> {
-    let session = Session::open(&global.data).await?;
+    let session = Session::open(&global.data, global.memory_limit()).await?;
     let window_ms = i64::try_from(args.window.as_millis()).unwrap_or(i64::MAX);
     let since = Utc::now().timestamp_millis().saturating_sub(window_ms);
     let params = vec![

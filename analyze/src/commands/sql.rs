@@ -48,7 +48,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
     let mut tries = 0;
     loop {
         tries += 1;
-        let session = Session::open(&global.data).await?;
+        let session = Session::open(&global.data, global.memory_limit()).await?;
         let config = || Config::load(global.config.as_deref());
         let period = || Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis());
         crate::cost::register_for_query(&session, config, period, &query).await?;

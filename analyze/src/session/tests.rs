@@ -63,7 +63,8 @@ fn registers_present_tables_with_partition_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let layout = DataLayout::new(dir.path());
     write_gpu(&layout, 30, "node07", &[gpu(DAY + 29 * 86_400_000, Some(5))]);
-    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
+    let session =
+        runtime().block_on(Session::open(dir.path(), MemoryLimit::for_this_machine())).expect("opens");
     // The minute tables are computed from the raw files, which have no rollups.
     assert_eq!(session.tables(), [Table::GpuSamples, Table::GpuMinutes, Table::ProcMinutes]);
 
@@ -99,7 +100,8 @@ fn a_filter_on_the_partition_columns_skips_other_folders() {
         std::fs::create_dir_all(bad.parent().expect("parent")).expect("mkdir");
         std::fs::write(&bad, b"not parquet at all").expect("write");
     }
-    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
+    let session =
+        runtime().block_on(Session::open(dir.path(), MemoryLimit::for_this_machine())).expect("opens");
     let sum = |sql: &str| single_i64(&query(&session, sql).expect(sql));
     assert_eq!(sum("SELECT sum(gpu_util_pct) FROM gpu_samples WHERE host = 'a'"), 6);
     assert_eq!(sum("SELECT sum(gpu_util_pct) FROM gpu_samples WHERE date = '2026-11-30' AND host = 'a'"), 3);
@@ -145,7 +147,8 @@ fn files_of_other_tools_are_cast_and_completed() {
     let path = layout.partition_dir(Table::GpuSamples, date(30), "other").join("import.parquet");
     write_batch(&path, &batch);
 
-    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
+    let session =
+        runtime().block_on(Session::open(dir.path(), MemoryLimit::for_this_machine())).expect("opens");
     let batches = query(
         &session,
         "SELECT ts, gpu_index, gpu_util_pct, fb_used_bytes, power_mw, temp_c, sm_active_pct \
@@ -190,7 +193,8 @@ fn rollups_written_before_sm_active_read_it_as_null() {
     let path = layout.partition_dir(Table::GpuMinutes, date(30), "old").join("f-000001.parquet");
     write_batch(&path, &old);
 
-    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
+    let session =
+        runtime().block_on(Session::open(dir.path(), MemoryLimit::for_this_machine())).expect("opens");
     let batches =
         query(&session, "SELECT gpu_util_pct_mean, sm_active_pct_mean FROM gpu_minutes").expect("runs");
     let b = &batches[0];
@@ -204,7 +208,8 @@ fn statements_that_write_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let layout = DataLayout::new(dir.path());
     write_gpu(&layout, 30, "a", &[gpu(DAY, Some(1))]);
-    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
+    let session =
+        runtime().block_on(Session::open(dir.path(), MemoryLimit::for_this_machine())).expect("opens");
     for (sql, name) in [
         ("CREATE TABLE t AS SELECT 1", "CREATE TABLE"),
         ("create or replace view v as select 1", "CREATE OR REPLACE VIEW"),
@@ -241,7 +246,8 @@ fn statements_that_write_are_refused() {
 fn unknown_tables_name_the_tables_present() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_gpu(&DataLayout::new(dir.path()), 30, "a", &[gpu(DAY, Some(1))]);
-    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
+    let session =
+        runtime().block_on(Session::open(dir.path(), MemoryLimit::for_this_machine())).expect("opens");
     for (sql, name) in [
         ("SELECT * FROM proc_samples", "proc_samples"),
         ("SELECT * FROM gpu_samples g JOIN nope n ON g.gpu_uuid = n.gpu_uuid", "nope"),
@@ -261,7 +267,8 @@ fn unknown_tables_name_the_tables_present() {
 fn parameters_are_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_gpu(&DataLayout::new(dir.path()), 30, "a", &[gpu(DAY, Some(7)), gpu(DAY + 1, Some(9))]);
-    let session = runtime().block_on(Session::open(dir.path())).expect("opens");
+    let session =
+        runtime().block_on(Session::open(dir.path(), MemoryLimit::for_this_machine())).expect("opens");
     let batches = runtime()
         .block_on(async {
             let df = session
@@ -280,19 +287,21 @@ fn parameters_are_bound() {
 fn a_data_folder_without_tables_is_no_data() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("wal")).expect("mkdir");
-    let err = runtime().block_on(Session::open(dir.path())).expect_err("no tables");
+    let err = runtime()
+        .block_on(Session::open(dir.path(), MemoryLimit::for_this_machine()))
+        .expect_err("no tables");
     let text = err.to_string();
     assert!(text.starts_with(&format!("no apron data in {}", dir.path().display())), "{text}");
     assert!(text.contains("apron-recorder simulate"), "{text}");
 
     let missing = dir.path().join("absent");
     assert!(matches!(
-        runtime().block_on(Session::open(&missing)),
+        runtime().block_on(Session::open(&missing, MemoryLimit::for_this_machine())),
         Err(Error::Session(SessionError::DataDir { .. }))
     ));
     std::fs::write(dir.path().join("file"), b"").expect("write");
     assert!(matches!(
-        runtime().block_on(Session::open(&dir.path().join("file"))),
+        runtime().block_on(Session::open(&dir.path().join("file"), MemoryLimit::for_this_machine())),
         Err(Error::Session(SessionError::NotADir { .. }))
     ));
 }
