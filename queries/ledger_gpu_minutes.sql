@@ -8,7 +8,12 @@
 --   $2  end (Timestamp, UTC, exclusive), within the day of $3
 --   $3  the day (Date), the only partition read
 --
--- Output: the gpu_minutes columns the ledger needs, one row per rollup row.
+-- Output, one row per gpu_minutes row (see gpu_minutes in DESIGN.md):
+--   gpu_uuid, minute, host, gpu_index, gpu_model  the GPU-minute (or its part in one file)
+--   seconds                                       recorded seconds (s)
+--   gpu_util_pct_mean, sm_active_pct_mean         activity (%; null: unknown)
+--   energy_j, power_mw_mean                       energy (J) and mean power (mW; null: unknown)
+--   proc_held                                     whether a process held memory on the GPU
 SELECT
   gpu_uuid, minute, host, gpu_index, gpu_model, seconds,
   gpu_util_pct_mean, sm_active_pct_mean, energy_j, power_mw_mean, proc_held

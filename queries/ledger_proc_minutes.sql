@@ -7,7 +7,11 @@
 --   $2  end (Timestamp, UTC, exclusive), within the day of $3
 --   $3  the day (Date), the only partition read
 --
--- Output: the proc_minutes columns the ledger needs, one row per rollup row.
+-- Output, one row per proc_minutes row (see proc_minutes in DESIGN.md):
+--   gpu_uuid, minute, pid, proc_start        the process-minute (or its part in one file)
+--   seconds                                  seconds the process was seen (s)
+--   used_mem_bytes_mean, used_mem_bytes_max  its GPU memory (bytes; null: unknown)
+--   comm, user, uid, k8s_namespace, slurm_account  who it is, as the team rules see it
 SELECT
   gpu_uuid, minute, pid, proc_start, seconds, used_mem_bytes_mean, used_mem_bytes_max,
   comm, "user", uid, k8s_namespace, slurm_account

@@ -90,6 +90,11 @@ const PROC_MINUTES: &[&str] = &[
 
 /// The case of every query, by file name; `None` for a query this test
 /// does not know yet (which fails it).
+/// The day of the scenario, as a `Date` parameter.
+fn day() -> ScalarValue {
+    ScalarValue::Date32(Some(i32::try_from(ms(START) / 86_400_000).expect("a day fits")))
+}
+
 fn case(name: &str) -> Option<Case> {
     let (start, end) = (timestamp(ms(START)), timestamp(ms(END)));
     let threshold = f64p(5.0);
@@ -114,6 +119,39 @@ fn case(name: &str) -> Option<Case> {
         },
         "gpu_minutes_from_raw" => Case { params: vec![], columns: GPU_MINUTES },
         "gpu_models" => Case { params: vec![start, end], columns: &["gpu_model", "gpus", "gpu_hours"] },
+        "ledger_gpu_minutes" => Case {
+            params: vec![start, end, day()],
+            columns: &[
+                "gpu_uuid",
+                "minute",
+                "host",
+                "gpu_index",
+                "gpu_model",
+                "seconds",
+                "gpu_util_pct_mean",
+                "sm_active_pct_mean",
+                "energy_j",
+                "power_mw_mean",
+                "proc_held",
+            ],
+        },
+        "ledger_proc_minutes" => Case {
+            params: vec![start, end, day()],
+            columns: &[
+                "gpu_uuid",
+                "minute",
+                "pid",
+                "proc_start",
+                "seconds",
+                "used_mem_bytes_mean",
+                "used_mem_bytes_max",
+                "comm",
+                "user",
+                "uid",
+                "k8s_namespace",
+                "slurm_account",
+            ],
+        },
         "idle_cost" => Case {
             params: vec![text("team")],
             columns: &[
@@ -385,6 +423,17 @@ async fn run_all(data: &Path, variant: &str, failures: &mut Vec<String>) -> Vec<
     apron_analyze::cost::register_minute_costs(&session, &config, &period)
         .await
         .expect("register minute_costs");
+    // The figures read the ledger's cost_buckets, here per minute.
+    let rules = apron_analyze::report_context::rules(
+        config.zombie.min_idle,
+        config.zombie.min_mem_mib,
+        config.reclaim.idle_for,
+    );
+    apron_analyze::ledger::Ledger::compute(&session, &config, &period, 60_000, rules)
+        .await
+        .expect("the ledger")
+        .register(&session)
+        .expect("register cost_buckets");
     let mut out = Vec::new();
     for (name, sql) in apron_analyze::queries::ALL {
         let Some(case) = case(name) else {
