@@ -126,8 +126,19 @@ fn joined(done: Result<Result<Pass, Error>, tokio::task::JoinError>) -> Result<P
     done.map_err(|e| SessionError::Execute { source: datafusion::error::DataFusionError::External(Box::new(e)) })?
 }
 
+/// A day's rows and minutes, kept from one day to the next so their memory
+/// is not asked for again each day.
+#[derive(Debug, Default)]
+struct Buffers {
+    gpu_parts: Vec<read::GpuPart>,
+    proc_parts: Vec<read::ProcPart>,
+    gpus: Vec<minutes::GpuMinute>,
+    procs: Vec<minutes::ProcMinute>,
+}
+
 /// The pass over the days, with what it carries from one day to the next.
 struct Pass {
+    buffers: Buffers,
     config: Config,
     bucket_ms: i64,
     names: Names,
@@ -144,6 +155,7 @@ impl Pass {
         let mut names = Names::default();
         let unallocated = names.id(UNALLOCATED);
         Pass {
+            buffers: Buffers::default(),
             config,
             bucket_ms,
             names,
@@ -168,16 +180,19 @@ impl Pass {
     }
 
     fn day(&mut self, day: &read::Day) -> Result<(), Error> {
-        let (gpus, procs) = day.parts(&mut self.names)?;
+        // The buffers are the pass's, kept from day to day.
+        let mut buffers = std::mem::take(&mut self.buffers);
+        let Buffers { gpu_parts, proc_parts, gpus, procs } = &mut buffers;
+        day.parts(&mut self.names, gpu_parts, proc_parts)?;
         let threshold = self.config.idle.threshold_pct;
-        let gpus = minutes::gpu_minutes(gpus, &self.names, threshold);
-        let procs = minutes::proc_minutes(procs, &mut self.names, &mut self.teams, &self.config);
+        minutes::gpu_minutes(gpu_parts, &self.names, threshold, gpus);
+        minutes::proc_minutes(proc_parts, &mut self.names, &mut self.teams, &self.config, procs);
         let (price, pue) = (self.config.energy.price_per_kwh, self.config.energy.pue);
         // The rows of one GPU's bucket: minutes come GPU by GPU, in time
         // order, so a bucket's rows are complete when the next one starts.
         let mut bucket: Vec<(Key, Sums)> = Vec::new();
         let mut p = 0;
-        for g in &gpus {
+        for g in gpus.iter() {
             // The process-minutes of this GPU-minute: both lists are sorted
             // by GPU then minute.
             while p < procs.len() && (procs[p].gpu, procs[p].minute) < (g.gpu, g.minute) {
@@ -227,9 +242,10 @@ impl Pass {
             self.runs.minute(g, on);
         }
         self.cube.extend(bucket);
-        for p in &procs {
+        for p in procs.iter() {
             self.runs.seen(p);
         }
+        self.buffers = buffers;
         Ok(())
     }
 

@@ -6,9 +6,6 @@ use std::process::ExitCode;
 use apron_analyze::{Cli, EXIT_FAILURE, cli, logging, one_line};
 use clap::Parser;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

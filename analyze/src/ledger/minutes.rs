@@ -101,12 +101,12 @@ fn max_text(names: &Names, a: Option<u32>, b: Option<u32>) -> Option<u32> {
     }
 }
 
-/// The GPU-minutes of `parts`, sorted by GPU then minute. `threshold` is
-/// the idle threshold (%).
-pub fn gpu_minutes(mut parts: Vec<GpuPart>, names: &Names, threshold: f64) -> Vec<GpuMinute> {
+/// The GPU-minutes of `parts` into `out` (emptied first), sorted by GPU
+/// then minute. `threshold` is the idle threshold (%).
+pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &mut Vec<GpuMinute>) {
     // Each file's rows are in this order already: a stable sort merges the runs.
     parts.sort_by_key(|p| (p.gpu, p.minute));
-    let mut out = Vec::with_capacity(parts.len());
+    out.clear();
     for group in parts.chunk_by(|a, b| (a.gpu, a.minute) == (b.gpu, b.minute)) {
         let first = group[0];
         let (mut host, mut index, mut model) = (first.host, first.index, first.model);
@@ -149,7 +149,6 @@ pub fn gpu_minutes(mut parts: Vec<GpuPart>, names: &Names, threshold: f64) -> Ve
             state,
         });
     }
-    out
 }
 
 /// Who a process is, as the team rules see it: user, uid, namespace, account.
@@ -182,15 +181,17 @@ impl Teams {
     }
 }
 
-/// The process-minutes of `parts`, sorted by GPU, minute, pid, start.
+/// The process-minutes of `parts` into `out` (emptied first), sorted by
+/// GPU, minute, pid, start.
 pub fn proc_minutes(
-    mut parts: Vec<ProcPart>,
+    parts: &mut [ProcPart],
     names: &mut Names,
     teams: &mut Teams,
     config: &Config,
-) -> Vec<ProcMinute> {
+    out: &mut Vec<ProcMinute>,
+) {
     parts.sort_by_key(|p| (p.gpu, p.minute, p.pid, p.start));
-    let mut out = Vec::with_capacity(parts.len());
+    out.clear();
     for group in parts.chunk_by(|a, b| (a.gpu, a.minute, a.pid, a.start) == (b.gpu, b.minute, b.pid, b.start))
     {
         let first = group[0];
@@ -229,5 +230,4 @@ pub fn proc_minutes(
             team,
         });
     }
-    out
 }

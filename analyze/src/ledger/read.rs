@@ -8,7 +8,7 @@ use crate::ledger::map::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArrayType,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
@@ -108,30 +108,42 @@ pub async fn day(session: &Session, start_ms: i64, end_ms: i64, date: i32) -> Re
         ]
     };
     let has = |name: &str| session.tables().iter().any(|t| t.name() == name);
-    let mut day = Day::default();
-    if has("gpu_minutes") {
-        let df = session.sql_with_params(queries::LEDGER_GPU_MINUTES, params()).await?;
-        day.gpus = session.collect(df).await?.1;
-    }
-    if has("proc_minutes") {
-        let df = session.sql_with_params(queries::LEDGER_PROC_MINUTES, params()).await?;
-        day.procs = session.collect(df).await?.1;
-    }
-    Ok(day)
+    let read = |table: &'static str, sql: &'static str| {
+        let params = params();
+        async move {
+            if !has(table) {
+                return Ok(Vec::new());
+            }
+            let df = session.sql_with_params(sql, params).await?;
+            Ok::<_, Error>(session.collect(df).await?.1)
+        }
+    };
+    // The two tables are read at once.
+    let (gpus, procs) = futures::try_join!(
+        read("gpu_minutes", queries::LEDGER_GPU_MINUTES),
+        read("proc_minutes", queries::LEDGER_PROC_MINUTES)
+    )?;
+    Ok(Day { gpus, procs })
 }
 
 impl Day {
-    /// The rows as plain rows, their text interned in `names`.
-    pub fn parts(&self, names: &mut Names) -> Result<(Vec<GpuPart>, Vec<ProcPart>), Error> {
-        let mut gpus = Vec::new();
+    /// The rows as plain rows into `gpus` and `procs` (emptied first),
+    /// their text interned in `names`.
+    pub fn parts(
+        &self,
+        names: &mut Names,
+        gpus: &mut Vec<GpuPart>,
+        procs: &mut Vec<ProcPart>,
+    ) -> Result<(), Error> {
+        gpus.clear();
         for batch in &self.gpus {
-            gpu_rows(batch, names, &mut gpus).map_err(unreadable)?;
+            gpu_rows(batch, names, gpus).map_err(unreadable)?;
         }
-        let mut procs = Vec::new();
+        procs.clear();
         for batch in &self.procs {
-            proc_rows(batch, names, &mut procs).map_err(unreadable)?;
+            proc_rows(batch, names, procs).map_err(unreadable)?;
         }
-        Ok((gpus, procs))
+        Ok(())
     }
 }
 
@@ -146,8 +158,12 @@ fn column(batch: &RecordBatch, name: &str, to: &DataType) -> Result<ArrayRef, Ar
     if column.data_type() == to { Ok(Arc::clone(column)) } else { cast(column, to) }
 }
 
-fn text(batch: &RecordBatch, name: &str) -> Result<StringArray, ArrowError> {
-    Ok(column(batch, name, &DataType::Utf8)?.as_string::<i32>().clone())
+/// A text column, as the engine gives it.
+fn text(batch: &RecordBatch, name: &str) -> Result<ArrayRef, ArrowError> {
+    batch
+        .column_by_name(name)
+        .cloned()
+        .ok_or_else(|| ArrowError::SchemaError(format!("the ledger's query has no column {name}")))
 }
 
 fn float(batch: &RecordBatch, name: &str) -> Result<Float64Array, ArrowError> {
@@ -172,21 +188,45 @@ fn boolean(batch: &RecordBatch, name: &str) -> Result<BooleanArray, ArrowError> 
     Ok(column(batch, name, &DataType::Boolean)?.as_boolean().clone())
 }
 
-/// The numbers of a text column's values: the rows of a file repeat a
-/// value run after run, so each run is looked up once.
-fn ids(a: &StringArray, names: &mut Names) -> Vec<Option<u32>> {
+/// The numbers of a text column's values, read as the engine gives them
+/// (plain, view or dictionary: partition columns come as dictionaries):
+/// the rows of a file repeat a value run after run, so each run is looked
+/// up once, and a dictionary's values once each.
+fn ids(a: &ArrayRef, names: &mut Names) -> Result<Vec<Option<u32>>, ArrowError> {
+    match a.data_type() {
+        DataType::Utf8 => Ok(runs(a.as_string::<i32>(), names)),
+        DataType::LargeUtf8 => Ok(runs(a.as_string::<i64>(), names)),
+        DataType::Utf8View => Ok(runs(a.as_string_view(), names)),
+        DataType::Dictionary(_, _) => {
+            let dict = a.as_any_dictionary();
+            let values = ids(&cast(dict.values(), &DataType::Utf8)?, names)?;
+            let keys = cast(dict.keys(), &DataType::Int64)?;
+            let keys = keys.as_primitive::<Int64Type>();
+            Ok((0..a.len())
+                .map(|i| {
+                    let key = usize::try_from(keys.value(i)).ok()?;
+                    (a.is_valid(i) && keys.is_valid(i)).then(|| values.get(key).copied().flatten()).flatten()
+                })
+                .collect())
+        }
+        _ => ids(&cast(a, &DataType::Utf8)?, names),
+    }
+}
+
+fn runs<'a, A: StringArrayType<'a>>(a: A, names: &mut Names) -> Vec<Option<u32>> {
     let mut out = Vec::with_capacity(a.len());
-    let mut last: Option<(usize, u32)> = None;
+    let mut last: Option<(&str, u32)> = None;
     for i in 0..a.len() {
         if a.is_null(i) {
             out.push(None);
             continue;
         }
+        let value = a.value(i);
         let id = match last {
-            Some((j, id)) if a.value(j) == a.value(i) => id,
-            _ => names.id(a.value(i)),
+            Some((v, id)) if v == value => id,
+            _ => names.id(value),
         };
-        last = Some((i, id));
+        last = Some((value, id));
         out.push(Some(id));
     }
     out
@@ -202,7 +242,7 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
     let (util, sm) = (float(batch, "gpu_util_pct_mean")?, float(batch, "sm_active_pct_mean")?);
     let (energy, power) = (float(batch, "energy_j")?, float(batch, "power_mw_mean")?);
     let held = boolean(batch, "proc_held")?;
-    let (uuid, host, model) = (ids(&uuid, names), ids(&host, names), ids(&model, names));
+    let (uuid, host, model) = (ids(&uuid, names)?, ids(&host, names)?, ids(&model, names)?);
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         out.push(GpuPart {
@@ -228,8 +268,8 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
     let (mem_mean, mem_max) = (float(batch, "used_mem_bytes_mean")?, int64(batch, "used_mem_bytes_max")?);
     let (comm, user, uid) = (text(batch, "comm")?, text(batch, "user")?, int64(batch, "uid")?);
     let (namespace, account) = (text(batch, "k8s_namespace")?, text(batch, "slurm_account")?);
-    let (uuid, comm, user) = (ids(&uuid, names), ids(&comm, names), ids(&user, names));
-    let (namespace, account) = (ids(&namespace, names), ids(&account, names));
+    let (uuid, comm, user) = (ids(&uuid, names)?, ids(&comm, names)?, ids(&user, names)?);
+    let (namespace, account) = (ids(&namespace, names)?, ids(&account, names)?);
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         out.push(ProcPart {
