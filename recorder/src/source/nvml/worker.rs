@@ -8,8 +8,13 @@
 //!
 //! A stalled worker's thread is never joined: the process exits without
 //! waiting for it (SIGTERM still ends the recorder on time).
+//!
+//! The channels are bounded, so they allocate nothing per message: a
+//! worker is asked only when it has answered its last request, so its
+//! request channel holds at most one, and the answers channel at most one
+//! per worker.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::Instant;
 
 /// The answer of one worker at one round.
@@ -37,7 +42,7 @@ pub(super) struct Pool<Req, Out> {
 
 #[derive(Debug)]
 struct Worker<Req> {
-    requests: Option<Sender<(u64, Req)>>,
+    requests: Option<SyncSender<(u64, Req)>>,
     /// The round of the request it has not answered yet.
     busy_since: Option<u64>,
 }
@@ -50,10 +55,10 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
         states: Vec<S>,
         work: fn(&mut S, Req) -> Out,
     ) -> std::io::Result<Pool<Req, Out>> {
-        let (answer_tx, answers) = mpsc::channel();
+        let (answer_tx, answers) = mpsc::sync_channel(states.len().max(1));
         let mut workers = Vec::with_capacity(states.len());
         for (i, mut state) in states.into_iter().enumerate() {
-            let (tx, rx) = mpsc::channel::<(u64, Req)>();
+            let (tx, rx) = mpsc::sync_channel::<(u64, Req)>(1);
             let answer_tx = answer_tx.clone();
             std::thread::Builder::new().name(format!("{name}{i}")).spawn(move || {
                 while let Ok((round, req)) = rx.recv() {
@@ -75,17 +80,19 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
 
     /// Runs round `round` (increasing from call to call): asks each free
     /// worker `i` for which `request(i)` gives a request, and waits until
-    /// all asked have answered or `deadline` passes. Answers from earlier
-    /// rounds that arrive now free their worker and are dropped: they are
-    /// not this round's.
+    /// all asked have answered or `deadline` passes; `answers` (emptied
+    /// first) then holds one answer per worker, in order. Answers from
+    /// earlier rounds that arrive now free their worker and are dropped:
+    /// they are not this round's.
     pub(super) fn round(
         &mut self,
         round: u64,
         mut request: impl FnMut(usize) -> Option<Req>,
         deadline: Instant,
-    ) -> Vec<Answer<Out>> {
+        answers: &mut Vec<Answer<Out>>,
+    ) {
         self.collect_late();
-        let mut answers: Vec<Answer<Out>> = Vec::with_capacity(self.workers.len());
+        answers.clear();
         let mut waiting = 0;
         for (i, worker) in self.workers.iter_mut().enumerate() {
             if let Some(since) = worker.busy_since {
@@ -96,14 +103,19 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
                 answers.push(Answer::Idle);
                 continue;
             };
-            let sent = worker.requests.as_ref().is_some_and(|tx| tx.send((round, req)).is_ok());
-            if sent {
-                worker.busy_since = Some(round);
-                waiting += 1;
-                answers.push(Answer::TimedOut);
-            } else {
-                worker.requests = None;
-                answers.push(Answer::Idle);
+            let sent = worker.requests.as_ref().map(|tx| tx.try_send((round, req)));
+            match sent {
+                Some(Ok(())) => {
+                    worker.busy_since = Some(round);
+                    waiting += 1;
+                    answers.push(Answer::TimedOut);
+                }
+                // Cannot be: a free worker has taken its last request.
+                Some(Err(TrySendError::Full(_))) => answers.push(Answer::Idle),
+                Some(Err(TrySendError::Disconnected(_))) | None => {
+                    worker.requests = None;
+                    answers.push(Answer::Idle);
+                }
             }
         }
         while waiting > 0 {
@@ -119,7 +131,6 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
             }
         }
-        answers
     }
 
     /// Frees the workers whose late answers have arrived.
@@ -137,6 +148,18 @@ mod tests {
 
     use super::*;
 
+    /// One round's answers.
+    fn round(
+        pool: &mut Pool<u32, u32>,
+        round: u64,
+        request: impl FnMut(usize) -> Option<u32>,
+        deadline: Instant,
+    ) -> Vec<Answer<u32>> {
+        let mut answers = Vec::new();
+        pool.round(round, request, deadline, &mut answers);
+        answers
+    }
+
     /// Doubles its input; a worker whose gate is locked blocks until it opens.
     fn work(gate: &mut Arc<Mutex<()>>, x: u32) -> u32 {
         drop(gate.lock().expect("not poisoned"));
@@ -153,28 +176,32 @@ mod tests {
             Answer::Done(v) => Some(*v),
             _ => None,
         };
-        let answers = pool.round(1, |i| Some(i as u32), soon());
+        let answers = round(&mut pool, 1, |i| Some(i as u32), soon());
         assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4)]);
 
         // Worker 1 blocks: round 2 waits for it only until the deadline.
         let held = gates[1].lock().expect("not poisoned");
-        let answers = pool.round(2, |i| Some(10 + i as u32), Instant::now() + Duration::from_millis(50));
+        let answers =
+            round(&mut pool, 2, |i| Some(10 + i as u32), Instant::now() + Duration::from_millis(50));
         assert_eq!(done(&answers[0]), Some(20));
         assert!(matches!(answers[1], Answer::TimedOut), "{:?}", answers[1]);
         assert_eq!(done(&answers[2]), Some(24));
         // Still blocked: not asked again, reported as stalled since round 2.
-        let answers = pool.round(3, |i| Some(i as u32), Instant::now() + Duration::from_millis(50));
+        let answers = round(&mut pool, 3, |i| Some(i as u32), Instant::now() + Duration::from_millis(50));
         assert!(matches!(answers[1], Answer::Stalled { since: 2 }), "{:?}", answers[1]);
         assert_eq!(done(&answers[2]), Some(4));
 
         // Unblocked: its late answer is dropped and it answers again.
         drop(held);
         let t0 = Instant::now();
-        while pool.round(4, |_| None, Instant::now()).iter().any(|a| matches!(a, Answer::Stalled { .. })) {
+        while round(&mut pool, 4, |_| None, Instant::now())
+            .iter()
+            .any(|a| matches!(a, Answer::Stalled { .. }))
+        {
             assert!(t0.elapsed() < Duration::from_secs(30), "the worker never came back");
             std::thread::sleep(Duration::from_millis(5));
         }
-        let answers = pool.round(5, |i| Some(i as u32), soon());
+        let answers = round(&mut pool, 5, |i| Some(i as u32), soon());
         assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4)]);
     }
 }
