@@ -9,12 +9,15 @@
 //! A stalled worker's thread is never joined: the process exits without
 //! waiting for it (SIGTERM still ends the recorder on time).
 //!
-//! The channels are bounded, so they allocate nothing per message: a
-//! worker is asked only when it has answered its last request, so its
-//! request channel holds at most one, and the answers channel at most one
-//! per worker.
+//! Hand-offs are kept few, as each costs system calls and a wake-up: a
+//! worker's request channel is bounded (it is asked only when it has
+//! answered its last request, so it holds at most one, and allocates
+//! nothing per message); answers go to one slot per worker on a shared
+//! board, and the tick's thread is woken once, by the last answer of the
+//! round (or by its deadline), not once per answer.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 /// The answer of one worker at one round.
@@ -33,11 +36,52 @@ pub(super) enum Answer<Out> {
     Idle,
 }
 
-/// Workers, each with its own thread and state, answering on one channel.
+/// Workers, each with its own thread and state, answering on one board.
 #[derive(Debug)]
 pub(super) struct Pool<Req, Out> {
     workers: Vec<Worker<Req>>,
-    answers: Receiver<(usize, u64, Out)>,
+    board: Arc<Board<Out>>,
+}
+
+/// Where the workers leave their answers.
+#[derive(Debug)]
+struct Board<Out> {
+    slots: Mutex<Slots<Out>>,
+    /// Signalled when the round's last awaited answer arrives while the
+    /// tick's thread waits.
+    all_in: Condvar,
+}
+
+#[derive(Debug)]
+struct Slots<Out> {
+    /// Per worker, its answer not yet collected, with the round it answers.
+    answers: Vec<Option<(u64, Out)>>,
+    /// The round being run.
+    round: u64,
+    /// Answers of `round` asked for and not yet arrived.
+    awaited: usize,
+    /// Whether the tick's thread waits on `all_in`.
+    waiting: bool,
+}
+
+impl<Out> Board<Out> {
+    /// The slots; a worker that panicked while holding them left them
+    /// whole (each change is one assignment), so a poisoned lock is taken.
+    fn lock(&self) -> MutexGuard<'_, Slots<Out>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Worker `i`'s answer to `round`.
+    fn answer(&self, i: usize, round: u64, out: Out) {
+        let mut slots = self.lock();
+        slots.answers[i] = Some((round, out));
+        if round == slots.round && slots.awaited > 0 {
+            slots.awaited -= 1;
+            if slots.awaited == 0 && slots.waiting {
+                self.all_in.notify_one();
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -55,22 +99,29 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
         states: Vec<S>,
         work: fn(&mut S, Req) -> Out,
     ) -> std::io::Result<Pool<Req, Out>> {
-        let (answer_tx, answers) = mpsc::sync_channel(states.len().max(1));
+        let board = Arc::new(Board {
+            slots: Mutex::new(Slots {
+                answers: (0..states.len()).map(|_| None).collect(),
+                round: 0,
+                awaited: 0,
+                waiting: false,
+            }),
+            all_in: Condvar::new(),
+        });
         let mut workers = Vec::with_capacity(states.len());
         for (i, mut state) in states.into_iter().enumerate() {
             let (tx, rx) = mpsc::sync_channel::<(u64, Req)>(1);
-            let answer_tx = answer_tx.clone();
+            let board = Arc::clone(&board);
+            // Ends when the pool, and with it the request channel, is dropped.
             std::thread::Builder::new().name(format!("{name}{i}")).spawn(move || {
                 while let Ok((round, req)) = rx.recv() {
                     let out = work(&mut state, req);
-                    if answer_tx.send((i, round, out)).is_err() {
-                        break;
-                    }
+                    board.answer(i, round, out);
                 }
             })?;
             workers.push(Worker { requests: Some(tx), busy_since: None });
         }
-        Ok(Pool { workers, answers })
+        Ok(Pool { workers, board })
     }
 
     /// How many workers there are.
@@ -93,7 +144,11 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
     ) {
         self.collect_late();
         answers.clear();
-        let mut waiting = 0;
+        {
+            let mut slots = self.board.lock();
+            slots.round = round;
+            slots.awaited = 0;
+        }
         for (i, worker) in self.workers.iter_mut().enumerate() {
             if let Some(since) = worker.busy_since {
                 answers.push(Answer::Stalled { since });
@@ -103,40 +158,49 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
                 answers.push(Answer::Idle);
                 continue;
             };
+            // Awaited before it is sent, so that an answer cannot come first.
+            self.board.lock().awaited += 1;
             let sent = worker.requests.as_ref().map(|tx| tx.try_send((round, req)));
-            match sent {
-                Some(Ok(())) => {
-                    worker.busy_since = Some(round);
-                    waiting += 1;
-                    answers.push(Answer::TimedOut);
-                }
-                // Cannot be: a free worker has taken its last request.
-                Some(Err(TrySendError::Full(_))) => answers.push(Answer::Idle),
-                Some(Err(TrySendError::Disconnected(_))) | None => {
-                    worker.requests = None;
-                    answers.push(Answer::Idle);
-                }
+            if let Some(Ok(())) = sent {
+                worker.busy_since = Some(round);
+                answers.push(Answer::TimedOut);
+                continue;
             }
+            self.board.lock().awaited -= 1;
+            // `Full` cannot be: a free worker has taken its last request.
+            if !matches!(sent, Some(Err(TrySendError::Full(_)))) {
+                worker.requests = None;
+            }
+            answers.push(Answer::Idle);
         }
-        while waiting > 0 {
+        let mut slots = self.board.lock();
+        while slots.awaited > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.answers.recv_timeout(left) {
-                Ok((i, r, out)) => {
-                    self.workers[i].busy_since = None;
-                    if r == round {
-                        answers[i] = Answer::Done(out);
-                        waiting -= 1;
-                    }
+            if left.is_zero() {
+                break;
+            }
+            slots.waiting = true;
+            slots = self.board.all_in.wait_timeout(slots, left).unwrap_or_else(PoisonError::into_inner).0;
+            slots.waiting = false;
+        }
+        // What has arrived; the rest are late, collected at the next round.
+        for (i, slot) in slots.answers.iter_mut().enumerate() {
+            if let Some((r, out)) = slot.take() {
+                self.workers[i].busy_since = None;
+                if r == round {
+                    answers[i] = Answer::Done(out);
                 }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
             }
         }
     }
 
-    /// Frees the workers whose late answers have arrived.
+    /// Frees the workers whose late answers have arrived, dropping them.
     fn collect_late(&mut self) {
-        while let Ok((i, _, _)) = self.answers.try_recv() {
-            self.workers[i].busy_since = None;
+        let mut slots = self.board.lock();
+        for (i, slot) in slots.answers.iter_mut().enumerate() {
+            if slot.take().is_some() {
+                self.workers[i].busy_since = None;
+            }
         }
     }
 }
