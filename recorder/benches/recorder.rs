@@ -27,16 +27,80 @@
 //!
 //! Ticks run at 10 Hz (`--interval 100ms`) so a short run has many ticks;
 //! files rotate every minute, so closes and rollups are in the figure. CPU
-//! is read from /proc (utime + stime, the WAL's sync thread included) after
-//! a warm-up; memory is the peak resident set (VmHWM).
+//! is read from /proc (schedstat, every thread, the WAL's sync thread
+//! included) after a warm-up; memory is the peak resident set (VmHWM). These
+//! runs give no user and kernel split: the kernel splits a process's CPU
+//! by sampling it at its clock tick, and a few tens of milliseconds of CPU
+//! over a run are too few samples (getrusage of the child gave the two
+//! halves equal).
+//!
+//! Before those, the same tick (the source's sampling, then the writer's
+//! push: WAL frame, rows held, the file closed every 10 minutes of tick
+//! time) runs in this process, back to back, for both sources, so that
+//! enough CPU is spent to tell apart what one tick costs:
+//! - user and kernel time (getrusage, the whole process);
+//! - per thread: the tick thread (our code), the per-GPU NVML threads (the
+//!   wrapper's calls into the fake, whose own answers take nanoseconds, and
+//!   the hand-offs), the WAL's sync thread (fdatasync);
+//! - allocations per tick (a counting global allocator), for the ticks that
+//!   close no file and over all ticks.
+//!
+//! Back to back, the sync thread syncs less often than once per tick, so
+//! its cost is given per sync; at 1 Hz with `--sync 1s` there is one per
+//! tick. `APRON_BENCH_RUNS` (comma-separated: `inproc`, `external`; default
+//! both) picks the parts to run.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use apron_recorder::source::nvml::NvmlSource;
+use apron_schemas::DataLayout;
+use apron_store::source::sim::SimHost;
+use apron_store::source::{Source, Tick};
+use apron_store::writer::RollingWriter;
+
 const INTERVAL_MS: u64 = 100;
 const WARMUP: Duration = Duration::from_secs(3);
+
+/// Allocations made in this process so far (alloc, alloc_zeroed, realloc).
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// The system allocator, counting.
+struct Counting;
+
+// SAFETY: every call is passed on to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is the system allocator's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 fn main() {
     let secs: u64 = std::env::var("APRON_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
@@ -58,6 +122,32 @@ fn main() {
         })
         .collect();
 
+    let runs = std::env::var("APRON_BENCH_RUNS").unwrap_or_else(|_| "inproc,external".into());
+    if runs.split(',').any(|r| r == "inproc") {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        println!(
+            "one tick in this process, 8 GPUs, {INPROC_TICKS} ticks back to back at 1 s of tick time \
+             (after {INPROC_WARMUP} warm-up ticks), files closed every 10 minutes of tick time"
+        );
+        let mut sim = SimHost::new("bench", 8, 1, INPROC_START_MS);
+        report_in_process("simulated host", &in_process(&mut sim, &tmp.path().join("sim")));
+        // SAFETY: no other thread runs yet (the in-process simulated run's
+        // threads have ended with its writer), and the fake reads its GPUs
+        // from the environment when NVML is initialised below.
+        unsafe { std::env::set_var("FAKE_NVML_GPUS", gpus.join(";")) };
+        let mut nvml = NvmlSource::open("bench".into(), Some(&fake)).expect("the fake NVML opens");
+        report_in_process(
+            "NVML path (fake libnvidia-ml, 16 processes)",
+            &in_process(&mut nvml, &tmp.path().join("nvml")),
+        );
+    }
+    if !runs.split(',').any(|r| r == "external") {
+        for s in &mut sleepers {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        return;
+    }
     println!(
         "apron-recorder steady state, {secs} s per run at {INTERVAL_MS} ms ticks (after {WARMUP:?} warm-up)"
     );
@@ -96,12 +186,169 @@ fn main() {
     }
 }
 
+/// Ticks measured in process, after [`INPROC_WARMUP`]: 5 hours of tick
+/// time at 1 s, thirty files; enough CPU that the kernel's sampled split of
+/// it into user and kernel time has a few hundred samples.
+const INPROC_TICKS: u64 = 18_000;
+
+/// Ticks before the measurement: the first file, so the second file's
+/// buffers are sized.
+const INPROC_WARMUP: u64 = 600;
+
+/// The first tick in process: 2026-12-01T00:00:00Z, on a file boundary.
+const INPROC_START_MS: i64 = 1_796_083_200_000;
+
+/// What the ticks in process cost.
+struct InProcess {
+    ticks: u64,
+    /// getrusage(RUSAGE_SELF) over the ticks, µs per tick.
+    user_us: f64,
+    sys_us: f64,
+    /// Per thread group (tick thread, GPU threads, WAL sync): (user + kernel
+    /// µs from schedstat, user clock ticks, kernel clock ticks).
+    threads: BTreeMap<&'static str, (f64, u64, u64)>,
+    syncs: u64,
+    gpu_rows_per_tick: f64,
+    proc_rows_per_tick: f64,
+    /// Allocations per tick of the ticks that closed no file, and of all.
+    steady_allocs: f64,
+    all_allocs: f64,
+    /// Files closed during the measurement.
+    closes: u64,
+}
+
+/// Runs [`INPROC_WARMUP`] then [`INPROC_TICKS`] ticks of `source` into a
+/// writer with a WAL under `data`, as the tick loop does (without its
+/// sleep), and measures the latter.
+fn in_process(source: &mut dyn Source, data: &Path) -> InProcess {
+    let mut writer = RollingWriter::new(DataLayout::new(data), "bench", Duration::from_secs(600))
+        .expect("writer")
+        .with_wal(Duration::from_secs(1))
+        .expect("WAL");
+    let mut tick = Tick::default();
+    let mut one = |i: u64, writer: &mut RollingWriter, tick: &mut Tick| {
+        let ts = INPROC_START_MS + i64::try_from(i).expect("small") * 1_000;
+        tick.clear();
+        source.sample(ts, 1_000, tick);
+        writer.push(ts, tick).expect("the disk takes the rows");
+    };
+    for i in 0..INPROC_WARMUP {
+        one(i, &mut writer, &mut tick);
+    }
+    let (usage0, threads0) = (rusage(), thread_cpu());
+    let (files0, syncs0) = (writer.stats().files, writer.wal_stats().unwrap_or_default().syncs);
+    let (mut steady_allocs, mut steady_ticks, mut rows) = (0u64, 0u64, (0usize, 0usize));
+    let all0 = ALLOCATIONS.load(Ordering::Relaxed);
+    for i in INPROC_WARMUP..INPROC_WARMUP + INPROC_TICKS {
+        let (before, files) = (ALLOCATIONS.load(Ordering::Relaxed), writer.stats().files);
+        one(i, &mut writer, &mut tick);
+        if writer.stats().files == files {
+            steady_allocs += ALLOCATIONS.load(Ordering::Relaxed) - before;
+            steady_ticks += 1;
+        }
+        rows = (rows.0 + tick.gpus.len(), rows.1 + tick.procs.len());
+    }
+    let all = ALLOCATIONS.load(Ordering::Relaxed) - all0;
+    let (usage1, threads1) = (rusage(), thread_cpu());
+    let closes = (writer.stats().files - files0) / 4;
+    let syncs = writer.wal_stats().unwrap_or_default().syncs - syncs0;
+    writer.close().expect("close");
+    let n = INPROC_TICKS as f64;
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    let mut threads = BTreeMap::new();
+    for (group, (ns, ut, st)) in threads1 {
+        let (ns0, ut0, st0) = threads0.get(group).copied().unwrap_or_default();
+        threads.insert(group, ((ns - ns0) as f64 / 1e3, ut - ut0, st - st0));
+    }
+    InProcess {
+        ticks: INPROC_TICKS,
+        user_us: (us(usage1.ru_utime) - us(usage0.ru_utime)) / n,
+        sys_us: (us(usage1.ru_stime) - us(usage0.ru_stime)) / n,
+        threads,
+        syncs,
+        gpu_rows_per_tick: rows.0 as f64 / n,
+        proc_rows_per_tick: rows.1 as f64 / n,
+        steady_allocs: steady_allocs as f64 / steady_ticks.max(1) as f64,
+        all_allocs: all as f64 / n,
+        closes,
+    }
+}
+
+fn report_in_process(what: &str, f: &InProcess) {
+    let n = f.ticks as f64;
+    let per = |group: &str| f.threads.get(group).map_or(0.0, |t| t.0 / n);
+    let clock = |group: &str| {
+        f.threads
+            .get(group)
+            .map_or_else(String::new, |t| format!(" ({} user / {} kernel clock ticks)", t.1, t.2))
+    };
+    let sync_each = f.threads.get("wal-sync").map_or(0.0, |t| t.0 / f.syncs.max(1) as f64);
+    println!(
+        "  {what}: {:.1} µs CPU per tick ({:.1} µs user + {:.1} µs kernel), {:.1} GPU rows and {:.1} process rows per tick, {} files closed",
+        f.user_us + f.sys_us,
+        f.user_us,
+        f.sys_us,
+        f.gpu_rows_per_tick,
+        f.proc_rows_per_tick,
+        f.closes
+    );
+    println!(
+        "    by thread, per tick: tick thread {:.1} µs{}, per-GPU NVML threads {:.1} µs{}; WAL sync thread {:.0} µs per sync ({} syncs){}",
+        per("tick"),
+        clock("tick"),
+        per("nvml-gpu"),
+        clock("nvml-gpu"),
+        sync_each,
+        f.syncs,
+        clock("wal-sync")
+    );
+    println!(
+        "    at 1 Hz with --sync 1s (one sync per tick): {:.1} µs CPU per tick; allocations per tick: {:.2} (ticks that close no file), {:.1} (all ticks)",
+        per("tick") + per("nvml-gpu") + sync_each,
+        f.steady_allocs,
+        f.all_allocs
+    );
+}
+
+fn rusage() -> libc::rusage {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage of this process into a valid pointer.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0, "getrusage");
+    usage
+}
+
+/// CPU of this process's threads so far, by group: the WAL's sync thread
+/// (`wal-sync`), the per-GPU NVML threads (`nvml-gpu`), the rest (`tick`,
+/// this thread; the others sleep): (schedstat ns, utime, stime in clock
+/// ticks).
+fn thread_cpu() -> BTreeMap<&'static str, (u64, u64, u64)> {
+    let mut out: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task").flatten() {
+        let read = |name: &str| std::fs::read_to_string(task.path().join(name)).unwrap_or_default();
+        let comm = read("comm");
+        let group = if comm.starts_with("apron-wal-sync") {
+            "wal-sync"
+        } else if comm.starts_with("nvml-gpu") {
+            "nvml-gpu"
+        } else {
+            "tick"
+        };
+        let ns: u64 = read("schedstat").split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let stat = read("stat");
+        let fields: Vec<&str> =
+            stat.rsplit_once(") ").map(|(_, f)| f.split(' ').collect()).unwrap_or_default();
+        let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let e = out.entry(group).or_default();
+        *e = (e.0 + ns, e.1 + field(11), e.2 + field(12));
+    }
+    out
+}
+
 struct Figures {
     ticks: f64,
     cpu_us_per_tick: f64,
-    /// Over the whole run, start-up included (getrusage of the child).
-    user_us_per_tick: f64,
-    sys_us_per_tick: f64,
     peak_rss_kb: u64,
     rss_kb: u64,
     proc_rows_per_tick: f64,
@@ -115,11 +362,9 @@ struct Figures {
 
 fn report(what: &str, f: &Figures) {
     println!(
-        "  {what}: {:.1} µs CPU per tick over {:.0} ticks ({:.1} µs user + {:.1} µs kernel), {:.1} process rows per tick; RSS {:.1} MB (peak {:.1} MB); longest tick {:.1} ms wall, {} ticks missed; stopped {:.0} ms after SIGTERM",
+        "  {what}: {:.1} µs CPU per tick over {:.0} ticks, {:.1} process rows per tick; RSS {:.1} MB (peak {:.1} MB); longest tick {:.1} ms wall, {} ticks missed; stopped {:.0} ms after SIGTERM",
         f.cpu_us_per_tick,
         f.ticks,
-        f.user_us_per_tick,
-        f.sys_us_per_tick,
         f.proc_rows_per_tick,
         f.rss_kb as f64 / 1024.0,
         f.peak_rss_kb as f64 / 1024.0,
@@ -129,7 +374,7 @@ fn report(what: &str, f: &Figures) {
     );
 }
 
-#[expect(clippy::zombie_processes, reason = "the child is reaped by wait4, which also gives its rusage")]
+#[expect(clippy::zombie_processes, reason = "the child is reaped by waitpid")]
 fn run(recorder: &Path, data: &Path, secs: u64, configure: impl FnOnce(&mut Command)) -> Figures {
     std::fs::create_dir_all(data).expect("data folder");
     let log_path = data.join("recorder.log");
@@ -154,24 +399,17 @@ fn run(recorder: &Path, data: &Path, secs: u64, configure: impl FnOnce(&mut Comm
     // SAFETY: kill(2) on the child started above.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let stopping = Instant::now();
-    let started = t0 - WARMUP;
     let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: wait4 on our own child, with valid pointers.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(waited, pid, "wait4");
+    // SAFETY: waitpid on our own child, with a valid pointer.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(waited, pid, "waitpid");
     let stop_ms = stopping.elapsed().as_secs_f64() * 1e3;
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the recorder failed");
-    let life_ticks = started.elapsed().as_secs_f64() * 1000.0 / INTERVAL_MS as f64;
-    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
     let ticks = elapsed.as_secs_f64() * 1000.0 / INTERVAL_MS as f64;
     let cpu_s = (cpu1 - cpu0) as f64 / 1e9;
     Figures {
         ticks,
         cpu_us_per_tick: cpu_s * 1e6 / ticks,
-        user_us_per_tick: us(usage.ru_utime) / life_ticks,
-        sys_us_per_tick: us(usage.ru_stime) / life_ticks,
         peak_rss_kb,
         rss_kb,
         proc_rows_per_tick: proc_rows(data) as f64 / gpu_rows(data).max(1) as f64 * 8.0,

@@ -58,7 +58,8 @@ pub fn sync_due(last_sync_ms: Option<i64>, ts_ms: i64, sync_ms: i64) -> bool {
 /// The open segment.
 #[derive(Debug)]
 struct Segment {
-    path: PathBuf,
+    /// Shared with the sync jobs, which name it in their warnings.
+    path: Arc<Path>,
     file: Arc<File>,
     /// Bytes of complete frames: where the next frame goes.
     len: u64,
@@ -89,9 +90,9 @@ pub struct SealedSegment {
 #[derive(Debug)]
 struct SyncJob {
     file: Arc<File>,
-    path: PathBuf,
+    path: Arc<Path>,
     /// The folder to sync after the file, the first time.
-    dir: Option<PathBuf>,
+    dir: Option<Arc<Path>>,
 }
 
 /// The write-ahead log of one host.
@@ -99,6 +100,8 @@ struct SyncJob {
 pub struct Wal {
     layout: DataLayout,
     host: String,
+    /// The host's segment folder, built once: a tick's sync job shares it.
+    dir: Arc<Path>,
     sync_ms: i64,
     segment: Option<Segment>,
     /// The frame being written; kept to reuse its allocation.
@@ -119,6 +122,7 @@ impl Wal {
             source,
         })?;
         Ok(Self {
+            dir: layout.wal_dir(host).into(),
             layout,
             host: host.to_owned(),
             sync_ms: i64::try_from(sync.as_millis()).unwrap_or(i64::MAX),
@@ -137,7 +141,7 @@ impl Wal {
 
     /// The open segment's path, if one is open.
     pub fn segment_path(&self) -> Option<&Path> {
-        self.segment.as_ref().map(|s| s.path.as_path())
+        self.segment.as_ref().map(|s| &*s.path)
     }
 
     /// Tick frames, and rows in them, written to the open segment (0, 0
@@ -166,7 +170,7 @@ impl Wal {
                 self.stats.segments += 1;
                 self.stats.bytes += self.buf.len() as u64;
                 self.segment = Some(Segment {
-                    path,
+                    path: path.into(),
                     file: Arc::new(file),
                     len: self.buf.len() as u64,
                     last_sync_ms: None,
@@ -211,8 +215,8 @@ impl Wal {
         self.stats.frames += 1;
         self.stats.bytes += self.buf.len() as u64;
         if sync_due(seg.last_sync_ms, ts_ms, self.sync_ms) {
-            let dir = (!seg.dir_synced).then(|| self.layout.wal_dir(&self.host));
-            let job = SyncJob { file: Arc::clone(&seg.file), path: seg.path.clone(), dir };
+            let dir = (!seg.dir_synced).then(|| Arc::clone(&self.dir));
+            let job = SyncJob { file: Arc::clone(&seg.file), path: Arc::clone(&seg.path), dir };
             let with_dir = job.dir.is_some();
             match self.syncer.try_send(job) {
                 Ok(()) => {
@@ -249,7 +253,7 @@ impl Wal {
             self.stats.errors += 1;
             warn!(file = %seg.path.display(), error = %e, "cannot sync a WAL segment");
         }
-        Some(SealedSegment { path: seg.path, frames: seg.frames, rows: seg.rows })
+        Some(SealedSegment { path: seg.path.to_path_buf(), frames: seg.frames, rows: seg.rows })
     }
 
     /// Deletes a sealed segment whose rows are now in Parquet.

@@ -69,6 +69,8 @@ struct GpuRun {
     gpus: Vec<GpuSample>,
     /// Ordered by (ts, pid).
     procs: Vec<ProcSample>,
+    /// Where the process rows of the tick being added start in `procs`.
+    tick_procs_from: usize,
 }
 
 /// Default bound of the rows held in memory while the disk refuses writes:
@@ -138,6 +140,10 @@ pub struct RollingWriter {
     /// Tick of the last failed write, to retry at most every
     /// [`RETRY_EVERY_MS`] between rotations.
     last_failure_ms: Option<i64>,
+    /// The most GPU rows and process rows one GPU had in the file closed
+    /// last: a new file's runs start with that room, so that in steady
+    /// state a tick adds rows without reallocating.
+    run_room: (usize, usize),
     stats: WriterStats,
 }
 
@@ -159,6 +165,7 @@ impl RollingWriter {
             unwritten: VecDeque::new(),
             max_rows: DEFAULT_MAX_ROWS,
             last_failure_ms: None,
+            run_room: (0, 0),
             stats: WriterStats::default(),
         })
     }
@@ -295,17 +302,20 @@ impl RollingWriter {
         for row in &tick.gpus {
             self.run(&row.gpu_uuid).gpus.push(row.clone());
         }
-        let mut tails: Vec<(usize, usize)> = Vec::new();
-        for row in &tick.procs {
-            let len = self.run(&row.gpu_uuid).procs.len();
-            let i = self.run_index(&row.gpu_uuid);
-            if !tails.iter().any(|&(r, _)| r == i) {
-                tails.push((i, len));
-            }
-            self.runs[i].procs.push(row.clone());
+        if tick.procs.is_empty() {
+            return;
         }
-        for (i, from) in tails {
-            self.runs[i].procs[from..].sort_by_key(|p| p.pid);
+        for run in &mut self.runs {
+            run.tick_procs_from = run.procs.len();
+        }
+        for row in &tick.procs {
+            self.run(&row.gpu_uuid).procs.push(row.clone());
+        }
+        for run in &mut self.runs {
+            // A GPU lists each pid once per tick, so an unstable sort gives
+            // the same order, and sorts in place (a stable sort of more than
+            // a few rows allocates).
+            run.procs[run.tick_procs_from..].sort_unstable_by_key(|p| p.pid);
         }
     }
 
@@ -315,6 +325,7 @@ impl RollingWriter {
         let Some((start_ms, _)) = self.open.take() else { return };
         let segment = self.wal.as_mut().and_then(Wal::seal);
         let mut runs = std::mem::take(&mut self.runs);
+        self.run_room = runs.iter().fold((0, 0), |(g, p), r| (g.max(r.gpus.len()), p.max(r.procs.len())));
         runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
         let ticks = std::mem::take(&mut self.open_ticks);
         self.unwritten.push_back(ClosedFile { start_ms, seq: self.seq, runs, ticks, segment });
@@ -384,7 +395,13 @@ impl RollingWriter {
         if let Some(i) = self.runs.iter().position(|r| Arc::ptr_eq(&r.uuid, uuid) || r.uuid == *uuid) {
             return i;
         }
-        self.runs.push(GpuRun { uuid: uuid.clone(), gpus: Vec::new(), procs: Vec::new() });
+        let (gpus, procs) = self.run_room;
+        self.runs.push(GpuRun {
+            uuid: uuid.clone(),
+            gpus: Vec::with_capacity(gpus),
+            procs: Vec::with_capacity(procs),
+            tick_procs_from: 0,
+        });
         self.runs.len() - 1
     }
 

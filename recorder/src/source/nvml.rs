@@ -22,19 +22,18 @@ pub mod process_util;
 mod raw;
 mod worker;
 
-use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use apron_schemas::ProcSample;
+use apron_schemas::{GpuSample, ProcSample};
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
 pub use self::driver::ProcessCall;
 pub use self::gpu::PCIE_THROUGHPUT_EVERY;
-use self::gpu::{GpuState, Outcome, Request, to_i64};
+use self::gpu::{GpuState, Outcome, Request, Spare, to_i64};
 use self::worker::{Answer, Pool};
 use crate::identity::IdentityCache;
 use apron_store::source::{GpuFailure, Source, Tick};
@@ -145,8 +144,14 @@ pub struct NvmlSource {
     hidden: Vec<bool>,
     /// The UUID each GPU last answered with, for stalled GPUs' failures.
     uuids: Vec<Option<apron_schemas::Text>>,
-    /// (GPU index, query, NVML's words) already warned about.
-    warned: HashSet<(u32, &'static str, String)>,
+    /// (GPU index, query, NVML's words) already warned about: a handful,
+    /// looked up without allocating a key.
+    warned: Vec<(u32, &'static str, String)>,
+    /// Per worker, the buffers of its last answer, handed back with its
+    /// next request.
+    spare: Vec<Spare>,
+    /// The answers of a tick, kept for the next tick's.
+    answers: Vec<Answer<Outcome>>,
     identities: IdentityCache,
     /// Counts `sample` calls: the workers' rounds.
     round: u64,
@@ -198,7 +203,9 @@ impl NvmlSource {
             workers,
             hidden: vec![false; n],
             uuids: vec![None; n],
-            warned: HashSet::new(),
+            warned: Vec::new(),
+            spare: (0..n).map(|_| Spare::default()).collect(),
+            answers: Vec::with_capacity(n),
             identities: IdentityCache::new(),
             round: 0,
             nvml,
@@ -243,7 +250,11 @@ impl NvmlSource {
 
     /// Warns once per GPU, query and NVML answer.
     fn warn_once(&mut self, gpu_index: u32, query: &'static str, error: &str) -> bool {
-        self.warned.insert((gpu_index, query, error.to_owned()))
+        if self.warned.iter().any(|(g, q, e)| *g == gpu_index && *q == query && e == error) {
+            return false;
+        }
+        self.warned.push((gpu_index, query, error.to_owned()));
+        true
     }
 }
 
@@ -300,12 +311,15 @@ impl Source for NvmlSource {
     fn sample(&mut self, ts_ms: i64, interval_ms: i32, out: &mut Tick) {
         self.identities.next_tick();
         self.round += 1;
-        let req = Request { ts_ms, interval_ms };
         let wait_ms = u64::try_from(interval_ms).unwrap_or(0) * u64::from(DEADLINE_SHARE.0)
             / u64::from(DEADLINE_SHARE.1);
         let deadline = Instant::now() + Duration::from_millis(wait_ms);
-        let hidden = &self.hidden;
-        let answers = self.workers.round(self.round, |i| (!hidden[i]).then_some(req), deadline);
+        let (hidden, spare) = (&self.hidden, &mut self.spare);
+        let mut answers = std::mem::take(&mut self.answers);
+        let request = |i: usize| {
+            (!hidden[i]).then(|| Request { ts_ms, interval_ms, spare: std::mem::take(&mut spare[i]) })
+        };
+        self.workers.round(self.round, request, deadline, &mut answers);
         let failed = answers.iter().filter(|a| matches!(a, Answer::Done(Outcome::Failed { .. }))).count();
         let asked = answers.iter().filter(|a| !matches!(a, Answer::Idle)).count();
         // Only when every worker answered: none is inside NVML meanwhile.
@@ -320,20 +334,23 @@ impl Source for NvmlSource {
 
         // Who the processes are, with the whole tick's pids seen first (a
         // namespace mismatch is judged on all of them).
-        self.identities.observe(answers.iter().flat_map(|a| match a {
-            Answer::Done(Outcome::Sampled { procs, .. }) => {
-                procs.iter().filter_map(|p| i32::try_from(p.pid).ok()).collect::<Vec<i32>>()
-            }
-            _ => Vec::new(),
-        }));
-        for (i, answer) in answers.into_iter().enumerate() {
+        self.identities.observe(
+            answers
+                .iter()
+                .flat_map(|a| match a {
+                    Answer::Done(Outcome::Sampled { procs, .. }) => procs.as_slice(),
+                    _ => &[],
+                })
+                .filter_map(|p| i32::try_from(p.pid).ok()),
+        );
+        for (i, answer) in answers.drain(..).enumerate() {
             let gpu_index = u32::try_from(i).unwrap_or(u32::MAX);
             match answer {
                 Answer::Done(Outcome::Sampled { row, procs, refusals }) => {
                     if self.uuids[i].as_ref() != Some(&row.gpu_uuid) {
                         self.uuids[i] = Some(row.gpu_uuid.clone());
                     }
-                    for refusal in refusals {
+                    for refusal in &refusals {
                         out.refusals += 1;
                         if self.warn_once(gpu_index, refusal.query, &refusal.error) {
                             tracing::warn!(gpu_index, gpu_uuid = %row.gpu_uuid, error = %refusal.error,
@@ -341,7 +358,7 @@ impl Source for NvmlSource {
                                  the health line counts them)", refusal.query);
                         }
                     }
-                    for p in procs {
+                    for p in &procs {
                         // Host pids are below the kernel's pid_max (at most 2^22).
                         let Ok(pid) = i32::try_from(p.pid) else { continue };
                         out.procs.push(ProcSample {
@@ -355,7 +372,9 @@ impl Source for NvmlSource {
                             mem_util_pct: p.mem_util_pct,
                         });
                     }
-                    out.gpus.push(*row);
+                    out.gpus.push(GpuSample::clone(&row));
+                    // Back to the worker with the next request, to be filled again.
+                    self.spare[i] = Spare { row: Some(row), procs, refusals };
                 }
                 Answer::Done(Outcome::Failed { uuid, error }) => {
                     if let Some(uuid) = &uuid {
@@ -389,6 +408,7 @@ impl Source for NvmlSource {
                 Answer::Idle => {}
             }
         }
+        self.answers = answers;
     }
 }
 

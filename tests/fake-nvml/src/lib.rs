@@ -46,7 +46,8 @@
 //! `compute=PID:MEM|PID:MEM`, `graphics=…`, `mps=…` (MPS clients): running
 //! processes and their used memory in bytes (`na` for
 //! `NVML_VALUE_NOT_AVAILABLE`);
-//! `putil=PID:SM:MEM|…`: per-process utilization; `putil=notfound` makes
+//! `putil=PID:SM:MEM|…`: per-process utilization (samples of the last 20
+//! ticks are kept, as a driver keeps a bounded history); `putil=notfound` makes
 //! `nvmlDeviceGetProcessUtilization` always answer `NVML_ERROR_NOT_FOUND`;
 //! `putil_until=N`: the processes compute only until tick N (no samples
 //! after it); `putil_stale=1`: it also returns samples not newer than
@@ -114,6 +115,9 @@ const VALUE_NOT_AVAILABLE: u64 = u64::MAX;
 const NO_INSTANCE: c_uint = 0xFFFF_FFFF;
 /// Process utilization timestamp of tick 0, µs since the epoch.
 const PUTIL_BASE_US: u64 = 1_700_000_000_000_000;
+
+/// Ticks of per-process utilization samples the fake keeps, newest last.
+const PUTIL_HISTORY_TICKS: u64 = 20;
 /// Device handles are these small integers disguised as pointers; nothing
 /// on the caller's side dereferences them. A handle is
 /// `HANDLE_BASE + index + generation × HANDLE_GENERATION`: a GPU reset
@@ -1098,7 +1102,11 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
             dec_util: 0,
         };
         let mut buffered = Vec::new();
-        for t in 1..=g.tick.min(g.putil_until.unwrap_or(u64::MAX)) {
+        // The driver keeps a bounded history of samples, not every one since
+        // it loaded: without a bound, each call would cost more as a run
+        // goes on, and a long benchmark would measure this fake.
+        let newest = g.tick.min(g.putil_until.unwrap_or(u64::MAX));
+        for t in newest.saturating_sub(PUTIL_HISTORY_TICKS - 1).max(1)..=newest {
             let newest = g.clock_us(t);
             for &(pid, sm, mem) in procs {
                 buffered.push(sample(pid, newest, sm, mem));

@@ -18,8 +18,8 @@ use nvml_wrapper::sys_exports::field_id::{
 use nvml_wrapper::{Device, GpmSample, Nvml};
 
 use super::driver::ProcessCall;
-use super::process_util::{Picked, ProcUtil, Window};
-use super::raw::{self, ProcessList};
+use super::process_util::{Picked, ProcUtil, UtilSample, Window};
+use super::raw::{self, Buffers, ProcessList};
 
 /// The scalar metrics read in one `nvmlDeviceGetFieldValues` call, in this
 /// order: the energy counter (mJ) and the cumulative PCIe byte counters.
@@ -32,12 +32,26 @@ const FIELDS: [u32; 3] =
 pub const PCIE_THROUGHPUT_EVERY: u64 = 5;
 
 /// What a tick asks a GPU's worker.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct Request {
     /// The tick, ms since the epoch.
     pub ts_ms: i64,
     /// The time the row stands for, ms.
     pub interval_ms: i32,
+    /// The buffers of this GPU's previous answer, to be filled again.
+    pub spare: Spare,
+}
+
+/// The buffers of an [`Outcome::Sampled`], handed back to the worker with
+/// the next request, so that a steady tick allocates no answer.
+#[derive(Debug, Default)]
+pub struct Spare {
+    /// The row's box.
+    pub row: Option<Box<GpuSample>>,
+    /// The process list.
+    pub procs: Vec<GpuProc>,
+    /// The refusals.
+    pub refusals: Vec<Refusal>,
 }
 
 /// A GPU's answer to one tick.
@@ -116,6 +130,25 @@ struct OpenGpu {
     pcie_last: Option<PcieCount>,
     /// Ticks sampled since the handle was opened.
     ticks: u64,
+    /// What a tick fills and empties again, kept so that a steady tick
+    /// allocates nothing of its own.
+    scratch: Scratch,
+}
+
+/// A worker's buffers, reused from tick to tick.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// What NVML writes into.
+    buffers: Buffers,
+    /// The compute, graphics and MPS client lists.
+    lists: [Vec<(u32, Option<u64>)>; 3],
+    /// The three merged.
+    processes: Vec<(u32, Option<u64>)>,
+    /// Their pids.
+    listed: Vec<u32>,
+    /// The per-process utilization samples.
+    samples: Vec<UtilSample>,
+    picked: Picked,
 }
 
 /// The cumulative PCIe byte counters at one time.
@@ -193,6 +226,7 @@ impl OpenGpu {
             last_seen_us: None,
             pcie_last: None,
             ticks: 0,
+            scratch: Scratch::default(),
         })
     }
 
@@ -236,7 +270,10 @@ impl OpenGpu {
             ),
             None => (None, None),
         };
-        let row = Box::new(GpuSample {
+        let Spare { row: spare_row, mut procs, mut refusals } = req.spare;
+        procs.clear();
+        refusals.clear();
+        let sample = GpuSample {
             ts: req.ts_ms,
             gpu_uuid: self.uuid.clone(),
             gpu_index: i32::try_from(index).unwrap_or(i32::MAX),
@@ -260,44 +297,64 @@ impl OpenGpu {
             sm_occupancy_pct,
             tensor_active_pct,
             dram_active_pct,
-        });
+        };
+        // The previous answer's box, refilled: its old row's texts are
+        // dropped, nothing is allocated.
+        let row = match spare_row {
+            Some(mut row) => {
+                *row = sample;
+                row
+            }
+            None => Box::new(sample),
+        };
 
-        let mut refusals = Vec::new();
-        let mut lists = Vec::with_capacity(3);
-        for list in [ProcessList::Compute, ProcessList::Graphics, ProcessList::Mps] {
-            match raw::process_list(nvml, device, list, process_call) {
-                Ok(found) => lists.push(found),
+        let scratch = &mut self.scratch;
+        let kinds = [ProcessList::Compute, ProcessList::Graphics, ProcessList::Mps];
+        for (list, found) in kinds.into_iter().zip(scratch.lists.iter_mut()) {
+            // On error `found` is left empty.
+            match raw::process_list(nvml, device, list, process_call, &mut scratch.buffers, found) {
+                Ok(()) => {}
                 Err(e) if is_refusal(&e) => {
                     refusals.push(Refusal { query: list.name(), error: e.to_string() })
                 }
                 Err(e) => tracing::debug!(gpu_index = index, error = %e, "cannot list {}", list.name()),
             }
         }
-        let processes = merge_processes(&lists);
-        let mut procs = Vec::with_capacity(processes.len());
-        if !processes.is_empty() {
+        merge_processes(&scratch.lists, &mut scratch.processes);
+        if !scratch.processes.is_empty() {
             let window = Window::for_tick(self.last_seen_us, req.ts_ms, req.interval_ms);
-            let listed: Vec<u32> = processes.iter().map(|(pid, _)| *pid).collect();
-            // `None`: utilization unknown for every process this tick.
-            let picked = match raw::process_utilization(nvml, device, window.since_us) {
-                Ok(samples) => Some(Picked::new(&samples, &listed, window)),
-                // No sample newer than the window's start: all idle.
-                Err(NvmlError::NotFound) => Some(Picked::default()),
+            scratch.listed.clear();
+            scratch.listed.extend(scratch.processes.iter().map(|(pid, _)| *pid));
+            // `false`: utilization unknown for every process this tick.
+            let picked = match raw::process_utilization(
+                nvml,
+                device,
+                window.since_us,
+                &mut scratch.buffers,
+                &mut scratch.samples,
+            ) {
+                // `Err(NotFound)`: no sample newer than the window's start,
+                // all idle; the samples are left empty.
+                Ok(()) | Err(NvmlError::NotFound) => {
+                    scratch.picked.refill(&scratch.samples, &scratch.listed, window);
+                    true
+                }
                 Err(e) => {
                     if is_refusal(&e) {
                         refusals.push(Refusal { query: "process utilization", error: e.to_string() });
                     } else {
                         tracing::debug!(gpu_index = index, error = %e, "cannot read per-process utilization");
                     }
-                    None
+                    false
                 }
             };
-            if let Some(picked) = &picked {
+            if picked {
                 // Moved back with the window after a clock step.
-                self.last_seen_us = picked.newest_us.or((window.since_us > 0).then_some(window.since_us));
+                self.last_seen_us =
+                    scratch.picked.newest_us.or((window.since_us > 0).then_some(window.since_us));
             }
-            for (pid, used) in processes {
-                let util = picked.as_ref().map_or(ProcUtil::Invalid, |p| p.get(pid));
+            for &(pid, used) in &scratch.processes {
+                let util = if picked { scratch.picked.get(pid) } else { ProcUtil::Invalid };
                 let (sm, mem) = match util {
                     ProcUtil::Sampled { sm_util, mem_util } => (to_i32(sm_util), to_i32(mem_util)),
                     ProcUtil::Idle => (Some(0), Some(0)),
@@ -420,20 +477,19 @@ pub fn is_device_failure(error: &NvmlError) -> bool {
     )
 }
 
-/// Merges process lists (compute, graphics, MPS clients) into one entry
-/// per pid, in first-seen order, with the used GPU memory in bytes (`None`
-/// where NVML does not give it). A process in several lists is one process
-/// holding one amount of memory, which each list reports whole, so the
-/// larger value is kept rather than the sum.
-pub fn merge_processes(lists: &[Vec<(u32, Option<u64>)>]) -> Vec<(u32, Option<u64>)> {
-    let mut merged: Vec<(u32, Option<u64>)> = Vec::new();
+/// Merges process lists (compute, graphics, MPS clients) into `merged`
+/// (emptied first): one entry per pid, in first-seen order, with the used
+/// GPU memory in bytes (`None` where NVML does not give it). A process in
+/// several lists is one process holding one amount of memory, which each
+/// list reports whole, so the larger value is kept rather than the sum.
+pub fn merge_processes(lists: &[Vec<(u32, Option<u64>)>], merged: &mut Vec<(u32, Option<u64>)>) {
+    merged.clear();
     for &(pid, used) in lists.iter().flatten() {
         match merged.iter_mut().find(|(p, _)| *p == pid) {
             Some((_, known)) => *known = (*known).max(used),
             None => merged.push((pid, used)),
         }
     }
-    merged
 }
 
 /// NVML's PCIe throughput unit, KB/s (1024 bytes), as bytes per second.
@@ -458,12 +514,13 @@ mod tests {
         let compute = vec![(10, Some(100)), (11, None)];
         let graphics = vec![(12, Some(5)), (10, Some(100)), (11, Some(7))];
         let mps = vec![(13, Some(9)), (12, Some(6))];
-        assert_eq!(
-            merge_processes(&[compute, graphics, mps]),
-            [(10, Some(100)), (11, Some(7)), (12, Some(6)), (13, Some(9))]
-        );
-        assert_eq!(merge_processes(&[vec![(3, None)], vec![]]), [(3, None)]);
-        assert!(merge_processes(&[vec![], vec![]]).is_empty());
+        let mut merged = Vec::new();
+        merge_processes(&[compute, graphics, mps], &mut merged);
+        assert_eq!(merged, [(10, Some(100)), (11, Some(7)), (12, Some(6)), (13, Some(9))]);
+        merge_processes(&[vec![(3, None)], vec![]], &mut merged);
+        assert_eq!(merged, [(3, None)]);
+        merge_processes(&[vec![], vec![]], &mut merged);
+        assert!(merged.is_empty());
     }
 
     #[test]

@@ -87,15 +87,24 @@ impl Picked {
     /// `window`.
     pub fn new(samples: &[UtilSample], listed: &[u32], window: Window) -> Picked {
         let mut picked = Picked::default();
+        picked.refill(samples, listed, window);
+        picked
+    }
+
+    /// [`Picked::new`] in place: forgets what was picked before, keeping
+    /// the allocation (a worker picks every tick).
+    pub fn refill(&mut self, samples: &[UtilSample], listed: &[u32], window: Window) {
+        self.per_pid.clear();
+        self.newest_us = None;
         for s in samples {
             if s.timestamp_us <= window.since_us || s.timestamp_us > window.until_us {
                 continue;
             }
-            picked.newest_us = picked.newest_us.max(Some(s.timestamp_us));
+            self.newest_us = self.newest_us.max(Some(s.timestamp_us));
             if !listed.contains(&s.pid) {
                 continue;
             }
-            let slot = picked.per_pid.entry(s.pid).or_insert(None);
+            let slot = self.per_pid.entry(s.pid).or_insert(None);
             if s.sm_util > 100 || s.mem_util > 100 {
                 continue;
             }
@@ -103,7 +112,6 @@ impl Picked {
                 *slot = Some((s.timestamp_us, s.sm_util, s.mem_util));
             }
         }
-        picked
     }
 
     /// What process `pid` (on the list) did.
@@ -138,6 +146,17 @@ mod tests {
         // Listed without a sample: idle, a measured 0.
         assert_eq!(picked.get(3), ProcUtil::Idle);
         assert_eq!(picked.newest_us, Some(950));
+    }
+
+    #[test]
+    fn a_refill_forgets_the_tick_before() {
+        let mut picked = Picked::new(&[s(1, 200, 40, 1), s(2, 300, 9, 9)], &[1, 2], ALL);
+        picked.refill(&[s(2, 400, 10, 2)], &[1, 2], ALL);
+        assert_eq!(picked.get(1), ProcUtil::Idle);
+        assert_eq!(picked.get(2), ProcUtil::Sampled { sm_util: 10, mem_util: 2 });
+        assert_eq!(picked.newest_us, Some(400));
+        picked.refill(&[], &[1, 2], ALL);
+        assert_eq!((picked.get(2), picked.newest_us), (ProcUtil::Idle, None));
     }
 
     #[test]

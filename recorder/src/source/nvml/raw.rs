@@ -71,6 +71,15 @@ const _: () = {
     assert!(size_of::<ProcessUtilizationSample>() == 32);
 };
 
+/// The buffers NVML fills, kept by a GPU's worker from tick to tick so
+/// that a steady tick's lists allocate nothing.
+#[derive(Debug, Default)]
+pub(super) struct Buffers {
+    narrow: Vec<ProcessInfo>,
+    wide: Vec<ProcessInfoWide>,
+    util: Vec<ProcessUtilizationSample>,
+}
+
 /// Which process list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ProcessList {
@@ -93,15 +102,18 @@ impl ProcessList {
     }
 }
 
-/// One process list of `device`: (pid, used GPU memory in bytes, `None`
-/// where NVML does not give it), read with `call`, the layout of the
-/// driver's version.
+/// One process list of `device` into `out` (emptied first): (pid, used GPU
+/// memory in bytes, `None` where NVML does not give it), read with `call`,
+/// the layout of the driver's version, through `buffers`.
 pub(super) fn process_list(
     nvml: &Nvml,
     device: &Device<'_>,
     list: ProcessList,
     call: ProcessCall,
-) -> Result<Vec<(u32, Option<u64>)>, NvmlError> {
+    buffers: &mut Buffers,
+    out: &mut Vec<(u32, Option<u64>)>,
+) -> Result<(), NvmlError> {
+    out.clear();
     let lib = nvml.lib();
     // `_v2` and `_v3` take the same pointer type; what the driver writes
     // through it is what `call` says.
@@ -123,25 +135,31 @@ pub(super) fn process_list(
         // driver version fills (chosen by `call` below).
         unsafe { sym(handle, count, buf.cast()) }
     };
-    let raw: Vec<(u32, u64)> = match call {
+    let known = |used: u64| (used != VALUE_NOT_AVAILABLE).then_some(used);
+    match call {
         ProcessCall::V3Wide => {
-            fill::<ProcessInfoWide>(call_with)?.into_iter().map(|e| (e.pid, e.used_gpu_memory)).collect()
+            fill(&mut buffers.wide, call_with)?;
+            out.extend(buffers.wide.iter().map(|e| (e.pid, known(e.used_gpu_memory))));
         }
         ProcessCall::V3 | ProcessCall::V2 => {
-            fill::<ProcessInfo>(call_with)?.into_iter().map(|e| (e.pid, e.used_gpu_memory)).collect()
+            fill(&mut buffers.narrow, call_with)?;
+            out.extend(buffers.narrow.iter().map(|e| (e.pid, known(e.used_gpu_memory))));
         }
-    };
-    Ok(raw.into_iter().map(|(pid, used)| (pid, (used != VALUE_NOT_AVAILABLE).then_some(used))).collect())
+    }
+    Ok(())
 }
 
 /// The per-process utilization samples of `device` newer than `since_us`
-/// (NVML's `lastSeenTimeStamp`, µs). `Err(NotFound)` is NVML's way of
-/// saying there is none.
+/// (NVML's `lastSeenTimeStamp`, µs) into `out` (emptied first), through
+/// `buffers`. `Err(NotFound)` is NVML's way of saying there is none.
 pub(super) fn process_utilization(
     nvml: &Nvml,
     device: &Device<'_>,
     since_us: u64,
-) -> Result<Vec<UtilSample>, NvmlError> {
+    buffers: &mut Buffers,
+    out: &mut Vec<UtilSample>,
+) -> Result<(), NvmlError> {
+    out.clear();
     let sym = nvml_wrapper::error::nvml_sym(nvml.lib().nvmlDeviceGetProcessUtilization.as_ref())?;
     // SAFETY: as in `process_list`.
     let handle = unsafe { device.handle() };
@@ -150,47 +168,55 @@ pub(super) fn process_utilization(
         // `ProcessUtilizationSample`s, the header's layout.
         unsafe { sym(handle, buf.cast(), count, since_us) }
     };
-    let samples = fill::<ProcessUtilizationSample>(call_with)?;
-    Ok(samples
-        .into_iter()
-        .map(|s| UtilSample {
-            pid: s.pid,
-            timestamp_us: s.time_stamp,
-            sm_util: s.sm_util,
-            mem_util: s.mem_util,
-        })
-        .collect())
+    fill(&mut buffers.util, call_with)?;
+    out.extend(buffers.util.iter().map(|s| UtilSample {
+        pid: s.pid,
+        timestamp_us: s.time_stamp,
+        sm_util: s.sm_util,
+        mem_util: s.mem_util,
+    }));
+    Ok(())
 }
 
-/// NVML's list protocol: a call with no buffer says how many entries there
-/// are (`INSUFFICIENT_SIZE`, or success when there are none), then a call
-/// fills a buffer. The list may grow in between: the buffer has headroom,
-/// and a fill that still does not fit is retried at the size NVML then
-/// gives, a few times.
+/// NVML's list protocol, into `buf` (emptied first, its allocation kept): a
+/// call with no buffer says how many entries there are (`INSUFFICIENT_SIZE`,
+/// or success when there are none), then a call fills a buffer. The list
+/// may grow in between: the buffer has headroom, and a fill that still does
+/// not fit is retried at the size NVML then gives, a few times.
 fn fill<T: Copy + Default>(
+    buf: &mut Vec<T>,
     mut call: impl FnMut(&mut c_uint, *mut u8) -> c_uint,
-) -> Result<Vec<T>, NvmlError> {
+) -> Result<(), NvmlError> {
+    buf.clear();
     let mut count: c_uint = 0;
     match call(&mut count, std::ptr::null_mut()) {
-        SUCCESS => return Ok(Vec::new()),
+        SUCCESS => return Ok(()),
         ERROR_INSUFFICIENT_SIZE => {}
         code => return Err(NvmlError::from(code)),
     }
     for _ in 0..FILL_TRIES {
         let room = count.saturating_add(count / 4 + 4);
-        let mut buf = vec![T::default(); room as usize];
+        buf.clear();
+        buf.resize(room as usize, T::default());
         let mut filled = room;
         match call(&mut filled, buf.as_mut_ptr().cast()) {
             SUCCESS => {
                 buf.truncate((filled as usize).min(buf.len()));
-                return Ok(buf);
+                return Ok(());
             }
             ERROR_INSUFFICIENT_SIZE => count = filled,
             // The samples aged out between the two calls.
-            ERROR_NOT_FOUND => return Ok(Vec::new()),
-            code => return Err(NvmlError::from(code)),
+            ERROR_NOT_FOUND => {
+                buf.clear();
+                return Ok(());
+            }
+            code => {
+                buf.clear();
+                return Err(NvmlError::from(code));
+            }
         }
     }
+    buf.clear();
     Err(NvmlError::InsufficientSize(Some(count as usize)))
 }
 
@@ -219,18 +245,31 @@ mod tests {
 
     #[test]
     fn a_list_that_grows_between_the_calls_is_read_whole() {
+        let mut buf = Vec::<ProcessInfo>::new();
         // 2 at the count, 40 at the fill: one retry.
-        let list = fill::<ProcessInfo>(growing(vec![2, 40, 40])).expect("read on the retry");
-        assert_eq!(list.len(), 40);
-        assert_eq!(fill::<ProcessInfo>(growing(vec![0])).expect("empty").len(), 0);
+        fill(&mut buf, growing(vec![2, 40, 40])).expect("read on the retry");
+        assert_eq!(buf.len(), 40);
+        fill(&mut buf, growing(vec![0])).expect("empty");
+        assert_eq!(buf.len(), 0);
         // Headroom absorbs a little growth without a retry.
-        assert_eq!(fill::<ProcessInfo>(growing(vec![8, 10])).expect("fits").len(), 10);
+        fill(&mut buf, growing(vec![8, 10])).expect("fits");
+        assert_eq!(buf.len(), 10);
+    }
+
+    #[test]
+    fn a_refilled_buffer_keeps_its_allocation() {
+        let mut buf = Vec::<ProcessInfo>::new();
+        fill(&mut buf, growing(vec![16, 16])).expect("fits");
+        let (at, room) = (buf.as_ptr(), buf.capacity());
+        fill(&mut buf, growing(vec![12, 12])).expect("fits");
+        assert_eq!((buf.len(), buf.as_ptr(), buf.capacity()), (12, at, room));
     }
 
     #[test]
     fn a_list_that_keeps_growing_gives_up() {
-        let error =
-            fill::<ProcessInfo>(growing(vec![1, 100, 1_000, 10_000, 100_000])).expect_err("never fits");
+        let mut buf = Vec::<ProcessInfo>::new();
+        let error = fill(&mut buf, growing(vec![1, 100, 1_000, 10_000, 100_000])).expect_err("never fits");
         assert!(matches!(error, NvmlError::InsufficientSize(Some(_))), "{error:?}");
+        assert!(buf.is_empty());
     }
 }

@@ -8,8 +8,16 @@
 //!
 //! A stalled worker's thread is never joined: the process exits without
 //! waiting for it (SIGTERM still ends the recorder on time).
+//!
+//! Hand-offs are kept few, as each costs system calls and a wake-up: a
+//! worker's request channel is bounded (it is asked only when it has
+//! answered its last request, so it holds at most one, and allocates
+//! nothing per message); answers go to one slot per worker on a shared
+//! board, and the tick's thread is woken once, by the last answer of the
+//! round (or by its deadline), not once per answer.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 /// The answer of one worker at one round.
@@ -28,16 +36,57 @@ pub(super) enum Answer<Out> {
     Idle,
 }
 
-/// Workers, each with its own thread and state, answering on one channel.
+/// Workers, each with its own thread and state, answering on one board.
 #[derive(Debug)]
 pub(super) struct Pool<Req, Out> {
     workers: Vec<Worker<Req>>,
-    answers: Receiver<(usize, u64, Out)>,
+    board: Arc<Board<Out>>,
+}
+
+/// Where the workers leave their answers.
+#[derive(Debug)]
+struct Board<Out> {
+    slots: Mutex<Slots<Out>>,
+    /// Signalled when the round's last awaited answer arrives while the
+    /// tick's thread waits.
+    all_in: Condvar,
+}
+
+#[derive(Debug)]
+struct Slots<Out> {
+    /// Per worker, its answer not yet collected, with the round it answers.
+    answers: Vec<Option<(u64, Out)>>,
+    /// The round being run.
+    round: u64,
+    /// Answers of `round` asked for and not yet arrived.
+    awaited: usize,
+    /// Whether the tick's thread waits on `all_in`.
+    waiting: bool,
+}
+
+impl<Out> Board<Out> {
+    /// The slots; a worker that panicked while holding them left them
+    /// whole (each change is one assignment), so a poisoned lock is taken.
+    fn lock(&self) -> MutexGuard<'_, Slots<Out>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Worker `i`'s answer to `round`.
+    fn answer(&self, i: usize, round: u64, out: Out) {
+        let mut slots = self.lock();
+        slots.answers[i] = Some((round, out));
+        if round == slots.round && slots.awaited > 0 {
+            slots.awaited -= 1;
+            if slots.awaited == 0 && slots.waiting {
+                self.all_in.notify_one();
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
 struct Worker<Req> {
-    requests: Option<Sender<(u64, Req)>>,
+    requests: Option<SyncSender<(u64, Req)>>,
     /// The round of the request it has not answered yet.
     busy_since: Option<u64>,
 }
@@ -50,22 +99,29 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
         states: Vec<S>,
         work: fn(&mut S, Req) -> Out,
     ) -> std::io::Result<Pool<Req, Out>> {
-        let (answer_tx, answers) = mpsc::channel();
+        let board = Arc::new(Board {
+            slots: Mutex::new(Slots {
+                answers: (0..states.len()).map(|_| None).collect(),
+                round: 0,
+                awaited: 0,
+                waiting: false,
+            }),
+            all_in: Condvar::new(),
+        });
         let mut workers = Vec::with_capacity(states.len());
         for (i, mut state) in states.into_iter().enumerate() {
-            let (tx, rx) = mpsc::channel::<(u64, Req)>();
-            let answer_tx = answer_tx.clone();
+            let (tx, rx) = mpsc::sync_channel::<(u64, Req)>(1);
+            let board = Arc::clone(&board);
+            // Ends when the pool, and with it the request channel, is dropped.
             std::thread::Builder::new().name(format!("{name}{i}")).spawn(move || {
                 while let Ok((round, req)) = rx.recv() {
                     let out = work(&mut state, req);
-                    if answer_tx.send((i, round, out)).is_err() {
-                        break;
-                    }
+                    board.answer(i, round, out);
                 }
             })?;
             workers.push(Worker { requests: Some(tx), busy_since: None });
         }
-        Ok(Pool { workers, answers })
+        Ok(Pool { workers, board })
     }
 
     /// How many workers there are.
@@ -75,18 +131,24 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
 
     /// Runs round `round` (increasing from call to call): asks each free
     /// worker `i` for which `request(i)` gives a request, and waits until
-    /// all asked have answered or `deadline` passes. Answers from earlier
-    /// rounds that arrive now free their worker and are dropped: they are
-    /// not this round's.
+    /// all asked have answered or `deadline` passes; `answers` (emptied
+    /// first) then holds one answer per worker, in order. Answers from
+    /// earlier rounds that arrive now free their worker and are dropped:
+    /// they are not this round's.
     pub(super) fn round(
         &mut self,
         round: u64,
         mut request: impl FnMut(usize) -> Option<Req>,
         deadline: Instant,
-    ) -> Vec<Answer<Out>> {
+        answers: &mut Vec<Answer<Out>>,
+    ) {
         self.collect_late();
-        let mut answers: Vec<Answer<Out>> = Vec::with_capacity(self.workers.len());
-        let mut waiting = 0;
+        answers.clear();
+        {
+            let mut slots = self.board.lock();
+            slots.round = round;
+            slots.awaited = 0;
+        }
         for (i, worker) in self.workers.iter_mut().enumerate() {
             if let Some(since) = worker.busy_since {
                 answers.push(Answer::Stalled { since });
@@ -96,36 +158,49 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
                 answers.push(Answer::Idle);
                 continue;
             };
-            let sent = worker.requests.as_ref().is_some_and(|tx| tx.send((round, req)).is_ok());
-            if sent {
+            // Awaited before it is sent, so that an answer cannot come first.
+            self.board.lock().awaited += 1;
+            let sent = worker.requests.as_ref().map(|tx| tx.try_send((round, req)));
+            if let Some(Ok(())) = sent {
                 worker.busy_since = Some(round);
-                waiting += 1;
                 answers.push(Answer::TimedOut);
-            } else {
+                continue;
+            }
+            self.board.lock().awaited -= 1;
+            // `Full` cannot be: a free worker has taken its last request.
+            if !matches!(sent, Some(Err(TrySendError::Full(_)))) {
                 worker.requests = None;
-                answers.push(Answer::Idle);
             }
+            answers.push(Answer::Idle);
         }
-        while waiting > 0 {
+        let mut slots = self.board.lock();
+        while slots.awaited > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.answers.recv_timeout(left) {
-                Ok((i, r, out)) => {
-                    self.workers[i].busy_since = None;
-                    if r == round {
-                        answers[i] = Answer::Done(out);
-                        waiting -= 1;
-                    }
+            if left.is_zero() {
+                break;
+            }
+            slots.waiting = true;
+            slots = self.board.all_in.wait_timeout(slots, left).unwrap_or_else(PoisonError::into_inner).0;
+            slots.waiting = false;
+        }
+        // What has arrived; the rest are late, collected at the next round.
+        for (i, slot) in slots.answers.iter_mut().enumerate() {
+            if let Some((r, out)) = slot.take() {
+                self.workers[i].busy_since = None;
+                if r == round {
+                    answers[i] = Answer::Done(out);
                 }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
             }
         }
-        answers
     }
 
-    /// Frees the workers whose late answers have arrived.
+    /// Frees the workers whose late answers have arrived, dropping them.
     fn collect_late(&mut self) {
-        while let Ok((i, _, _)) = self.answers.try_recv() {
-            self.workers[i].busy_since = None;
+        let mut slots = self.board.lock();
+        for (i, slot) in slots.answers.iter_mut().enumerate() {
+            if slot.take().is_some() {
+                self.workers[i].busy_since = None;
+            }
         }
     }
 }
@@ -136,6 +211,18 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// One round's answers.
+    fn round(
+        pool: &mut Pool<u32, u32>,
+        round: u64,
+        request: impl FnMut(usize) -> Option<u32>,
+        deadline: Instant,
+    ) -> Vec<Answer<u32>> {
+        let mut answers = Vec::new();
+        pool.round(round, request, deadline, &mut answers);
+        answers
+    }
 
     /// Doubles its input; a worker whose gate is locked blocks until it opens.
     fn work(gate: &mut Arc<Mutex<()>>, x: u32) -> u32 {
@@ -153,28 +240,32 @@ mod tests {
             Answer::Done(v) => Some(*v),
             _ => None,
         };
-        let answers = pool.round(1, |i| Some(i as u32), soon());
+        let answers = round(&mut pool, 1, |i| Some(i as u32), soon());
         assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4)]);
 
         // Worker 1 blocks: round 2 waits for it only until the deadline.
         let held = gates[1].lock().expect("not poisoned");
-        let answers = pool.round(2, |i| Some(10 + i as u32), Instant::now() + Duration::from_millis(50));
+        let answers =
+            round(&mut pool, 2, |i| Some(10 + i as u32), Instant::now() + Duration::from_millis(50));
         assert_eq!(done(&answers[0]), Some(20));
         assert!(matches!(answers[1], Answer::TimedOut), "{:?}", answers[1]);
         assert_eq!(done(&answers[2]), Some(24));
         // Still blocked: not asked again, reported as stalled since round 2.
-        let answers = pool.round(3, |i| Some(i as u32), Instant::now() + Duration::from_millis(50));
+        let answers = round(&mut pool, 3, |i| Some(i as u32), Instant::now() + Duration::from_millis(50));
         assert!(matches!(answers[1], Answer::Stalled { since: 2 }), "{:?}", answers[1]);
         assert_eq!(done(&answers[2]), Some(4));
 
         // Unblocked: its late answer is dropped and it answers again.
         drop(held);
         let t0 = Instant::now();
-        while pool.round(4, |_| None, Instant::now()).iter().any(|a| matches!(a, Answer::Stalled { .. })) {
+        while round(&mut pool, 4, |_| None, Instant::now())
+            .iter()
+            .any(|a| matches!(a, Answer::Stalled { .. }))
+        {
             assert!(t0.elapsed() < Duration::from_secs(30), "the worker never came back");
             std::thread::sleep(Duration::from_millis(5));
         }
-        let answers = pool.round(5, |i| Some(i as u32), soon());
+        let answers = round(&mut pool, 5, |i| Some(i as u32), soon());
         assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4)]);
     }
 }
