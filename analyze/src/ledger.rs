@@ -123,7 +123,9 @@ impl Ledger {
 
 /// The result of a day's work on a blocking thread.
 fn joined(done: Result<Result<Pass, Error>, tokio::task::JoinError>) -> Result<Pass, Error> {
-    done.map_err(|e| SessionError::Execute { source: datafusion::error::DataFusionError::External(Box::new(e)) })?
+    done.map_err(|e| SessionError::Execute {
+        source: datafusion::error::DataFusionError::External(Box::new(e)),
+    })?
 }
 
 /// A day's rows and minutes, kept from one day to the next so their memory

@@ -32,7 +32,11 @@ const MAX_TRIES: u32 = 3;
 
 /// Registers `cost_buckets` for `period` under `config`, per minute.
 async fn register_cost_buckets(session: &Session, config: Config, period: &Period) -> Result<(), Error> {
-    let rules = crate::report_context::rules(config.zombie.min_idle, config.zombie.min_mem_mib, config.reclaim.idle_for);
+    let rules = crate::report_context::rules(
+        config.zombie.min_idle,
+        config.zombie.min_mem_mib,
+        config.reclaim.idle_for,
+    );
     let ledger = Ledger::compute(session, &config, period, MINUTE_MS, rules).await?;
     ledger.register(session)
 }

@@ -8,7 +8,8 @@ use crate::ledger::map::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArrayType,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch,
+    StringArrayType,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
@@ -238,7 +239,8 @@ fn opt<A: Array, T>(a: &A, i: usize, mut value: impl FnMut(usize) -> T) -> Optio
 
 fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> Result<(), ArrowError> {
     let (uuid, minute, host) = (text(batch, "gpu_uuid")?, millis(batch, "minute")?, text(batch, "host")?);
-    let (index, model, seconds) = (int32(batch, "gpu_index")?, text(batch, "gpu_model")?, float(batch, "seconds")?);
+    let (index, model, seconds) =
+        (int32(batch, "gpu_index")?, text(batch, "gpu_model")?, float(batch, "seconds")?);
     let (util, sm) = (float(batch, "gpu_util_pct_mean")?, float(batch, "sm_active_pct_mean")?);
     let (energy, power) = (float(batch, "energy_j")?, float(batch, "power_mw_mean")?);
     let held = boolean(batch, "proc_held")?;

@@ -114,7 +114,8 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
     fleet(dir.path());
     let (config, period) = (config(), period());
     runtime().block_on(async {
-        let session = Session::open(dir.path()).await.expect("opens");
+        let session =
+            Session::open(dir.path(), crate::memory::MemoryLimit::for_this_machine()).await.expect("opens");
         crate::cost::register_minute_costs(&session, &config, &period).await.expect("views");
         let rules = Rules { zombie_min_mem_bytes: 1 << 20, zombie_min_minutes: 5, reclaim_min_minutes: 5 };
         for bucket_ms in [HOUR_MS, 5 * MINUTE_MS] {
