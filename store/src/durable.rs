@@ -1,12 +1,14 @@
 //! Durable atomic writes into the data folder: a file appears complete
 //! under its final name, and stays there across a power loss, or not at
-//! all. Every file the writers publish goes through [`write_file`], and
-//! every rename or removal that must survive a power loss is made durable
-//! with [`sync_dir`]. What goes in a file is the caller's business.
+//! all. Every file the writers publish goes through [`Staged`] (filled a
+//! piece at a time, as a stream of row groups) or [`write_file`] (filled in
+//! one go), and every rename or removal that must survive a power loss is
+//! made durable with [`sync_dir`]. What goes in a file is the caller's
+//! business.
 
 use std::fs::{self, File};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use apron_schemas::paths::temp_path;
 
@@ -24,28 +26,62 @@ pub fn write_file(
     path: &Path,
     fill: impl FnOnce(File, &Path) -> Result<File, WriteError>,
 ) -> Result<(), WriteError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    crate::create::create_dir_all(dir).map_err(io_err("create folder", dir))?;
-    let tmp = temp_path(path);
-    let result = fill_and_rename(&tmp, path, fill);
-    if result.is_err() {
-        // Best effort: the temporary file may not exist, and an error here
-        // would hide the real one.
-        let _ = fs::remove_file(&tmp);
-    }
-    result?;
-    sync_dir(dir).map_err(io_err("sync folder", dir))
+    let (staged, file) = Staged::create(path)?;
+    let file = fill(file, staged.tmp())?;
+    staged.publish(file)
 }
 
-fn fill_and_rename(
-    tmp: &Path,
-    path: &Path,
-    fill: impl FnOnce(File, &Path) -> Result<File, WriteError>,
-) -> Result<(), WriteError> {
-    let file = crate::create::replace_temp(tmp).map_err(io_err("create", tmp))?;
-    let file = fill(file, tmp)?;
-    file.sync_all().map_err(io_err("sync", tmp))?;
-    fs::rename(tmp, path).map_err(io_err("rename into place", path))
+/// A file being written under its hidden temporary name, for a writer that
+/// fills it a piece at a time ([`write_file`] when one closure can fill
+/// it). [`Staged::publish`] makes it durable under its final name; dropped
+/// unpublished (an error on the way), its temporary file is removed.
+#[derive(Debug)]
+pub struct Staged {
+    path: PathBuf,
+    tmp: PathBuf,
+    /// Whether the temporary file was renamed into place.
+    published: bool,
+}
+
+impl Staged {
+    /// Creates the folder of `path` (and missing parents) and the new file
+    /// at its temporary name, replacing what a crash left there, never
+    /// through a symbolic link; returns it open for writing.
+    pub fn create(path: &Path) -> Result<(Staged, File), WriteError> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        crate::create::create_dir_all(dir).map_err(io_err("create folder", dir))?;
+        let tmp = temp_path(path);
+        let file = crate::create::replace_temp(&tmp).map_err(io_err("create", &tmp))?;
+        Ok((Staged { path: path.to_path_buf(), tmp, published: false }, file))
+    }
+
+    /// The temporary name being written, for error messages.
+    pub fn tmp(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Fsyncs `file` (the one [`Staged::create`] returned, filled), renames
+    /// it to its final name and fsyncs the folder. When this returns `Ok`,
+    /// the file is durable and complete under its final name; on error
+    /// nothing is left at the temporary name, nor at the final name unless
+    /// the rename was done.
+    pub fn publish(mut self, file: File) -> Result<(), WriteError> {
+        file.sync_all().map_err(io_err("sync", &self.tmp))?;
+        drop(file);
+        fs::rename(&self.tmp, &self.path).map_err(io_err("rename into place", &self.path))?;
+        self.published = true;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        sync_dir(dir).map_err(io_err("sync folder", dir))
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.published {
+            // Best effort: the error that got here is the one to report.
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Makes the creations, renames and removals of entries in `dir` durable
@@ -98,5 +134,23 @@ mod tests {
         .expect_err("the fill failed");
         assert!(err.to_string().starts_with("cannot encode "), "{err}");
         assert_eq!(fs::read_dir(tmp.path()).expect("list").count(), 0);
+    }
+
+    #[test]
+    fn a_staged_file_appears_only_when_published() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("date=2026-11-02/x.parquet");
+        let (staged, mut f) = Staged::create(&path).expect("created");
+        f.write_all(b"rows").expect("write");
+        assert!(staged.tmp().exists() && !path.exists(), "only the temporary name while it is filled");
+        staged.publish(f).expect("published");
+        assert_eq!(fs::read(&path).expect("read"), b"rows");
+        assert!(!temp_path(&path).exists());
+
+        let other = tmp.path().join("date=2026-11-02/y.parquet");
+        let (staged, mut f) = Staged::create(&other).expect("created");
+        f.write_all(b"half").expect("write");
+        drop(staged);
+        assert!(!other.exists() && !temp_path(&other).exists(), "an abandoned file leaves nothing");
     }
 }

@@ -3,7 +3,7 @@
 //! writer ([`writer`], its rotation rule [`rotate`] and file creation
 //! [`create`]), the write-ahead log ([`wal`]) and crash recovery
 //! ([`recover`]), the minute rollups ([`rollup`]) and bulk simulation
-//! ([`simulate`]).
+//! ([`simulate`], which writes each file as a stream, [`file_stream`]).
 //!
 //! The recorder (NVML, the tick loop, signals, locks, maintenance) and the
 //! analysis CLI (`apron`: the rollups of rows still in the WAL, `apron demo`)
@@ -14,6 +14,7 @@
 pub mod create;
 pub mod durable;
 pub mod error_chain;
+pub mod file_stream;
 pub mod recover;
 pub mod rollup;
 pub mod rotate;

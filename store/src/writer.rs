@@ -15,7 +15,7 @@
 //! writing it again (replaying a segment after a crash) is skipped.
 
 use std::collections::VecDeque;
-use std::fs;
+use std::fs::{self, File};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -376,17 +376,9 @@ impl RollingWriter {
         }
     }
 
-    /// The first counter from `from` on that names no file of any table and
-    /// no WAL segment for a file starting at `start_ms`: a restart within the
-    /// same millisecond, or a clock that jumped back, never reuses a name.
+    /// [`free_seq`] of this writer's host.
     fn free_seq(&self, start_ms: i64, from: u64) -> u64 {
-        let taken = |seq| {
-            self.layout.wal_segment_path(&self.host, start_ms, seq).exists()
-                || Table::ALL
-                    .into_iter()
-                    .any(|t| self.layout.file_path(t, &self.host, start_ms, seq).exists())
-        };
-        (from..).find(|&seq| !taken(seq)).unwrap_or(from)
+        free_seq(&self.layout, &self.host, start_ms, from)
     }
 
     fn run_index(&mut self, uuid: &Text) -> usize {
@@ -534,12 +526,37 @@ pub fn write_file_atomic(
     batch: &RecordBatch,
 ) -> Result<(), WriteError> {
     durable::write_file(path, |file, tmp| {
-        let props = parquet_props::writer_properties(table, host);
         let parquet_err = |source| WriteError::Parquet { path: tmp.to_path_buf(), source };
-        let mut writer = ArrowWriter::try_new(file, table.schema(), Some(props)).map_err(parquet_err)?;
+        let mut writer = table_writer(file, tmp, table, host)?;
         writer.write(batch).map_err(parquet_err)?;
         writer.into_inner().map_err(parquet_err)
     })
+}
+
+/// A Parquet writer of `table`'s rows recorded on `host` into `file` (at
+/// the temporary name `tmp`), with the settings every apron file has
+/// ([`parquet_props::writer_properties`]).
+pub(crate) fn table_writer(
+    file: File,
+    tmp: &Path,
+    table: Table,
+    host: &str,
+) -> Result<ArrowWriter<File>, WriteError> {
+    let props = parquet_props::writer_properties(table, host);
+    ArrowWriter::try_new(file, table.schema(), Some(props))
+        .map_err(|source| WriteError::Parquet { path: tmp.to_path_buf(), source })
+}
+
+/// The first counter from `from` on that names no file of any table and no
+/// WAL segment of `host` for a file starting at `start_ms`: a restart
+/// within the same millisecond, or a clock that jumped back, never reuses a
+/// name.
+pub(crate) fn free_seq(layout: &DataLayout, host: &str, start_ms: i64, from: u64) -> u64 {
+    let taken = |seq| {
+        layout.wal_segment_path(host, start_ms, seq).exists()
+            || Table::ALL.into_iter().any(|t| layout.file_path(t, host, start_ms, seq).exists())
+    };
+    (from..).find(|&seq| !taken(seq)).unwrap_or(from)
 }
 
 #[cfg(test)]

@@ -65,15 +65,25 @@ impl SimFleet {
     /// seeded by `seed`, whose simulated history starts at `start_ms`
     /// (milliseconds since the Unix epoch).
     pub fn new(gpus: usize, seed: u64, start_ms: i64) -> SimFleet {
-        let hosts = (0..gpus.div_ceil(GPUS_PER_HOST))
-            .map(|n| {
-                let name = format!("gpu-node{:02}", n + 1);
-                let count = (gpus - n * GPUS_PER_HOST).min(GPUS_PER_HOST);
-                let slurm_base = SLURM_BASE + n as u64 * SLURM_STRIDE;
-                SimHost::build(&name, hardware::for_fleet_host(n), slurm_base, count, seed, start_ms)
-            })
-            .collect();
+        let hosts =
+            (0..SimFleet::host_count(gpus)).map(|n| SimFleet::host(gpus, seed, start_ms, n)).collect();
         SimFleet { hosts }
+    }
+
+    /// How many hosts a fleet of `gpus` GPUs has.
+    pub fn host_count(gpus: usize) -> usize {
+        gpus.div_ceil(GPUS_PER_HOST)
+    }
+
+    /// Host `n` (from 0, below [`SimFleet::host_count`]) of the fleet
+    /// [`SimFleet::new`] builds with the same arguments, built alone: a
+    /// worker builds the host it simulates next, so only the hosts in flight
+    /// are in memory.
+    pub fn host(gpus: usize, seed: u64, start_ms: i64, n: usize) -> SimHost {
+        let name = format!("gpu-node{:02}", n + 1);
+        let count = gpus.saturating_sub(n * GPUS_PER_HOST).min(GPUS_PER_HOST);
+        let slurm_base = SLURM_BASE + n as u64 * SLURM_STRIDE;
+        SimHost::build(&name, hardware::for_fleet_host(n), slurm_base, count, seed, start_ms)
     }
 
     /// The fleet's hosts, each a [`Source`].
@@ -89,10 +99,34 @@ pub struct SimHost {
     model: &'static GpuModel,
     schedule: Schedule,
     sensors: Vec<Sensor>,
+    /// The sensors' indices in `gpu_uuid` order, the order of a file's rows.
+    by_uuid: Vec<usize>,
+    clock: Clock,
+}
+
+/// What every GPU of a host shares from one tick to the next: the time
+/// step and the temperature lag's step for it.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
     /// The previous tick's time.
     last_ts: Option<i64>,
     /// The temperature lag's step for the last time step seen: (dt, alpha).
     lag: (i64, f32),
+}
+
+impl Clock {
+    /// Moves to the tick at `ts_ms` standing for `interval_ms`.
+    fn step(&mut self, ts_ms: i64, interval_ms: i32) -> At {
+        let dt_ms = match self.last_ts {
+            Some(last) if ts_ms > last => ts_ms - last,
+            _ => i64::from(interval_ms.max(0)),
+        };
+        self.last_ts = Some(ts_ms);
+        if self.lag.0 != dt_ms {
+            self.lag = (dt_ms, 1.0 - (-(dt_ms as f32) / sensor::THERMAL_TAU_MS).exp());
+        }
+        At { ts: ts_ms, interval_ms, dt_ms, alpha: self.lag.1, cal: calendar::Calendar::at(ts_ms) }
+    }
 }
 
 impl SimHost {
@@ -115,8 +149,11 @@ impl SimHost {
     ) -> SimHost {
         let host_seed = noise::mix(seed ^ noise::fnv(host));
         let mut rng = ChaCha8Rng::seed_from_u64(host_seed);
-        let sensors =
-            (0..gpus).map(|i| Sensor::new(hardware::uuid(seed, host, i), i, model, &mut rng)).collect();
+        let uuids: Vec<String> = (0..gpus).map(|i| hardware::uuid(seed, host, i)).collect();
+        let mut by_uuid: Vec<usize> = (0..gpus).collect();
+        by_uuid.sort_by(|&a, &b| uuids[a].cmp(&uuids[b]));
+        let sensors: Vec<Sensor> =
+            uuids.into_iter().enumerate().map(|(i, uuid)| Sensor::new(uuid, i, model, &mut rng)).collect();
         let mut schedule = Schedule::new(
             noise::mix(host_seed ^ 0x5C4E_D01E),
             model,
@@ -125,12 +162,59 @@ impl SimHost {
             start_ms - schedule::PREROLL_MS,
         );
         schedule.advance(start_ms);
-        SimHost { host: host.to_owned(), model, schedule, sensors, last_ts: None, lag: (0, 0.0) }
+        let clock = Clock { last_ts: None, lag: (0, 0.0) };
+        SimHost { host: host.to_owned(), model, schedule, sensors, by_uuid, clock }
     }
 
     /// The NVML name of this host's GPU model (`NVIDIA H100 80GB HBM3`).
     pub fn gpu_model(&self) -> &str {
         self.model.name
+    }
+
+    /// Samples the ticks `ticks` (increasing times, each standing for
+    /// `interval_ms`) GPU by GPU instead of tick by tick: for each GPU in
+    /// `gpu_uuid` order, and for each tick in turn, hands `emit` a tick
+    /// holding that GPU's row and its processes' rows, and clears it when
+    /// `emit` returns. So a file's rows come in the file's order and only
+    /// one tick of one GPU is ever held.
+    ///
+    /// The rows are exactly those [`Source::sample`] at each of `ticks`
+    /// would give, and afterwards the host is where those calls would have
+    /// left it: GPUs share only the workload, whose future does not depend
+    /// on the sampling, so each GPU replays a copy of it. When `emit` fails,
+    /// its error is returned at once, and the host is left part-way
+    /// (sample it no more).
+    pub fn sample_by_gpu<E>(
+        &mut self,
+        ticks: impl Iterator<Item = i64> + Clone,
+        interval_ms: i32,
+        mut emit: impl FnMut(&mut Tick) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut tick = Tick::default();
+        let mut end = None;
+        for &g in &self.by_uuid {
+            let mut schedule = self.schedule.clone();
+            let mut clock = self.clock;
+            for ts in ticks.clone() {
+                schedule.advance(ts);
+                let at = clock.step(ts, interval_ms);
+                tick.clear();
+                self.sensors[g].sample(self.model, &mut schedule.gpus[g].procs, &at, &mut tick);
+                emit(&mut tick)?;
+            }
+            end = Some((schedule, clock));
+        }
+        match end {
+            Some((schedule, clock)) => (self.schedule, self.clock) = (schedule, clock),
+            // No GPU: the workload and the clock still move on.
+            None => {
+                for ts in ticks {
+                    self.schedule.advance(ts);
+                    self.clock.step(ts, interval_ms);
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -141,15 +225,7 @@ impl Source for SimHost {
 
     fn sample(&mut self, ts_ms: i64, interval_ms: i32, out: &mut Tick) {
         self.schedule.advance(ts_ms);
-        let dt_ms = match self.last_ts {
-            Some(last) if ts_ms > last => ts_ms - last,
-            _ => i64::from(interval_ms.max(0)),
-        };
-        self.last_ts = Some(ts_ms);
-        if self.lag.0 != dt_ms {
-            self.lag = (dt_ms, 1.0 - (-(dt_ms as f32) / sensor::THERMAL_TAU_MS).exp());
-        }
-        let at = At { ts: ts_ms, interval_ms, dt_ms, alpha: self.lag.1, cal: calendar::Calendar::at(ts_ms) };
+        let at = self.clock.step(ts_ms, interval_ms);
         out.gpus.reserve(self.sensors.len());
         for (sensor, slot) in self.sensors.iter_mut().zip(self.schedule.gpus.iter_mut()) {
             sensor.sample(self.model, &mut slot.procs, &at, out);

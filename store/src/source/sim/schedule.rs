@@ -69,7 +69,7 @@ pub(super) enum Role {
 }
 
 /// One live process on one GPU.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Proc {
     /// Host pid.
     pub(super) pid: i32,
@@ -92,7 +92,7 @@ pub(super) struct Proc {
 }
 
 /// The workload state of one GPU.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Slot {
     /// Live processes, in start order.
     pub(super) procs: Vec<Proc>,
@@ -116,8 +116,10 @@ impl Slot {
     }
 }
 
-/// The workload of one host.
-#[derive(Debug)]
+/// The workload of one host. A clone goes on exactly as the original would
+/// (its random stream included): that is how a host is sampled GPU by GPU
+/// ([`super::SimHost::sample_by_gpu`]).
+#[derive(Debug, Clone)]
 pub(super) struct Schedule {
     rng: ChaCha8Rng,
     model: &'static GpuModel,

@@ -84,6 +84,51 @@ fn rows_do_not_depend_on_which_ticks_were_sampled() {
     assert_eq!(procs(&fine.1), procs(&coarse.1));
 }
 
+/// Sampling GPU by GPU gives the rows sampling tick by tick gives, in file
+/// order, and leaves the host where tick by tick would: the next span, and
+/// the next tick after it, are the same both ways (a host of eight GPUs,
+/// whose GPUs share one workload: DDP jobs span them, pids are the host's).
+#[test]
+fn sampling_gpu_by_gpu_gives_the_rows_of_sampling_tick_by_tick() {
+    let step = 20_000;
+    let mut by_tick = SimFleet::host(8, 5, MONDAY, 0);
+    let mut by_gpu = SimFleet::host(8, 5, MONDAY, 0);
+    let key = |g: &GpuSample| (g.gpu_uuid.clone(), g.ts);
+    let pkey = |p: &ProcSample| (p.gpu_uuid.clone(), p.ts, p.pid);
+    for (from, to) in [(MONDAY, MONDAY + 10 * HOUR), (MONDAY + 10 * HOUR, MONDAY + DAY)] {
+        let (mut want_g, mut want_p) = (Vec::new(), Vec::new());
+        run(std::slice::from_mut(&mut by_tick), from, to, step, |_, t| {
+            want_g.extend_from_slice(&t.gpus);
+            want_p.extend_from_slice(&t.procs);
+        });
+        let (mut got_g, mut got_p) = (Vec::new(), Vec::new());
+        let mut emitted = 0;
+        let ticks = (from..to).step_by(step as usize);
+        by_gpu
+            .sample_by_gpu(ticks, step as i32, |t| {
+                emitted += 1;
+                assert_eq!(t.gpus.len(), 1, "one GPU at a time");
+                got_g.append(&mut t.gpus);
+                got_p.append(&mut t.procs);
+                Ok::<(), ()>(())
+            })
+            .expect("emit never fails here");
+        assert_eq!(emitted, 8 * (to - from) / step);
+        assert!(got_g.is_sorted_by_key(key), "GPU rows come in (gpu_uuid, ts) order");
+        assert!(got_p.is_sorted_by_key(|p| (p.gpu_uuid.clone(), p.ts)), "so do process rows");
+        want_g.sort_by_key(key);
+        want_p.sort_by_key(pkey);
+        got_p.sort_by_key(pkey);
+        assert!(got_g == want_g, "the same GPU rows");
+        assert!(got_p == want_p, "the same process rows");
+        assert!(!want_p.is_empty(), "processes to compare");
+    }
+    let (mut a, mut b) = (Tick::default(), Tick::default());
+    by_tick.sample(MONDAY + DAY, step as i32, &mut a);
+    by_gpu.sample(MONDAY + DAY, step as i32, &mut b);
+    assert!(a.gpus == b.gpus && a.procs == b.procs, "the host is left where tick by tick leaves it");
+}
+
 #[test]
 fn fleet_is_hosts_of_eight_with_real_gpu_names() {
     let mut hosts = SimFleet::new(20, 1, MONDAY).into_hosts();
