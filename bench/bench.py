@@ -396,7 +396,7 @@ def fmt(value, spec, unit=""):
     return "" if value is None else f"{value:{spec}}{unit}"
 
 
-def table(rows, duck):
+def table(rows):
     head = [
         "case",
         "GPUs",
@@ -492,7 +492,7 @@ def main():
     else:
         print("DuckDB is not installed (pip install duckdb): no DuckDB column")
     print()
-    print(table(rows, duck))
+    print(table(rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
