@@ -250,6 +250,25 @@ fn counts_sums_and_groups() {
     assert_eq!(rows, [json!({"user": "alice", "n": 2, "mem": 4_i64 << 30, "util": 20})]);
 }
 
+/// Text is read as `Utf8View` (views into the decoded dictionary, not a
+/// copy of every value: `bench/` measures the gain), with the values and
+/// the grouping of the files.
+#[test]
+fn text_columns_are_read_as_views_with_their_values() {
+    let fleet = Fleet::new();
+    let rows = fleet.json(
+        "SELECT gpu_uuid, arrow_typeof(gpu_uuid) AS uuid_type, arrow_typeof(gpu_model) AS model_type, \
+         count(*) AS n FROM gpu_samples GROUP BY gpu_uuid, gpu_model ORDER BY gpu_uuid",
+    );
+    let types = |uuid: &str, n: u32| json!({"gpu_uuid": uuid, "uuid_type": "Utf8View", "model_type": "Utf8View", "n": n});
+    assert_eq!(rows, [types("GPU-n1-0", 5), types("GPU-n2-0", 2), types("GPU-n2-1", 1)]);
+    let rows = fleet.json(
+        "SELECT \"user\", arrow_typeof(\"user\") AS user_type, arrow_typeof(comm) AS comm_type FROM proc_samples",
+    );
+    let alice = json!({"user": "alice", "user_type": "Utf8View", "comm_type": "Utf8View"});
+    assert_eq!(rows, [alice.clone(), alice]);
+}
+
 #[test]
 fn partition_filters_give_only_their_rows_and_skip_other_folders() {
     let fleet = Fleet::new();

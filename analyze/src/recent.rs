@@ -25,6 +25,7 @@ use apron_schemas::wal::{self, SegmentRows, WalError};
 use apron_schemas::{DataLayout, Table, gpu_minutes, gpu_samples, proc_minutes, proc_samples};
 use apron_store::rollup::{EnergyCarry, rollup};
 use datafusion::arrow::array::{ArrayRef, Date32Array, RecordBatch, StringArray};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
 
@@ -159,7 +160,9 @@ fn is_live(path: &std::path::Path) -> bool {
 /// recorder's open segment: far longer than any tick interval.
 const LIVE_SEGMENT_WINDOW: std::time::Duration = std::time::Duration::from_mins(15);
 
-/// Appends `date` (the UTC day of each row's `ts_ms`) and `host` to `batch`.
+/// Appends `date` (the UTC day of each row's `ts_ms`) and `host` to `batch`,
+/// and casts its columns to `schema`'s types (text is queried as
+/// `Utf8View`, see [`crate::query_schema`]).
 fn with_partitions(
     batch: RecordBatch,
     ts_ms: &[i64],
@@ -172,5 +175,10 @@ fn with_partitions(
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
     columns.push(Arc::new(days));
     columns.push(Arc::new(hosts));
+    let columns = columns
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| cast(column, field.data_type()))
+        .collect::<Result<Vec<_>, _>>()?;
     RecordBatch::try_new(schema, columns)
 }

@@ -50,7 +50,7 @@ use crate::memory::{self, MemoryLimit};
 use crate::minutes;
 use crate::output::{BatchWriter, Format};
 use crate::panic_guard;
-use crate::query_schema::{full_schema, partition_columns};
+use crate::query_schema::{file_schema, full_schema, partition_columns};
 use crate::recent;
 use crate::store::DataFileStore;
 use apron_schemas::paths::DATA_FILE_GLOB;
@@ -468,7 +468,7 @@ fn listing_table(dir: &Path, table: Table, format: ParquetFormat) -> Result<List
     let options = ListingOptions::new(Arc::new(format))
         .with_file_extension(DATA_FILE_EXTENSION)
         .with_table_partition_cols(partition_columns());
-    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(table.schema());
+    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(file_schema(table));
     ListingTable::try_new(config)
 }
 
