@@ -7,6 +7,8 @@
 --   $1  start (Timestamp, UTC, inclusive)
 --   $2  end (Timestamp, UTC, exclusive), within the day of $3
 --   $3  the day (Date), the only partition read
+--   $4  first host read (inclusive; '' for all)
+--   $5  host after the last read (exclusive; U+10FFFF for all)
 --
 -- Output, one row per gpu_minutes row (see gpu_minutes in DESIGN.md):
 --   gpu_uuid, minute, host, gpu_index, gpu_model  the GPU-minute (or its part in one file)
@@ -18,4 +20,4 @@ SELECT
   gpu_uuid, minute, host, gpu_index, gpu_model, seconds,
   gpu_util_pct_mean, sm_active_pct_mean, energy_j, power_mw_mean, proc_held
 FROM gpu_minutes
-WHERE minute >= $1 AND minute < $2 AND date = $3
+WHERE minute >= $1 AND minute < $2 AND date = $3 AND host >= $4 AND host < $5

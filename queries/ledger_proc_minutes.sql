@@ -6,6 +6,8 @@
 --   $1  start (Timestamp, UTC, inclusive)
 --   $2  end (Timestamp, UTC, exclusive), within the day of $3
 --   $3  the day (Date), the only partition read
+--   $4  first host read (inclusive; '' for all)
+--   $5  host after the last read (exclusive; U+10FFFF for all)
 --
 -- Output, one row per proc_minutes row (see proc_minutes in DESIGN.md):
 --   gpu_uuid, minute, pid, proc_start        the process-minute (or its part in one file)
@@ -16,4 +18,4 @@ SELECT
   gpu_uuid, minute, pid, proc_start, seconds, used_mem_bytes_mean, used_mem_bytes_max,
   comm, "user", uid, k8s_namespace, slurm_account
 FROM proc_minutes
-WHERE minute >= $1 AND minute < $2 AND date = $3
+WHERE minute >= $1 AND minute < $2 AND date = $3 AND host >= $4 AND host < $5

@@ -120,7 +120,7 @@ fn case(name: &str) -> Option<Case> {
         "gpu_minutes_from_raw" => Case { params: vec![], columns: GPU_MINUTES },
         "gpu_models" => Case { params: vec![start, end], columns: &["gpu_model", "gpus", "gpu_hours"] },
         "ledger_gpu_minutes" => Case {
-            params: vec![start, end, day()],
+            params: vec![start.clone(), end.clone(), day(), text(""), text("\u{10FFFF}")],
             columns: &[
                 "gpu_uuid",
                 "minute",
@@ -136,7 +136,7 @@ fn case(name: &str) -> Option<Case> {
             ],
         },
         "ledger_proc_minutes" => Case {
-            params: vec![start, end, day()],
+            params: vec![start.clone(), end.clone(), day(), text(""), text("\u{10FFFF}")],
             columns: &[
                 "gpu_uuid",
                 "minute",

@@ -74,11 +74,24 @@ impl Coverage {
             }
             .into());
         };
+        let model_hours = model_hours(session, period).await?;
+        Self::from_row(session, period, now_ms, raw, model_hours).await
+    }
+
+    /// The coverage of `period` from what was found in its rollups (`raw`,
+    /// `model_hours`: the rows of `queries/coverage.sql` and
+    /// `queries/gpu_models.sql`, or the same figures from the ledger's pass).
+    pub async fn from_row(
+        session: &Session,
+        period: &Period,
+        now_ms: i64,
+        raw: CoverageRow,
+        model_hours: Vec<ModelHours>,
+    ) -> Result<Coverage, Error> {
         let first_ms = sample_in(session, raw.first_minute, true).await?.unwrap_or(raw.first_minute);
         let last_ms = sample_in(session, raw.last_minute, false).await?.unwrap_or(raw.last_minute);
         let recorded_hours = raw.recorded_seconds / HOUR_SECS as f64;
         let possible = raw.gpus as f64 * period.elapsed_hours(now_ms);
-        let model_hours = model_hours(session, period).await?;
         Ok(Coverage {
             first_ms,
             last_ms,
@@ -166,12 +179,19 @@ pub fn unpriced(config: &Config, coverage: &Coverage) -> Vec<Unpriced> {
         .collect()
 }
 
-struct CoverageRow {
-    first_minute: i64,
-    last_minute: i64,
-    gpus: i64,
-    recorded_seconds: f64,
-    models: Vec<String>,
+/// The row of `queries/coverage.sql`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoverageRow {
+    /// First and last minute with a rollup row, milliseconds since the epoch.
+    pub first_minute: i64,
+    /// Last minute.
+    pub last_minute: i64,
+    /// GPUs recorded.
+    pub gpus: i64,
+    /// Recorded seconds.
+    pub recorded_seconds: f64,
+    /// The models recorded, sorted.
+    pub models: Vec<String>,
 }
 
 async fn coverage_row(session: &Session, period: &Period) -> Result<Option<CoverageRow>, Error> {

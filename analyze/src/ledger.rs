@@ -14,6 +14,8 @@
 
 use map::HashMap;
 
+use apron_schemas::Table;
+use apron_schemas::folders::subfolders;
 use apron_schemas::time::{DAY_MS, MINUTE_MS};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -30,6 +32,7 @@ pub mod map;
 pub mod minutes;
 pub mod read;
 pub mod runs;
+pub mod seen;
 pub mod stretches;
 
 pub use runs::Rules;
@@ -59,6 +62,20 @@ pub struct Ledger {
     pub reclaim: Vec<ReclaimRow>,
     /// Zombie stretches, most memory-minutes first (as `queries/zombies.sql`).
     pub zombies: Vec<ZombieRow>,
+    /// What the rollups hold in the period; `None` when they hold nothing.
+    pub coverage: Option<LedgerCoverage>,
+}
+
+/// What the rollups hold in the period, as `queries/coverage.sql` and
+/// `queries/gpu_models.sql` give it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerCoverage {
+    pub first_minute: i64,
+    pub last_minute: i64,
+    pub gpus: i64,
+    pub recorded_seconds: f64,
+    pub models: Vec<String>,
+    pub model_hours: Vec<seen::ModelSeen>,
 }
 
 impl Ledger {
@@ -72,6 +89,18 @@ impl Ledger {
         bucket_ms: i64,
         rules: Rules,
     ) -> Result<Ledger, Error> {
+        Self::compute_sliced(session, config, period, bucket_ms, rules, HOSTS_PER_SLICE).await
+    }
+
+    /// [`Ledger::compute`], reading `hosts_per_slice` hosts' day at a time.
+    pub async fn compute_sliced(
+        session: &Session,
+        config: &Config,
+        period: &Period,
+        bucket_ms: i64,
+        rules: Rules,
+        hosts_per_slice: usize,
+    ) -> Result<Ledger, Error> {
         let bucket_ms = bucket_ms.max(MINUTE_MS);
         let mut pass = Some(Pass::new(config.clone(), bucket_ms, rules));
         // Each day is read (by the engine's workers) while the day before is
@@ -79,12 +108,9 @@ impl Ledger {
         let mut working: Option<tokio::task::JoinHandle<Result<Pass, Error>>> = None;
         let began = std::time::Instant::now();
         let (mut reading, mut waiting) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
-        let mut day_start = period.start_ms.div_euclid(DAY_MS) * DAY_MS;
-        while day_start < period.end_ms {
-            let (from, to) = (period.start_ms.max(day_start), period.end_ms.min(day_start + DAY_MS));
-            let date = i32::try_from(day_start / DAY_MS).unwrap_or(i32::MAX);
+        for slice in slices(session, period, hosts_per_slice.max(1)) {
             let read_at = std::time::Instant::now();
-            let day = read::day(session, from, to, date).await?;
+            let day = read::day(session, &slice).await?;
             reading += read_at.elapsed();
             let wait_at = std::time::Instant::now();
             if let Some(done) = working.take() {
@@ -97,7 +123,6 @@ impl Ledger {
                     Ok(this)
                 }));
             }
-            day_start += DAY_MS;
         }
         if let Some(done) = working.take() {
             pass = Some(joined(done.await)?);
@@ -121,6 +146,39 @@ impl Ledger {
     }
 }
 
+/// Hosts read at once: about 128 GPUs' day in memory, whatever the fleet.
+const HOSTS_PER_SLICE: usize = 16;
+
+/// The slices the period is read in: day by day, and each day by ranges of
+/// `hosts_per_slice` hosts of `gpu_minutes`' folders. The ranges cover
+/// every host name, so a host only in the write-ahead log, or not in that
+/// table's folders, is read too.
+fn slices(session: &Session, period: &Period, hosts_per_slice: usize) -> Vec<read::Slice> {
+    let mut out = Vec::new();
+    let mut day_start = period.start_ms.div_euclid(DAY_MS) * DAY_MS;
+    while day_start < period.end_ms {
+        let (start_ms, end_ms) = (period.start_ms.max(day_start), period.end_ms.min(day_start + DAY_MS));
+        let date = i32::try_from(day_start / DAY_MS).unwrap_or(i32::MAX);
+        let folder = chrono::DateTime::from_timestamp_millis(day_start)
+            .map(|d| format!("date={}", d.format("%Y-%m-%d")));
+        let hosts: Vec<String> = folder
+            .and_then(|f| subfolders(&session.layout().table_dir(Table::GpuMinutes).join(f)).ok().flatten())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(name, _)| name.strip_prefix("host=").map(str::to_owned))
+            .collect();
+        let mut cuts: Vec<String> = vec![String::new()];
+        cuts.extend(hosts.iter().step_by(hosts_per_slice).skip(1).cloned());
+        cuts.push(char::MAX.to_string());
+        for pair in cuts.windows(2) {
+            let (first_host, end_host) = (pair[0].clone(), pair[1].clone());
+            out.push(read::Slice { start_ms, end_ms, date, first_host, end_host });
+        }
+        day_start += DAY_MS;
+    }
+    out
+}
+
 /// The result of a day's work on a blocking thread.
 fn joined(done: Result<Result<Pass, Error>, tokio::task::JoinError>) -> Result<Pass, Error> {
     done.map_err(|e| SessionError::Execute {
@@ -141,6 +199,7 @@ struct Buffers {
 /// The pass over the days, with what it carries from one day to the next.
 struct Pass {
     buffers: Buffers,
+    seen: seen::Seen,
     config: Config,
     bucket_ms: i64,
     names: Names,
@@ -158,6 +217,7 @@ impl Pass {
         let unallocated = names.id(UNALLOCATED);
         Pass {
             buffers: Buffers::default(),
+            seen: seen::Seen::default(),
             config,
             bucket_ms,
             names,
@@ -186,6 +246,7 @@ impl Pass {
         let mut buffers = std::mem::take(&mut self.buffers);
         let Buffers { gpu_parts, proc_parts, gpus, procs } = &mut buffers;
         day.parts(&mut self.names, gpu_parts, proc_parts)?;
+        self.seen.parts(gpu_parts);
         let threshold = self.config.idle.threshold_pct;
         minutes::gpu_minutes(gpu_parts, &self.names, threshold, gpus);
         minutes::proc_minutes(proc_parts, &mut self.names, &mut self.teams, &self.config, procs);
@@ -252,7 +313,18 @@ impl Pass {
     }
 
     fn finish(self) -> Result<Ledger, Error> {
-        let Pass { names, cube, mut runs, energy_unknown_seconds, .. } = self;
+        let Pass { names, cube, mut runs, energy_unknown_seconds, seen, .. } = self;
+        let coverage = match (seen.first_minute, seen.last_minute) {
+            (Some(first_minute), Some(last_minute)) => Some(LedgerCoverage {
+                first_minute,
+                last_minute,
+                gpus: seen.gpus(),
+                recorded_seconds: seen.recorded_seconds,
+                models: seen.models(&names),
+                model_hours: seen.model_hours(&names),
+            }),
+            _ => None,
+        };
         runs.finish();
         let names = &names;
         let newest = |gpu: u32| runs.newest.get(&gpu).copied();
@@ -321,6 +393,7 @@ impl Pass {
             rules: runs.rules(),
             reclaim,
             zombies: zombies.into_iter().map(|(_, r)| r).collect(),
+            coverage,
         })
     }
 }

@@ -12,7 +12,7 @@ use apron_schemas::time::{HOUR_SECS, MINUTE_SECS};
 use crate::cli::{GlobalArgs, PeriodArgs};
 use crate::config::Config;
 use crate::error::Error;
-use crate::header::{Coverage, Header, config_warnings};
+use crate::header::{Coverage, CoverageRow, Header, ModelHours, config_warnings};
 use crate::ledger::{Ledger, Rules};
 use crate::period::Period;
 use crate::session::Session;
@@ -61,15 +61,66 @@ impl Report {
         Ok(Report { config, session, period, coverage, header, energy_unknown_hours: 0.0, ledger: None })
     }
 
+    /// [`Report::prepare`] and [`Report::with_costs`] in one pass: the
+    /// header's coverage comes from the ledger's pass, not from reading
+    /// the rollups again. Config warnings go to stderr.
+    pub async fn prepare_costs(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+        let report = Self::prepare_costs_quietly(global, period).await?;
+        for warning in config_warnings(&report.config, &report.coverage) {
+            eprintln!("{warning}");
+        }
+        Ok(report)
+    }
+
+    /// [`Report::prepare_costs`] without printing the config warnings.
+    pub async fn prepare_costs_quietly(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+        let config = Config::load(global.config.as_deref())?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let period = Period::choose(&period.choice(), now_ms)?;
+        let session = Session::open(&global.data, global.memory_limit()).await?;
+        let bucket_ms = bucket_ms(&period);
+        let rules = rules(config.zombie.min_idle, config.zombie.min_mem_mib, config.reclaim.idle_for);
+        let ledger = Ledger::compute(&session, &config, &period, bucket_ms, rules).await?;
+        let coverage = match &ledger.coverage {
+            Some(seen) => {
+                let row = CoverageRow {
+                    first_minute: seen.first_minute,
+                    last_minute: seen.last_minute,
+                    gpus: seen.gpus,
+                    recorded_seconds: seen.recorded_seconds,
+                    models: seen.models.clone(),
+                };
+                let models = seen
+                    .model_hours
+                    .iter()
+                    .map(|m| ModelHours { model: m.model.clone(), gpus: m.gpus, gpu_hours: m.gpu_hours })
+                    .collect();
+                Coverage::from_row(&session, &period, now_ms, row, models).await?
+            }
+            // Nothing in the period: the coverage says so, as an error.
+            None => Coverage::of(&session, &period, now_ms).await?,
+        };
+        let header = Header::new(&period, &coverage, &session, &config);
+        let report =
+            Report { config, session, period, coverage, header, energy_unknown_hours: 0.0, ledger: None };
+        report.attach(ledger)
+    }
+
     /// Computes the period's ledger ([`Ledger`]) and registers its
     /// `cost_buckets` for the cost reports, bucketed as the period's charts
     /// are (at most an hour), its stretches found by the config's zombie and
     /// reclaim rules; adds to the header for how long energy was not
     /// measured, if at all.
-    pub async fn with_costs(mut self) -> Result<Report, Error> {
-        let bucket_ms = self.period.chart_bucket_seconds().min(HOUR_SECS as i64) * 1000;
+    pub async fn with_costs(self) -> Result<Report, Error> {
         let ledger =
-            Ledger::compute(&self.session, &self.config, &self.period, bucket_ms, self.rules()).await?;
+            Ledger::compute(&self.session, &self.config, &self.period, bucket_ms(&self.period), self.rules())
+                .await?;
+        self.attach(ledger)
+    }
+
+    /// Registers `ledger`'s `cost_buckets`, states the energy not measured,
+    /// and keeps it.
+    fn attach(mut self, ledger: Ledger) -> Result<Report, Error> {
         ledger.register(&self.session)?;
         self.energy_unknown_hours = ledger.energy_unknown_seconds / HOUR_SECS as f64;
         if let Some(line) = crate::header::energy_unknown_line(self.energy_unknown_hours) {
@@ -83,6 +134,11 @@ impl Report {
     pub fn rules(&self) -> Rules {
         rules(self.config.zombie.min_idle, self.config.zombie.min_mem_mib, self.config.reclaim.idle_for)
     }
+}
+
+/// The bucket of a period's `cost_buckets`: its charts' (at most an hour).
+fn bucket_ms(period: &Period) -> i64 {
+    period.chart_bucket_seconds().min(HOUR_SECS as i64) * 1000
 }
 
 /// Stretch rules: a zombie holds at least `zombie_min_mem_mib` MiB for at

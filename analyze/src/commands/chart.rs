@@ -17,7 +17,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ChartArgs, mut out: W) ->
         .name
         .parse()
         .map_err(|e: apron_reports::UnknownChart| InputError::Usage { message: e.to_string() })?;
-    let report = Report::prepare(global, &args.period).await?.with_costs().await?;
+    let report = Report::prepare_costs(global, &args.period).await?;
     let ctx = charts::context(&report).with_size(args.width, args.height);
     charts::render(name, &report, &ctx, &args.out).await?;
     writeln!(out, "wrote {} ({}, {})", args.out.display(), name.title(), report.period.label())

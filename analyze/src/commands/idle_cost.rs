@@ -12,7 +12,7 @@ use crate::output::write_rows;
 
 /// Prints the idle cost per group.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &IdleCostArgs, mut out: W) -> Result<(), Error> {
-    let mut report = Report::prepare(global, &args.period).await?.with_costs().await?;
+    let mut report = Report::prepare_costs(global, &args.period).await?;
     let idle = idle_cost(&report, args.by).await?;
     report.header.push(idle.header_line(&report.config.currency));
     report.header.print(global.format, &mut out)?;

@@ -143,7 +143,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     };
     let period_args = PeriodArgs { month: Some(month), ..PeriodArgs::default() };
     step("reading the data");
-    let report = Report::prepare(global, &period_args).await?.with_costs().await?;
+    let report = Report::prepare_costs(global, &period_args).await?;
     let currency = report.config.currency.clone();
     let money = |x: f64| apron_reports::money(x, &currency);
     let month_name = month_name(month);
@@ -511,8 +511,8 @@ async fn previous_month(
 ) -> Result<Option<(String, spend::Totals)>, Error> {
     let Some(before) = Period::previous_month(month) else { return Ok(None) };
     let args = PeriodArgs { month: Some(before), ..PeriodArgs::default() };
-    let report = match Report::prepare_quietly(global, &args).await {
-        Ok(r) => r.with_costs().await?,
+    let report = match Report::prepare_costs_quietly(global, &args).await {
+        Ok(r) => r,
         Err(Error::Session(SessionError::NoDataInPeriod { .. })) => return Ok(None),
         Err(e) => return Err(e),
     };

@@ -11,7 +11,7 @@ use crate::output::write_rows;
 
 /// Prints the spend per team.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) -> Result<(), Error> {
-    let mut report = Report::prepare(global, &args.period).await?.with_costs().await?;
+    let mut report = Report::prepare_costs(global, &args.period).await?;
     let spend = spend(&report).await?;
     report.header.push(spend.totals.header_line(&report.config.currency));
     report.header.print(global.format, &mut out)?;

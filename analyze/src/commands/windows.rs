@@ -12,7 +12,7 @@ use crate::output::write_rows;
 
 /// Prints the profile (or the windows) and the windows in words.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &WindowsArgs, mut out: W) -> Result<(), Error> {
-    let mut report = Report::prepare(global, &args.period).await?.with_costs().await?;
+    let mut report = Report::prepare_costs(global, &args.period).await?;
     let profile = profile(&report).await?;
     let min_hours = usize::try_from(args.min_hours).unwrap_or(usize::MAX).max(1);
     let windows = profile.idle_windows(args.min_idle_share, min_hours, &report.config.currency);

@@ -98,14 +98,28 @@ pub struct Day {
     pub procs: Vec<RecordBatch>,
 }
 
-/// Reads one day's rows, from `start_ms` (inclusive) to `end_ms`
-/// (exclusive), both within the day `date` (days since the epoch).
-pub async fn day(session: &Session, start_ms: i64, end_ms: i64, date: i32) -> Result<Day, Error> {
+/// A stretch of a day and a range of hosts, read at once.
+#[derive(Debug, Clone)]
+pub struct Slice {
+    /// From (inclusive) and to (exclusive), ms since the epoch, within `date`.
+    pub start_ms: i64,
+    pub end_ms: i64,
+    /// The day, in days since the epoch.
+    pub date: i32,
+    /// The hosts from `first_host` (inclusive) to `end_host` (exclusive).
+    pub first_host: String,
+    pub end_host: String,
+}
+
+/// Reads one slice's rows.
+pub async fn day(session: &Session, slice: &Slice) -> Result<Day, Error> {
     let params = || {
         vec![
-            ScalarValue::TimestampMillisecond(Some(start_ms), Some("UTC".into())),
-            ScalarValue::TimestampMillisecond(Some(end_ms), Some("UTC".into())),
-            ScalarValue::Date32(Some(date)),
+            ScalarValue::TimestampMillisecond(Some(slice.start_ms), Some("UTC".into())),
+            ScalarValue::TimestampMillisecond(Some(slice.end_ms), Some("UTC".into())),
+            ScalarValue::Date32(Some(slice.date)),
+            ScalarValue::Utf8(Some(slice.first_host.clone())),
+            ScalarValue::Utf8(Some(slice.end_host.clone())),
         ]
     };
     let has = |name: &str| session.tables().iter().any(|t| t.name() == name);

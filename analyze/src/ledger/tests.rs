@@ -25,11 +25,11 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
 }
 
-/// 8 GPUs over two days, a file every 997 s (minutes split across files).
+/// 24 GPUs (3 hosts) over two days, a file every 997 s (minutes split across files).
 fn fleet(dir: &Path) {
     let options = SimulateOptions {
         layout: DataLayout::new(dir),
-        gpus: 8,
+        gpus: 24,
         days: 2,
         start: NaiveDate::from_ymd_opt(2026, 10, 1).expect("date"),
         seed: 7,
@@ -118,8 +118,12 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
             Session::open(dir.path(), crate::memory::MemoryLimit::for_this_machine()).await.expect("opens");
         crate::cost::register_minute_costs(&session, &config, &period).await.expect("views");
         let rules = Rules { zombie_min_mem_bytes: 1 << 20, zombie_min_minutes: 5, reclaim_min_minutes: 5 };
-        for bucket_ms in [HOUR_MS, 5 * MINUTE_MS] {
-            let ledger = Ledger::compute(&session, &config, &period, bucket_ms, rules).await.expect("ledger");
+        // Hourly buckets reading every host at once; five-minute buckets
+        // reading one host at a time.
+        for (bucket_ms, hosts) in [(HOUR_MS, 16), (5 * MINUTE_MS, 1)] {
+            let ledger = Ledger::compute_sliced(&session, &config, &period, bucket_ms, rules, hosts)
+                .await
+                .expect("ledger");
             ledger.register(&session).expect("registers");
             let bucket = ScalarValue::Int64(Some(bucket_ms / 1000));
             let by = |k: &str| vec![ScalarValue::Utf8(Some(k.to_owned()))];
@@ -151,7 +155,31 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
                 ledger.energy_unknown_seconds
             );
         }
-        let ledger = Ledger::compute(&session, &config, &period, HOUR_MS, rules).await.expect("ledger");
+        let ledger =
+            Ledger::compute_sliced(&session, &config, &period, HOUR_MS, rules, 2).await.expect("ledger");
+        // The header's coverage, from the ledger's pass and from its two queries.
+        let now = period.end_ms + HOUR_MS;
+        let views = crate::header::Coverage::of(&session, &period, now).await.expect("coverage");
+        let seen = ledger.coverage.clone().expect("the ledger saw the rollups");
+        assert_eq!((seen.gpus, &seen.models), (views.gpus, &views.models));
+        assert!((seen.recorded_seconds / 3600.0 - views.recorded_hours).abs() < 1e-9);
+        assert_eq!(seen.model_hours.len(), views.model_hours.len());
+        for (a, b) in seen.model_hours.iter().zip(&views.model_hours) {
+            assert_eq!((&a.model, a.gpus), (&b.model, b.gpus));
+            assert!((a.gpu_hours - b.gpu_hours).abs() < 1e-9, "{a:?} vs {b:?}");
+        }
+        let row = crate::header::CoverageRow {
+            first_minute: seen.first_minute,
+            last_minute: seen.last_minute,
+            gpus: seen.gpus,
+            recorded_seconds: seen.recorded_seconds,
+            models: seen.models.clone(),
+        };
+        let from_ledger =
+            crate::header::Coverage::from_row(&session, &period, now, row, views.model_hours.clone())
+                .await
+                .expect("coverage");
+        assert_eq!((from_ledger.first_ms, from_ledger.last_ms), (views.first_ms, views.last_ms));
         let zombies = rows(
             &session,
             queries::ZOMBIES,
