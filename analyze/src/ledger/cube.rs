@@ -77,11 +77,6 @@ impl Cube {
         }
     }
 
-    /// Rows held.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
     /// The schema of [`Cube::batches`].
     pub fn schema() -> SchemaRef {
         let text = || DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
