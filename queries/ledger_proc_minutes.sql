@@ -3,9 +3,9 @@
 -- whose definition the ledger follows and a test holds it to).
 --
 -- Parameters:
---   $1  start (Timestamp, UTC, inclusive)
---   $2  end (Timestamp, UTC, exclusive), within the day of $3
---   $3  the day (Date), the only partition read
+--   $1  slice start (Timestamp, UTC, inclusive)
+--   $2  slice end (Timestamp, UTC, exclusive), within the slice's day
+--   $3  the slice's day (Date, or a Timestamp at its midnight), the only date partition read
 --   $4  first host read (inclusive; '' for all)
 --   $5  host after the last read (exclusive; U+10FFFF for all)
 --
@@ -18,4 +18,4 @@ SELECT
   gpu_uuid, minute, pid, proc_start, seconds, used_mem_bytes_mean, used_mem_bytes_max,
   comm, "user", uid, k8s_namespace, slurm_account
 FROM proc_minutes
-WHERE minute >= $1 AND minute < $2 AND date = $3 AND host >= $4 AND host < $5
+WHERE minute >= $1 AND minute < $2 AND date = CAST($3 AS DATE) AND host >= $4 AND host < $5

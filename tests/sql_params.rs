@@ -45,6 +45,17 @@ const VALUES: &[Choice] = &[
     Choice { phrase: "span start", text: START, value: || timestamp(ms(START)) },
     Choice { phrase: "window start", text: START, value: || timestamp(ms(START)) },
     Choice { phrase: "period end", text: END, value: || timestamp(ms(END)) },
+    Choice { phrase: "slice start", text: START, value: || timestamp(ms(START)) },
+    Choice { phrase: "slice end", text: END, value: || timestamp(ms(END)) },
+    Choice {
+        phrase: "the slice's day",
+        text: "2026-11-02",
+        value: || {
+            ScalarValue::Date32(Some(i32::try_from(ms("2026-11-02T00:00:00Z") / 86_400_000).expect("fits")))
+        },
+    },
+    Choice { phrase: "first host read", text: "", value: || ScalarValue::Utf8(Some(String::new())) },
+    Choice { phrase: "host after the last read", text: "zz", value: || ScalarValue::Utf8(Some("zz".into())) },
     Choice { phrase: "span end", text: END, value: || timestamp(ms(END)) },
     Choice { phrase: "now (timestamp", text: END, value: || timestamp(ms(END)) },
     Choice {
@@ -172,6 +183,16 @@ fn every_query_file_runs_through_apron_sql_with_its_documented_params() {
     let period = Period { start_ms: ms(START), end_ms: ms(END) };
     rt.block_on(apron_analyze::cost::register_minute_costs(&session, &config, &period))
         .expect("register minute_costs");
+    // The figures read the ledger's cost_buckets, per minute as under `apron sql`.
+    let rules = apron_analyze::report_context::rules(
+        config.zombie.min_idle,
+        config.zombie.min_mem_mib,
+        config.reclaim.idle_for,
+    );
+    rt.block_on(apron_analyze::ledger::Ledger::compute(&session, &config, &period, 60_000, rules))
+        .expect("the ledger")
+        .register(&session)
+        .expect("register cost_buckets");
 
     let mut failures = Vec::new();
     let mut with_rows = 0;
