@@ -74,12 +74,39 @@ impl Report {
 
     /// [`Report::prepare_costs`] without printing the config warnings.
     pub async fn prepare_costs_quietly(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+        let (report, ledger) = Self::prepare_ledger(global, period, Report::config_rules).await?;
+        report.attach(ledger)
+    }
+
+    /// [`Report::prepare`] for `zombies` and `reclaim`: the ledger's pass
+    /// finds the stretches by the rules `rules_of` gives for the config,
+    /// and the header's coverage comes from it. The header is `prepare`'s.
+    pub async fn prepare_stretches(
+        global: &GlobalArgs,
+        period: &PeriodArgs,
+        rules_of: impl FnOnce(&Config) -> Rules,
+    ) -> Result<Report, Error> {
+        let (mut report, ledger) = Self::prepare_ledger(global, period, rules_of).await?;
+        for warning in config_warnings(&report.config, &report.coverage) {
+            eprintln!("{warning}");
+        }
+        report.ledger = Some(ledger);
+        Ok(report)
+    }
+
+    /// The config, session, period, ledger and coverage of a report, the
+    /// ledger's stretches found by `rules_of`'s rules.
+    async fn prepare_ledger(
+        global: &GlobalArgs,
+        period: &PeriodArgs,
+        rules_of: impl FnOnce(&Config) -> Rules,
+    ) -> Result<(Report, Ledger), Error> {
         let config = Config::load(global.config.as_deref())?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let period = Period::choose(&period.choice(), now_ms)?;
         let session = Session::open(&global.data, global.memory_limit()).await?;
         let bucket_ms = bucket_ms(&period);
-        let rules = rules(config.zombie.min_idle, config.zombie.min_mem_mib, config.reclaim.idle_for);
+        let rules = rules_of(&config);
         let ledger = Ledger::compute(&session, &config, &period, bucket_ms, rules).await?;
         let coverage = match &ledger.coverage {
             Some(seen) => {
@@ -103,7 +130,7 @@ impl Report {
         let header = Header::new(&period, &coverage, &session, &config);
         let report =
             Report { config, session, period, coverage, header, energy_unknown_hours: 0.0, ledger: None };
-        report.attach(ledger)
+        Ok((report, ledger))
     }
 
     /// Computes the period's ledger ([`Ledger`]) and registers its
@@ -132,7 +159,12 @@ impl Report {
 
     /// The stretch rules of the config: what `zombies` and `reclaim` find by default.
     pub fn rules(&self) -> Rules {
-        rules(self.config.zombie.min_idle, self.config.zombie.min_mem_mib, self.config.reclaim.idle_for)
+        Self::config_rules(&self.config)
+    }
+
+    /// The stretch rules of `config`.
+    pub fn config_rules(config: &Config) -> Rules {
+        rules(config.zombie.min_idle, config.zombie.min_mem_mib, config.reclaim.idle_for)
     }
 }
 

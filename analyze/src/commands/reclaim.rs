@@ -9,10 +9,16 @@ use crate::commands::Report;
 use crate::error::Error;
 use crate::figures::reclaim::reclaim;
 use crate::output::write_rows;
+use crate::report_context::rules;
 
 /// Lists the idle stretches, longest first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) -> Result<(), Error> {
-    let report = Report::prepare(global, &args.period).await?;
+    // The ledger's pass finds the stretches by the rules asked for.
+    let idle_for = args.idle_for;
+    let report = Report::prepare_stretches(global, &args.period, |c| {
+        rules(c.zombie.min_idle, c.zombie.min_mem_mib, idle_for.unwrap_or(c.reclaim.idle_for))
+    })
+    .await?;
     report.header.print(global.format, &mut out)?;
     let idle_for = args.idle_for.unwrap_or(report.config.reclaim.idle_for);
     write_rows(global.format, &reclaim(&report, idle_for).await?, out)?;
