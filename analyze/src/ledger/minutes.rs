@@ -92,6 +92,14 @@ impl Mean {
     }
 }
 
+/// The larger of two optional numbers, as SQL's `max` (nulls ignored).
+pub fn max_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
+}
+
 /// The larger of two optional texts, as SQL's `max` (nulls ignored).
 fn max_text(names: &Names, a: Option<u32>, b: Option<u32>) -> Option<u32> {
     match (a, b) {
@@ -202,17 +210,11 @@ pub fn proc_minutes(
             if let Some(mean) = p.mem_mean {
                 mem_time += mean * p.seconds;
             }
-            mem_max = match (mem_max, p.mem_max) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
+            mem_max = max_opt(mem_max, p.mem_max);
             held |= p.mem_max.is_none_or(|m| m > 0);
             comm = max_text(names, comm, p.comm);
             user = max_text(names, user, p.user);
-            uid = match (uid, p.uid) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
+            uid = max_opt(uid, p.uid);
             namespace = max_text(names, namespace, p.namespace);
             account = max_text(names, account, p.account);
         }

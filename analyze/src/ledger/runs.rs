@@ -11,7 +11,7 @@ use crate::ledger::map::HashMap;
 
 use apron_schemas::time::MINUTE_MS;
 
-use super::minutes::{GpuMinute, ProcMinute, State};
+use super::minutes::{GpuMinute, ProcMinute, State, max_opt};
 
 /// What the stretches must be to count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +114,7 @@ impl Runs {
                     Some(s) if continues(s, g) => {
                         s.last = g.minute;
                         s.minutes += 1;
-                        s.about = Held { mem_max: max(s.about.mem_max, p.mem_max), ..now };
+                        s.about = Held { mem_max: max_opt(s.about.mem_max, p.mem_max), ..now };
                     }
                     _ => {
                         if let Some(old) = self.holding.insert(key, start(g, now)) {
@@ -161,11 +161,4 @@ fn continues<T>(s: &Stretch<T>, g: &GpuMinute) -> bool {
 
 fn start<T>(g: &GpuMinute, about: T) -> Stretch<T> {
     Stretch { host: g.host, index: g.index, since: g.minute, last: g.minute, minutes: 1, about }
-}
-
-fn max(a: Option<i64>, b: Option<i64>) -> Option<i64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.max(y)),
-        (x, y) => x.or(y),
-    }
 }

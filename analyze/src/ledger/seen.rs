@@ -4,6 +4,8 @@
 //! models) and `queries/gpu_models.sql` (GPUs and hours per model), from
 //! the same rows.
 
+use apron_schemas::time::HOUR_SECS;
+
 use super::map::HashMap;
 use super::read::{GpuPart, Names};
 
@@ -71,7 +73,7 @@ impl Seen {
                 model: model.map(|m| names.name(m).to_owned()),
                 gpus: i64::try_from(self.model_gpus.keys().filter(|(m, _)| *m == model).count())
                     .unwrap_or(i64::MAX),
-                gpu_hours: seconds / 3600.0,
+                gpu_hours: seconds / HOUR_SECS as f64,
             })
             .collect();
         out.sort_by(|a, b| match (&a.model, &b.model) {
