@@ -1208,12 +1208,15 @@ fn a_gpu_the_cgroup_hides_is_reported_once() {
 #[test]
 fn a_hung_gpu_stalls_alone() {
     const TEST: &str = "a_hung_gpu_stalls_alone";
+    // The hung GPU between two others: the one sampled after it on the same
+    // thread loses no row, not even at the tick at which it hangs.
     let gpus = || {
         let mut fine = FakeGpu::new("GPU-a0000000-0000-0000-0000-000000000001", "NVIDIA H100 80GB HBM3");
         fine.compute = format!("self:{GIB}");
         let mut hung = FakeGpu::new("GPU-a0000000-0000-0000-0000-000000000002", "NVIDIA H100 80GB HBM3");
         hung.extra = "hang_after=2".into();
-        vec![fine, hung]
+        let after = FakeGpu::new("GPU-a0000000-0000-0000-0000-000000000003", "NVIDIA H100 80GB HBM3");
+        vec![fine, hung, after]
     };
     if !in_child(TEST) {
         run_in_child(TEST, &[gpus_env(&gpus())]);
@@ -1229,11 +1232,12 @@ fn a_hung_gpu_stalls_alone() {
         // is measured by `cargo bench -p apron-recorder --bench recorder`.
         source.sample(ts(t), INTERVAL_MS, &mut tick);
         assert_eq!(tick.gpus[0], gpus[0].expected(0, t), "tick {t}");
+        assert_eq!(tick.gpus.last(), Some(&gpus[2].expected(2, t)), "tick {t}");
         if t <= 2 {
-            assert_eq!(tick.gpus.len(), 2, "tick {t}");
+            assert_eq!(tick.gpus.len(), 3, "tick {t}");
             assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
         } else {
-            assert_eq!(tick.gpus.len(), 1, "tick {t}");
+            assert_eq!(tick.gpus.len(), 2, "tick {t}");
             let [failure] = tick.failures.as_slice() else { panic!("tick {t}: {:?}", tick.failures) };
             assert_eq!(failure.gpu_index, 1);
             assert!(failure.stalled, "{failure:?}");

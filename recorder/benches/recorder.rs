@@ -39,7 +39,7 @@
 //! time) runs in this process, back to back, for both sources, so that
 //! enough CPU is spent to tell apart what one tick costs:
 //! - user and kernel time (getrusage, the whole process);
-//! - per thread: the tick thread (our code), the per-GPU NVML threads (the
+//! - per thread: the tick thread (our code), the NVML sampling threads (the
 //!   wrapper's calls into the fake, whose own answers take nanoseconds, and
 //!   the hand-offs), the WAL's sync thread (fdatasync);
 //! - allocations per tick (a counting global allocator), for the ticks that
@@ -293,18 +293,18 @@ fn report_in_process(what: &str, f: &InProcess) {
         f.closes
     );
     println!(
-        "    by thread, per tick: tick thread {:.1} µs{}, per-GPU NVML threads {:.1} µs{}; WAL sync thread {:.0} µs per sync ({} syncs){}",
+        "    by thread, per tick: tick thread {:.1} µs{}, NVML sampling threads {:.1} µs{}; WAL sync thread {:.0} µs per sync ({} syncs){}",
         per("tick"),
         clock("tick"),
-        per("nvml-gpu"),
-        clock("nvml-gpu"),
+        per("nvml-lane"),
+        clock("nvml-lane"),
         sync_each,
         f.syncs,
         clock("wal-sync")
     );
     println!(
         "    at 1 Hz with --sync 1s (one sync per tick): {:.1} µs CPU per tick; allocations per tick: {:.2} (ticks that close no file), {:.1} (all ticks)",
-        per("tick") + per("nvml-gpu") + sync_each,
+        per("tick") + per("nvml-lane") + sync_each,
         f.steady_allocs,
         f.all_allocs
     );
@@ -320,7 +320,7 @@ fn rusage() -> libc::rusage {
 }
 
 /// CPU of this process's threads so far, by group: the WAL's sync thread
-/// (`wal-sync`), the per-GPU NVML threads (`nvml-gpu`), the rest (`tick`,
+/// (`wal-sync`), the NVML sampling threads (`nvml-lane`), the rest (`tick`,
 /// this thread; the others sleep): (schedstat ns, utime, stime in clock
 /// ticks).
 fn thread_cpu() -> BTreeMap<&'static str, (u64, u64, u64)> {
@@ -330,8 +330,8 @@ fn thread_cpu() -> BTreeMap<&'static str, (u64, u64, u64)> {
         let comm = read("comm");
         let group = if comm.starts_with("apron-wal-sync") {
             "wal-sync"
-        } else if comm.starts_with("nvml-gpu") {
-            "nvml-gpu"
+        } else if comm.starts_with("nvml-lane") {
+            "nvml-lane"
         } else {
             "tick"
         };

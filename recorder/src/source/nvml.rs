@@ -4,7 +4,8 @@
 //!
 //! This module owns loading and initialising NVML (once per process), the
 //! driver's version and what it implies ([`driver`]), and each tick: it
-//! asks every GPU's worker thread ([`worker`], [`gpu`]) for its sample,
+//! asks every GPU for its sample on the sampling threads ([`worker`],
+//! [`gpu`]: one for all GPUs while their calls are quick), and
 //! waits until a deadline so that one GPU stuck in the driver stalls only
 //! its own rows, resolves who the processes are through
 //! [`crate::identity`], and reports what NVML refused once per GPU and kind
@@ -120,11 +121,9 @@ pub enum NvmlOpenError {
         #[source]
         source: NvmlError,
     },
-    /// A GPU's sampling thread could not be started.
-    #[error("cannot start the sampling thread of GPU {index}")]
+    /// The GPUs' sampling thread could not be started.
+    #[error("cannot start the thread that samples the GPUs through NVML")]
     Thread {
-        /// NVML index of the GPU.
-        index: usize,
         /// The system's error.
         #[source]
         source: std::io::Error,
@@ -137,8 +136,8 @@ pub struct NvmlSource {
     host: String,
     /// The driver's version, as NVML gives it; `None` when it would not.
     driver_version: Option<String>,
-    /// One worker per NVML index, in index order.
-    workers: Pool<Request, Outcome>,
+    /// The GPUs, by NVML index, and the threads that sample them.
+    workers: Pool<GpuState, Request, Outcome>,
     /// Per NVML index: whether a cgroup hides the GPU (reported once, then
     /// not asked again).
     hidden: Vec<bool>,
@@ -147,14 +146,16 @@ pub struct NvmlSource {
     /// (GPU index, query, NVML's words) already warned about: a handful,
     /// looked up without allocating a key.
     warned: Vec<(u32, &'static str, String)>,
-    /// Per worker, the buffers of its last answer, handed back with its
+    /// Per GPU, the buffers of its last answer, handed back with its
     /// next request.
     spare: Vec<Spare>,
     /// The answers of a tick, kept for the next tick's.
     answers: Vec<Answer<Outcome>>,
     identities: IdentityCache,
-    /// Counts `sample` calls: the workers' rounds.
+    /// Counts `sample` calls: the sampling rounds.
     round: u64,
+    /// The sampling threads at the last tick, to log when more start.
+    lanes: usize,
     nvml: &'static Nvml,
     /// Ticks in a row at which every GPU asked failed.
     all_failed_ticks: u32,
@@ -162,7 +163,8 @@ pub struct NvmlSource {
 
 impl NvmlSource {
     /// Initialises NVML (once per process), reads the driver's version and
-    /// starts one sampling thread per GPU.
+    /// starts the thread that samples the GPUs (more start only when
+    /// NVML's calls are slow or one blocks).
     ///
     /// `lib_path` is the NVML library to load; `None` tries
     /// `libnvidia-ml.so.1`, then `libnvidia-ml.so`, through the dynamic
@@ -193,9 +195,8 @@ impl NvmlSource {
             "NVML opened"
         );
         let states = (0..count).map(|index| GpuState::new(nvml, index, process_call)).collect();
-        let workers = Pool::spawn("nvml-gpu", states, GpuState::sample).map_err(|source| {
-            NvmlOpenError::Thread { index: usize::try_from(count).unwrap_or(usize::MAX), source }
-        })?;
+        let workers = Pool::spawn("nvml-lane", states, GpuState::sample)
+            .map_err(|source| NvmlOpenError::Thread { source })?;
         let n = workers.len();
         Ok(NvmlSource {
             host,
@@ -208,6 +209,7 @@ impl NvmlSource {
             answers: Vec::with_capacity(n),
             identities: IdentityCache::new(),
             round: 0,
+            lanes: 1,
             nvml,
             all_failed_ticks: 0,
         })
@@ -320,6 +322,14 @@ impl Source for NvmlSource {
             (!hidden[i]).then(|| Request { ts_ms, interval_ms, spare: std::mem::take(&mut spare[i]) })
         };
         self.workers.round(self.round, request, deadline, &mut answers);
+        if self.workers.lanes() != self.lanes {
+            self.lanes = self.workers.lanes();
+            tracing::info!(
+                threads = self.lanes,
+                gpus = self.workers.len(),
+                "NVML sampling now runs on more threads (a GPU's calls are slow, or one is blocked in the driver)"
+            );
+        }
         let failed = answers.iter().filter(|a| matches!(a, Answer::Done(Outcome::Failed { .. }))).count();
         let asked = answers.iter().filter(|a| !matches!(a, Answer::Idle)).count();
         // Only when every worker answered: none is inside NVML meanwhile.

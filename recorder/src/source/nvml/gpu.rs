@@ -1,5 +1,6 @@
-//! One GPU's sampling, on its worker thread: its handle (fetched again
-//! after a reset or a lost GPU), its tick's NVML calls, and what is kept
+//! One GPU's sampling, on the sampling thread it is given
+//! ([`super::worker`]): its handle (fetched again after a reset or a lost
+//! GPU), its tick's NVML calls, and what is kept
 //! between ticks (the GPM sample, the last utilization timestamp, the PCIe
 //! byte counters). It answers with the GPU's row and its processes' metrics;
 //! who the processes are is resolved by the source on the tick loop's

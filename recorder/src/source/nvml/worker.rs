@@ -1,26 +1,39 @@
-//! One thread per GPU, so that an NVML call that blocks in the kernel (after
-//! an Xid 45 or 79, or a hung driver) stalls only its own GPU: each tick
-//! asks every free worker for a sample and waits for the answers until a
-//! deadline; a worker that has not answered by then is reported as stalled
-//! at this tick and at every tick until it answers, and is not asked again
-//! meanwhile. Nothing here knows NVML: a worker owns a state and runs a
-//! function on it.
+//! The GPUs' sampling threads ("lanes"), so that an NVML call that blocks in
+//! the kernel (after an Xid 45 or 79, or a hung driver) stalls only its own
+//! GPU, while a steady tick wakes as few threads as it can. Nothing here
+//! knows NVML: each item (a GPU) owns a state, and a lane runs a function
+//! on the states of the items it is given, one after another.
 //!
-//! A stalled worker's thread is never joined: the process exits without
+//! - **One lane to start with.** Every item begins on one lane, so a tick
+//!   costs one wake-up and one answer, not one per GPU (waking eight
+//!   threads was most of a tick's CPU).
+//! - **A lane that is slow is split.** A lane whose round took more than a
+//!   quarter of the time the tick waits gives the second half of its items
+//!   to a new lane, so a driver whose calls take milliseconds (the PCIe
+//!   throughput call takes 20 ms) ends with as many lanes as it needs, up to
+//!   one per item.
+//! - **A stuck item costs no other its row.** A quarter of the way to the
+//!   deadline, each
+//!   item still waiting behind an item that has not returned moves to a new
+//!   lane of its own, which samples it in the time left; at the deadline, the item
+//!   that has not returned is reported as timed out, then as stalled at
+//!   every round until its late answer arrives, and is not asked meanwhile.
+//!   The stuck lane keeps that item alone; the others stay on their new
+//!   lanes.
+//!
+//! A stuck lane's thread is never joined: the process exits without
 //! waiting for it (SIGTERM still ends the recorder on time).
 //!
-//! Hand-offs are kept few, as each costs system calls and a wake-up: a
-//! worker's request channel is bounded (it is asked only when it has
-//! answered its last request, so it holds at most one, and allocates
-//! nothing per message); answers go to one slot per worker on a shared
-//! board, and the tick's thread is woken once, by the last answer of the
-//! round (or by its deadline), not once per answer.
+//! Requests and answers go through one slot per item on a shared board,
+//! under one lock; a lane is woken by one message on its bounded channel,
+//! and the tick's thread once, by the last answer of the round (or by the
+//! time it waits until), so a steady round allocates nothing.
 
-use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// The answer of one worker at one round.
+/// The answer of one item at one round.
 #[derive(Debug)]
 pub(super) enum Answer<Out> {
     /// It answered in time.
@@ -32,30 +45,42 @@ pub(super) enum Answer<Out> {
         /// The round it has been busy since.
         since: u64,
     },
-    /// It was not asked (the caller said so), or its thread is gone.
+    /// It was not asked (the caller said so), or no lane could be had for it.
     Idle,
 }
 
-/// Workers, each with its own thread and state, answering on one board.
+/// Items, each with its state, sampled by lanes that answer on one board.
 #[derive(Debug)]
-pub(super) struct Pool<Req, Out> {
-    workers: Vec<Worker<Req>>,
-    board: Arc<Board<Out>>,
+pub(super) struct Pool<S, Req, Out> {
+    shared: Arc<Shared<S, Req, Out>>,
+    /// Per lane, its wake-up channel; `None` once its thread is gone.
+    lanes: Vec<Option<SyncSender<u64>>>,
+    /// Names the lanes' threads: `<name><lane>`.
+    name: String,
+    /// Per item, the round of a request it was given and has not answered.
+    busy_since: Vec<Option<u64>>,
+    /// Per lane, whether this round woke it (kept to allocate nothing).
+    woken: Vec<bool>,
 }
 
-/// Where the workers leave their answers.
+/// What the lanes and the tick's thread share.
 #[derive(Debug)]
-struct Board<Out> {
-    slots: Mutex<Slots<Out>>,
+struct Shared<S, Req, Out> {
+    board: Mutex<Board<Req, Out>>,
     /// Signalled when the round's last awaited answer arrives while the
     /// tick's thread waits.
     all_in: Condvar,
+    /// Per item, its state; locked by the lane sampling it.
+    states: Vec<Mutex<S>>,
+    work: fn(&mut S, Req) -> Out,
 }
 
 #[derive(Debug)]
-struct Slots<Out> {
-    /// Per worker, its answer not yet collected, with the round it answers.
-    answers: Vec<Option<(u64, Out)>>,
+struct Board<Req, Out> {
+    /// Per item.
+    items: Vec<Slot<Req, Out>>,
+    /// Per lane.
+    lanes: Vec<LaneState>,
     /// The round being run.
     round: u64,
     /// Answers of `round` asked for and not yet arrived.
@@ -64,76 +89,175 @@ struct Slots<Out> {
     waiting: bool,
 }
 
-impl<Out> Board<Out> {
-    /// The slots; a worker that panicked while holding them left them
-    /// whole (each change is one assignment), so a poisoned lock is taken.
-    fn lock(&self) -> MutexGuard<'_, Slots<Out>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+#[derive(Debug)]
+struct Slot<Req, Out> {
+    /// The lane that samples it.
+    lane: usize,
+    /// A request not yet taken by its lane, with its round.
+    request: Option<(u64, Req)>,
+    /// An answer not yet collected, with the round it answers.
+    answer: Option<(u64, Out)>,
+}
+
+#[derive(Debug, Default)]
+struct LaneState {
+    /// The item it is sampling now.
+    running: Option<usize>,
+    /// The round it last went through all its requests, and how long that took.
+    took: Option<(u64, Duration)>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every change under these locks is a few assignments that a panic
+    // cannot leave half made, so a poisoned lock is taken as it is.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<Req, Out> Board<Req, Out> {
+    /// The next request for `lane`: the lowest-numbered item that has one.
+    fn take_for(&mut self, lane: usize) -> Option<(usize, u64, Req)> {
+        let i = self.items.iter().position(|s| s.lane == lane && s.request.is_some())?;
+        let (round, req) = self.items[i].request.take()?;
+        Some((i, round, req))
     }
 
-    /// Worker `i`'s answer to `round`.
-    fn answer(&self, i: usize, round: u64, out: Out) {
-        let mut slots = self.lock();
-        slots.answers[i] = Some((round, out));
-        if round == slots.round && slots.awaited > 0 {
-            slots.awaited -= 1;
-            if slots.awaited == 0 && slots.waiting {
-                self.all_in.notify_one();
+    /// Item `i`'s answer to `round`.
+    fn answer(&mut self, i: usize, round: u64, out: Out, all_in: &Condvar) {
+        self.items[i].answer = Some((round, out));
+        if round == self.round && self.awaited > 0 {
+            self.awaited -= 1;
+            if self.awaited == 0 && self.waiting {
+                all_in.notify_one();
             }
+        }
+    }
+
+    /// The items of lane `from` that `moves` picks, never the one it is in.
+    fn pick(&self, from: usize, mut moves: impl FnMut(usize, &Slot<Req, Out>) -> bool) -> Vec<usize> {
+        let running = self.lanes[from].running;
+        let mine = self.items.iter().enumerate().filter(|(i, s)| s.lane == from && Some(*i) != running);
+        mine.filter(|(i, s)| moves(*i, s)).map(|(i, _)| i).collect()
+    }
+}
+
+/// A lane's thread: for each wake-up, the requests given to it, in item order.
+fn lane<S, Req, Out>(shared: &Shared<S, Req, Out>, lane: usize, wake: &Receiver<u64>) {
+    while wake.recv().is_ok() {
+        let started = Instant::now();
+        let mut board = lock(&shared.board);
+        let mut last_round = None;
+        while let Some((i, round, req)) = board.take_for(lane) {
+            board.lanes[lane].running = Some(i);
+            drop(board);
+            let out = (shared.work)(&mut lock(&shared.states[i]), req);
+            board = lock(&shared.board);
+            board.lanes[lane].running = None;
+            board.answer(i, round, out, &shared.all_in);
+            last_round = Some(round);
+        }
+        if let Some(round) = last_round {
+            board.lanes[lane].took = Some((round, started.elapsed()));
         }
     }
 }
 
-#[derive(Debug)]
-struct Worker<Req> {
-    requests: Option<SyncSender<(u64, Req)>>,
-    /// The round of the request it has not answered yet.
-    busy_since: Option<u64>,
-}
-
-impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
-    /// Starts one thread per state, named `<name><i>`, each running `work`
-    /// on its state for every request.
-    pub(super) fn spawn<S: Send + 'static>(
-        name: &str,
-        states: Vec<S>,
-        work: fn(&mut S, Req) -> Out,
-    ) -> std::io::Result<Pool<Req, Out>> {
-        let board = Arc::new(Board {
-            slots: Mutex::new(Slots {
-                answers: (0..states.len()).map(|_| None).collect(),
+impl<S: Send + 'static, Req: Send + 'static, Out: Send + 'static> Pool<S, Req, Out> {
+    /// Puts every state on one lane, whose thread is named `<name>0`, to
+    /// run `work` on a state for each of its requests.
+    pub(super) fn spawn(name: &str, states: Vec<S>, work: fn(&mut S, Req) -> Out) -> std::io::Result<Self> {
+        let n = states.len();
+        let shared = Arc::new(Shared {
+            board: Mutex::new(Board {
+                items: (0..n).map(|_| Slot { lane: 0, request: None, answer: None }).collect(),
+                lanes: Vec::new(),
                 round: 0,
                 awaited: 0,
                 waiting: false,
             }),
             all_in: Condvar::new(),
+            states: states.into_iter().map(Mutex::new).collect(),
+            work,
         });
-        let mut workers = Vec::with_capacity(states.len());
-        for (i, mut state) in states.into_iter().enumerate() {
-            let (tx, rx) = mpsc::sync_channel::<(u64, Req)>(1);
-            let board = Arc::clone(&board);
-            // Ends when the pool, and with it the request channel, is dropped.
-            std::thread::Builder::new().name(format!("{name}{i}")).spawn(move || {
-                while let Ok((round, req)) = rx.recv() {
-                    let out = work(&mut state, req);
-                    board.answer(i, round, out);
-                }
-            })?;
-            workers.push(Worker { requests: Some(tx), busy_since: None });
+        let mut pool = Pool {
+            shared,
+            lanes: Vec::new(),
+            name: name.to_owned(),
+            busy_since: vec![None; n],
+            woken: Vec::new(),
+        };
+        if n > 0 {
+            pool.new_lane()?;
         }
-        Ok(Pool { workers, board })
+        Ok(pool)
     }
 
-    /// How many workers there are.
+    /// How many items there are.
     pub(super) fn len(&self) -> usize {
-        self.workers.len()
+        self.busy_since.len()
     }
 
-    /// Runs round `round` (increasing from call to call): asks each free
-    /// worker `i` for which `request(i)` gives a request, and waits until
-    /// all asked have answered or `deadline` passes; `answers` (emptied
-    /// first) then holds one answer per worker, in order. Answers from
-    /// earlier rounds that arrive now free their worker and are dropped:
+    /// How many lanes (sampling threads) there are.
+    pub(super) fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Starts a lane with no items yet; its number.
+    fn new_lane(&mut self) -> std::io::Result<usize> {
+        let index = self.lanes.len();
+        let (tx, rx) = mpsc::sync_channel::<u64>(1);
+        let shared = Arc::clone(&self.shared);
+        // Ends when the pool, and with it the wake-up channel, is dropped.
+        std::thread::Builder::new()
+            .name(format!("{}{index}", self.name))
+            .spawn(move || lane(&shared, index, &rx))?;
+        lock(&self.shared.board).lanes.push(LaneState::default());
+        self.lanes.push(Some(tx));
+        self.woken.push(false);
+        Ok(index)
+    }
+
+    /// Moves the items of lane `from` that `moves` picks (never the one it
+    /// is in) to a new lane; the new lane's number, if any were picked. A
+    /// lane that cannot be started leaves them where they are. Only after
+    /// faults and on slow drivers: a steady round moves nothing.
+    fn split(&mut self, from: usize, moves: impl FnMut(usize, &Slot<Req, Out>) -> bool) -> Option<usize> {
+        let picked = lock(&self.shared.board).pick(from, moves);
+        if picked.is_empty() {
+            return None;
+        }
+        let to = match self.new_lane() {
+            Ok(to) => to,
+            Err(error) => {
+                tracing::warn!(%error, "cannot start another NVML sampling thread; its GPUs stay where they are");
+                return None;
+            }
+        };
+        let mut board = lock(&self.shared.board);
+        for i in picked {
+            // Taken meanwhile by the lane it leaves, its answer still arrives.
+            board.items[i].lane = to;
+        }
+        Some(to)
+    }
+
+    /// Wakes lane `lane`; false if its thread is gone.
+    fn wake(&mut self, lane: usize, round: u64) -> bool {
+        let sent = self.lanes[lane].as_ref().map(|tx| tx.try_send(round));
+        match sent {
+            // Full: a wake-up is already waiting, and it takes every request.
+            Some(Ok(()) | Err(TrySendError::Full(_))) => true,
+            Some(Err(TrySendError::Disconnected(_))) | None => {
+                self.lanes[lane] = None;
+                false
+            }
+        }
+    }
+
+    /// Runs round `round` (increasing from call to call): gives each free
+    /// item `i` for which `request(i)` gives a request to its lane, and
+    /// waits until all asked have answered or `deadline` passes; `answers`
+    /// (emptied first) then holds one answer per item, in order. Answers
+    /// from earlier rounds that arrive now free their item and are dropped:
     /// they are not this round's.
     pub(super) fn round(
         &mut self,
@@ -142,64 +266,122 @@ impl<Req: Send + 'static, Out: Send + 'static> Pool<Req, Out> {
         deadline: Instant,
         answers: &mut Vec<Answer<Out>>,
     ) {
-        self.collect_late();
+        let start = Instant::now();
+        let window = deadline.saturating_duration_since(start);
         answers.clear();
+        self.collect_late();
+        self.leave_stuck_lanes();
         {
-            let mut slots = self.board.lock();
-            slots.round = round;
-            slots.awaited = 0;
+            let mut board = lock(&self.shared.board);
+            board.round = round;
+            board.awaited = 0;
+            self.woken.fill(false);
+            for i in 0..self.busy_since.len() {
+                if let Some(since) = self.busy_since[i] {
+                    answers.push(Answer::Stalled { since });
+                } else if let Some(req) = request(i) {
+                    board.items[i].request = Some((round, req));
+                    board.awaited += 1;
+                    self.busy_since[i] = Some(round);
+                    self.woken[board.items[i].lane] = true;
+                    answers.push(Answer::TimedOut);
+                } else {
+                    answers.push(Answer::Idle);
+                }
+            }
         }
-        for (i, worker) in self.workers.iter_mut().enumerate() {
-            if let Some(since) = worker.busy_since {
-                answers.push(Answer::Stalled { since });
-                continue;
+        for l in 0..self.lanes.len() {
+            if self.woken[l] && !self.wake(l, round) {
+                // Its thread is gone (a panic in `work`): its items move on.
+                if let Some(to) = self.split(l, |_, _| true) {
+                    self.wake(to, round);
+                }
             }
-            let Some(req) = request(i) else {
-                answers.push(Answer::Idle);
-                continue;
-            };
-            // Awaited before it is sent, so that an answer cannot come first.
-            self.board.lock().awaited += 1;
-            let sent = worker.requests.as_ref().map(|tx| tx.try_send((round, req)));
-            if let Some(Ok(())) = sent {
-                worker.busy_since = Some(round);
-                answers.push(Answer::TimedOut);
-                continue;
-            }
-            self.board.lock().awaited -= 1;
-            // `Full` cannot be: a free worker has taken its last request.
-            if !matches!(sent, Some(Err(TrySendError::Full(_)))) {
-                worker.requests = None;
-            }
-            answers.push(Answer::Idle);
         }
-        let mut slots = self.board.lock();
-        while slots.awaited > 0 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
+        // A quarter of the way, each request queued behind an item that has
+        // not returned moves to a new lane of its own, which has the three
+        // quarters left to answer it (on its own, as the queue's calls may
+        // all be slow: the PCIe throughput call takes 20 ms).
+        if !self.wait_until(start + window / 4) {
+            for l in 0..self.lanes.len() {
+                let queued = {
+                    let board = lock(&self.shared.board);
+                    if board.lanes[l].running.is_some() {
+                        board.pick(l, |_, slot| slot.request.is_some())
+                    } else {
+                        Vec::new()
+                    }
+                };
+                for q in queued {
+                    if let Some(to) = self.split(l, |i, _| i == q) {
+                        self.wake(to, round);
+                    }
+                }
             }
-            slots.waiting = true;
-            slots = self.board.all_in.wait_timeout(slots, left).unwrap_or_else(PoisonError::into_inner).0;
-            slots.waiting = false;
+            self.wait_until(deadline);
         }
-        // What has arrived; the rest are late, collected at the next round.
-        for (i, slot) in slots.answers.iter_mut().enumerate() {
-            if let Some((r, out)) = slot.take() {
-                self.workers[i].busy_since = None;
+        let mut board = lock(&self.shared.board);
+        for (i, slot) in board.items.iter_mut().enumerate() {
+            if let Some((r, out)) = slot.answer.take() {
+                self.busy_since[i] = None;
                 if r == round {
                     answers[i] = Answer::Done(out);
                 }
+            } else if slot.request.take().is_some() {
+                // Never started: timed out, but free for the next round.
+                self.busy_since[i] = None;
+            }
+        }
+        // A lane that took over a quarter of the wait gives half its items
+        // to a new lane.
+        let slow: Vec<usize> = (0..board.lanes.len())
+            .filter(|&l| board.lanes[l].took.is_some_and(|(r, took)| r == round && took > window / 4))
+            .collect();
+        drop(board);
+        for l in slow {
+            let mine: Vec<usize> = {
+                let board = lock(&self.shared.board);
+                board.items.iter().enumerate().filter(|(_, s)| s.lane == l).map(|(i, _)| i).collect()
+            };
+            if mine.len() > 1 {
+                let second_half = &mine[mine.len() / 2..];
+                self.split(l, |i, _| second_half.contains(&i));
             }
         }
     }
 
-    /// Frees the workers whose late answers have arrived, dropping them.
+    /// Waits until every awaited answer has arrived (true) or `until` passes.
+    fn wait_until(&self, until: Instant) -> bool {
+        let mut board = lock(&self.shared.board);
+        while board.awaited > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            board.waiting = true;
+            board = self.shared.all_in.wait_timeout(board, left).unwrap_or_else(PoisonError::into_inner).0;
+            board.waiting = false;
+        }
+        true
+    }
+
+    /// Frees the items whose late answers have arrived, dropping them.
     fn collect_late(&mut self) {
-        let mut slots = self.board.lock();
-        for (i, slot) in slots.answers.iter_mut().enumerate() {
-            if slot.take().is_some() {
-                self.workers[i].busy_since = None;
+        let mut board = lock(&self.shared.board);
+        for (i, slot) in board.items.iter_mut().enumerate() {
+            if slot.answer.take().is_some() {
+                self.busy_since[i] = None;
+            }
+        }
+    }
+
+    /// Moves the other items of every lane still inside an item (stuck in
+    /// an earlier round) to a new lane.
+    fn leave_stuck_lanes(&mut self) {
+        for l in 0..self.lanes.len() {
+            let stuck = lock(&self.shared.board).lanes[l].running.is_some();
+            if stuck {
+                self.split(l, |_, _| true);
             }
         }
     }
@@ -214,7 +396,7 @@ mod tests {
 
     /// One round's answers.
     fn round(
-        pool: &mut Pool<u32, u32>,
+        pool: &mut Pool<Gate, u32, u32>,
         round: u64,
         request: impl FnMut(usize) -> Option<u32>,
         deadline: Instant,
@@ -224,35 +406,69 @@ mod tests {
         answers
     }
 
-    /// Doubles its input; a worker whose gate is locked blocks until it opens.
-    fn work(gate: &mut Arc<Mutex<()>>, x: u32) -> u32 {
-        drop(gate.lock().expect("not poisoned"));
+    /// Blocks while its lock is held elsewhere; sleeps `ms` milliseconds.
+    #[derive(Clone)]
+    struct Gate {
+        lock: Arc<Mutex<()>>,
+        ms: Arc<Mutex<u64>>,
+    }
+
+    /// Doubles its input, after passing the gate.
+    fn work(gate: &mut Gate, x: u32) -> u32 {
+        drop(gate.lock.lock().expect("not poisoned"));
+        std::thread::sleep(Duration::from_millis(*gate.ms.lock().expect("not poisoned")));
         x * 2
     }
 
-    #[test]
-    fn a_blocked_worker_stalls_alone_and_recovers() {
-        let gates: Vec<_> = (0..3).map(|_| Arc::new(Mutex::new(()))).collect();
-        let mut pool = Pool::spawn("test-worker", gates.clone(), work).expect("threads start");
-        assert_eq!(pool.len(), 3);
-        let soon = || Instant::now() + Duration::from_secs(30);
-        let done = |a: &Answer<u32>| match a {
+    fn gates(n: usize) -> Vec<Gate> {
+        (0..n).map(|_| Gate { lock: Arc::new(Mutex::new(())), ms: Arc::new(Mutex::new(0)) }).collect()
+    }
+
+    fn done(a: &Answer<u32>) -> Option<u32> {
+        match a {
             Answer::Done(v) => Some(*v),
             _ => None,
-        };
+        }
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(30)
+    }
+
+    #[test]
+    fn a_steady_round_runs_on_one_lane() {
+        let mut pool = Pool::spawn("test-lane", gates(4), work).expect("threads start");
+        for r in 1..=3 {
+            let answers = round(&mut pool, r, |i| Some(i as u32), soon());
+            assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4), Some(6)]);
+        }
+        assert_eq!(pool.lanes(), 1);
+    }
+
+    #[test]
+    fn a_blocked_item_stalls_alone_and_recovers() {
+        let gates = gates(3);
+        let mut pool = Pool::spawn("test-lane", gates.clone(), work).expect("threads start");
+        assert_eq!(pool.len(), 3);
         let answers = round(&mut pool, 1, |i| Some(i as u32), soon());
         assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4)]);
 
-        // Worker 1 blocks: round 2 waits for it only until the deadline.
-        let held = gates[1].lock().expect("not poisoned");
+        // Item 1 blocks: item 2, queued behind it on the same lane, still
+        // answers this round (moved to a new lane halfway), and the round
+        // waits for item 1 only until the deadline.
+        let held = gates[1].lock.lock().expect("not poisoned");
         let answers =
-            round(&mut pool, 2, |i| Some(10 + i as u32), Instant::now() + Duration::from_millis(50));
+            round(&mut pool, 2, |i| Some(10 + i as u32), Instant::now() + Duration::from_millis(400));
         assert_eq!(done(&answers[0]), Some(20));
         assert!(matches!(answers[1], Answer::TimedOut), "{:?}", answers[1]);
         assert_eq!(done(&answers[2]), Some(24));
-        // Still blocked: not asked again, reported as stalled since round 2.
-        let answers = round(&mut pool, 3, |i| Some(i as u32), Instant::now() + Duration::from_millis(50));
+        // Still blocked: not asked again, reported as stalled since round 2;
+        // the others answer on their own lanes without waiting.
+        let t0 = Instant::now();
+        let answers = round(&mut pool, 3, |i| Some(i as u32), Instant::now() + Duration::from_secs(30));
+        assert!(t0.elapsed() < Duration::from_secs(15), "waited for the blocked item: {:?}", t0.elapsed());
         assert!(matches!(answers[1], Answer::Stalled { since: 2 }), "{:?}", answers[1]);
+        assert_eq!(done(&answers[0]), Some(0));
         assert_eq!(done(&answers[2]), Some(4));
 
         // Unblocked: its late answer is dropped and it answers again.
@@ -262,10 +478,30 @@ mod tests {
             .iter()
             .any(|a| matches!(a, Answer::Stalled { .. }))
         {
-            assert!(t0.elapsed() < Duration::from_secs(30), "the worker never came back");
+            assert!(t0.elapsed() < Duration::from_secs(30), "the item never came back");
             std::thread::sleep(Duration::from_millis(5));
         }
         let answers = round(&mut pool, 5, |i| Some(i as u32), soon());
         assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4)]);
+    }
+
+    #[test]
+    fn a_slow_lane_is_split_until_its_rounds_fit() {
+        let gates = gates(3);
+        for gate in &gates {
+            *gate.ms.lock().expect("not poisoned") = 200;
+        }
+        let mut pool = Pool::spawn("test-lane", gates, work).expect("threads start");
+        // 3 × 200 ms on one lane: over a quarter of the 2 s waited (500 ms),
+        // when the third is already running (none queued to move): split,
+        // the second half to a new lane, and 200 + 400 ms fit.
+        let mut lanes = Vec::new();
+        for r in 1..=3 {
+            let answers =
+                round(&mut pool, r, |i| Some(i as u32), Instant::now() + Duration::from_millis(2000));
+            assert_eq!(answers.iter().map(done).collect::<Vec<_>>(), [Some(0), Some(2), Some(4)], "{r}");
+            lanes.push(pool.lanes());
+        }
+        assert_eq!(lanes, [2, 2, 2]);
     }
 }
