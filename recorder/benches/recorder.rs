@@ -12,7 +12,7 @@
 //! - through the fake again, its `nvmlDeviceGetPcieThroughput` taking 20 ms
 //!   per call as the real one does (`pcie_latency_ms=20`), once with the
 //!   driver's PCIe byte counters (the recorder does not make that call) and
-//!   once without them (the call every fifth tick, on the GPUs' threads).
+//!   once without them (the calls every fifth tick, on as many sampling threads as they need).
 //!
 //! - through the fake with one of the eight GPUs hung after its third
 //!   answer (`hang_after=3`): the tick waits for it only until its
