@@ -201,6 +201,17 @@ pub enum SessionError {
         source: DataFusionError,
     },
 
+    /// The cost ledger's rows could not be written to their working file
+    /// (the temporary folder is missing, not writable or full).
+    #[error("cannot write the cost ledger's working file under {} (TMPDIR chooses the folder)", dir.display())]
+    LedgerFile {
+        /// The temporary folder the working file is made in.
+        dir: PathBuf,
+        /// The reason.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// The query failed while it ran, and no file of the data folder is at
     /// fault (a bad file is one of the variants below).
     #[error("query failed")]

@@ -17,9 +17,6 @@ use map::HashMap;
 use apron_schemas::Table;
 use apron_schemas::folders::subfolders;
 use apron_schemas::time::{DAY_MS, MINUTE_MS};
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::datasource::MemTable;
 
 use crate::config::{Config, gpu_cost_for};
 use crate::cost::rate_per_second;
@@ -28,6 +25,7 @@ use crate::period::Period;
 use crate::session::Session;
 
 pub mod cube;
+pub mod file;
 pub mod map;
 pub mod minutes;
 pub mod read;
@@ -38,6 +36,7 @@ pub mod stretches;
 pub use runs::Rules;
 
 use cube::{Cube, Key, Sums};
+use file::{BucketFile, BucketTable};
 use minutes::{State, Teams};
 use read::Names;
 use stretches::{ReclaimRow, ZombieRow};
@@ -51,9 +50,8 @@ const BATCH_ROWS: usize = 64 * 1024;
 /// What the reports need of a period's GPU-minutes.
 #[derive(Debug)]
 pub struct Ledger {
-    /// `cost_buckets`' schema and its rows, in lists to read in parallel.
-    pub schema: SchemaRef,
-    pub buckets: Vec<Vec<RecordBatch>>,
+    /// `cost_buckets`' rows, in a file.
+    pub buckets: BucketTable,
     /// Seconds of GPU time with neither energy nor power known.
     pub energy_unknown_seconds: f64,
     /// The rules the stretches below were found with.
@@ -102,7 +100,7 @@ impl Ledger {
         hosts_per_slice: usize,
     ) -> Result<Ledger, Error> {
         let bucket_ms = bucket_ms.max(MINUTE_MS);
-        let mut pass = Some(Pass::new(config.clone(), bucket_ms, rules));
+        let mut pass = Some(Pass::new(config.clone(), bucket_ms, rules)?);
         // Each day is read (by the engine's workers) while the day before is
         // worked through (on a blocking thread): the two overlap.
         let mut working: Option<tokio::task::JoinHandle<Result<Pass, Error>>> = None;
@@ -136,18 +134,16 @@ impl Ledger {
 
     /// Registers `cost_buckets` with `session`, replacing any before.
     pub fn register(&self, session: &Session) -> Result<(), Error> {
-        let table = MemTable::try_new(self.schema.clone(), self.buckets.clone())
-            .map_err(|source| SessionError::Execute { source })?;
         let ctx = session.context();
+        let table = self.buckets.provider(ctx).map_err(|source| SessionError::Execute { source })?;
         ctx.deregister_table("cost_buckets").map_err(|source| SessionError::Execute { source })?;
-        ctx.register_table("cost_buckets", std::sync::Arc::new(table))
-            .map_err(|source| SessionError::Execute { source })?;
+        ctx.register_table("cost_buckets", table).map_err(|source| SessionError::Execute { source })?;
         Ok(())
     }
 }
 
 /// Hosts read at once: about 128 GPUs' day in memory, whatever the fleet.
-const HOSTS_PER_SLICE: usize = 16;
+const HOSTS_PER_SLICE: usize = 8;
 
 /// The slices the period is read in: day by day, and each day by ranges of
 /// `hosts_per_slice` hosts of `gpu_minutes`' folders. The ranges cover
@@ -207,15 +203,17 @@ struct Pass {
     rates: HashMap<Option<u32>, f64>,
     unallocated: u32,
     cube: Cube,
+    /// Where the cube's rows go after each slice.
+    file: BucketFile,
     runs: runs::Runs,
     energy_unknown_seconds: f64,
 }
 
 impl Pass {
-    fn new(config: Config, bucket_ms: i64, rules: Rules) -> Self {
+    fn new(config: Config, bucket_ms: i64, rules: Rules) -> Result<Self, Error> {
         let mut names = Names::default();
         let unallocated = names.id(UNALLOCATED);
-        Pass {
+        Ok(Pass {
             buffers: Buffers::default(),
             seen: seen::Seen::default(),
             config,
@@ -225,9 +223,10 @@ impl Pass {
             rates: HashMap::default(),
             unallocated,
             cube: Cube::default(),
+            file: BucketFile::create(Cube::schema())?,
             runs: runs::Runs::new(rules),
             energy_unknown_seconds: 0.0,
-        }
+        })
     }
 
     /// What a second of a GPU of `model` costs besides energy.
@@ -309,11 +308,13 @@ impl Pass {
             self.runs.seen(p);
         }
         self.buffers = buffers;
+        self.cube.drain_into(&self.names, BATCH_ROWS, &mut self.file)?;
         Ok(())
     }
 
     fn finish(self) -> Result<Ledger, Error> {
-        let Pass { names, cube, mut runs, energy_unknown_seconds, seen, .. } = self;
+        let Pass { names, mut cube, mut file, mut runs, energy_unknown_seconds, seen, .. } = self;
+        cube.drain_into(&names, BATCH_ROWS, &mut file)?;
         let coverage = match (seen.first_minute, seen.last_minute) {
             (Some(first_minute), Some(last_minute)) => Some(LedgerCoverage {
                 first_minute,
@@ -383,12 +384,8 @@ impl Pass {
                 b.idle_since,
             ))
         });
-        let parts = 2;
-        let buckets =
-            cube.batches(names, BATCH_ROWS, parts).map_err(|e| SessionError::Execute { source: e.into() })?;
         Ok(Ledger {
-            schema: Cube::schema(),
-            buckets,
+            buckets: file.finish()?,
             energy_unknown_seconds,
             rules: runs.rules(),
             reclaim,

@@ -14,10 +14,11 @@ use datafusion::arrow::array::{
     ArrayRef, DictionaryArray, Float64Array, Int32Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef, TimeUnit};
-use datafusion::arrow::error::ArrowError;
 
+use super::file::BucketFile;
 use super::minutes::State;
 use super::read::Names;
+use crate::error::SessionError;
 
 /// What a row of the cube is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,28 +98,30 @@ impl Cube {
         ]))
     }
 
-    /// The rows as batches of at most `rows` rows, split into `parts`
-    /// lists for the engine to read in parallel. Text columns are
+    /// Writes the rows so far to `file`, in batches of at most `rows` rows,
+    /// and empties the cube (keeping its room). Text columns are
     /// dictionaries over `names`.
-    pub fn batches(
-        self,
+    pub fn drain_into(
+        &mut self,
         names: &Names,
         rows: usize,
-        parts: usize,
-    ) -> Result<Vec<Vec<RecordBatch>>, ArrowError> {
+        file: &mut BucketFile,
+    ) -> Result<(), SessionError> {
+        if self.keys.is_empty() {
+            return Ok(());
+        }
         let schema = Self::schema();
         let mut values: Vec<&str> = names.all().iter().map(String::as_str).collect();
         let state_base = values.len() as i32;
         values.extend([State::Busy, State::IdleHeld, State::IdleEmpty, State::Unknown].map(State::name));
         let values: ArrayRef = Arc::new(StringArray::from(values));
-        let dict = |ids: Vec<Option<i32>>| -> Result<ArrayRef, ArrowError> {
-            Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(Int32Array::from(ids), Arc::clone(&values))?))
+        let dict = |ids: Vec<Option<i32>>| -> Result<ArrayRef, SessionError> {
+            let array = DictionaryArray::<Int32Type>::try_new(Int32Array::from(ids), Arc::clone(&values))
+                .map_err(|source| SessionError::Execute { source: source.into() })?;
+            Ok(Arc::new(array))
         };
         let id = |i: u32| i32::try_from(i).unwrap_or(i32::MAX);
-        let mut out: Vec<Vec<RecordBatch>> = (0..parts.max(1)).map(|_| Vec::new()).collect();
-        let n = out.len();
-        for (i, (keys, sums)) in self.keys.chunks(rows.max(1)).zip(self.sums.chunks(rows.max(1))).enumerate()
-        {
+        for (keys, sums) in self.keys.chunks(rows.max(1)).zip(self.sums.chunks(rows.max(1))) {
             let mean = |f: fn(&Sums) -> (f64, f64)| -> ArrayRef {
                 Arc::new(Float64Array::from_iter(sums.iter().map(|s| {
                     let (sum, seconds) = f(s);
@@ -143,8 +146,12 @@ impl Cube {
                 Arc::new(Float64Array::from_iter_values(sums.iter().map(|s| s.energy_j))),
                 Arc::new(Float64Array::from_iter_values(sums.iter().map(|s| s.cost))),
             ];
-            out[i % n].push(RecordBatch::try_new(Arc::clone(&schema), columns)?);
+            let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
+                .map_err(|source| SessionError::Execute { source: source.into() })?;
+            file.write(&batch)?;
         }
-        Ok(out)
+        self.keys.clear();
+        self.sums.clear();
+        Ok(())
     }
 }

@@ -263,3 +263,49 @@ fn reclaim_rows(batches: &[RecordBatch]) -> Vec<ReclaimRow> {
     }
     out
 }
+
+/// The bucket rows are in a file under the temporary folder while the
+/// table lives, the same rows the table reads, and the folder goes with the
+/// table (replaced by another ledger's, or dropped with the session).
+#[test]
+fn the_buckets_file_lives_as_long_as_its_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fleet(dir.path());
+    let (config, period) = (config(), period());
+    runtime().block_on(async {
+        let session =
+            Session::open(dir.path(), crate::memory::MemoryLimit::for_this_machine()).await.expect("opens");
+        let rules = crate::report_context::rules(
+            config.zombie.min_idle,
+            config.zombie.min_mem_mib,
+            config.reclaim.idle_for,
+        );
+        let ledger =
+            Ledger::compute(&session, &config, &period, HOUR_MS, rules.clone()).await.expect("ledger");
+        let first = ledger.buckets.dir();
+        assert!(first.starts_with(std::env::temp_dir()), "{}", first.display());
+        assert!(first.join("cost_buckets.parquet").is_file());
+        ledger.register(&session).expect("registers");
+        let held = ledger.buckets.rows();
+        drop(ledger);
+        // Read after the ledger is gone: the table keeps its file.
+        let counted = rows(&session, "SELECT count(*) AS n FROM cost_buckets", vec![]).await;
+        let n = counted[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Int64Array>()
+            .expect("i64");
+        assert!(held > 24, "{held}");
+        assert_eq!(usize::try_from(n.value(0)).expect("a count"), held);
+        assert!(first.is_dir());
+
+        let again = Ledger::compute(&session, &config, &period, HOUR_MS, rules).await.expect("ledger");
+        again.register(&session).expect("registers");
+        let second = again.buckets.dir();
+        drop(again);
+        assert!(!first.exists(), "{} stays after its table was replaced", first.display());
+        assert!(second.is_dir());
+        drop(session);
+        assert!(!second.exists(), "{} stays after the session", second.display());
+    });
+}
