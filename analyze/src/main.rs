@@ -7,6 +7,7 @@ use apron_analyze::{Cli, EXIT_FAILURE, cli, logging, one_line};
 use clap::Parser;
 
 fn main() -> ExitCode {
+    limit_malloc_arenas();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return cli::exit_for_clap_error(&err),
@@ -22,6 +23,26 @@ fn main() -> ExitCode {
             let err = anyhow::Error::new(err);
             eprintln!("error: {}", one_line(err.as_ref()));
             ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+/// Caps glibc's malloc arenas at twice the cores (its default is eight
+/// times). The ledger's slices are allocated and freed by the engine's
+/// workers and a blocking thread in turn, and each arena keeps what was
+/// freed in it: with the default, a month's report held 64 MiB more at
+/// 512 GPUs than at 64 without holding more data (measured with
+/// `MALLOC_ARENA_MAX`, which still wins when set; time unchanged at 4 on
+/// 2 cores, 13% slower at 1).
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let arenas = libc::c_int::try_from(cores.saturating_mul(2).max(2)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: called first in main, before any other thread exists;
+        // mallopt only sets a tuning parameter of the allocator.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
         }
     }
 }
