@@ -280,8 +280,7 @@ fn the_buckets_file_lives_as_long_as_its_table() {
             config.zombie.min_mem_mib,
             config.reclaim.idle_for,
         );
-        let ledger =
-            Ledger::compute(&session, &config, &period, HOUR_MS, rules).await.expect("ledger");
+        let ledger = Ledger::compute(&session, &config, &period, HOUR_MS, rules).await.expect("ledger");
         let first = ledger.buckets.dir();
         assert!(first.starts_with(std::env::temp_dir()), "{}", first.display());
         assert!(first.join("cost_buckets.parquet").is_file());
