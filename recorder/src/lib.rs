@@ -16,6 +16,7 @@ pub mod maintenance;
 pub mod maintenance_error;
 pub mod record;
 pub mod retention;
+pub mod ship;
 pub mod source;
 pub mod stop_signal;
 pub mod tick;

@@ -104,6 +104,26 @@ enum Command {
         #[arg(long, default_value = "24h", value_parser = parse_duration)]
         rotate: Duration,
     },
+    /// Uploads the closed days of the data folder to object storage (backfill).
+    ///
+    /// Compacts every closed day (before today, UTC) first, then uploads
+    /// each day partition (raw and rollup tables, one file per table, day
+    /// and host) under the same relative key below URL, so that the bucket
+    /// is itself an apron data folder. A file already there with the same
+    /// size and MD5 is skipped, so running it again uploads only what is
+    /// new. Today's open day is not shipped. Credentials, region and
+    /// endpoint come from the AWS environment (AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP).
+    /// Prints one line per file uploaded and a summary; exits 2 if anything
+    /// could not be shipped.
+    Ship {
+        /// Where to: s3://BUCKET/PREFIX.
+        #[arg(long, value_name = "URL")]
+        to: String,
+        /// First day to ship, YYYY-MM-DD (default: every closed day).
+        #[arg(long, value_parser = parse_date)]
+        from: Option<NaiveDate>,
+    },
     /// Merges closed days into one file per table, day and host, and removes expired days.
     ///
     /// Merges every closed day (before today, UTC) into one sorted file per
@@ -160,7 +180,9 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("APRON_LOG").unwrap_or_else(|_| "info".into()),
+            // object_store logs each retry at info: the ship summary says what failed.
+            tracing_subscriber::EnvFilter::try_from_env("APRON_LOG")
+                .unwrap_or_else(|_| "info,object_store=warn,reqwest=warn,hyper=warn".into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
@@ -214,7 +236,48 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let policy = retention.policy();
             run_compact(&layout, host.as_deref(), (!no_retention).then_some(&policy))
         }
+        Some(Command::Ship { to, from }) => run_ship(&layout, &to, from),
         None => Ok(record(&record_options(&cli))?),
+    }
+}
+
+fn run_ship(layout: &DataLayout, to: &str, from: Option<NaiveDate>) -> anyhow::Result<()> {
+    let remote = apron_store::remote::Remote::from_url(to)?;
+    // Closed days are merged first: a day is shipped as one file per table and host.
+    let compacted = maintenance::run_now(layout, None, None)
+        .with_context(|| format!("cannot compact {} before shipping", layout.root().display()))?;
+    if !compacted.compacted.is_empty() {
+        println!("compacted {} partitions first", compacted.compacted.len());
+    }
+    let today = chrono::Utc::now().date_naive();
+    let report = apron_recorder::ship::ship_closed_days(layout, &remote, from, today);
+    for (url, bytes) in &report.shipped {
+        println!("shipped {url} ({bytes} bytes)");
+    }
+    for url in &report.removed {
+        println!("removed {url} (no longer in its partition)");
+    }
+    for dir in &report.not_compacted {
+        println!("not shipped: {} has several files (not compacted)", dir.display());
+    }
+    let bytes: u64 = report.shipped.iter().map(|(_, b)| b).sum();
+    println!(
+        "{} files shipped ({bytes} bytes), {} already there, {} removed, {} failed, to {}",
+        report.shipped.len(),
+        report.skipped,
+        report.removed.len(),
+        report.failed.len(),
+        remote.url()
+    );
+    match report.failed.first() {
+        None => Ok(()),
+        Some(first) => {
+            anyhow::bail!(
+                "{first} ({} failed, {} more partitions not tried; run it again to ship them)",
+                report.failed.len(),
+                report.unshipped
+            )
+        }
     }
 }
 

@@ -16,6 +16,7 @@ pub mod durable;
 pub mod error_chain;
 pub mod file_stream;
 pub mod recover;
+pub mod remote;
 pub mod rollup;
 pub mod rotate;
 pub mod simulate;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 pub mod checks;
 pub mod png;
+pub mod s3;
 pub mod scenario;
 
 /// The cargo target folder and profile folder this test binary was built in

