@@ -59,6 +59,16 @@ struct Cli {
     /// removes its expired ones (as `apron-recorder compact` does).
     #[command(flatten)]
     retention: RetentionArgs,
+    /// Ship this host's closed days to object storage (s3://BUCKET/PREFIX)
+    /// as soon as they are compacted, from a thread that never delays a
+    /// tick; expired days are then removed only once shipped. Credentials,
+    /// region and endpoint come from the AWS environment.
+    #[arg(long, value_name = "URL")]
+    ship: Option<String>,
+    /// How often shipping looks for closed days not shipped yet (failures
+    /// back off from twice this, up to 64 times or 15 minutes).
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    ship_every: Duration,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -237,7 +247,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             run_compact(&layout, host.as_deref(), (!no_retention).then_some(&policy))
         }
         Some(Command::Ship { to, from }) => run_ship(&layout, &to, from),
-        None => Ok(record(&record_options(&cli))?),
+        None => {
+            // A bad URL is refused before recording starts.
+            let ship = cli.ship.as_deref().map(apron_store::remote::Remote::from_url).transpose()?;
+            Ok(record(&record_options(&cli), ship)?)
+        }
     }
 }
 
@@ -303,6 +317,9 @@ fn run_compact(
         let kept = retention.map_or(0, |p| p.days(r.table));
         println!("removed {} (expired: kept {kept} days before today)", r.path.display());
     }
+    for path in &report.held {
+        println!("kept {} (expired, but not shipped yet)", path.display());
+    }
     println!(
         "{} partitions compacted, {} expired partitions removed under {}",
         report.compacted.len(),
@@ -360,5 +377,6 @@ fn record_options(cli: &Cli) -> RecordOptions {
         sim_seed: cli.sim_seed,
         nvml_lib: cli.nvml_lib.clone(),
         retention: cli.retention.policy(),
+        ship_every: cli.ship_every,
     }
 }

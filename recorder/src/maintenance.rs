@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use crate::compact::{Compacted, compact};
 use crate::data_lock::DataLock;
 use crate::maintenance_error::MaintenanceError;
-use crate::retention::{Removed, RetentionPolicy, apply_retention};
+use crate::retention::{Removed, RetentionOutcome, RetentionPolicy, apply_retention};
 
 /// What one maintenance run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,6 +27,8 @@ pub struct MaintenanceReport {
     pub compacted: Vec<Compacted>,
     /// Partitions removed as expired.
     pub removed: Vec<Removed>,
+    /// Expired partitions held because they are not shipped yet.
+    pub held: Vec<std::path::PathBuf>,
 }
 
 /// [`run`] as of now: today (UTC) is the first day left open, and the
@@ -61,11 +63,11 @@ pub fn run(
     }
     let lock = DataLock::acquire(layout)?;
     let compacted = compact(layout, host, today, now_ms, &lock)?;
-    let removed = match retention {
+    let kept = match retention {
         Some(policy) => apply_retention(layout, host, today, policy, &lock)?,
-        None => Vec::new(),
+        None => RetentionOutcome::default(),
     };
-    Ok(MaintenanceReport { compacted, removed })
+    Ok(MaintenanceReport { compacted, removed: kept.removed, held: kept.held })
 }
 
 /// Runs [`run`] in a background thread each time the recorder's UTC date
@@ -117,6 +119,10 @@ impl DailyMaintenance {
                     }
                     for r in &report.removed {
                         info!(table = %r.table, date = %r.date, "removed an expired day");
+                    }
+                    if !report.held.is_empty() {
+                        warn!(held = report.held.len(), first = %report.held[0].display(),
+                            "kept expired days: they are not shipped yet");
                     }
                 }
                 Err(e) => {

@@ -20,9 +20,14 @@ use apron_store::writer::RollingWriter;
 use crate::lock::{LockError, RecorderLock};
 use crate::maintenance::DailyMaintenance;
 use crate::retention::RetentionPolicy;
+use crate::ship::live::LiveShipper;
 use crate::source::nvml::{NvmlOpenError, NvmlSource};
 use crate::stop_signal::StopSignals;
 use crate::tick;
+use apron_store::remote::Remote;
+
+/// How long a stopping recorder waits for an upload in flight.
+const SHIP_STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// Where samples come from: `Nvml`, the real GPUs through NVML, or `Sim`, a
 /// simulated host ([`SimHost`]).
@@ -61,6 +66,8 @@ pub struct RecordOptions {
     pub nvml_lib: Option<PathBuf>,
     /// How long the daily maintenance keeps each table's days.
     pub retention: RetentionPolicy,
+    /// How often shipping (when on) looks for closed days not shipped yet.
+    pub ship_every: Duration,
 }
 
 /// Recording could not start, or could not write its last rows.
@@ -84,6 +91,15 @@ pub enum RecordError {
     /// Another recorder records this host into this data folder.
     #[error(transparent)]
     Lock(#[from] LockError),
+    /// The shipping thread could not start.
+    #[error("cannot start shipping from {}", data.display())]
+    Ship {
+        /// The data folder.
+        data: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
     /// The writer or its write-ahead log could not start.
     #[error(transparent)]
     Writer(#[from] WriteError),
@@ -98,9 +114,10 @@ pub enum RecordError {
     },
 }
 
-/// Records until SIGTERM or SIGINT. When this returns `Ok`, every sampled
-/// row is in Parquet under `opts.data`.
-pub fn record(opts: &RecordOptions) -> Result<(), RecordError> {
+/// Records until SIGTERM or SIGINT, shipping closed days to `ship` when
+/// given ([`LiveShipper`]). When this returns `Ok`, every sampled row is in
+/// Parquet under `opts.data`.
+pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordError> {
     // Before any thread starts (NVML's, the WAL's sync thread), so every
     // thread inherits the blocked mask and the stop signals reach only the
     // tick loop's wait.
@@ -136,18 +153,26 @@ pub fn record(opts: &RecordOptions) -> Result<(), RecordError> {
         }
     }
     let mut maintenance = DailyMaintenance::new(layout.clone(), &host, opts.retention);
+    let mut shipper = ship
+        .map(|remote| LiveShipper::start(layout.clone(), &host, remote, opts.ship_every))
+        .transpose()
+        .map_err(|source| RecordError::Ship { data: opts.data.clone(), source })?;
     let mut writer =
         RollingWriter::new(layout, &host, opts.rotate)?.with_wal(opts.sync)?.with_max_rows(opts.buffer_rows);
     tracing::info!(host = %host, data = %opts.data.display(), source = ?opts.source, interval = ?opts.interval, rotate = ?opts.rotate, sync = ?opts.sync, "recording");
-    tick::run_with_maintenance(
+    let ran = tick::run_with_maintenance(
         &signals,
         source.as_mut(),
         &mut writer,
         opts.interval,
         opts.health_every,
         Some(&mut maintenance),
-    )
-    .map_err(|source| RecordError::LastRows { data: opts.data.clone(), source })?;
+        shipper.as_ref(),
+    );
+    if let Some(s) = shipper.as_mut() {
+        s.stop(SHIP_STOP_WAIT);
+    }
+    ran.map_err(|source| RecordError::LastRows { data: opts.data.clone(), source })?;
     Ok(())
 }
 

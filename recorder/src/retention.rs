@@ -10,13 +10,18 @@
 //! hidden name, so readers see it vanish at once, then deleted. Whether to
 //! remove is the pure [`is_expired`]; this module leaves compaction to
 //! [`crate::compact`] and runs after it ([`crate::maintenance::run`]).
+//!
+//! A data folder that ships its days to object storage (it has a `.ship`
+//! folder, [`crate::ship::markers`]) loses no day the bucket lacks: an
+//! expired partition is removed only once its marker says its file is
+//! shipped; until then it is held, and the run says how many it held.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use apron_schemas::folders::subfolders;
-use apron_schemas::paths::{EXPIRED_PREFIX, expired_path, parse_date_dir_name};
+use apron_schemas::paths::{EXPIRED_PREFIX, expired_path, parse_date_dir_name, parse_host_dir_name};
 use apron_schemas::time::DAY_MS;
 use apron_schemas::{DataLayout, Table};
 use apron_store::durable;
@@ -24,6 +29,7 @@ use chrono::NaiveDate;
 
 use crate::data_lock::DataLock;
 use crate::maintenance_error::MaintenanceError;
+use crate::ship::markers;
 
 /// Default retention of raw tables (`gpu_samples`, `proc_samples`), days.
 pub const DEFAULT_RAW_DAYS: u32 = 90;
@@ -84,20 +90,32 @@ pub struct Removed {
     pub path: PathBuf,
 }
 
+/// What a retention run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetentionOutcome {
+    /// Partitions removed.
+    pub removed: Vec<Removed>,
+    /// Expired partitions kept because their files are not shipped yet
+    /// (only in a data folder that ships).
+    pub held: Vec<PathBuf>,
+}
+
 /// Removes, for every table, the day partitions that have expired on
 /// `today` under `policy`: the whole `date=` folder, or only its
 /// `host=HOST` folder when `host` is given (then the day folder too once
-/// empty). Also clears what an interrupted run left behind. When this
-/// returns `Ok`, the removals are durable.
+/// empty). In a data folder that ships, only shipped host folders go, one
+/// by one, and the others are held. Also clears what an interrupted run
+/// left behind. When this returns `Ok`, the removals are durable.
 pub fn apply_retention(
     layout: &DataLayout,
     host: Option<&str>,
     today: NaiveDate,
     policy: &RetentionPolicy,
     _lock: &DataLock,
-) -> Result<Vec<Removed>, MaintenanceError> {
+) -> Result<RetentionOutcome, MaintenanceError> {
     let pid = std::process::id();
-    let mut removed = Vec::new();
+    let ships = markers::ships(layout);
+    let mut out = RetentionOutcome::default();
     for table in Table::ALL {
         let table_dir = layout.table_dir(table);
         let Some(entries) = subfolders(&table_dir)? else { continue };
@@ -109,34 +127,39 @@ pub fn apply_retention(
             }
             let Some(date) = parse_date_dir_name(&name) else { continue };
             // A host folder an interrupted run hid but did not delete.
-            for (child, child_path) in subfolders(&path)?.unwrap_or_default() {
+            let hosts = subfolders(&path)?.unwrap_or_default();
+            for (child, child_path) in &hosts {
                 if child.starts_with(EXPIRED_PREFIX) {
-                    remove_dir(&child_path)?;
+                    remove_dir(child_path)?;
                 }
             }
             if !is_expired(date, today, keep) {
                 continue;
             }
-            let target = match host {
-                None => path.clone(),
-                Some(h) => {
-                    let host_dir = layout.partition_dir(table, date, h);
-                    if !host_dir.is_dir() {
-                        continue;
-                    }
-                    host_dir
-                }
-            };
-            remove_partition(&target, pid)?;
-            if host.is_some() {
-                // The day folder goes once its last host is gone; another
-                // host's data keeps it.
-                let _ = fs::remove_dir(&path);
+            if !ships && host.is_none() {
+                remove_partition(&path, pid)?;
+                out.removed.push(Removed { table, date, host: None, path });
+                continue;
             }
-            removed.push(Removed { table, date, host: host.map(str::to_owned), path: target });
+            for (child, host_dir) in hosts {
+                let Some(h) = parse_host_dir_name(&child) else { continue };
+                if host.is_some_and(|want| want != h) {
+                    continue;
+                }
+                if ships && !markers::is_shipped(layout, table, date, h, None) {
+                    out.held.push(host_dir);
+                    continue;
+                }
+                remove_partition(&host_dir, pid)?;
+                markers::remove(layout, table, date, h);
+                out.removed.push(Removed { table, date, host: Some(h.to_owned()), path: host_dir });
+            }
+            // The day folder goes once its last host is gone; another
+            // host's data keeps it.
+            let _ = fs::remove_dir(&path);
         }
     }
-    Ok(removed)
+    Ok(out)
 }
 
 /// Renames `dir` to a hidden name (readers see it vanish at once), makes
@@ -220,8 +243,10 @@ mod tests {
         let lock = DataLock::acquire(&layout).expect("lock");
         let policy = RetentionPolicy { raw_days: 1, rollup_days: 2 };
         // Host `a` only: `b` keeps its days (and so the day folders).
-        let removed = apply_retention(&layout, Some("a"), today, &policy, &lock).expect("retention");
+        let done = apply_retention(&layout, Some("a"), today, &policy, &lock).expect("retention");
+        let removed = done.removed;
         assert_eq!(removed.len(), 2 + 2 + 1 + 1, "{removed:?}");
+        assert!(done.held.is_empty(), "a folder that does not ship holds nothing");
         assert!(!layout.partition_dir(Table::GpuSamples, day("2026-12-08"), "a").exists());
         assert!(layout.partition_dir(Table::GpuSamples, day("2026-12-08"), "b").exists());
         assert!(layout.partition_dir(Table::GpuSamples, day("2026-12-09"), "a").exists());
@@ -240,5 +265,34 @@ mod tests {
         };
         assert_eq!(days(Table::ProcSamples), ["date=2026-12-09", "date=2026-12-10"]);
         assert_eq!(days(Table::ProcMinutes), ["date=2026-12-08", "date=2026-12-09", "date=2026-12-10"]);
+    }
+
+    #[test]
+    fn a_folder_that_ships_keeps_expired_days_until_they_are_shipped() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let layout = DataLayout::new(tmp.path());
+        let (old, today) = (day("2026-12-01"), day("2026-12-10"));
+        for h in ["a", "b"] {
+            let dir = layout.partition_dir(Table::GpuSamples, old, h);
+            fs::create_dir_all(&dir).expect("mkdir");
+            fs::write(dir.join("x.parquet"), b"xyz").expect("write");
+        }
+        // `a` is shipped (its marker names its file), `b` is not.
+        let marker = markers::Marker { name: "x.parquet".into(), size: 3, url: "s3://b/p".into() };
+        markers::write(&layout, Table::GpuSamples, old, "a", &marker).expect("marks");
+        let lock = DataLock::acquire(&layout).expect("lock");
+        let policy = RetentionPolicy { raw_days: 1, rollup_days: 1 };
+        let done = apply_retention(&layout, None, today, &policy, &lock).expect("retention");
+        assert_eq!(done.removed.len(), 1, "{done:?}");
+        assert_eq!(done.removed[0].host.as_deref(), Some("a"));
+        assert_eq!(done.held, [layout.partition_dir(Table::GpuSamples, old, "b")]);
+        assert!(!layout.partition_dir(Table::GpuSamples, old, "a").exists());
+        assert!(layout.partition_dir(Table::GpuSamples, old, "b").exists());
+        assert_eq!(markers::read(&layout, Table::GpuSamples, old, "a"), None, "its marker goes with it");
+        // Once shipped, it goes too, and the day folder with it.
+        markers::write(&layout, Table::GpuSamples, old, "b", &marker).expect("marks");
+        let done = apply_retention(&layout, None, today, &policy, &lock).expect("retention");
+        assert_eq!((done.removed.len(), done.held.len()), (1, 0), "{done:?}");
+        assert!(!layout.date_dir(Table::GpuSamples, old).exists());
     }
 }

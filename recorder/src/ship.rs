@@ -24,11 +24,11 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use apron_schemas::folders::subfolders;
-use apron_schemas::paths::{is_data_file_name, parse_date_dir_name, parse_host_dir_name};
+use apron_schemas::folders::{PartitionDir, Unlistable, partition_dirs};
+use apron_schemas::paths::is_data_file_name;
 use apron_schemas::{DataLayout, Table};
 use apron_store::error_chain::format_chain;
-use apron_store::remote::Remote;
+use apron_store::remote::{Remote, describe};
 use chrono::NaiveDate;
 use md5::{Digest, Md5};
 use object_store::path::Path as Key;
@@ -38,6 +38,9 @@ use object_store::{
 };
 
 use crate::compact::is_closed;
+
+pub mod live;
+pub mod markers;
 
 /// Files larger than this go up as a multipart upload.
 pub const MULTIPART_ABOVE: u64 = 32 << 20;
@@ -70,6 +73,9 @@ pub struct ShipReport {
 /// A day partition of one table and host.
 #[derive(Debug)]
 struct Partition {
+    table: Table,
+    date: NaiveDate,
+    host: String,
     /// `<table>/date=D/host=H`.
     relative: String,
     dir: PathBuf,
@@ -77,38 +83,40 @@ struct Partition {
 }
 
 /// The closed day partitions of the data folder from `from` on (every one
-/// when `None`), before `today`.
+/// when `None`), before `today`, of `host` (every host when `None`).
 fn closed_partitions(
     layout: &DataLayout,
     from: Option<NaiveDate>,
     today: NaiveDate,
+    host: Option<&str>,
 ) -> Result<Vec<Partition>, String> {
-    let listed = |dir: &Path| subfolders(dir).map_err(|e| format_chain(&e)).map(Option::unwrap_or_default);
     let mut out = Vec::new();
     for table in Table::ALL {
-        for (date_name, date_dir) in listed(&layout.table_dir(table))? {
-            let Some(date) = parse_date_dir_name(&date_name) else { continue };
-            if !is_closed(date, today) || from.is_some_and(|f| date < f) {
+        let walked = partition_dirs(layout, table, Unlistable::Fail).map_err(|e| format_chain(&e))?;
+        for PartitionDir { date, host: h, path: dir } in walked {
+            if !is_closed(date, today) || from.is_some_and(|f| date < f) || host.is_some_and(|want| want != h)
+            {
                 continue;
             }
-            for (host_name, dir) in listed(&date_dir)? {
-                if parse_host_dir_name(&host_name).is_none() {
-                    continue;
+            // Listed strictly: a partition read as empty would have its
+            // objects removed from the bucket.
+            let mut files = Vec::new();
+            let entries =
+                std::fs::read_dir(&dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if is_data_file_name(&name) && entry.file_type().is_ok_and(|t| t.is_file()) {
+                    files.push((name, entry.path()));
                 }
-                let mut files = Vec::new();
-                let entries =
-                    std::fs::read_dir(&dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-                for entry in entries {
-                    let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    if is_data_file_name(&name) && entry.file_type().is_ok_and(|t| t.is_file()) {
-                        files.push((name, entry.path()));
-                    }
-                }
-                files.sort();
-                let relative = format!("{}/{date_name}/{host_name}", table.name());
-                out.push(Partition { relative, dir, files });
             }
+            files.sort();
+            // `<table>/date=D/host=H`, as the layout names it.
+            let Ok(relative) = dir.strip_prefix(layout.root()).map(|r| r.to_string_lossy().into_owned())
+            else {
+                continue;
+            };
+            out.push(Partition { table, date, host: h, relative, dir, files });
         }
     }
     Ok(out)
@@ -151,11 +159,11 @@ async fn upload(store: &dyn ObjectStore, key: &Key, path: &Path, md5: &str, size
     if size <= MULTIPART_ABOVE {
         let bytes = std::fs::read(path).map_err(read_err)?;
         let options = PutOptions { attributes, ..PutOptions::default() };
-        store.put_opts(key, PutPayload::from(bytes), options).await.map_err(|e| store_error(&e))?;
+        store.put_opts(key, PutPayload::from(bytes), options).await.map_err(|e| describe(&e))?;
         return Ok(());
     }
     let options = PutMultipartOptions { attributes, ..PutMultipartOptions::default() };
-    let upload = store.put_multipart_opts(key, options).await.map_err(|e| store_error(&e))?;
+    let upload = store.put_multipart_opts(key, options).await.map_err(|e| describe(&e))?;
     let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
     let mut file = File::open(path).map_err(read_err)?;
     let mut buf = vec![0u8; PART_BYTES];
@@ -164,11 +172,11 @@ async fn upload(store: &dyn ObjectStore, key: &Key, path: &Path, md5: &str, size
         if n == 0 {
             break;
         }
-        writer.wait_for_capacity(2).await.map_err(|e| store_error(&e))?;
+        writer.wait_for_capacity(2).await.map_err(|e| describe(&e))?;
         writer.write(&buf[..n]);
     }
     // An upload not completed is never visible; abort it on failure.
-    writer.finish().await.map(|_| ()).map_err(|e| store_error(&e))
+    writer.finish().await.map(|_| ()).map_err(|e| describe(&e))
 }
 
 /// Ships one partition: its files, then removes objects it no longer has.
@@ -192,7 +200,7 @@ async fn ship_partition(remote: &Remote, partition: &Partition, report: &mut Shi
             }
             Ok(false) => {}
             Err(e) => {
-                report.failed.push(format!("cannot look up {url}: {}", store_error(&e)));
+                report.failed.push(format!("cannot look up {url}: {}", describe(&e)));
                 continue;
             }
         }
@@ -204,16 +212,16 @@ async fn ship_partition(remote: &Remote, partition: &Partition, report: &mut Shi
         match holds(store, &key, &md5, size).await {
             Ok(true) => report.shipped.push((url, size)),
             Ok(false) => report.failed.push(format!("{url} does not hold what was uploaded")),
-            Err(e) => report.failed.push(format!("cannot confirm {url}: {}", store_error(&e))),
+            Err(e) => report.failed.push(format!("cannot confirm {url}: {}", describe(&e))),
         }
     }
     // Objects the partition no longer has, once its files are all there.
     if report.failed.len() == failed_before {
         let prefix = remote.key(&partition.relative);
-        let listed: Vec<_> = match futures_list(store, &prefix).await {
+        let listed: Vec<_> = match keys_under(store, &prefix).await {
             Ok(l) => l,
             Err(e) => {
-                report.failed.push(format!("cannot list {}: {}", remote.url_of(&prefix), store_error(&e)));
+                report.failed.push(format!("cannot list {}: {}", remote.url_of(&prefix), describe(&e)));
                 return;
             }
         };
@@ -225,21 +233,15 @@ async fn ship_partition(remote: &Remote, partition: &Partition, report: &mut Shi
             match store.delete(&key).await {
                 Ok(()) => report.removed.push(remote.url_of(&key)),
                 Err(e) => {
-                    report.failed.push(format!("cannot remove {}: {}", remote.url_of(&key), store_error(&e)))
+                    report.failed.push(format!("cannot remove {}: {}", remote.url_of(&key), describe(&e)))
                 }
             }
         }
     }
 }
 
-/// An object store's error on one line: its message already holds its
-/// causes' (which it also gives as sources).
-fn store_error(e: &object_store::Error) -> String {
-    e.to_string()
-}
-
 /// The keys right under `prefix`.
-async fn futures_list(store: &dyn ObjectStore, prefix: &Key) -> object_store::Result<Vec<Key>> {
+async fn keys_under(store: &dyn ObjectStore, prefix: &Key) -> object_store::Result<Vec<Key>> {
     let listed = store.list_with_delimiter(Some(prefix)).await?;
     Ok(listed.objects.into_iter().map(|m| m.location).collect())
 }
@@ -253,7 +255,7 @@ pub fn ship_closed_days(
     today: NaiveDate,
 ) -> ShipReport {
     let mut report = ShipReport::default();
-    let partitions = match closed_partitions(layout, from, today) {
+    let partitions = match closed_partitions(layout, from, today, None) {
         Ok(p) => p,
         Err(e) => {
             report.failed.push(e);
@@ -268,20 +270,40 @@ pub fn ship_closed_days(
         }
     };
     runtime.block_on(async {
-        for partition in &partitions {
+        for (tried, partition) in partitions.iter().enumerate() {
+            if partition.files.is_empty() {
+                // Nothing to ship; shipping it would remove its objects.
+                continue;
+            }
             if partition.files.len() > 1 {
                 report.not_compacted.push(partition.dir.clone());
                 continue;
             }
             ship_partition(remote, partition, &mut report).await;
+            if report.failed.is_empty() && markers::ships(layout) {
+                // A folder that also ships live: its shipper need not
+                // look at this partition again.
+                mark(layout, remote, partition).unwrap_or_else(|e| report.failed.push(e));
+            }
             // A store that refuses one partition refuses the next: stop
             // rather than wait out every file's retries.
             if !report.failed.is_empty() {
-                report.unshipped = partitions.len().saturating_sub(report.partitions + 1);
+                report.unshipped = partitions.len() - (tried + 1);
                 break;
             }
             report.partitions += 1;
         }
     });
     report
+}
+
+/// Marks `partition` (one file) shipped to `remote`.
+fn mark(layout: &DataLayout, remote: &Remote, partition: &Partition) -> Result<(), String> {
+    let [(name, path)] = partition.files.as_slice() else {
+        return Err(format!("{} is not one file", partition.dir.display()));
+    };
+    let size = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?.len();
+    let marker = markers::Marker { name: name.clone(), size, url: remote.url().to_owned() };
+    markers::write(layout, partition.table, partition.date, &partition.host, &marker)
+        .map_err(|e| format!("cannot mark {} shipped: {}", partition.dir.display(), format_chain(&e)))
 }

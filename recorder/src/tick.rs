@@ -15,6 +15,7 @@ use apron_store::error_chain::format_chain;
 use tracing::{error, info, warn};
 
 use crate::maintenance::DailyMaintenance;
+use crate::ship::live::{LiveShipper, ShipHealth};
 use crate::stop_signal::{StopSignals, Wake};
 use apron_store::source::{Source, Tick};
 use apron_store::write_error::WriteError;
@@ -81,12 +82,13 @@ pub fn run(
     writer: &mut RollingWriter,
     interval: Duration,
 ) -> Result<RunStats, WriteError> {
-    run_with_maintenance(signals, source, writer, interval, DEFAULT_HEALTH_EVERY, None)
+    run_with_maintenance(signals, source, writer, interval, DEFAULT_HEALTH_EVERY, None, None)
 }
 
 /// [`run`], also compacting closed days and applying retention in the
 /// background each time the UTC date changes (and at the first tick), via
-/// `maintenance`; a run in progress is waited for at shutdown.
+/// `maintenance`; a run in progress is waited for at shutdown. The health
+/// line also counts what `shipper` (running on its own) has shipped.
 pub fn run_with_maintenance(
     signals: &StopSignals,
     source: &mut dyn Source,
@@ -94,6 +96,7 @@ pub fn run_with_maintenance(
     interval: Duration,
     health_every: Duration,
     mut maintenance: Option<&mut DailyMaintenance>,
+    shipper: Option<&LiveShipper>,
 ) -> Result<RunStats, WriteError> {
     let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX).max(1);
     let row_interval = i32::try_from(interval_ms).unwrap_or(i32::MAX);
@@ -160,7 +163,7 @@ pub fn run_with_maintenance(
         }
         if ts - last_health >= health_every_ms || ts < last_health {
             last_health = ts;
-            log_health(&stats, writer);
+            log_health(&stats, writer, shipper.map(LiveShipper::health));
         }
         // After the push: at the first tick of a day, the day before is closed.
         if let Some(m) = maintenance.as_deref_mut() {
@@ -197,9 +200,10 @@ pub fn run_with_maintenance(
 
 /// The periodic one-line health summary: is the recorder keeping up, and
 /// is anything being lost.
-fn log_health(stats: &RunStats, writer: &RollingWriter) {
+fn log_health(stats: &RunStats, writer: &RollingWriter, ship: Option<ShipHealth>) {
     let w = writer.stats();
     let wal = writer.wal_stats().unwrap_or_default();
+    let ship = ship.unwrap_or_default();
     info!(
         ticks = stats.ticks,
         missed_ticks = stats.ticks_missed,
@@ -216,6 +220,9 @@ fn log_health(stats: &RunStats, writer: &RollingWriter) {
         sample_ms_max = stats.sample_us_max as f64 / 1000.0,
         wal_bytes = writer.wal_bytes_on_disk(),
         wal_errors = wal.errors,
+        ship_shipped = ship.shipped,
+        ship_pending = ship.pending,
+        ship_failed = ship.failed,
         "health"
     );
 }

@@ -9,6 +9,8 @@
 //!   wal/host=node07/1796003100000-000001.wal      (the open file's rows)
 //!   wal/quarantine/host=node07/1796003100000-000001.wal
 //!                       (a damaged segment, kept aside once its good rows are in Parquet)
+//!   .ship/gpu_samples/date=2026-11-29/host=node07
+//!                       (the partition's file as shipped to object storage)
 //! ```
 //!
 //! Partitions are Hive-style (`key=value`), so DataFusion, DuckDB, Spark,
@@ -95,6 +97,21 @@ impl DataLayout {
         let start = DateTime::<Utc>::from_timestamp_millis(start_ms).unwrap_or_default();
         self.partition_dir(table, start.date_naive(), host)
             .join(format!("{}-{seq:06}.parquet", start.format(FILE_START_FORMAT)))
+    }
+
+    /// `DATA/.ship`: the shipping markers of a data folder that ships its
+    /// closed days to object storage (hidden: no reader lists it).
+    pub fn ship_root(&self) -> PathBuf {
+        self.root.join(".ship")
+    }
+
+    /// `DATA/.ship/<table>/date=D/host=H`: the marker saying which file of
+    /// that partition is in the bucket.
+    pub fn ship_marker_path(&self, table: Table, date: NaiveDate, host: &str) -> PathBuf {
+        self.ship_root()
+            .join(table.name())
+            .join(format!("date={}", date.format("%Y-%m-%d")))
+            .join(format!("host={host}"))
     }
 
     /// The write-ahead log folder of `host`.

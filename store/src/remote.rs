@@ -115,8 +115,51 @@ impl Remote {
 
     /// `key` as a URL, for messages.
     pub fn url_of(&self, key: &Path) -> String {
-        let bucket_url = self.url.split('/').take(3).collect::<Vec<_>>().join("/");
-        format!("{bucket_url}/{key}")
+        format!("{}/{key}", self.bucket_url())
+    }
+
+    /// The bucket's URL, without the prefix: `s3://BUCKET`.
+    pub fn bucket_url(&self) -> String {
+        self.url.split('/').take(3).collect::<Vec<_>>().join("/")
+    }
+
+    /// The prefix, the key every relative key is under (empty for the
+    /// whole bucket).
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+}
+
+/// An object store's error as the one-line cause of a message: for an
+/// answer that was not a success, its status, where it came from, and the
+/// S3 error code and message of its body (or a short piece of a body that
+/// is not S3's); otherwise the client's own words, on one line.
+pub fn describe(e: &object_store::Error) -> String {
+    let text = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+    const STATUS: &str = "Server returned non-2xx status code: ";
+    let Some(at) = text.find(STATUS) else { return text };
+    let rest = &text[at + STATUS.len()..];
+    let (status, body) = rest.split_once(':').map_or((rest, ""), |(s, b)| (s, b.trim()));
+    let from = text
+        .rsplit_once("Error performing ")
+        .and_then(|(_, r)| r.split(' ').nth(1))
+        .and_then(|u| url::Url::parse(u).ok())
+        .map(|u| format!(" from {}", u.origin().ascii_serialization()))
+        .unwrap_or_default();
+    let tag = |name: &str| {
+        let open = format!("<{name}>");
+        let start = body.find(&open)? + open.len();
+        let end = body[start..].find(&format!("</{name}>"))? + start;
+        Some(body[start..end].to_owned())
+    };
+    match (tag("Code"), tag("Message")) {
+        (Some(code), Some(message)) => format!("{status}{from}: {code} ({message})"),
+        (Some(code), None) => format!("{status}{from}: {code}"),
+        _ if body.trim().is_empty() => format!("{status}{from}, not an S3 answer"),
+        _ => {
+            let piece: String = body.chars().take(120).collect();
+            format!("{status}{from}, not an S3 answer: {piece}")
+        }
     }
 }
 
@@ -134,8 +177,37 @@ mod tests {
             remote.url_of(&key),
             "s3://fleet/apron/prod/gpu_samples/date=2026-10-01/host=n1/x.parquet"
         );
+        assert_eq!(remote.bucket_url(), "s3://fleet");
+        assert_eq!(remote.prefix().as_ref(), "apron/prod");
         let bare = Remote::from_url("s3://fleet").expect("no prefix is fine");
         assert_eq!(bare.key("a/b").as_ref(), "a/b");
+    }
+
+    #[test]
+    fn store_errors_read_as_status_origin_and_s3_code() {
+        let source = |body: &str| -> Box<dyn std::error::Error + Send + Sync> {
+            format!(
+                "Error performing list request: Error performing GET http://127.0.0.1:9000/b?list-type=2 in 1ms - Server returned non-2xx status code: {body}"
+            )
+            .into()
+        };
+        let generic = |body: &str| object_store::Error::Generic { store: "S3", source: source(body) };
+        let xml = "403 Forbidden: <?xml version=\"1.0\"?>\n<Error><Code>SignatureDoesNotMatch</Code><Message>The signature does not match.</Message></Error>";
+        assert_eq!(
+            describe(&generic(xml)),
+            "403 Forbidden from http://127.0.0.1:9000: SignatureDoesNotMatch (The signature does not match.)"
+        );
+        assert_eq!(
+            describe(&generic("404 Not Found: {\"error\":\"no volume\"}")),
+            "404 Not Found from http://127.0.0.1:9000, not an S3 answer: {\"error\":\"no volume\"}"
+        );
+        assert_eq!(
+            describe(&generic("404 Not Found: ")),
+            "404 Not Found from http://127.0.0.1:9000, not an S3 answer"
+        );
+        let other =
+            object_store::Error::Generic { store: "S3", source: "error sending request\nfor url".into() };
+        assert_eq!(describe(&other), "Generic S3 error: error sending request for url");
     }
 
     #[test]

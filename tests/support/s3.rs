@@ -67,7 +67,7 @@ pub fn weed() -> PathBuf {
 pub struct S3Server {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 /// The first of `PORTS` consecutive free ports on 127.0.0.1.
@@ -86,46 +86,65 @@ fn free_ports() -> u16 {
     panic!("no {PORTS} consecutive free ports on 127.0.0.1");
 }
 
+/// Starts `weed mini` with its data in `dir`, on the ports from `b` on.
+fn spawn(dir: &std::path::Path, b: u16) -> Child {
+    let port = |i: u16| (b + i).to_string();
+    let arg = |name: &str, i: u16| format!("-{name}={}", port(i));
+    let mut cmd = Command::new(weed());
+    cmd.arg("mini")
+        .arg(format!("-dir={}", dir.join("data").display()))
+        .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", &format!("-bucket={BUCKET}")])
+        .args([
+            arg("s3.port", 0),
+            arg("s3.port.grpc", 1),
+            "-s3.port.iceberg=0".into(),
+            "-s3.port.lance=0".into(),
+        ])
+        .args([
+            arg("master.port", 2),
+            arg("master.port.grpc", 3),
+            arg("volume.port", 4),
+            arg("volume.port.grpc", 5),
+        ])
+        .args([
+            arg("filer.port", 6),
+            arg("filer.port.grpc", 7),
+            arg("admin.port", 8),
+            arg("admin.port.grpc", 9),
+        ])
+        .arg(arg("webdav.port", 10))
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd.spawn().expect("weed starts")
+}
+
 impl S3Server {
     /// Starts a server and waits until it answers S3 requests.
     pub fn start() -> S3Server {
         let dir = tempfile::tempdir().expect("tempdir");
-        let b = free_ports();
-        let port = |i: u16| (b + i).to_string();
-        let arg = |name: &str, i: u16| format!("-{name}={}", port(i));
-        let mut cmd = Command::new(weed());
-        cmd.arg("mini")
-            .arg(format!("-dir={}", dir.path().join("data").display()))
-            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", &format!("-bucket={BUCKET}")])
-            .args([
-                arg("s3.port", 0),
-                arg("s3.port.grpc", 1),
-                "-s3.port.iceberg=0".into(),
-                "-s3.port.lance=0".into(),
-            ])
-            .args([
-                arg("master.port", 2),
-                arg("master.port.grpc", 3),
-                arg("volume.port", 4),
-                arg("volume.port.grpc", 5),
-            ])
-            .args([
-                arg("filer.port", 6),
-                arg("filer.port.grpc", 7),
-                arg("admin.port", 8),
-                arg("admin.port.grpc", 9),
-            ])
-            .arg(arg("webdav.port", 10))
-            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let child = cmd.spawn().expect("weed starts");
-        let server = S3Server { child, port: b, _dir: dir };
+        let port = free_ports();
+        let child = spawn(dir.path(), port);
+        let server = S3Server { child, port, dir };
         server.wait_ready(Duration::from_secs(60));
         server
+    }
+
+    /// Kills the server at once (SIGKILL: requests in flight are cut),
+    /// keeping its folder and ports for [`S3Server::start_again`].
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a killed server again, on the same ports and folder (so with
+    /// the objects it held), and waits until it answers.
+    pub fn start_again(&mut self) {
+        self.child = spawn(self.dir.path(), self.port);
+        self.wait_ready(Duration::from_secs(60));
     }
 
     /// Waits until the S3 port answers a request for the bucket (403 to an
@@ -156,6 +175,11 @@ impl S3Server {
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// `http://127.0.0.1:PORT` of the server's master: HTTP, but not S3.
+    pub fn not_s3_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port + 2)
     }
 
     /// The AWS environment a client needs to reach it.
