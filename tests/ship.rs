@@ -226,3 +226,260 @@ fn a_store_that_refuses_or_is_not_there_is_one_line_within_seconds() {
         &["https://example.invalid/bucket is not an object storage URL", "s3://BUCKET/PREFIX"],
     );
 }
+
+/// The value of `field=N` in a log line.
+fn field(line: &str, name: &str) -> Option<u64> {
+    let at = line.find(&format!(" {name}="))? + name.len() + 2;
+    line[at..].split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// Waits until `log` holds a line that `wanted` accepts; returns it.
+fn wait_for_line(log: &Path, limit: Duration, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+    let t0 = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| wanted(l)) {
+            return line.to_owned();
+        }
+        assert!(t0.elapsed() < limit, "no {what} within {limit:?}:\n{text}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `apron-recorder --ship` while it records: the server is killed in the
+/// middle of the uploads and started again; in the end every closed day
+/// is in the bucket exactly once (the same bytes under the same keys,
+/// nothing else), each marked shipped on disk, and the recorder lost no
+/// tick meanwhile.
+#[test]
+fn live_shipping_outlives_a_store_killed_mid_upload_and_loses_no_tick() {
+    let mut server = S3Server::start();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    // Four closed days of one host (gpu-node01), up to yesterday, at 1 s:
+    // files of megabytes, so the uploads take a while.
+    let out = Command::new(apron_tests::bin("apron-recorder"))
+        .args(["simulate", "--gpus", "8", "--days", "4", "--interval", "1s", "--data"])
+        .arg(&data)
+        .output()
+        .expect("simulate runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let closed = data_files(&data);
+    assert_eq!(closed.len(), 16, "{closed:?}");
+
+    let log_path = tmp.path().join("recorder.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
+    let url = "s3://apron/live";
+    let mut cmd = Command::new(apron_tests::bin("apron-recorder"));
+    cmd.args(["--source", "sim", "--host", "gpu-node01", "--sim-gpus", "2", "--interval", "200ms"])
+        .args(["--health-every", "1s", "--ship", url, "--ship-every", "200ms", "--data"])
+        .arg(&data)
+        .env("APRON_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    for key in ["AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_SESSION_TOKEN"] {
+        cmd.env_remove(key);
+    }
+    for (k, v) in server.env() {
+        cmd.env(k, v);
+    }
+    let recorder = cmd.spawn().expect("the recorder starts");
+    let started = chrono::Utc::now();
+
+    // Killed after the first file is in: the others are mid-way or waiting.
+    let shipped = |l: &str| l.contains("shipped a closed day's file");
+    wait_for_line(&log_path, Duration::from_secs(60), "first upload", shipped);
+    server.kill();
+    wait_for_line(&log_path, Duration::from_secs(60), "failing pass", |l| {
+        l.contains("cannot ship closed days")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    server.start_again();
+
+    // Every closed day arrives once the server is back.
+    let store = client(&server);
+    let t0 = Instant::now();
+    while objects(&store, "live").len() < closed.len() {
+        assert!(t0.elapsed() < Duration::from_secs(120), "the backlog did not drain:\n{}", read(&log_path));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let health = wait_for_line(&log_path, Duration::from_secs(30), "health line with nothing pending", |l| {
+        l.contains(" health")
+            && field(l, "ship_pending") == Some(0)
+            && field(l, "ship_failed").is_some_and(|f| f > 0)
+    });
+    apron_tests::signal(&recorder, libc::SIGTERM);
+    let out = apron_tests::wait_with_timeout(recorder, Duration::from_secs(30));
+    let text = read(&log_path);
+    assert!(out.status.success(), "{text}");
+
+    // Exactly the closed days' files, byte for byte, each marked shipped.
+    let held = objects(&store, "live");
+    assert_eq!(
+        held.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        closed.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        "{text}"
+    );
+    for ((key, bytes), (_, path)) in held.iter().zip(&closed) {
+        assert!(*bytes == std::fs::read(path).expect("reads"), "{key} differs");
+    }
+    let markers = apron_tests::files_under(&data.join(".ship"));
+    assert_eq!(markers.len(), closed.len(), "{markers:?}");
+    // Uploads counted once each: one cut short and done again counts once
+    // (or not at all, when the server stored it before it died).
+    let uploaded = field(&health, "ship_shipped").expect("ship_shipped");
+    assert!((1..=16).contains(&uploaded), "{health}");
+
+    // No tick lost: today's rows of both GPUs sit 200 ms apart without a gap.
+    let stop = text.lines().find(|l| l.contains("recorder stopped")).expect("a stop line");
+    assert_eq!(field(stop, "missed"), Some(0), "{stop}");
+    let today = data.join("gpu_samples").join(format!("date={}", started.format("%Y-%m-%d")));
+    let mut ticks: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    for file in apron_tests::files_under(&today) {
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(&file).expect("opens"),
+        )
+        .expect("a parquet file")
+        .build()
+        .expect("a reader");
+        for batch in reader {
+            let batch = batch.expect("a batch");
+            let ts = batch.column_by_name("ts").expect("ts");
+            let ts = arrow::array::AsArray::as_primitive::<arrow::datatypes::TimestampMillisecondType>(ts);
+            let uuid =
+                arrow::array::AsArray::as_string::<i32>(batch.column_by_name("gpu_uuid").expect("uuid"));
+            for i in 0..batch.num_rows() {
+                ticks.entry(uuid.value(i).to_owned()).or_default().push(ts.value(i));
+            }
+        }
+    }
+    assert_eq!(ticks.len(), 2, "{:?}", ticks.keys());
+    let recorded = field(stop, "ticks").expect("ticks");
+    for (gpu, ts) in &mut ticks {
+        ts.sort_unstable();
+        assert_eq!(ts.len() as u64, recorded, "{gpu}: every tick has its row");
+        assert!(ts.windows(2).all(|w| w[1] - w[0] == 200), "{gpu}: a gap or a duplicate in {ts:?}");
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// `apron --data s3://…`: every command on the bucket prints what it
+/// prints on the data folder that was shipped there (the same figures to
+/// the cent, the same rows, the same report tables), the data's name
+/// aside; a bucket that is not there or refuses the keys is one line,
+/// exit 2, within seconds.
+#[test]
+fn every_command_on_the_bucket_prints_the_local_figures() {
+    let server = S3Server::start();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    simulate(&data);
+    let url = "s3://apron/fleet/three";
+    let out = ship(&data, url, &server.env());
+    assert!(out.status.success(), "{:?}", lines(&out));
+
+    let apron = |data: &str, args: &[&str], env: &[(&str, String)]| {
+        let mut cmd = Command::new(apron_tests::bin("apron"));
+        cmd.args(["--data", data]).args(args);
+        for key in ["AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_SESSION_TOKEN"] {
+            cmd.env_remove(key);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("apron runs")
+    };
+    let local = data.to_str().expect("a UTF-8 path").to_owned();
+    let env = server.env();
+    let month = ["--month", "2026-10"];
+    let commands: Vec<Vec<&str>> = vec![
+        vec![
+            "sql",
+            "SELECT host, date, count(*) AS n, sum(gpu_util_pct) AS util FROM gpu_samples GROUP BY host, date ORDER BY host, date",
+        ],
+        vec![
+            "sql",
+            "SELECT team, round(sum(cost), 6) AS cost FROM minute_costs GROUP BY team ORDER BY team",
+            "--month",
+            "2026-10",
+        ],
+        [&["spend", "--format", "csv"][..], &month].concat(),
+        [&["spend"][..], &month].concat(),
+        [&["idle-cost", "--by", "user", "--format", "csv"][..], &month].concat(),
+        [&["zombies"][..], &month].concat(),
+        [&["reclaim"][..], &month].concat(),
+        [&["windows"][..], &month].concat(),
+        vec!["alerts"],
+    ];
+    for args in &commands {
+        let here = apron(&local, args, &[]);
+        let there = apron(url, args, &env);
+        let (out_here, err_here) = lines(&here);
+        let (out_there, err_there) = lines(&there);
+        // `alerts` on a month-old fleet has nothing to say (no rule fires).
+        assert!(args[0] == "alerts" || !out_here.trim().is_empty(), "{args:?} printed nothing: {err_here}");
+        assert_eq!(there.status.code(), here.status.code(), "{args:?}: {err_there}");
+        assert_eq!(out_there.replace(url, "DATA"), out_here.replace(&local, "DATA"), "{args:?}");
+    }
+
+    // The report: every table the same, the summary the same but for its data line.
+    let report = |data: &str, out: &Path, env: &[(&str, String)]| {
+        let out_arg = out.to_str().expect("UTF-8");
+        let done = apron(data, &["report", "--month", "2026-10", "--out", out_arg], env);
+        assert!(done.status.success(), "{:?}", lines(&done));
+    };
+    let (here, there) = (tmp.path().join("report-local"), tmp.path().join("report-bucket"));
+    report(&local, &here, &[]);
+    report(url, &there, &env);
+    let files = |dir: &Path| -> Vec<String> {
+        apron_tests::files_under(dir)
+            .iter()
+            .map(|p| p.strip_prefix(dir).expect("under").to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(files(&there), files(&here));
+    for name in files(&here) {
+        if name.ends_with(".csv") || name.ends_with(".md") {
+            let text = |dir: &Path, data: &str| {
+                std::fs::read_to_string(dir.join(&name)).expect("reads").replace(data, "DATA")
+            };
+            assert_eq!(text(&there, url), text(&here, &local), "{name}");
+        }
+    }
+    let chart = tmp.path().join("spend.png");
+    let done = apron(
+        url,
+        &["chart", "team-spend", "--month", "2026-10", "--out", chart.to_str().expect("UTF-8")],
+        &env,
+    );
+    assert!(done.status.success(), "{:?}", lines(&done));
+    assert!(std::fs::read(&chart).expect("a PNG").starts_with(b"\x89PNG"));
+
+    // A bucket that is not there, keys refused: one line naming the URL, exit 2, in seconds.
+    let closed =
+        std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("addr").port();
+    let with = |i: usize, value: String| {
+        let mut e = server.env();
+        e[i].1 = value;
+        e
+    };
+    for (url, env, wanted) in [
+        ("s3://no-such-bucket/x", server.env(), "no-such-bucket".to_owned()),
+        (url, with(1, "wrong".into()), "403".to_owned()),
+        (url, with(3, format!("http://127.0.0.1:{closed}")), format!("127.0.0.1:{closed}")),
+        (url, with(3, server.not_s3_endpoint()), url.to_owned()),
+    ] {
+        let t0 = Instant::now();
+        let out = apron(url, &["spend", "--month", "2026-10", "--format", "csv"], &env);
+        let (_, stderr) = lines(&out);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].contains(url) && errors[0].contains(&wanted), "{stderr}");
+        assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    }
+}

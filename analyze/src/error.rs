@@ -98,6 +98,30 @@ pub enum SessionError {
         source: io::Error,
     },
 
+    /// A bucket given as the data folder (`--data s3://BUCKET/PREFIX`)
+    /// cannot be read: missing, refusing the credentials, out of reach, or
+    /// no S3 server.
+    #[error("cannot read {url}: {cause} (the bucket is reached as the AWS_* environment says)")]
+    Bucket {
+        /// The URL at fault.
+        url: String,
+        /// The store's reason, on one line.
+        cause: String,
+    },
+
+    /// A bucket given as the data folder holds none of apron's tables.
+    #[error(
+        "no apron data in {url}: none of the table folders {tables} is there; \
+         ship closed days there with `apron-recorder --ship {url}` (while recording) \
+         or `apron-recorder ship --to {url}` (once)"
+    )]
+    EmptyBucket {
+        /// The bucket's URL.
+        url: String,
+        /// The table folders looked for, comma separated.
+        tables: String,
+    },
+
     /// The data folder exists but is not a folder.
     #[error("data folder {} is not a folder", path.display())]
     NotADir {

@@ -15,7 +15,6 @@
 use map::HashMap;
 
 use apron_schemas::Table;
-use apron_schemas::folders::subfolders;
 use apron_schemas::time::{DAY_MS, MINUTE_MS};
 
 use crate::config::{Config, gpu_cost_for};
@@ -106,7 +105,7 @@ impl Ledger {
         let mut working: Option<tokio::task::JoinHandle<Result<Pass, Error>>> = None;
         let began = std::time::Instant::now();
         let (mut reading, mut waiting) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
-        for slice in slices(session, period, hosts_per_slice.max(1)) {
+        for slice in slices(session, period, hosts_per_slice.max(1)).await {
             let read_at = std::time::Instant::now();
             let day = read::day(session, &slice).await?;
             reading += read_at.elapsed();
@@ -149,20 +148,16 @@ const HOSTS_PER_SLICE: usize = 8;
 /// `hosts_per_slice` hosts of `gpu_minutes`' folders. The ranges cover
 /// every host name, so a host only in the write-ahead log, or not in that
 /// table's folders, is read too.
-fn slices(session: &Session, period: &Period, hosts_per_slice: usize) -> Vec<read::Slice> {
+async fn slices(session: &Session, period: &Period, hosts_per_slice: usize) -> Vec<read::Slice> {
     let mut out = Vec::new();
     let mut day_start = period.start_ms.div_euclid(DAY_MS) * DAY_MS;
     while day_start < period.end_ms {
         let (start_ms, end_ms) = (period.start_ms.max(day_start), period.end_ms.min(day_start + DAY_MS));
         let date = i32::try_from(day_start / DAY_MS).unwrap_or(i32::MAX);
-        let folder = chrono::DateTime::from_timestamp_millis(day_start)
-            .map(|d| format!("date={}", d.format("%Y-%m-%d")));
-        let hosts: Vec<String> = folder
-            .and_then(|f| subfolders(&session.layout().table_dir(Table::GpuMinutes).join(f)).ok().flatten())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|(name, _)| name.strip_prefix("host=").map(str::to_owned))
-            .collect();
+        let hosts = match chrono::DateTime::from_timestamp_millis(day_start) {
+            Some(d) => session.hosts_on(Table::GpuMinutes, d.date_naive()).await,
+            None => Vec::new(),
+        };
         let mut cuts: Vec<String> = vec![String::new()];
         cuts.extend(hosts.iter().step_by(hosts_per_slice).skip(1).cloned());
         cuts.push(char::MAX.to_string());

@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::header::{Coverage, CoverageRow, Header, ModelHours, config_warnings};
 use crate::ledger::{Ledger, Rules};
 use crate::period::Period;
-use crate::session::Session;
+use crate::session::{Days, Session};
 
 /// What every report over a period starts from.
 #[derive(Debug)]
@@ -55,7 +55,7 @@ impl Report {
         let config = Config::load(global.config.as_deref())?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let period = Period::choose(&period.choice(), now_ms)?;
-        let session = Session::open(&global.data, global.memory_limit()).await?;
+        let session = open(global, &period).await?;
         let coverage = Coverage::of(&session, &period, now_ms).await?;
         let header = Header::new(&period, &coverage, &session, &config);
         Ok(Report { config, session, period, coverage, header, energy_unknown_hours: 0.0, ledger: None })
@@ -104,7 +104,7 @@ impl Report {
         let config = Config::load(global.config.as_deref())?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let period = Period::choose(&period.choice(), now_ms)?;
-        let session = Session::open(&global.data, global.memory_limit()).await?;
+        let session = open(global, &period).await?;
         let bucket_ms = bucket_ms(&period);
         let rules = rules_of(&config);
         let ledger = Ledger::compute(&session, &config, &period, bucket_ms, rules).await?;
@@ -166,6 +166,13 @@ impl Report {
     pub fn config_rules(config: &Config) -> Rules {
         rules(config.zombie.min_idle, config.zombie.min_mem_mib, config.reclaim.idle_for)
     }
+}
+
+/// The session of a report over `period`: on a bucket, only the period's
+/// days are listed.
+async fn open(global: &GlobalArgs, period: &Period) -> Result<Session, Error> {
+    let days = Days::of_range(period.start_ms, period.end_ms);
+    Session::open_within(&global.data, global.memory_limit(), days).await
 }
 
 /// The bucket of a period's `cost_buckets`: its charts' (at most an hour).

@@ -69,6 +69,8 @@ pub struct Session {
     tables: Vec<Table>,
     /// The memory limit every query of this session runs under.
     memory: MemoryLimit,
+    /// The bucket, when the data folder is one (`s3://…`).
+    bucket: Option<bucket::Bucket>,
 }
 
 impl std::fmt::Debug for Session {
@@ -91,6 +93,16 @@ impl Session {
     /// [`SessionError::NoData`] when it holds no table folder at all. Nothing is
     /// read from the Parquet files yet: that happens when a query runs.
     pub async fn open(data: &Path, memory: MemoryLimit) -> Result<Self, Error> {
+        Self::open_within(data, memory, None).await
+    }
+
+    /// [`Session::open`], for queries of `days` only: on a bucket
+    /// (`s3://BUCKET/PREFIX`, [`bucket`]), only those days' folders are
+    /// listed; a local folder is read as by [`Session::open`].
+    pub async fn open_within(data: &Path, memory: MemoryLimit, days: Option<Days>) -> Result<Self, Error> {
+        if let Some(url) = bucket::bucket_url(data) {
+            return Self::open_bucket(data, url, memory, days).await;
+        }
         let meta = std::fs::metadata(data)
             .map_err(|source| SessionError::DataDir { path: data.to_path_buf(), source })?;
         if !meta.is_dir() {
@@ -161,7 +173,68 @@ impl Session {
             return Err(SessionError::NoData { path: data.to_path_buf(), tables: names.join(", ") }.into());
         }
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
-        Ok(Self { ctx, layout, root, tables, memory })
+        Ok(Self { ctx, layout, root, tables, memory, bucket: None })
+    }
+
+    /// [`Session::open_within`] a bucket: every table its folders hold, read
+    /// through [`bucket::BucketStore`]; no write-ahead log, derived minutes
+    /// or fence (a bucket holds closed, compacted days with their rollups).
+    async fn open_bucket(
+        data: &Path,
+        url: &str,
+        memory: MemoryLimit,
+        days: Option<Days>,
+    ) -> Result<Self, Error> {
+        let (bucket, present) = bucket::Bucket::open(url, days).await?;
+        let runtime =
+            memory::runtime_env(memory).map_err(|source| SessionError::Engine { limit: memory, source })?;
+        let ctx = SessionContext::new_with_config_rt(session_config(memory), runtime);
+        let parquet_options = ctx.state().default_table_options().parquet;
+        let layout = DataLayout::new(data);
+        let bucket_url = url::Url::parse(&bucket.bucket_url())
+            .map_err(|e| SessionError::Bucket { url: url.to_owned(), cause: e.to_string() })?;
+        ctx.register_object_store(&bucket_url, bucket.store());
+        let mut tables = Vec::new();
+        for table in present {
+            let register_err = |source| SessionError::Register {
+                table: table.name().to_owned(),
+                path: layout.table_dir(table),
+                source,
+            };
+            let format = ParquetFormat::default().with_options(parquet_options.clone());
+            let listing = url::Url::parse(&bucket.table_url(table))
+                .map_err(|e| DataFusionError::External(Box::new(e)))
+                .and_then(|u| ListingTableUrl::try_new(u, Some(data_file_glob()?)))
+                .and_then(|u| listing_table_at(u, table, format))
+                .map_err(register_err)?;
+            ctx.register_table(table.name(), Arc::new(listing)).map_err(register_err)?;
+            tables.push(table);
+        }
+        if tables.is_empty() {
+            let names: Vec<_> = Table::ALL.iter().map(|t| format!("{}/", t.name())).collect();
+            return Err(SessionError::EmptyBucket { url: url.to_owned(), tables: names.join(", ") }.into());
+        }
+        tracing::debug!(data = %url, tables = ?tables, ?days, "registered the bucket's tables");
+        Ok(Self { ctx, layout, root: PathBuf::new(), tables, memory, bucket: Some(bucket) })
+    }
+
+    /// The hosts with a folder in `table`'s day `date`.
+    pub async fn hosts_on(&self, table: Table, date: chrono::NaiveDate) -> Vec<String> {
+        if let Some(bucket) = &self.bucket {
+            let mut hosts = bucket.hosts_on(table, date).await;
+            hosts.sort();
+            return hosts;
+        }
+        let folder = self.layout.date_dir(table, date);
+        let mut hosts: Vec<String> = apron_schemas::folders::subfolders(&folder)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(name, _)| name.strip_prefix("host=").map(str::to_owned))
+            .collect();
+        hosts.sort();
+        hosts
     }
 
     /// The DataFusion context, for what this type does not wrap (user
@@ -341,6 +414,10 @@ impl Session {
         if memory::is_spill_failure(&err, &self.ctx.runtime_env().disk_manager.temp_dir_paths(), &tmp) {
             return SessionError::Spill { dir: tmp, limit: self.memory, source: err };
         }
+        if self.bucket.is_some() {
+            // The footer checks below read local files.
+            return SessionError::Execute { source: err };
+        }
         if let Some(path) = crate::store::empty_file_in(&err) {
             // The store names the file under the canonical folder; the
             // message names it under the folder as the user gave it.
@@ -463,8 +540,21 @@ fn listing_table(dir: &Path, table: Table, format: ParquetFormat) -> Result<List
     let url = url::Url::from_directory_path(dir).map_err(|()| {
         DataFusionError::Configuration(format!("{} is not an absolute folder path", dir.display()))
     })?;
-    let files = glob::Pattern::new(DATA_FILE_GLOB).map_err(|e| DataFusionError::External(Box::new(e)))?;
-    let url = ListingTableUrl::try_new(url, Some(files))?;
+    listing_table_at(ListingTableUrl::try_new(url, Some(data_file_glob()?))?, table, format)
+}
+
+/// The names a table listing reads ([`DATA_FILE_GLOB`]).
+fn data_file_glob() -> Result<glob::Pattern, DataFusionError> {
+    glob::Pattern::new(DATA_FILE_GLOB).map_err(|e| DataFusionError::External(Box::new(e)))
+}
+
+/// A Hive-partitioned Parquet listing of `table` at `url` (a folder), with
+/// the table's canonical schema.
+fn listing_table_at(
+    url: ListingTableUrl,
+    table: Table,
+    format: ParquetFormat,
+) -> Result<ListingTable, DataFusionError> {
     let options = ListingOptions::new(Arc::new(format))
         .with_file_extension(DATA_FILE_EXTENSION)
         .with_table_partition_cols(partition_columns());
@@ -551,6 +641,10 @@ fn missing_table(err: &DataFusionError) -> Option<String> {
     let name = message.strip_prefix("table '")?.strip_suffix("' not found")?;
     Some(name.to_owned())
 }
+
+pub mod bucket;
+
+pub use bucket::Days;
 
 #[cfg(test)]
 mod tests;

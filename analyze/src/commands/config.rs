@@ -54,9 +54,10 @@ async fn check_data(global: &GlobalArgs, args: &ConfigArgs, config: &Config) -> 
     let now_ms = chrono::Utc::now().timestamp_millis();
     let period = Period::choose(&args.period.choice(), now_ms)?;
     let data = global.data.display().to_string();
-    let session = match Session::open(&global.data, global.memory_limit()).await {
+    let days = crate::session::Days::of_range(period.start_ms, period.end_ms);
+    let session = match Session::open_within(&global.data, global.memory_limit(), days).await {
         Ok(session) => session,
-        Err(Error::Session(SessionError::NoData { .. })) => {
+        Err(Error::Session(SessionError::NoData { .. } | SessionError::EmptyBucket { .. })) => {
             return Ok(DataCheck::NoSamples { data, period: period.label() });
         }
         Err(e) => return Err(e),
