@@ -8,6 +8,8 @@
 //! `apron-recorder compact` runs it on demand ([`run`]).
 
 use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::thread::JoinHandle;
 
 use apron_schemas::DataLayout;
@@ -82,12 +84,27 @@ pub struct DailyMaintenance {
     /// The UTC day (days since the epoch) of the last tick seen.
     day: Option<i64>,
     running: Option<JoinHandle<()>>,
+    /// The `today` (days since the epoch) of the last run that succeeded:
+    /// every day before it is compacted. [`NEVER`] before the first.
+    compacted_before: Arc<AtomicI64>,
 }
+
+/// [`DailyMaintenance::compacted_before`] before any run succeeded.
+pub const NEVER: i64 = i64::MIN;
 
 impl DailyMaintenance {
     /// Maintenance of `host`'s partitions under `layout` with `retention`.
     pub fn new(layout: DataLayout, host: &str, retention: RetentionPolicy) -> Self {
-        Self { layout, host: host.to_owned(), retention, day: None, running: None }
+        let compacted_before = Arc::new(AtomicI64::new(NEVER));
+        Self { layout, host: host.to_owned(), retention, day: None, running: None, compacted_before }
+    }
+
+    /// The UTC day (days since the epoch) before which every day of this
+    /// host is compacted, as of the last run that succeeded ([`NEVER`]
+    /// before one): the shipper ships no day at or after it, so it never
+    /// ships a day whose last file is still being written or merged.
+    pub fn compacted_before(&self) -> Arc<AtomicI64> {
+        Arc::clone(&self.compacted_before)
     }
 
     /// Called with each tick's time: starts a run in the background when the
@@ -110,9 +127,11 @@ impl DailyMaintenance {
             return;
         };
         let (layout, host, retention) = (self.layout.clone(), self.host.clone(), self.retention);
+        let compacted_before = Arc::clone(&self.compacted_before);
         let spawned = std::thread::Builder::new().name("apron-compact".into()).spawn(move || {
             match run(&layout, Some(&host), today, Some(&retention), ts_ms) {
                 Ok(report) => {
+                    compacted_before.store(day, Ordering::Release);
                     for c in &report.compacted {
                         info!(table = %c.table, date = %c.date, host = %c.host, files = c.files, rows = c.rows,
                             "compacted a closed day");
@@ -142,5 +161,29 @@ impl DailyMaintenance {
         if let Some(handle) = self.running.take() {
             let _ = handle.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_succeeds_says_which_days_are_compacted() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let ts = 1_796_083_200_000 + 5_000; // 2026-12-01T00:00:05Z
+        let mut daily = DailyMaintenance::new(DataLayout::new(tmp.path()), "n1", RetentionPolicy::default());
+        let compacted = daily.compacted_before();
+        assert_eq!(compacted.load(Ordering::Acquire), NEVER);
+        daily.on_tick(ts);
+        daily.finish();
+        assert_eq!(compacted.load(Ordering::Acquire), ts / DAY_MS, "every day before 2026-12-01");
+        // A run that fails (no data folder) leaves it as it was.
+        let missing = DataLayout::new(tmp.path().join("missing"));
+        let mut failing = DailyMaintenance::new(missing, "n1", RetentionPolicy::default());
+        let never = failing.compacted_before();
+        failing.on_tick(ts);
+        failing.finish();
+        assert_eq!(never.load(Ordering::Acquire), NEVER);
     }
 }

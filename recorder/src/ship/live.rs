@@ -7,7 +7,10 @@
 //!   `ship_failed`). A store that is down, slow or refusing costs retries
 //!   here, never a tick.
 //! - **Passes.** Every `every` (`--ship-every`, default 1 min) a pass lists
-//!   this host's closed partitions, leaves out the marked ones
+//!   this host's closed partitions that the daily maintenance has compacted
+//!   (the days before the `today` of its last run: a day's last file is
+//!   written at midnight and merged after it, so a day is never shipped
+//!   before it is whole), leaves out the marked ones
 //!   ([`super::markers`]: no hashing, no request), ships the others oldest
 //!   first exactly as `apron-recorder ship` does, and marks each one once
 //!   the store confirmed it. A partition still holding several files waits
@@ -21,16 +24,18 @@
 //!   short is never visible (a PUT is whole or absent, a multipart upload
 //!   visible only once completed) and is done again.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use apron_schemas::DataLayout;
+use apron_schemas::time::DAY_MS;
 use apron_store::remote::Remote;
 use tracing::{info, warn};
 
 use super::{ShipReport, closed_partitions, markers, ship_partition};
+use crate::maintenance::NEVER;
 
 /// The longest wait between failing passes.
 const MAX_BACKOFF: Duration = Duration::from_secs(15 * 60);
@@ -97,7 +102,17 @@ impl LiveShipper {
     /// Starts shipping `host`'s closed days under `layout` to `remote`, a
     /// pass every `every`. Creates `DATA/.ship` first, so retention holds
     /// back unshipped days from now on.
-    pub fn start(layout: DataLayout, host: &str, remote: Remote, every: Duration) -> std::io::Result<Self> {
+    ///
+    /// `compacted_before` is the daily maintenance's
+    /// ([`crate::maintenance::DailyMaintenance::compacted_before`]): days
+    /// from it on are not shipped yet.
+    pub fn start(
+        layout: DataLayout,
+        host: &str,
+        remote: Remote,
+        every: Duration,
+        compacted_before: Arc<AtomicI64>,
+    ) -> std::io::Result<Self> {
         apron_store::create::create_dir_all(&layout.ship_root())?;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let shared = Arc::new(Shared::default());
@@ -105,8 +120,15 @@ impl LiveShipper {
         let handle = std::thread::Builder::new().name("apron-ship".into()).spawn(move || {
             let mut failures = 0u32;
             loop {
-                let today = chrono::Utc::now().date_naive();
-                let outcome = runtime.block_on(pass(&layout, &host, &remote, today, &thread_shared));
+                let compacted = compacted_before.load(Ordering::Acquire);
+                let first_open = chrono::DateTime::from_timestamp_millis(compacted.saturating_mul(DAY_MS))
+                    .map(|t| t.date_naive())
+                    .filter(|_| compacted != NEVER);
+                let outcome = match first_open {
+                    Some(today) => runtime.block_on(pass(&layout, &host, &remote, today, &thread_shared)),
+                    // The first maintenance run is still going.
+                    None => Ok(()),
+                };
                 match outcome {
                     Ok(()) => failures = 0,
                     Err(e) => {
