@@ -6,7 +6,9 @@
 -- gpu_minute_states (its seconds, activity, energy and state: busy,
 -- idle_held, idle_empty or unknown) costs
 --   seconds × apron_gpu_rate(gpu_model) + energy_kWh × price_per_kwh × pue
--- and is split among the minute's processes (proc_minute_states) by their
+-- (apron_gpu_rate: the first [[gpu_cost]] entry whose model is the GPU's
+-- or "*", else the built-in default: purchase_price / lifetime +
+-- ops_per_gpu_hour, per second) and is split among the minute's processes (proc_minute_states) by their
 -- share of memory-time (used_mem_bytes × seconds; equal shares when none
 -- held measurable memory), each with its team and user as
 -- proc_minute_states gives them. A minute with no process, and every
@@ -15,10 +17,11 @@
 -- (gpu_minute_states.energy_unknown_seconds says for how long).
 --
 -- apron registers gpu_minute_states and proc_minute_states for the period
--- and the config, and these functions from apron.toml, wherever a query
--- reads minute_costs (also under `apron sql`):
---   apron_gpu_rate(gpu_model)  purchase_price / lifetime + ops_per_gpu_hour, per second (currency/s)
---   apron_team(user, uid, k8s_namespace, slurm_account)  the team of a process
+-- and the config, and the config's prices as the table apron_gpu_rates
+-- (analyze/src/config_tables.rs; `apron export-config` writes it for other
+-- engines), wherever a query reads minute_costs (also under `apron sql`).
+-- Plain SQL, no apron function: `apron export-sql` runs it on Spark, Trino
+-- or Athena.
 --
 -- Parameters:
 --   $1  energy price (currency per kWh), energy.price_per_kwh
@@ -37,11 +40,24 @@
 --   seconds       recorded seconds × share (s)
 --   energy_j      energy × share (J; 0 when not known)
 --   cost          cost × share (currency)
-WITH priced AS (
+WITH models AS (
+  SELECT DISTINCT gpu_model FROM gpu_minute_states
+),
+-- Each model's entry: the lowest position whose model is its own or "*"
+-- (apron_gpu_rates ends with a "*" entry, so every model has one).
+rates AS (
+  SELECT m.gpu_model, min(r.position) AS position
+  FROM models m
+  JOIN apron_gpu_rates r ON r.model = '*' OR r.model = m.gpu_model
+  GROUP BY m.gpu_model
+),
+priced AS (
   SELECT
-    *,
-    seconds * apron_gpu_rate(gpu_model) + energy_j / 3600000.0 * $1 * $2 AS cost
-  FROM gpu_minute_states
+    s.*,
+    s.seconds * g.rate_per_second + s.energy_j / 3600000.0 * $1 * $2 AS cost
+  FROM gpu_minute_states s
+  JOIN rates m ON m.gpu_model IS NOT DISTINCT FROM s.gpu_model
+  JOIN apron_gpu_rates g ON g.position = m.position
 ),
 totals AS (
   SELECT gpu_uuid, minute, sum(mem_time) AS mem_time, count(*) AS procs

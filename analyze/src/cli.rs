@@ -120,6 +120,21 @@ pub enum Command {
     /// PNG and every table as a CSV, into --out DIR.
     Report(ReportArgs),
 
+    /// Write the configuration's prices and team rules as three small
+    /// Parquet tables (apron_settings, apron_gpu_rates, apron_team_rules)
+    /// into --out DIR, one folder each, for Spark, Trino or Athena.
+    ExportConfig(ExportConfigArgs),
+
+    /// Print the statements that create apron's tables (partitioned by date
+    /// and host, partitions discovered) and the config tables on Spark,
+    /// Trino or Athena, `;`-separated.
+    Ddl(DdlArgs),
+
+    /// Print one SQL statement computing spend, idle-cost or every priced
+    /// GPU-minute on Spark, Trino or Athena, generated from the same
+    /// queries/*.sql apron runs, over the tables `apron ddl` creates.
+    ExportSql(ExportSqlArgs),
+
     /// Simulate a month of a realistic fleet into a temporary data folder,
     /// write its report, and print the headline figures: what apron does,
     /// in one command, without a GPU.
@@ -203,6 +218,74 @@ pub struct DemoArgs {
     /// (to query it afterwards with `apron --data DIR …`).
     #[arg(long, value_name = "DIR")]
     pub keep_data: Option<PathBuf>,
+}
+
+/// `apron export-config --out DIR`.
+#[derive(Debug, Clone, Args)]
+pub struct ExportConfigArgs {
+    /// The folder to write the tables into (created if missing; the three
+    /// tables' files in it are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// `apron ddl --engine spark|trino|athena --location URL`.
+#[derive(Debug, Clone, Args)]
+pub struct DdlArgs {
+    /// The engine the statements are for.
+    #[arg(long, value_enum)]
+    pub engine: crate::portable::Engine,
+
+    /// Where the tables' folders are, as the engine reads it: the bucket
+    /// prefix apron-recorder --ship writes (s3://BUCKET/PREFIX), or a data
+    /// folder (file:///data/apron, or an absolute path).
+    #[arg(long, value_name = "URL")]
+    pub location: String,
+
+    /// Where `apron export-config --out` wrote the config tables, as the
+    /// engine reads it. Default: LOCATION/apron_config.
+    #[arg(long, value_name = "URL")]
+    pub config_location: Option<String>,
+
+    /// The schema (database) the tables are created in.
+    #[arg(long, default_value = "apron")]
+    pub schema: String,
+}
+
+/// What `apron export-sql` computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportReport {
+    /// `apron spend`: cost per team.
+    Spend,
+    /// `apron idle-cost --by …`: idle cost by team, user, host or GPU.
+    IdleCost,
+    /// Every GPU-minute of the period priced and attributed (the view
+    /// minute_costs), for any other sum.
+    MinuteCosts,
+}
+
+/// `apron export-sql spend|idle-cost|minute-costs --engine E [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct ExportSqlArgs {
+    /// The report.
+    #[arg(value_enum)]
+    pub report: ExportReport,
+
+    /// The engine the statement is for.
+    #[arg(long, value_enum)]
+    pub engine: crate::portable::Engine,
+
+    /// What idle-cost groups by (idle-cost only).
+    #[arg(long, value_enum)]
+    pub by: Option<IdleBy>,
+
+    /// The schema (database) `apron ddl` created the tables in.
+    #[arg(long, default_value = "apron")]
+    pub schema: String,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
 }
 
 /// The period of a report: `--month`, or `--from`/`--to`, or `--last`;

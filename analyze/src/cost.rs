@@ -5,7 +5,10 @@
 //! `queries/proc_minute_states.sql`) and `minute_costs` (each GPU-minute
 //! priced and attributed: `queries/minute_costs.sql`).
 //!
-//! Two SQL functions carry the config into the queries:
+//! The views read the config's prices and team rules as tables
+//! ([`crate::config_tables`]: `apron_gpu_rates`, `apron_team_rules`), so
+//! their SQL runs unchanged on other engines (`apron export-sql`). For
+//! ad-hoc queries two SQL functions carry the same decisions:
 //! `apron_gpu_rate(gpu_model)`, what a second of a GPU of that model costs
 //! besides energy (its purchase price written off over its lifetime, plus
 //! its operating cost), and `apron_team(user, uid, k8s_namespace,
@@ -62,11 +65,12 @@ pub fn register_functions(session: &Session, config: &Config) {
     ctx.register_udf(team);
 }
 
-/// Registers the functions and the views `gpu_minute_states` and
-/// `proc_minute_states` for `period` under `config`: what zombies, reclaim
-/// and `minute_costs` read.
+/// Registers the functions, the config's tables and the views
+/// `gpu_minute_states` and `proc_minute_states` for `period` under `config`:
+/// what zombies, reclaim and `minute_costs` read.
 pub async fn register_states(session: &Session, config: &Config, period: &Period) -> Result<(), Error> {
     register_functions(session, config);
+    crate::config_tables::register(session, config)?;
     let [start, end] = period.params();
     let threshold = ScalarValue::Float64(Some(config.idle.threshold_pct));
     let views = [
@@ -96,9 +100,12 @@ pub async fn register_for_query(
     let text = text.to_ascii_lowercase();
     let costs = text.contains("minute_costs");
     if !costs && !text.contains("gpu_minute_states") && !text.contains("proc_minute_states") {
-        // A query that calls an `apron_` function gets them from the config.
+        // A query that calls an `apron_` function or reads a config table
+        // gets them from the config.
         if text.contains("apron_") {
-            register_functions(session, &config()?);
+            let config = config()?;
+            register_functions(session, &config);
+            crate::config_tables::register(session, &config)?;
         }
         return Ok(());
     }

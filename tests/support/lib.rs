@@ -13,6 +13,7 @@ pub mod checks;
 pub mod png;
 pub mod s3;
 pub mod scenario;
+pub mod spark;
 
 /// The cargo target folder and profile folder this test binary was built in
 /// (`target/debug/deps/<test>` → `target`, `debug`).

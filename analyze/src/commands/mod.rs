@@ -20,6 +20,7 @@ pub mod demo;
 pub mod idle_cost;
 mod outcome;
 pub mod pick;
+pub mod portable;
 pub mod reclaim;
 pub mod report;
 pub mod spend;
@@ -44,6 +45,9 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::Windows(args) => done(windows::run(&cli.global, args, out).await),
         Command::Chart(args) => done(chart::run(&cli.global, args, out).await),
         Command::Report(args) => done(report::run(&cli.global, args, out).await),
+        Command::ExportConfig(args) => done(portable::export_config(&cli.global, args, out)),
+        Command::Ddl(args) => done(portable::ddl(args, out)),
+        Command::ExportSql(args) => done(portable::export_sql(args, out)),
         Command::Demo(args) => done(demo::run(&cli.global, args, out).await),
     }
 }
