@@ -90,7 +90,7 @@ SELECT
   coalesce(t.team, 'unassigned') AS team
 FROM procs p
 LEFT JOIN teams t
-  ON t.user_name IS NOT DISTINCT FROM p.user_name
-  AND t.uid IS NOT DISTINCT FROM p.uid
-  AND t.k8s_namespace IS NOT DISTINCT FROM p.k8s_namespace
-  AND t.slurm_account IS NOT DISTINCT FROM p.slurm_account
+  ON (t.user_name IS NOT DISTINCT FROM p.user_name)
+  AND (t.uid IS NOT DISTINCT FROM p.uid)
+  AND (t.k8s_namespace IS NOT DISTINCT FROM p.k8s_namespace)
+  AND (t.slurm_account IS NOT DISTINCT FROM p.slurm_account)

@@ -79,6 +79,9 @@ fn help_of_apron_and_every_command() {
         "windows",
         "chart",
         "report",
+        "export-config",
+        "ddl",
+        "export-sql",
         "demo",
     ];
     assert_eq!(commands, expected);
@@ -109,6 +112,21 @@ const CASES: &[Case] = &[
     Case { name: "bad --window", args: &["pick", "--host", "h1", "--window", "soon"] },
     Case { name: "conflicting period flags", args: &["spend", "--month", "2026-11", "--last", "7d"] },
     Case { name: "sql without a query", args: &["sql"] },
+    // The commands for other engines.
+    Case { name: "ddl for an unknown engine", args: &["ddl", "--engine", "oracle", "--location", "/data"] },
+    Case { name: "ddl at a relative location", args: &["ddl", "--engine", "spark", "--location", "data"] },
+    Case {
+        name: "ddl with a bad schema",
+        args: &["ddl", "--engine", "trino", "--location", "/d", "--schema", "Fleet-1"],
+    },
+    Case {
+        name: "export-sql spend --by",
+        args: &["export-sql", "spend", "--by", "user", "--engine", "spark"],
+    },
+    Case {
+        name: "export-config into a file",
+        args: &["export-config", "--out", "{TMP}/bad-key.toml/tables"],
+    },
     // The period.
     Case { name: "--from after --to", args: &["spend", "--from", "2026-11-05", "--to", "2026-11-02"] },
     Case { name: "a period without data", args: &["spend", "--month", "2025-01"] },

@@ -108,37 +108,40 @@ fn compare(
     what: &str,
     (spark, spark_key): (&[Value], &str),
     (exact, exact_key): (&[Value], &str),
-    printed: &[Value],
+    (printed, printed_key): (&[Value], &str),
     money: &str,
 ) {
     let (spark, exact) = (by_key(spark, spark_key), by_key(exact, exact_key));
-    c.check(
-        &format!("{what}: Spark has apron's rows"),
-        spark.keys().eq(exact.keys()),
-        format!("{:?} vs {:?}", spark.keys().collect::<Vec<_>>(), exact.keys().collect::<Vec<_>>()),
-    );
+    c.check(spark.keys().eq(exact.keys()), || {
+        format!(
+            "{what}: Spark's rows {:?}, apron's {:?}",
+            spark.keys().collect::<Vec<_>>(),
+            exact.keys().collect::<Vec<_>>()
+        )
+    });
     for (key, row) in &exact {
         let Some(theirs) = spark.get(key) else { continue };
         for (column, value) in row.as_object().expect("a row") {
             let Some(ours) = value.as_f64() else { continue };
             let theirs = theirs[column].as_f64().unwrap_or(f64::NAN);
-            c.check(
-                &format!("{what}: {key} {column} within 1e-6"),
-                (ours - theirs).abs() <= 1e-6,
-                format!("apron {ours}, Spark {theirs}"),
-            );
+            c.near(&format!("{what}: {key} {column} (Spark, apron)"), theirs, ours, 1e-6);
         }
     }
     let order: Vec<String> =
-        printed.iter().map(|r| r[exact_key].as_str().unwrap_or("(null)").to_owned()).collect();
-    let amounts: Vec<f64> = order.iter().map(|k| spark.get(k).map_or(f64::NAN, |r| r[money].as_f64().unwrap_or(0.0))).collect();
+        printed.iter().map(|r| r[printed_key].as_str().unwrap_or("(null)").to_owned()).collect();
+    let Some(amounts) =
+        order.iter().map(|k| spark.get(k).and_then(|r| r[money].as_f64())).collect::<Option<Vec<f64>>>()
+    else {
+        c.fail(format!("{what}: Spark lacks some of the rows apron prints: {order:?}"));
+        return;
+    };
     let cents = cents_keeping_total(&amounts).expect("cents");
     for ((key, row), cents) in order.iter().zip(printed).zip(cents) {
         let shown = row[money].as_f64().expect("a printed amount");
-        c.check(
-            &format!("{what}: {key} {money} prints the same cents"),
-            (shown * 100.0).round() as i64 == cents,
-            format!("apron prints {shown}, Spark's rounds to {}", cents as f64 / 100.0),
+        c.eq(
+            &format!("{what}: {key} {money} in cents (apron's print, Spark's rounded)"),
+            (shown * 100.0).round() as i64,
+            cents,
         );
     }
 }
@@ -147,12 +150,24 @@ fn compare(
 fn spark_computes_apron_s_spend_and_idle_cost_from_the_same_queries() {
     let python = apron_tests::spark::python();
     let tmp = tempfile::tempdir().expect("temp dir");
-    let (data, config, tables) = (tmp.path().join("data"), tmp.path().join("apron.toml"), tmp.path().join("config"));
+    let (data, config, tables) =
+        (tmp.path().join("data"), tmp.path().join("apron.toml"), tmp.path().join("config"));
     let text = |p: &Path| p.to_str().expect("a UTF-8 path").to_owned();
     let (data_s, config_s) = (text(&data), text(&config));
     run(&[
-        "demo", "--month", "2026-11", "--days", "7", "--hosts", "3", "--interval", "60s", "--keep-data", &data_s,
-        "--out", &text(&tmp.path().join("report")),
+        "demo",
+        "--month",
+        "2026-11",
+        "--days",
+        "7",
+        "--hosts",
+        "3",
+        "--interval",
+        "60s",
+        "--keep-data",
+        &data_s,
+        "--out",
+        &text(&tmp.path().join("report")),
     ]);
     rename_host(&data, "gpu-node03", "0042");
     write(&config, CONFIG.as_bytes());
@@ -163,7 +178,8 @@ fn spark_computes_apron_s_spend_and_idle_cost_from_the_same_queries() {
     let month = ["--month", "2026-11"];
     let spend_sql = run(&[&["export-sql", "spend", "--engine", "spark"][..], &month].concat());
     write(&tmp.path().join("spend.sql"), &spend_sql.stdout);
-    let idle_sql = run(&[&["export-sql", "idle-cost", "--by", "user", "--engine", "spark"][..], &month].concat());
+    let idle_sql =
+        run(&[&["export-sql", "idle-cost", "--by", "user", "--engine", "spark"][..], &month].concat());
     write(&tmp.path().join("idle.sql"), &idle_sql.stdout);
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("spark").join("run.py");
@@ -176,7 +192,8 @@ fn spark_computes_apron_s_spend_and_idle_cost_from_the_same_queries() {
         .expect("python runs");
     assert!(out.status.success(), "Spark failed: {}", String::from_utf8_lossy(&out.stderr));
     let spark: Value =
-        serde_json::from_slice(&std::fs::read(tmp.path().join("spark.json")).expect("Spark's result")).expect("JSON");
+        serde_json::from_slice(&std::fs::read(tmp.path().join("spark.json")).expect("Spark's result"))
+            .expect("JSON");
     eprintln!("Spark timings (s): {}", spark["timings"]);
 
     let with = |args: &[&str]| -> Vec<String> {
@@ -193,20 +210,25 @@ fn spark_computes_apron_s_spend_and_idle_cost_from_the_same_queries() {
     let printed_spend = apron(&["spend"]);
     let printed_idle = apron(&["idle-cost", "--by", "user"]);
 
-    let mut c = Checks::new();
+    let mut c = Checks::default();
     let hosts = spark["hosts"].as_array().expect("hosts");
-    c.check(
-        "Spark reads host 0042 as the string \"0042\"",
-        hosts.iter().any(|h| h[0] == "0042" && h[1] == "string"),
-        format!("{hosts:?}"),
-    );
+    c.check(hosts.iter().any(|h| h[0] == "0042" && h[1] == "string"), || {
+        format!("Spark should read host 0042 as the string \"0042\": {hosts:?}")
+    });
     let teams: Vec<&str> = exact_spend.iter().filter_map(|r| r["team"].as_str()).collect();
     for team in ["vision", "nlp", "speech", "recsys", "ops", "unassigned", "(unallocated)"] {
-        c.check(&format!("the week has team {team}"), teams.contains(&team), format!("{teams:?}"));
+        c.check(teams.contains(&team), || format!("the week should have team {team}: {teams:?}"));
     }
     let spark_spend = spark["spend"].as_array().expect("spend rows");
-    compare(&mut c, "spend", (spark_spend, "team"), (&exact_spend, "team"), &printed_spend, "cost");
+    compare(&mut c, "spend", (spark_spend, "team"), (&exact_spend, "team"), (&printed_spend, "team"), "cost");
     let spark_idle = spark["idle"].as_array().expect("idle rows");
-    compare(&mut c, "idle-cost --by user", (spark_idle, "key"), (&exact_idle, "key"), &printed_idle, "idle_cost");
+    compare(
+        &mut c,
+        "idle-cost --by user",
+        (spark_idle, "key"),
+        (&exact_idle, "key"),
+        (&printed_idle, "user"),
+        "idle_cost",
+    );
     c.finish();
 }

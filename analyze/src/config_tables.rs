@@ -76,7 +76,8 @@ pub fn write(config: &Config, dir: &Path) -> Result<Vec<PathBuf>, Error> {
         // Hidden, so an engine listing the folder meanwhile skips it.
         let temp = folder.join(format!(".{name}.parquet.tmp"));
         let file = File::create(&temp).map_err(|e| failed(&temp, e.into()))?;
-        let mut writer = ArrowWriter::try_new(file, batch.schema(), None).map_err(|e| failed(&temp, e.into()))?;
+        let mut writer =
+            ArrowWriter::try_new(file, batch.schema(), None).map_err(|e| failed(&temp, e.into()))?;
         writer.write(&batch).map_err(|e| failed(&temp, e.into()))?;
         let file = writer.into_inner().map_err(|e| failed(&temp, e.into()))?;
         file.sync_all().map_err(|e| failed(&temp, e.into()))?;
@@ -265,13 +266,48 @@ mod tests {
     #[test]
     fn a_glob_and_its_regex_match_the_same_names() {
         let globs = [
-            "vision-*", "*-prod", "team?", "ns-[a-c]*", "ns-[!a-c]", "a[]]b", "[-a]x", "x.y+z", "*", "**", "a*b*c",
+            "vision-*",
+            "*-prod",
+            "team?",
+            "ns-[a-c]*",
+            "ns-[!a-c]",
+            "a[]]b",
+            "[-a]x",
+            "x.y+z",
+            "*",
+            "**",
+            "a*b*c",
             "ml_[0-9][0-9]",
         ];
         let names = [
-            "vision-", "vision-a", "vision", "xvision-a", "a-prod", "-prod", "prod", "team1", "team", "team12",
-            "ns-a", "ns-bz", "ns-d", "ns-c", "a]b", "ab", "-x", "ax", "bx", "x.y+z", "xay+z", "", "abc", "aXbYc",
-            "acb", "ml_07", "ml_7", "ml-07",
+            "vision-",
+            "vision-a",
+            "vision",
+            "xvision-a",
+            "a-prod",
+            "-prod",
+            "prod",
+            "team1",
+            "team",
+            "team12",
+            "ns-a",
+            "ns-bz",
+            "ns-d",
+            "ns-c",
+            "a]b",
+            "ab",
+            "-x",
+            "ax",
+            "bx",
+            "x.y+z",
+            "xay+z",
+            "",
+            "abc",
+            "aXbYc",
+            "acb",
+            "ml_07",
+            "ml_7",
+            "ml-07",
         ];
         for glob in globs {
             let pattern = glob::Pattern::new(glob).expect("a valid glob");

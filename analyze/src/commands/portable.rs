@@ -37,7 +37,9 @@ pub fn export_sql<W: Write>(args: &ExportSqlArgs, out: W) -> Result<(), Error> {
         (ExportReport::MinuteCosts, None) => Report::MinuteCosts,
         (ExportReport::IdleCost, by) => Report::IdleCost(by.unwrap_or(IdleBy::Team)),
         (_, Some(_)) => {
-            return Err(InputError::Usage { message: "--by applies to export-sql idle-cost only".into() }.into());
+            return Err(
+                InputError::Usage { message: "--by applies to export-sql idle-cost only".into() }.into()
+            );
         }
     };
     let now_ms = chrono::Utc::now().timestamp_millis();
