@@ -66,7 +66,7 @@ pub fn register(session: &Session, config: &Config) -> Result<(), Error> {
 /// name and renamed over it. Returns the files written.
 pub fn write(config: &Config, dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let failed = |path: &Path, source: Box<dyn std::error::Error + Send + Sync>| {
-        Error::from(OutputError::Report { path: path.to_owned(), source })
+        Error::from(OutputError::ConfigTables { path: path.to_owned(), source })
     };
     let mut written = Vec::new();
     for (name, batch) in batches(config) {

@@ -421,6 +421,16 @@ pub enum OutputError {
         marker: &'static str,
     },
 
+    /// `apron export-config` could not write a table's file or folder.
+    #[error("cannot write the config tables to {}", path.display())]
+    ConfigTables {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+
     /// A report file (page, table) or the report folder could not be
     /// written.
     #[error("cannot write the report to {}", path.display())]
