@@ -69,9 +69,10 @@ impl GlobalArgs {
 pub enum Command {
     /// Run one read-only SQL query over the recorded tables (gpu_samples,
     /// proc_samples, the minute rollups gpu_minutes and proc_minutes, all
-    /// partitioned by date and host; and minute_costs, every GPU-minute of
-    /// the period priced and attributed), with its $1 or $name placeholders
-    /// bound by --param.
+    /// partitioned by date and host; minute_costs, every GPU-minute of the
+    /// period priced and attributed, and cost_buckets, its sums per minute,
+    /// GPU, state and owner), with its $1 or $name placeholders bound by
+    /// --param.
     Sql(SqlArgs),
 
     /// Print the effective configuration (--config FILE, else ./apron.toml,
@@ -486,10 +487,12 @@ pub struct SqlArgs {
     #[arg(long = "param", value_name = "NAME=VALUE")]
     pub params: Vec<String>,
 
-    /// The period of the view minute_costs (every GPU-minute priced and
-    /// attributed, queries/minute_costs.sql), registered for a query that
-    /// names minute_costs; a query that names an apron_ function
-    /// (apron_team, apron_gpu_rate) gets those from the config.
+    /// The period of the views minute_costs (every GPU-minute priced and
+    /// attributed, queries/minute_costs.sql) and cost_buckets (its sums from
+    /// the ledger), registered for a query that names them; a query that
+    /// names an apron_ function (apron_team, apron_gpu_rate) or config table
+    /// (apron_settings, apron_gpu_rates, apron_team_rules) gets those from
+    /// the config.
     #[command(flatten)]
     pub period: PeriodArgs,
 }

@@ -22,6 +22,12 @@ fn target_profile_dir() -> PathBuf {
     exe.parent().and_then(Path::parent).expect("test binaries live in <target>/<profile>/deps").to_path_buf()
 }
 
+/// `<target>/tools`: where the tests install the programs they run
+/// (SeaweedFS, pyspark) when the machine has none.
+fn tools_dir() -> PathBuf {
+    target_profile_dir().parent().expect("the profile folder has a parent").join("tools")
+}
+
 /// Builds `packages` with the same cargo, target folder and profile as this
 /// test binary (a no-op when `cargo test` already built them), and returns
 /// the profile folder that holds them.

@@ -39,11 +39,7 @@ pub fn weed() -> PathBuf {
         if let Some(path) = on_path {
             return path;
         }
-        let tools = super::target_profile_dir()
-            .parent()
-            .expect("the profile folder has a parent")
-            .join("tools")
-            .join("seaweedfs");
+        let tools = super::tools_dir().join("seaweedfs");
         let path = tools.join("bin").join("weed");
         if !path.is_file() {
             let status = Command::new("python3")

@@ -21,11 +21,7 @@ pub fn python() -> PathBuf {
             if let Some(path) = std::env::var_os("APRON_TEST_PYSPARK_PYTHON") {
                 return PathBuf::from(path);
             }
-            let venv = super::target_profile_dir()
-                .parent()
-                .expect("the profile folder has a parent")
-                .join("tools")
-                .join("spark-venv");
+            let venv = super::tools_dir().join("spark-venv");
             let python = venv.join("bin").join("python");
             let imports = |python: &PathBuf| {
                 Command::new(python)
