@@ -25,9 +25,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use apron_analyze::cli::{Engine, IdleBy};
 use apron_analyze::output::{Format, write_batches};
 use apron_analyze::period::Period;
-use apron_analyze::portable::{Engine, Report};
+use apron_analyze::portable::Report;
 use apron_analyze::rounding::cents_keeping_total;
 use apron_analyze::{Config, Session};
 use apron_tests::bin;
@@ -302,7 +303,7 @@ fn the_trino_and_athena_statements_compute_apron_s_figures() {
     let mut c = Checks::default();
     for engine in [Engine::Trino, Engine::Athena] {
         let spend = rows(Report::Spend, engine);
-        let idle = rows(Report::IdleCost(apron_analyze::cli::IdleBy::User), engine);
+        let idle = rows(Report::IdleCost(IdleBy::User), engine);
         compare_both(&mut c, &format!("{engine:?}"), &spend, &idle, &figures);
     }
     c.finish();

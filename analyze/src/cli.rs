@@ -235,7 +235,7 @@ pub struct ExportConfigArgs {
 pub struct DdlArgs {
     /// The engine the statements are for.
     #[arg(long, value_enum)]
-    pub engine: crate::portable::Engine,
+    pub engine: Engine,
 
     /// Where the tables' folders are, as the engine reads it: the bucket
     /// prefix apron-recorder --ship writes (s3://BUCKET/PREFIX), or a data
@@ -251,6 +251,17 @@ pub struct DdlArgs {
     /// The schema (database) the tables are created in.
     #[arg(long, default_value = "apron")]
     pub schema: String,
+}
+
+/// An engine that reads apron's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// Apache Spark SQL (3.4 or later; tested with 4).
+    Spark,
+    /// Trino, with its Hive connector.
+    Trino,
+    /// Amazon Athena (engine version 3).
+    Athena,
 }
 
 /// What `apron export-sql` computes.
@@ -274,7 +285,7 @@ pub struct ExportSqlArgs {
 
     /// The engine the statement is for.
     #[arg(long, value_enum)]
-    pub engine: crate::portable::Engine,
+    pub engine: Engine,
 
     /// What idle-cost groups by (idle-cost only).
     #[arg(long, value_enum)]

@@ -67,7 +67,7 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use apron_schemas::time::DAY_SECS;
+use apron_schemas::time::{DAY_SECS, HOUR_SECS};
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -437,6 +437,16 @@ pub fn team_of<'c>(
                 || slurm_account.is_some_and(|a| team.slurm_accounts.iter().any(|x| x == a))
         })
         .map_or(UNASSIGNED, |team| team.name.as_str())
+}
+
+/// Seconds in a year of the write-off: 365.25 days.
+pub const SECONDS_PER_YEAR: f64 = 365.25 * DAY_SECS as f64;
+
+/// What one second of a GPU priced by `cost` costs besides energy, in the
+/// config's currency: `purchase_price / (lifetime_years × 365.25 days) +
+/// ops_per_gpu_hour / 3600`.
+pub fn rate_per_second(cost: &GpuCost) -> f64 {
+    cost.purchase_price / (cost.lifetime_years * SECONDS_PER_YEAR) + cost.ops_per_gpu_hour / HOUR_SECS as f64
 }
 
 /// The price of a GPU of `model` (its `gpu_model`): the first `[[gpu_cost]]`

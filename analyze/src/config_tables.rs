@@ -7,7 +7,7 @@
 //! - `apron_gpu_rates`, one row per `[[gpu_cost]]` entry in file order
 //!   (`position` from 1), then the built-in default as a last `"*"` entry:
 //!   `model` (a `gpu_model`, or `"*"` for any), the entry's numbers and
-//!   `rate_per_second` ([`crate::cost::rate_per_second`]). A GPU's price is
+//!   `rate_per_second` ([`crate::config::rate_per_second`]). A GPU's price is
 //!   the entry of lowest `position` whose model is the GPU's or `"*"`;
 //! - `apron_team_rules`, one row per rule of each `[[team]]`:
 //!   `team_order` (the team's place in the file, from 1), `team`, `kind`
@@ -34,8 +34,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
 use datafusion::parquet::arrow::ArrowWriter;
 
-use crate::config::{Config, DEFAULT_GPU_COST};
-use crate::cost::rate_per_second;
+use crate::config::{Config, DEFAULT_GPU_COST, rate_per_second};
 use crate::error::{Error, OutputError, SessionError};
 use crate::session::Session;
 

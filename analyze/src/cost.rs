@@ -18,7 +18,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apron_schemas::time::{DAY_SECS, HOUR_SECS};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
@@ -26,21 +25,11 @@ use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
 
-use crate::config::{Config, GpuCost, gpu_cost_for, team_of};
+use crate::config::{Config, gpu_cost_for, rate_per_second, team_of};
 use crate::error::{Error, SessionError};
 use crate::period::Period;
 use crate::queries;
 use crate::session::Session;
-
-/// Seconds in a year of the write-off: 365.25 days.
-pub const SECONDS_PER_YEAR: f64 = 365.25 * DAY_SECS as f64;
-
-/// What one second of a GPU priced by `cost` costs besides energy, in the
-/// config's currency: `purchase_price / (lifetime_years × 365.25 days) +
-/// ops_per_gpu_hour / 3600`.
-pub fn rate_per_second(cost: &GpuCost) -> f64 {
-    cost.purchase_price / (cost.lifetime_years * SECONDS_PER_YEAR) + cost.ops_per_gpu_hour / HOUR_SECS as f64
-}
 
 /// Registers `apron_gpu_rate` and `apron_team` with `session`, applying `config`.
 pub fn register_functions(session: &Session, config: &Config) {
@@ -174,20 +163,4 @@ fn team(config: &Config, args: &[ColumnarValue]) -> Result<ColumnarValue, DataFu
         })
         .collect();
     Ok(ColumnarValue::Array(Arc::new(teams) as ArrayRef))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_gpu_second_costs_its_write_off_and_its_operation() {
-        let cost = GpuCost {
-            model: "*".into(),
-            purchase_price: SECONDS_PER_YEAR,
-            lifetime_years: 1.0,
-            ops_per_gpu_hour: 3.6,
-        };
-        assert!((rate_per_second(&cost) - 1.001).abs() < 1e-12);
-    }
 }

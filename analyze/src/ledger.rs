@@ -17,8 +17,8 @@ use map::HashMap;
 use apron_schemas::Table;
 use apron_schemas::time::{DAY_MS, MINUTE_MS};
 
+use crate::config::rate_per_second;
 use crate::config::{Config, gpu_cost_for};
-use crate::cost::rate_per_second;
 use crate::error::{Error, SessionError};
 use crate::period::Period;
 use crate::session::Session;

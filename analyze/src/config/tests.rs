@@ -366,3 +366,14 @@ fn load_names_a_missing_file_and_records_the_source() {
     assert_eq!(c.source, Source::File(path.clone()));
     assert_eq!(c.source.to_string(), path.display().to_string());
 }
+
+#[test]
+fn a_gpu_second_costs_its_write_off_and_its_operation() {
+    let cost = GpuCost {
+        model: "*".into(),
+        purchase_price: SECONDS_PER_YEAR,
+        lifetime_years: 1.0,
+        ops_per_gpu_hour: 3.6,
+    };
+    assert!((rate_per_second(&cost) - 1.001).abs() < 1e-12);
+}
