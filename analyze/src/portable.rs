@@ -446,27 +446,42 @@ fn create(
         .iter()
         .map(|f| format!("  {} {}", quote(f.name()), column_type(engine, f.data_type())))
         .collect();
-    let partitions = [("date", DataType::Date32), ("host", DataType::Utf8)];
-    if partitioned && engine != Engine::Athena {
-        lines.extend(partitions.iter().map(|(c, t)| format!("  {} {}", quote(c), column_type(engine, t))));
+    // The partition columns as apron reads them from the folder names.
+    let partitions = if partitioned { crate::query_schema::partition_columns() } else { Vec::new() };
+    let typed = |sep: &str| -> Vec<String> {
+        partitions.iter().map(|(c, t)| format!("{}{sep}{}", quote(c), column_type(engine, t))).collect()
+    };
+    if engine != Engine::Athena {
+        lines.extend(typed(" ").iter().map(|l| format!("  {l}")));
     }
     let columns = lines.join(",\n");
+    let names: Vec<String> = partitions.iter().map(|(c, _)| quote(c)).collect();
     match engine {
         Engine::Spark => {
-            let by = if partitioned { "\nPARTITIONED BY (`date`, `host`)" } else { "" };
+            let by =
+                if partitioned { format!("\nPARTITIONED BY ({})", names.join(", ")) } else { String::new() };
             format!(
                 "CREATE TABLE IF NOT EXISTS {schema}.{name} (\n{columns}\n)\nUSING PARQUET{by}\nLOCATION '{location}';\n"
             )
         }
         Engine::Trino => {
-            let by = if partitioned { ",\n  partitioned_by = ARRAY['date', 'host']" } else { "" };
+            let quoted: Vec<String> = partitions.iter().map(|(c, _)| format!("'{c}'")).collect();
+            let by = if partitioned {
+                format!(",\n  partitioned_by = ARRAY[{}]", quoted.join(", "))
+            } else {
+                String::new()
+            };
             format!(
                 "CREATE TABLE IF NOT EXISTS {schema}.{name} (\n{columns}\n)\nWITH (\n  format = 'PARQUET',\n  \
                  external_location = '{location}'{by}\n);\n"
             )
         }
         Engine::Athena => {
-            let by = if partitioned { "\nPARTITIONED BY (`date` date, `host` string)" } else { "" };
+            let by = if partitioned {
+                format!("\nPARTITIONED BY ({})", typed(" ").join(", "))
+            } else {
+                String::new()
+            };
             format!(
                 "CREATE EXTERNAL TABLE IF NOT EXISTS {schema}.{name} (\n{columns}\n){by}\nSTORED AS PARQUET\n\
                  LOCATION '{location}/';\n"
