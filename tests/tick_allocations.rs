@@ -1,6 +1,7 @@
 //! Allocations per tick in steady state: once a file's buffers are sized
 //! (from the file before it), a tick that closes no file (the source's
-//! sampling, the WAL frame, the rows held) allocates nothing on the
+//! sampling, the WAL frame, the rows held, the copy `/metrics` serves and
+//! the minute states it keeps) allocates nothing on the
 //! simulated host, and no more than a small fixed number through NVML,
 //! which are `nvml-wrapper`'s own (see [`NVML_WRAPPER_ALLOCS_PER_GPU`]).
 //!
@@ -17,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use apron_recorder::metrics::{Health, Publisher};
 use apron_recorder::source::nvml::NvmlSource;
 use apron_schemas::DataLayout;
 use apron_store::source::sim::SimHost;
@@ -140,6 +142,7 @@ fn child() {
         .expect("writer")
         .with_wal(Duration::from_secs(1))
         .expect("WAL");
+    let mut publisher = Publisher::detached("alloc", 5.0);
     let mut tick = Tick::default();
     let mut per_tick = Vec::with_capacity(usize::try_from(MEASURED_TICKS).expect("small"));
     let mut rows = 0;
@@ -149,6 +152,8 @@ fn child() {
         tick.clear();
         source.sample(ts, 1_000, &mut tick);
         writer.push(ts, &tick).expect("the disk takes the rows");
+        let health = Health { ticks: i, gpu_rows: writer.stats().gpu_rows, ..Health::default() };
+        publisher.publish(ts, &tick, &health);
         if i >= WARMUP_TICKS {
             per_tick.push(ALLOCATIONS.load(Ordering::Relaxed) - before);
             assert_eq!(writer.stats().files, files, "a measured tick closed a file");
@@ -156,6 +161,17 @@ fn child() {
         }
     }
     assert_eq!(writer.wal_stats().unwrap_or_default().errors, 0, "the WAL took every frame");
+    let served = publisher.snapshot();
+    assert_eq!(
+        served.ts_ms,
+        Some(T0_MS + i64::try_from(WARMUP_TICKS + MEASURED_TICKS - 1).expect("small") * 1_000)
+    );
+    assert_eq!(
+        (served.gpus.len(), served.procs.len()),
+        (tick.gpus.len(), tick.procs.len()),
+        "/metrics has the last tick"
+    );
+    assert_eq!(served.minutes.len(), tick.gpus.len(), "each GPU has a full minute by now");
     println!("{case}: {rows} rows in {MEASURED_TICKS} ticks; allocations per tick: {per_tick:?}");
     assert!(rows as u64 >= 8 * MEASURED_TICKS, "every GPU answered at every tick");
     if case == "nvml" {

@@ -47,7 +47,9 @@
 //!
 //! Back to back, the sync thread syncs less often than once per tick, so
 //! its cost is given per sync; at 1 Hz with `--sync 1s` there is one per
-//! tick. `APRON_BENCH_RUNS` (comma-separated: `inproc`, `external`; default
+//! tick. After the NVML run, what `/metrics` costs on its tick: a publish,
+//! a scrape in process and over HTTP, and the longest publish while a
+//! thread scrapes back to back. `APRON_BENCH_RUNS` (comma-separated: `inproc`, `external`; default
 //! both) picks the parts to run.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -140,6 +142,7 @@ fn main() {
             "NVML path (fake libnvidia-ml, 16 processes)",
             &in_process(&mut nvml, &tmp.path().join("nvml")),
         );
+        metrics_costs(&mut nvml);
     }
     if !runs.split(',').any(|r| r == "external") {
         for s in &mut sleepers {
@@ -184,6 +187,94 @@ fn main() {
         let _ = s.kill();
         let _ = s.wait();
     }
+}
+
+/// What `/metrics` costs, on a tick of `source` (8 GPUs, 16 processes):
+/// the tick's publish (minute states and the copy), a scrape in process
+/// (the copy out and the rendering), a scrape over HTTP from another
+/// thread, and the longest publish while a thread scrapes back to back.
+fn metrics_costs(source: &mut dyn Source) {
+    use apron_recorder::metrics::{Health, MetricsServer, Publisher, render};
+    let mut tick = Tick::default();
+    source.sample(INPROC_START_MS, 1_000, &mut tick);
+    let health = Health::default();
+    let mut publisher = Publisher::detached("bench", 5.0);
+    const PUBLISHES: i64 = 100_000;
+    let t0 = Instant::now();
+    for i in 0..PUBLISHES {
+        publisher.publish(INPROC_START_MS + i * 1_000, &tick, &health);
+    }
+    let publish_us = t0.elapsed().as_secs_f64() * 1e6 / PUBLISHES as f64;
+    let mut text = String::new();
+    const RENDERS: u32 = 10_000;
+    let t0 = Instant::now();
+    for _ in 0..RENDERS {
+        let snapshot = publisher.snapshot();
+        text.clear();
+        render(&snapshot, &mut text);
+    }
+    let render_us = t0.elapsed().as_secs_f64() * 1e6 / f64::from(RENDERS);
+
+    let (server, mut live) = MetricsServer::start(
+        "127.0.0.1:0".parse().expect("an address"),
+        "bench",
+        Vec::new(),
+        std::env::temp_dir(),
+        5.0,
+    )
+    .expect("the metrics server starts");
+    live.publish(INPROC_START_MS, &tick, &health);
+    let addr = server.addr();
+    let get = move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).expect("connects");
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").expect("sends");
+        let mut body = Vec::new();
+        stream.read_to_end(&mut body).expect("reads");
+        body.len()
+    };
+    const GETS: u32 = 2_000;
+    let mut times: Vec<f64> = (0..GETS)
+        .map(|_| {
+            let t = Instant::now();
+            get();
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let bytes = get();
+    // Publishing while a thread scrapes back to back: a tick never waits.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scraping = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                get();
+                n += 1;
+            }
+            n
+        })
+    };
+    let (mut worst_us, mut publishes) = (0.0f64, 0i64);
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let t = Instant::now();
+        live.publish(INPROC_START_MS + (publishes + 1) * 1_000, &tick, &health);
+        worst_us = worst_us.max(t.elapsed().as_secs_f64() * 1e6);
+        publishes += 1;
+        sleep(Duration::from_micros(200));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let scrapes = scraping.join().expect("the scraping thread");
+    drop(server);
+    println!(
+        "  /metrics, {} GPUs and {} processes: publish {publish_us:.2} µs per tick; scrape in process (copy out + render) {render_us:.1} µs; over HTTP from another thread {:.0} µs median, {:.0} µs p99 ({bytes} bytes); publishing while scraped back to back ({scrapes} scrapes): longest publish {worst_us:.1} µs of {publishes}",
+        tick.gpus.len(),
+        tick.procs.len(),
+        times[times.len() / 2],
+        times[times.len() * 99 / 100],
+    );
 }
 
 /// Ticks measured in process, after [`INPROC_WARMUP`]: 5 hours of tick

@@ -14,6 +14,7 @@ pub mod identity;
 pub mod lock;
 pub mod maintenance;
 pub mod maintenance_error;
+pub mod metrics;
 pub mod record;
 pub mod retention;
 pub mod ship;

@@ -69,6 +69,17 @@ struct Cli {
     /// back off from twice this, up to 64 times or 15 minutes).
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     ship_every: Duration,
+    /// Serve the last tick at http://ADDRESS/metrics in the Prometheus text
+    /// format, with dcgm-exporter's names and labels, plus each GPU's state
+    /// over the last minute, process memory and the recorder's health. A
+    /// bare port (9400) listens on 127.0.0.1 only; any other address must
+    /// be written out (0.0.0.0:9400).
+    #[arg(long, value_name = "ADDRESS", value_parser = apron_recorder::metrics::parse_listen_addr)]
+    metrics: Option<std::net::SocketAddr>,
+    /// Mean activity (%) below which a minute is idle in /metrics' GPU
+    /// state (keep it equal to apron.toml's idle.threshold_pct).
+    #[arg(long, default_value_t = apron_recorder::metrics::DEFAULT_IDLE_THRESHOLD_PCT, value_parser = parse_threshold)]
+    idle_threshold: f64,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -167,6 +178,14 @@ fn parse_gpu_count(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1 (a host without GPUs records nothing)".into()),
         Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        Ok(_) => Err("must be between 0 and 100 (percent)".into()),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -378,5 +397,7 @@ fn record_options(cli: &Cli) -> RecordOptions {
         nvml_lib: cli.nvml_lib.clone(),
         retention: cli.retention.policy(),
         ship_every: cli.ship_every,
+        metrics: cli.metrics,
+        idle_threshold_pct: cli.idle_threshold,
     }
 }

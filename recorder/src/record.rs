@@ -6,6 +6,7 @@
 //! [`RecordOptions`] and calls [`record`].
 
 use std::io;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use apron_store::writer::RollingWriter;
 
 use crate::lock::{LockError, RecorderLock};
 use crate::maintenance::DailyMaintenance;
+use crate::metrics::{MetricsServer, ServeError};
 use crate::retention::RetentionPolicy;
 use crate::ship::live::LiveShipper;
 use crate::source::nvml::{NvmlOpenError, NvmlSource};
@@ -68,6 +70,10 @@ pub struct RecordOptions {
     pub retention: RetentionPolicy,
     /// How often shipping (when on) looks for closed days not shipped yet.
     pub ship_every: Duration,
+    /// Where to serve `/metrics`; `None`: not served.
+    pub metrics: Option<SocketAddr>,
+    /// The idle threshold (%) of `/metrics`' GPU-minute states.
+    pub idle_threshold_pct: f64,
 }
 
 /// Recording could not start, or could not write its last rows.
@@ -100,6 +106,9 @@ pub enum RecordError {
         #[source]
         source: io::Error,
     },
+    /// `/metrics` could not be served.
+    #[error(transparent)]
+    Metrics(#[from] ServeError),
     /// The writer or its write-ahead log could not start.
     #[error(transparent)]
     Writer(#[from] WriteError),
@@ -159,6 +168,16 @@ pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordEr
         })
         .transpose()
         .map_err(|source| RecordError::Ship { data: opts.data.clone(), source })?;
+    let mut metrics = match opts.metrics {
+        Some(addr) => {
+            let pci = source.pci_bus_ids();
+            let served =
+                MetricsServer::start(addr, &host, pci, layout.wal_dir(&host), opts.idle_threshold_pct)?;
+            tracing::info!(addr = %served.0.addr(), "serving /metrics");
+            Some(served)
+        }
+        None => None,
+    };
     let mut writer =
         RollingWriter::new(layout, &host, opts.rotate)?.with_wal(opts.sync)?.with_max_rows(opts.buffer_rows);
     tracing::info!(host = %host, data = %opts.data.display(), source = ?opts.source, interval = ?opts.interval, rotate = ?opts.rotate, sync = ?opts.sync, "recording");
@@ -168,9 +187,14 @@ pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordEr
         &mut writer,
         opts.interval,
         opts.health_every,
-        Some(&mut maintenance),
-        shipper.as_ref(),
+        tick::Companions {
+            maintenance: Some(&mut maintenance),
+            shipper: shipper.as_ref(),
+            metrics: metrics.as_mut().map(|(_, publisher)| publisher),
+        },
     );
+    // The endpoint stops answering once the last rows are written.
+    drop(metrics);
     if let Some(s) = shipper.as_mut() {
         s.stop(SHIP_STOP_WAIT);
     }

@@ -15,6 +15,7 @@ use apron_store::error_chain::format_chain;
 use tracing::{error, info, warn};
 
 use crate::maintenance::DailyMaintenance;
+use crate::metrics::{Health, Publisher};
 use crate::ship::live::{LiveShipper, ShipHealth};
 use crate::stop_signal::{StopSignals, Wake};
 use apron_store::source::{Source, Tick};
@@ -82,22 +83,34 @@ pub fn run(
     writer: &mut RollingWriter,
     interval: Duration,
 ) -> Result<RunStats, WriteError> {
-    run_with_maintenance(signals, source, writer, interval, DEFAULT_HEALTH_EVERY, None, None)
+    run_with_maintenance(signals, source, writer, interval, DEFAULT_HEALTH_EVERY, Companions::default())
+}
+
+/// What runs beside the tick loop, each optional.
+#[derive(Debug, Default)]
+pub struct Companions<'a> {
+    /// Compacts closed days and applies retention after each UTC midnight.
+    pub maintenance: Option<&'a mut DailyMaintenance>,
+    /// Ships closed days (on its own thread); the health line counts it.
+    pub shipper: Option<&'a LiveShipper>,
+    /// Serves each tick at `/metrics`.
+    pub metrics: Option<&'a mut Publisher>,
 }
 
 /// [`run`], also compacting closed days and applying retention in the
 /// background each time the UTC date changes (and at the first tick), via
-/// `maintenance`; a run in progress is waited for at shutdown. The health
-/// line also counts what `shipper` (running on its own) has shipped.
+/// `with.maintenance`; a run in progress is waited for at shutdown. The
+/// health line also counts what `with.shipper` (running on its own) has
+/// shipped; each tick and the counters go to `with.metrics`.
 pub fn run_with_maintenance(
     signals: &StopSignals,
     source: &mut dyn Source,
     writer: &mut RollingWriter,
     interval: Duration,
     health_every: Duration,
-    mut maintenance: Option<&mut DailyMaintenance>,
-    shipper: Option<&LiveShipper>,
+    with: Companions<'_>,
 ) -> Result<RunStats, WriteError> {
+    let Companions { mut maintenance, shipper, mut metrics } = with;
     let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX).max(1);
     let row_interval = i32::try_from(interval_ms).unwrap_or(i32::MAX);
     let mut stats = RunStats::default();
@@ -161,6 +174,9 @@ pub fn run_with_maintenance(
             last_write_warning = None;
             info!(files = writer.stats().files, "writing works again; caught up");
         }
+        if let Some(publisher) = metrics.as_deref_mut() {
+            publisher.publish(ts, &tick, &health_now(&stats, sample_us, writer, shipper));
+        }
         if ts - last_health >= health_every_ms || ts < last_health {
             last_health = ts;
             log_health(&stats, writer, shipper.map(LiveShipper::health));
@@ -196,6 +212,33 @@ pub fn run_with_maintenance(
         "recorder stopped; all rows written"
     );
     Ok(stats)
+}
+
+/// The counters `/metrics` serves, at this tick.
+fn health_now(
+    stats: &RunStats,
+    sample_us: u64,
+    writer: &RollingWriter,
+    shipper: Option<&LiveShipper>,
+) -> Health {
+    let w = writer.stats();
+    Health {
+        ticks: stats.ticks,
+        missed_ticks: stats.ticks_missed,
+        gpu_errors: stats.gpu_failures,
+        gpu_stalls: stats.gpu_stalls,
+        refused_queries: stats.refusals,
+        sample_us,
+        files: w.files,
+        gpu_rows: w.gpu_rows,
+        proc_rows: w.proc_rows,
+        held_rows: writer.pending_rows() as u64,
+        dropped_rows: w.dropped_rows,
+        lost_rows: w.lost_rows,
+        write_errors: w.write_errors,
+        wal_errors: writer.wal_stats().unwrap_or_default().errors,
+        ship: shipper.map(LiveShipper::health),
+    }
 }
 
 /// The periodic one-line health summary: is the recorder keeping up, and

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 pub mod checks;
 pub mod png;
+pub mod prometheus;
 pub mod s3;
 pub mod scenario;
 pub mod spark;

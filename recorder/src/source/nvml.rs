@@ -143,6 +143,9 @@ pub struct NvmlSource {
     hidden: Vec<bool>,
     /// The UUID each GPU last answered with, for stalled GPUs' failures.
     uuids: Vec<Option<apron_schemas::Text>>,
+    /// Per NVML index, the GPU's PCI bus id, read once at open (`None`:
+    /// NVML would not say).
+    pci_bus_ids: Vec<Option<String>>,
     /// (GPU index, query, NVML's words) already warned about: a handful,
     /// looked up without allocating a key.
     warned: Vec<(u32, &'static str, String)>,
@@ -194,6 +197,10 @@ impl NvmlSource {
             process_call = ?process_call,
             "NVML opened"
         );
+        // Read once: a GPU does not move while the driver has it.
+        let pci_bus_ids = (0..count)
+            .map(|index| nvml.device_by_index(index).and_then(|d| d.pci_info()).map(|p| p.bus_id).ok())
+            .collect();
         let states = (0..count).map(|index| GpuState::new(nvml, index, process_call)).collect();
         let workers = Pool::spawn("nvml-lane", states, GpuState::sample)
             .map_err(|source| NvmlOpenError::Thread { source })?;
@@ -204,6 +211,7 @@ impl NvmlSource {
             workers,
             hidden: vec![false; n],
             uuids: vec![None; n],
+            pci_bus_ids,
             warned: Vec::new(),
             spare: (0..n).map(|_| Spare::default()).collect(),
             answers: Vec::with_capacity(n),
@@ -308,6 +316,10 @@ fn init(lib_path: Option<&Path>) -> Result<&'static Nvml, NvmlOpenError> {
 impl Source for NvmlSource {
     fn host(&self) -> &str {
         &self.host
+    }
+
+    fn pci_bus_ids(&self) -> Vec<Option<String>> {
+        self.pci_bus_ids.clone()
     }
 
     fn sample(&mut self, ts_ms: i64, interval_ms: i32, out: &mut Tick) {

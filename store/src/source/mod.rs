@@ -62,4 +62,11 @@ pub trait Source {
     /// `interval_ms`, appending to `out`. Per-GPU problems go into
     /// `out.failures`; this never fails as a whole once the source is open.
     fn sample(&mut self, ts_ms: i64, interval_ms: i32, out: &mut Tick);
+
+    /// The GPUs' PCI bus ids by index (`00000000:07:00.0`, as NVML writes
+    /// them; `None` where unknown), read once when the source opened;
+    /// empty when the source has none.
+    fn pci_bus_ids(&self) -> Vec<Option<String>> {
+        Vec::new()
+    }
 }

@@ -18,6 +18,7 @@
 //!
 //! GPU keys (all optional; numbers are NVML's native units):
 //! `uuid` (default `GPU-fake-<index>`), `name` (default `Fake GPU`),
+//! `pci` (the PCI bus id, default `00000000:<index + 1, two hex digits>:00.0`),
 //! `util`, `mem_util` (%), `fb_total`, `fb_used` (bytes), `power`,
 //! `power_limit` (mW), `energy` (mJ at tick 1), `energy_step` (mJ added per
 //! tick), `sm_clock` (MHz), `temp` (°C), `enc`, `dec` (%), `pcie_tx`,
@@ -27,7 +28,7 @@
 //! `unsupported=a|b|…` makes those queries answer `NVML_ERROR_NOT_SUPPORTED`,
 //! `deny=a|b|…` makes them answer `NVML_ERROR_NO_PERMISSION` and
 //! `missing=a|b|…` `NVML_ERROR_FUNCTION_NOT_FOUND` (names: `util memory
-//! power power_limit energy sm_clock temp enc dec pcie pcie_counters
+//! power power_limit energy sm_clock temp enc dec pcie pcie_counters pci
 //! clock_reasons compute graphics mps putil gpm`, and for `deny` also
 //! `handle`: the GPU a cgroup hides, whose `nvmlDeviceGetHandleByIndex_v2`
 //! answers `NO_PERMISSION`);
@@ -151,6 +152,19 @@ const GPM_METRIC_MAX: usize = 210;
 pub struct Utilization {
     gpu: c_uint,
     memory: c_uint,
+}
+
+/// `nvmlPciInfo_t` (`nvmlDeviceGetPciInfo_v3` fills it).
+#[repr(C)]
+#[derive(Debug)]
+pub struct PciInfo {
+    bus_id_legacy: [c_char; 16],
+    domain: c_uint,
+    bus: c_uint,
+    device: c_uint,
+    pci_device_id: c_uint,
+    pci_sub_system_id: c_uint,
+    bus_id: [c_char; 32],
 }
 
 /// `nvmlMemory_v2_t`.
@@ -278,6 +292,7 @@ enum ProcUtil {
 struct Gpu {
     uuid: String,
     name: String,
+    pci: String,
     util: u32,
     mem_util: u32,
     fb_total: u64,
@@ -327,6 +342,7 @@ impl Gpu {
         let mut gpu = Gpu {
             uuid: format!("GPU-fake-{index}"),
             name: "Fake GPU".to_owned(),
+            pci: format!("00000000:{:02X}:00.0", index + 1),
             util: 0,
             mem_util: 0,
             fb_total: 0,
@@ -372,6 +388,7 @@ impl Gpu {
             match key.trim() {
                 "uuid" => gpu.uuid = value.to_owned(),
                 "name" => gpu.name = value.to_owned(),
+                "pci" => gpu.pci = value.to_owned(),
                 "util" => gpu.util = num(key, value)?,
                 "mem_util" => gpu.mem_util = num(key, value)?,
                 "fb_total" => gpu.fb_total = num(key, value)?,
@@ -825,6 +842,32 @@ pub unsafe extern "C" fn nvmlDeviceGetName(device: *mut c_void, name: *mut c_cha
     // SAFETY (in the closure): NVML's contract: a buffer of `length` bytes.
     with_gpu(device, "nvmlDeviceGetName", "name", format_args!(""), |g, _| unsafe {
         copy_str(&g.name, name, length)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: *mut c_void, out: *mut PciInfo) -> Ret {
+    if out.is_null() {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    with_gpu(device, "nvmlDeviceGetPciInfo_v3", "pci", format_args!(""), |g, _| {
+        let Some(bus) = g.pci.split(':').nth(1).and_then(|b| u32::from_str_radix(b, 16).ok()) else {
+            return ERROR_UNKNOWN;
+        };
+        // SAFETY: NVML's contract: a valid out-parameter; the bus id arrays
+        // are sized as NVML's and the texts are checked to fit.
+        unsafe {
+            (*out).domain = 0;
+            (*out).bus = bus;
+            (*out).device = 0;
+            (*out).pci_device_id = 0x2330_10de;
+            (*out).pci_sub_system_id = 0;
+            let legacy = copy_str(g.pci.get(4..).unwrap_or(""), (*out).bus_id_legacy.as_mut_ptr(), 16);
+            if legacy != SUCCESS {
+                return legacy;
+            }
+            copy_str(&g.pci, (*out).bus_id.as_mut_ptr(), 32)
+        }
     })
 }
 

@@ -1,0 +1,290 @@
+//! `/metrics`: the last tick in the Prometheus text format, with
+//! dcgm-exporter's names, units and labels (so its Grafana dashboards and
+//! alert rules work unchanged), and apron's own: per-process GPU memory,
+//! each GPU's state over the last full minute, the recorder's health.
+//!
+//! A scrape never blocks or delays a tick. The tick loop hands each tick to
+//! a [`Publisher`], which keeps the minute states and copies the tick into
+//! the shared [`Snapshot`] only when it can take the lock without waiting
+//! (`try_lock`); a tick that finds it taken leaves the copy to the next
+//! tick. The scrape thread holds the lock only to copy the snapshot out
+//! (microseconds), then renders its copy. Both copies reuse their buffers:
+//! a steady tick allocates nothing here (`tests/tick_allocations.rs`).
+
+mod minute;
+mod render;
+#[cfg(test)]
+mod tests;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
+use std::thread::JoinHandle;
+
+use apron_schemas::{GpuSample, ProcSample};
+use apron_store::source::Tick;
+
+pub use minute::{MinuteReport, MinuteStates, State};
+pub use render::render;
+
+use crate::ship::live::ShipHealth;
+
+/// The default idle threshold (%) of a GPU-minute's state: apron.toml's
+/// `idle.threshold_pct` default.
+pub const DEFAULT_IDLE_THRESHOLD_PCT: f64 = 5.0;
+
+/// The recorder's counters at one tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Health {
+    /// Ticks sampled.
+    pub ticks: u64,
+    /// Ticks skipped because the loop woke too late.
+    pub missed_ticks: u64,
+    /// Per-GPU sampling failures.
+    pub gpu_errors: u64,
+    /// Of those, GPUs that did not answer in time.
+    pub gpu_stalls: u64,
+    /// Queries NVML refused (not supported, not permitted).
+    pub refused_queries: u64,
+    /// How long the last tick's sampling took, µs.
+    pub sample_us: u64,
+    /// Parquet files written.
+    pub files: u64,
+    /// `gpu_samples` rows written to Parquet.
+    pub gpu_rows: u64,
+    /// `proc_samples` rows written to Parquet.
+    pub proc_rows: u64,
+    /// Rows held in memory, not yet in Parquet.
+    pub held_rows: u64,
+    /// Rows dropped from memory while the disk refused writes.
+    pub dropped_rows: u64,
+    /// Of those, rows no WAL segment holds: lost.
+    pub lost_rows: u64,
+    /// Writes the disk refused.
+    pub write_errors: u64,
+    /// Failures of the write-ahead log.
+    pub wal_errors: u64,
+    /// Shipping's counters, when the recorder ships.
+    pub ship: Option<ShipHealth>,
+}
+
+/// What a scrape serves: the last tick, the minute states, the health.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The host recorded.
+    pub host: String,
+    /// The last tick's time, ms since the Unix epoch; `None` before the first.
+    pub ts_ms: Option<i64>,
+    /// The last tick's GPU rows.
+    pub gpus: Vec<GpuSample>,
+    /// The last tick's process rows.
+    pub procs: Vec<ProcSample>,
+    /// Each GPU's last full minute.
+    pub minutes: Vec<MinuteReport>,
+    /// The counters.
+    pub health: Health,
+    /// PCI bus id by GPU index, where the source knows it.
+    pub pci_bus_ids: Vec<Option<String>>,
+    /// Bytes of the host's WAL segments on disk (read by the scrape).
+    pub wal_bytes: u64,
+    /// Ticks at which a scrape held the snapshot, so that tick's copy waited for the next.
+    pub late_copies: u64,
+}
+
+impl Snapshot {
+    /// Copies `from` into `self`, reusing `self`'s buffers.
+    fn copy_from(&mut self, from: &Snapshot) {
+        if self.host != from.host {
+            self.host.clone_from(&from.host);
+        }
+        self.ts_ms = from.ts_ms;
+        self.gpus.clone_from(&from.gpus);
+        self.procs.clone_from(&from.procs);
+        self.minutes.clone_from(&from.minutes);
+        self.health = from.health;
+        if self.pci_bus_ids != from.pci_bus_ids {
+            self.pci_bus_ids.clone_from(&from.pci_bus_ids);
+        }
+        self.wal_bytes = from.wal_bytes;
+        self.late_copies = from.late_copies;
+    }
+}
+
+/// The tick loop's side: keeps the minute states and copies each tick into
+/// the shared snapshot without ever waiting for a scrape.
+#[derive(Debug)]
+pub struct Publisher {
+    shared: Arc<Mutex<Snapshot>>,
+    minutes: MinuteStates,
+    late_copies: u64,
+}
+
+impl Publisher {
+    /// A publisher of ticks into `shared`.
+    fn new(shared: Arc<Mutex<Snapshot>>, threshold_pct: f64) -> Self {
+        Publisher { shared, minutes: MinuteStates::new(threshold_pct), late_copies: 0 }
+    }
+
+    /// A publisher with no server, for tests and benchmarks: what it
+    /// publishes is read back with [`Publisher::snapshot`].
+    pub fn detached(host: &str, threshold_pct: f64) -> Self {
+        let snapshot = Snapshot { host: host.to_owned(), ..Snapshot::default() };
+        Publisher::new(Arc::new(Mutex::new(snapshot)), threshold_pct)
+    }
+
+    /// A copy of what a scrape would serve now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Publishes the tick at `ts_ms`. Never waits: when a scrape holds the
+    /// snapshot, this tick is not copied (the next one is).
+    pub fn publish(&mut self, ts_ms: i64, tick: &Tick, health: &Health) {
+        self.minutes.add(&tick.gpus, &tick.procs);
+        let mut snapshot = match self.shared.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.late_copies += 1;
+                return;
+            }
+        };
+        snapshot.ts_ms = Some(ts_ms);
+        snapshot.gpus.clone_from(&tick.gpus);
+        snapshot.procs.clone_from(&tick.procs);
+        self.minutes.reports().clone_into(&mut snapshot.minutes);
+        snapshot.health = *health;
+        snapshot.late_copies = self.late_copies;
+    }
+}
+
+/// `--metrics`: a bare port (`9400`) or `:9400` is on the loopback
+/// address; any other address is taken as written (`0.0.0.0:9400`).
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let loopback = |port: &str| {
+        port.parse::<u16>()
+            .map(|p| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p))
+            .map_err(|e| e.to_string())
+    };
+    if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() {
+        return loopback(s);
+    }
+    if let Some(port) = s.strip_prefix(':') {
+        return loopback(port);
+    }
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let mut resolved = s
+        .to_socket_addrs()
+        .map_err(|e| format!("{e} (expected PORT, :PORT or ADDRESS:PORT, e.g. 127.0.0.1:9400)"))?;
+    resolved.next().ok_or_else(|| "resolves to no address (expected PORT, :PORT or ADDRESS:PORT)".to_owned())
+}
+
+/// `/metrics` could not be served.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve /metrics on {addr}: {message}")]
+pub struct ServeError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// Why.
+    pub message: String,
+}
+
+/// The HTTP server of `/metrics`, on a thread of its own; stopped when dropped.
+pub struct MetricsServer {
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for MetricsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsServer").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl MetricsServer {
+    /// Listens on `addr` and serves `host`'s snapshot; `pci_bus_ids` by
+    /// GPU index; `wal_dir` is the host's WAL folder, whose size each
+    /// scrape reads. Returns the server and the tick loop's publisher.
+    pub fn start(
+        addr: SocketAddr,
+        host: &str,
+        pci_bus_ids: Vec<Option<String>>,
+        wal_dir: PathBuf,
+        threshold_pct: f64,
+    ) -> Result<(MetricsServer, Publisher), ServeError> {
+        let server = tiny_http::Server::http(addr)
+            .map(Arc::new)
+            .map_err(|e| ServeError { addr, message: e.to_string() })?;
+        let addr = server.server_addr().to_ip().unwrap_or(addr);
+        let snapshot = Snapshot { host: host.to_owned(), pci_bus_ids, ..Snapshot::default() };
+        let shared = Arc::new(Mutex::new(snapshot));
+        let publisher = Publisher::new(Arc::clone(&shared), threshold_pct);
+        let serving = Arc::clone(&server);
+        let thread = std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || serve(&serving, &shared, &wal_dir))
+            .map_err(|e| ServeError { addr, message: format!("cannot start its thread: {e}") })?;
+        Ok((MetricsServer { server, thread: Some(thread), addr }, publisher))
+    }
+
+    /// The address it listens on (the port chosen, when 0 was asked).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The scrape thread: answers `GET /metrics` until the server is unblocked.
+fn serve(server: &tiny_http::Server, shared: &Mutex<Snapshot>, wal_dir: &std::path::Path) {
+    let mut copy = Snapshot::default();
+    let mut text = String::new();
+    let content_type =
+        tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"text/plain; version=0.0.4; charset=utf-8"[..])
+            .expect("a valid header");
+    for request in server.incoming_requests() {
+        let path = request.url().split('?').next().unwrap_or("");
+        let get = matches!(request.method(), tiny_http::Method::Get | tiny_http::Method::Head);
+        let response = match (get, path) {
+            (true, "/metrics") => {
+                copy.copy_from(&shared.lock().unwrap_or_else(PoisonError::into_inner));
+                copy.wal_bytes = wal_bytes(wal_dir);
+                text.clear();
+                render(&copy, &mut text);
+                tiny_http::Response::from_data(text.as_bytes().to_vec()).with_header(content_type.clone())
+            }
+            (true, "/") => tiny_http::Response::from_data(
+                &b"apron-recorder: the last tick is at /metrics (Prometheus text format)\n"[..],
+            ),
+            (true, _) => tiny_http::Response::from_data(&b"not found: the metrics are at /metrics\n"[..])
+                .with_status_code(404),
+            (false, _) => tiny_http::Response::from_data(&b"only GET\n"[..]).with_status_code(405),
+        };
+        // A scraper that went away is its own problem.
+        let _ = request.respond(response);
+    }
+}
+
+/// Bytes of the `.wal` segments in `dir` (0 when it cannot be read).
+fn wal_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == apron_schemas::paths::WAL_EXTENSION))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
