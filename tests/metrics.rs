@@ -87,7 +87,8 @@ fn promtool_accepts_the_endpoint_and_a_refused_value_is_absent_not_zero() {
         ],
         &[("FAKE_NVML_GPUS", gpus.into())],
     );
-    let text = scrape_when(&addr, "apron_gpu_process_memory_bytes");
+    // GPM ratios need two samples: from the second tick on.
+    let text = scrape_when(&addr, "DCGM_FI_PROF_SM_ACTIVE");
     stop(child);
 
     let g0 = r#"gpu="0",UUID="GPU-m0",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="metrics1""#;

@@ -78,7 +78,7 @@ struct Cli {
     metrics: Option<std::net::SocketAddr>,
     /// Mean activity (%) below which a minute is idle in /metrics' GPU
     /// state (keep it equal to apron.toml's idle.threshold_pct).
-    #[arg(long, default_value_t = apron_recorder::metrics::DEFAULT_IDLE_THRESHOLD_PCT, value_parser = parse_threshold)]
+    #[arg(long, value_name = "PCT", default_value_t = apron_recorder::metrics::DEFAULT_IDLE_THRESHOLD_PCT, value_parser = parse_threshold)]
     idle_threshold: f64,
     #[command(subcommand)]
     command: Option<Command>,

@@ -226,10 +226,13 @@ pub fn render(s: &Snapshot, out: &mut String) {
     health(s, out);
 }
 
+/// A process metric's value from its row.
+type ProcValue = fn(&apron_schemas::ProcSample) -> Option<Value>;
+
 /// Per-process GPU memory and SM utilization, labelled with who runs it.
 fn processes(s: &Snapshot, out: &mut String) {
     let index_of = |uuid: &str| s.gpus.iter().find(|g| &*g.gpu_uuid == uuid).map(|g| g.gpu_index);
-    let metrics: [(&str, &str, fn(&apron_schemas::ProcSample) -> Option<Value>); 2] = [
+    let metrics: [(&str, &str, ProcValue); 2] = [
         (
             "apron_gpu_process_memory_bytes",
             "GPU memory the process holds on the GPU at the last tick (bytes).",
