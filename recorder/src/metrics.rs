@@ -215,7 +215,8 @@ impl MetricsServer {
         wal_dir: PathBuf,
         threshold_pct: f64,
     ) -> Result<(MetricsServer, Publisher), ServeError> {
-        let server = tiny_http::Server::http(addr)
+        let listener = listen(addr).map_err(|e| ServeError { addr, message: e.to_string() })?;
+        let server = tiny_http::Server::from_listener(listener, None)
             .map(Arc::new)
             .map_err(|e| ServeError { addr, message: e.to_string() })?;
         let addr = server.server_addr().to_ip().unwrap_or(addr);
@@ -243,6 +244,19 @@ impl Drop for MetricsServer {
             let _ = t.join();
         }
     }
+}
+
+/// A listening socket on `addr` whose connections send without delay
+/// (TCP_NODELAY, which accepted sockets inherit): a scrape's answer leaves
+/// at once instead of waiting for the scraper to acknowledge its headers.
+fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_tcp_nodelay(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(128)?;
+    Ok(socket.into())
 }
 
 /// The scrape thread: answers `GET /metrics` until the server is unblocked.
