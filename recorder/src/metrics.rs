@@ -272,7 +272,7 @@ fn serve(server: &tiny_http::Server, shared: &Mutex<Snapshot>, wal_dir: &std::pa
         let response = match (get, path) {
             (true, "/metrics") => {
                 copy.copy_from(&shared.lock().unwrap_or_else(PoisonError::into_inner));
-                copy.wal_bytes = wal_bytes(wal_dir);
+                copy.wal_bytes = apron_store::writer::wal_bytes_in(wal_dir);
                 text.clear();
                 render(&copy, &mut text);
                 tiny_http::Response::from_data(text.as_bytes().to_vec()).with_header(content_type.clone())
@@ -287,18 +287,4 @@ fn serve(server: &tiny_http::Server, shared: &Mutex<Snapshot>, wal_dir: &std::pa
         // A scraper that went away is its own problem.
         let _ = request.respond(response);
     }
-}
-
-/// Bytes of the `.wal` segments in `dir` (0 when it cannot be read).
-fn wal_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| e.path().extension().is_some_and(|x| x == apron_schemas::paths::WAL_EXTENSION))
-                .filter_map(|e| e.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
 }

@@ -188,18 +188,7 @@ impl RollingWriter {
         if self.wal.is_none() {
             return 0;
         }
-        fs::read_dir(self.layout.wal_dir(&self.host))
-            .map(|entries| {
-                entries
-                    .filter_map(Result::ok)
-                    .filter(|e| {
-                        e.path().extension().is_some_and(|x| x == apron_schemas::paths::WAL_EXTENSION)
-                    })
-                    .filter_map(|e| e.metadata().ok())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0)
+        wal_bytes_in(&self.layout.wal_dir(&self.host))
     }
 
     /// The host this writer writes for.
@@ -513,6 +502,21 @@ impl RollingWriter {
         self.stats.files += 1;
         Ok(())
     }
+}
+
+/// Bytes of the WAL segments (`.wal` files) in the host's WAL folder
+/// `dir`; 0 when it cannot be read.
+pub fn wal_bytes_in(dir: &std::path::Path) -> u64 {
+    fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == apron_schemas::paths::WAL_EXTENSION))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// Writes `batch` as a complete Parquet file of `table` at `path`, through
