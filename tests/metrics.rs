@@ -89,6 +89,8 @@ fn promtool_accepts_the_endpoint_and_a_refused_value_is_absent_not_zero() {
     );
     // GPM ratios need two samples: from the second tick on.
     let text = scrape_when(&addr, "DCGM_FI_PROF_SM_ACTIVE");
+    // `self` in the fake's process list is the process that loaded it.
+    let recorder_pid = child.id();
     stop(child);
 
     let g0 = r#"gpu="0",UUID="GPU-m0",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="metrics1""#;
@@ -107,7 +109,7 @@ fn promtool_accepts_the_endpoint_and_a_refused_value_is_absent_not_zero() {
     assert_eq!(at("DCGM_FI_PROF_SM_OCCUPANCY", g0), None, "a GPM metric the GPU does not give is absent");
     // The fake reports PCIe as KB/s: 1000 KB/s.
     assert_eq!(at("DCGM_FI_PROF_PCIE_TX_BYTES", g0).as_deref(), Some("1024000"));
-    let me = format!(r#"UUID="GPU-m0",Hostname="metrics1",pid="{}""#, std::process::id());
+    let me = format!(r#"UUID="GPU-m0",Hostname="metrics1",pid="{recorder_pid}""#);
     assert_eq!(at("apron_gpu_process_memory_bytes", &me).as_deref(), Some("8589934592"), "{text}");
     let line =
         text.lines().find(|l| l.starts_with("apron_gpu_process_memory_bytes{")).expect("a process line");
@@ -171,7 +173,9 @@ fn prometheus_stores_the_values_the_recorder_writes() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    let now = format!("{}", chrono::Utc::now().timestamp());
+    // To the millisecond: whole seconds could fall before the scrape
+    // that brought the first minute's state, and the query miss it.
+    let now = format!("{:.3}", chrono::Utc::now().timestamp_millis() as f64 / 1000.0);
     let raw = server.api(
         "query",
         &[
