@@ -136,6 +136,14 @@ pub enum Command {
     /// queries/*.sql apron runs, over the tables `apron ddl` creates.
     ExportSql(ExportSqlArgs),
 
+    /// Import history kept elsewhere into the data folder, through the
+    /// recorder's writer (same layout, sorted files, minute rollups; one
+    /// file per table, host and UTC day): nvidia-smi CSV logs, the pynvml
+    /// logger's CSV, or dcgm-exporter series in Prometheus. Rows already in
+    /// the data folder are skipped, so importing twice adds nothing; a bad
+    /// row stops the import before anything is written.
+    Import(ImportArgs),
+
     /// Simulate a month of a realistic fleet into a temporary data folder,
     /// write its report, and print the headline figures: what apron does,
     /// in one command, without a GPU.
@@ -219,6 +227,115 @@ pub struct DemoArgs {
     /// (to query it afterwards with `apron --data DIR …`).
     #[arg(long, value_name = "DIR")]
     pub keep_data: Option<PathBuf>,
+}
+
+/// `apron import nvidia-smi|pynvml|prometheus …`.
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// What to import from.
+    #[command(subcommand)]
+    pub source: ImportSource,
+}
+
+/// Where `apron import` reads history from.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ImportSource {
+    /// The CSV of `nvidia-smi --query-gpu=timestamp,uuid,index,name,… --format=csv`
+    /// (with or without nounits; noheader given --columns) into gpu_samples,
+    /// or of `--query-compute-apps=timestamp,gpu_uuid,pid,process_name,used_memory`
+    /// (told by its pid column) into proc_samples. `[N/A]` and `[Not Supported]`
+    /// are unknown (null); unknown columns are ignored.
+    NvidiaSmi(NvidiaSmiArgs),
+
+    /// The CSV of the pynvml logger (`time.time()`, then `util%|mem%|NMiB|W`
+    /// per GPU in index order) into gpu_samples. GPUs get a stable synthetic
+    /// UUID from the host and index.
+    Pynvml(PynvmlArgs),
+
+    /// dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*) from a Prometheus
+    /// server's HTTP API into gpu_samples, one row per GPU and step, one host
+    /// per Hostname label (else instance); Kubernetes pod labels become
+    /// proc_samples rows.
+    Prometheus(PrometheusArgs),
+}
+
+/// `apron import nvidia-smi FILE.csv --host H [--tz ZONE]`.
+#[derive(Debug, Clone, Args)]
+pub struct NvidiaSmiArgs {
+    /// The CSV file nvidia-smi wrote.
+    #[arg(value_name = "FILE.csv")]
+    pub file: PathBuf,
+
+    /// The host the file was logged on (its host= partition).
+    #[arg(long)]
+    pub host: String,
+
+    /// The IANA zone of the node that logged the file (its timestamps are
+    /// local time), e.g. Europe/Berlin.
+    #[arg(long, value_name = "ZONE", default_value = "UTC", value_parser = parse_zone)]
+    pub tz: chrono_tz::Tz,
+
+    /// The columns of a file written with noheader, as given to --query-gpu
+    /// or --query-compute-apps, e.g. timestamp,uuid,utilization.gpu. Values
+    /// without a unit take nvidia-smi's (%, MiB, W, MHz).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
+
+    /// The time each row stands for. Default: the median spacing of each
+    /// GPU's (or process's) consecutive samples.
+    #[arg(long, value_parser = parse_window)]
+    pub interval: Option<std::time::Duration>,
+
+    /// The GPU model of rows without a name column (e.g. "NVIDIA H100 80GB HBM3").
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+/// `apron import pynvml FILE.csv --host H`.
+#[derive(Debug, Clone, Args)]
+pub struct PynvmlArgs {
+    /// The CSV file the logger wrote.
+    #[arg(value_name = "FILE.csv")]
+    pub file: PathBuf,
+
+    /// The host the file was logged on (its host= partition).
+    #[arg(long)]
+    pub host: String,
+
+    /// The time each row stands for. Default: the median spacing of the
+    /// samples (30s for the guide's logger).
+    #[arg(long, value_parser = parse_window)]
+    pub interval: Option<std::time::Duration>,
+
+    /// The GPUs' model, which the log does not record (e.g. "NVIDIA H100 80GB HBM3").
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+/// `apron import prometheus --url URL --from T --to T [--step D]`.
+#[derive(Debug, Clone, Args)]
+pub struct PrometheusArgs {
+    /// The Prometheus server, e.g. http://prometheus:9090.
+    #[arg(long)]
+    pub url: String,
+
+    /// Period start, inclusive: YYYY-MM-DD (midnight UTC) or an RFC 3339 time.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time)]
+    pub from: i64,
+
+    /// Period end, exclusive, in the same forms as --from.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time)]
+    pub to: i64,
+
+    /// The time each row stands for: gauges are averaged over it, counters
+    /// taken at its end.
+    #[arg(long, default_value = "60s", value_parser = parse_window)]
+    pub step: std::time::Duration,
+}
+
+fn parse_zone(s: &str) -> Result<chrono_tz::Tz, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)"))
 }
 
 /// `apron export-config --out DIR`.

@@ -60,6 +60,11 @@ pub enum Error {
         source: Box<dyn StdError + Send + Sync>,
     },
 
+    /// `apron import` could not read its input or write the rows; the
+    /// message names the file and line, or the URL.
+    #[error(transparent)]
+    Import(#[from] crate::import::ImportError),
+
     /// An amount of money too large to count in cents: a price in the
     /// config far beyond any real one.
     #[error(transparent)]

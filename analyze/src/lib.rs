@@ -27,6 +27,9 @@
 //!   matched to the query's placeholders;
 //! - [`ledger`]: a period's GPU-minutes priced, attributed and followed in
 //!   stretches, in one pass a day at a time: what the cost reports read;
+//! - [`import`]: `apron import`'s parsers of nvidia-smi and pynvml CSV
+//!   logs and of dcgm-exporter series in Prometheus, written through the
+//!   recorder's writer;
 //! - [`integrity`]: finds the Parquet file that broke a query;
 //! - `store`: the file system the listings read, where an empty data file
 //!   is an error;
@@ -44,6 +47,7 @@ pub mod error;
 pub mod fence;
 pub mod figures;
 pub mod header;
+pub mod import;
 pub mod integrity;
 pub mod ledger;
 pub mod logging;

@@ -18,6 +18,7 @@ pub mod chart;
 pub mod config;
 pub mod demo;
 pub mod idle_cost;
+pub mod import;
 mod outcome;
 pub mod pick;
 pub mod portable;
@@ -48,6 +49,7 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::ExportConfig(args) => done(portable::export_config(&cli.global, args, out)),
         Command::Ddl(args) => done(portable::ddl(args, out)),
         Command::ExportSql(args) => done(portable::export_sql(args, out)),
+        Command::Import(args) => done(import::run(&cli.global, args, out).await),
         Command::Demo(args) => done(demo::run(&cli.global, args, out).await),
     }
 }

@@ -1,0 +1,117 @@
+//! `apron import nvidia-smi|pynvml|prometheus …`: reads the input whole
+//! ([`crate::import`]'s parsers; a bad row stops here, nothing written),
+//! writes each host's rows through the recorder's writer
+//! ([`crate::import::write_host`]), and prints one line per host: rows
+//! written, rows skipped as already there, files. A progress bar shows on a
+//! terminal (stderr), and nowhere else.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use apron_schemas::DataLayout;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::cli::{GlobalArgs, ImportArgs, ImportSource};
+use crate::error::{Error, OutputError};
+use crate::import::{self, HostRows, ImportError, Written};
+
+/// Imports, then prints what was written.
+pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -> Result<(), Error> {
+    let data = &global.data;
+    if data.to_str().is_some_and(|d| d.contains("://")) {
+        return Err(ImportError::Input {
+            what: data.display().to_string(),
+            message: "apron import writes a local data folder; import into one, then ship it \
+                      (apron-recorder ship --data DIR --to URL)"
+                .into(),
+        }
+        .into());
+    }
+    let layout = DataLayout::new(data);
+    let (what, hosts) = match &args.source {
+        ImportSource::NvidiaSmi(a) => {
+            let opts = import::nvidia_smi::Options {
+                host: a.host.clone(),
+                tz: a.tz,
+                columns: a.columns.clone(),
+                interval_ms: a.interval.map(duration_ms),
+                model: a.model.clone(),
+            };
+            let rows = read_file(&a.file, |p| import::nvidia_smi::read(&a.file, &opts, p).map(|(_, r)| r))?;
+            (a.file.display().to_string(), BTreeMap::from([(a.host.clone(), rows)]))
+        }
+        ImportSource::Pynvml(a) => {
+            let opts = import::pynvml::Options {
+                host: a.host.clone(),
+                interval_ms: a.interval.map(duration_ms),
+                model: a.model.clone(),
+            };
+            let rows = read_file(&a.file, |p| import::pynvml::read(&a.file, &opts, p))?;
+            (a.file.display().to_string(), BTreeMap::from([(a.host.clone(), rows)]))
+        }
+        ImportSource::Prometheus(a) => {
+            let opts = import::prometheus::Options {
+                url: a.url.clone(),
+                from_ms: a.from,
+                to_ms: a.to,
+                step_ms: duration_ms(a.step),
+            };
+            let bar = bar("querying", 0);
+            let hosts = import::prometheus::read(&opts, &|done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            })
+            .await;
+            bar.finish_and_clear();
+            (a.url.clone(), hosts?)
+        }
+    };
+    let mut lines = String::new();
+    for (host, rows) in hosts {
+        let n = (rows.gpus.len() + rows.procs.len()) as u64;
+        let bar = bar(&format!("writing {host}"), n);
+        let written = import::write_host(&layout, &host, rows, &|k| bar.inc(k));
+        bar.finish_and_clear();
+        lines.push_str(&summary(&what, &host, &written?));
+    }
+    out.write_all(lines.as_bytes()).map_err(|source| Error::from(OutputError::Write { source }))
+}
+
+/// Reads a file with a progress bar over its bytes.
+fn read_file(
+    path: &Path,
+    read: impl FnOnce(&dyn Fn(u64)) -> Result<HostRows, ImportError>,
+) -> Result<HostRows, ImportError> {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let bar = bar("reading", size);
+    let rows = read(&|bytes| bar.set_position(bytes));
+    bar.finish_and_clear();
+    rows
+}
+
+/// A progress bar on stderr when it is a terminal, hidden otherwise.
+fn bar(what: &str, len: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr()).with_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:20}] {percent}%")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
+}
+
+/// The line printed for one host.
+fn summary(what: &str, host: &str, w: &Written) -> String {
+    format!(
+        "imported {what}: host {host}: {} gpu_samples rows, {} proc_samples rows written, \
+         {} rows skipped (already in the data folder or repeated), {} files\n",
+        w.gpu_rows, w.proc_rows, w.skipped, w.files
+    )
+}

@@ -1,0 +1,256 @@
+//! `apron import`: history people already have, brought into the data
+//! folder through the recorder's own writer.
+//!
+//! Each format has its parser, which reads the whole input into plain rows
+//! ([`HostRows`]) and fails on the first bad row with its file, line and
+//! field ([`ImportError::Row`]) before anything is written:
+//! [`nvidia_smi`] (the CSV of `nvidia-smi --query-gpu` and
+//! `--query-compute-apps`), [`pynvml`] (the CSV of the first seed guide's
+//! logger) and [`prometheus`] (dcgm-exporter series from a Prometheus
+//! server's HTTP API). Then [`write_host`] writes a host's rows through
+//! [`RollingWriter`]: the recorder's layout, names, sort order and minute
+//! rollups, one file per table and host per UTC day.
+//!
+//! Importing is idempotent: rows whose key ((gpu_uuid, ts) for
+//! `gpu_samples`, (gpu_uuid, pid, ts) for `proc_samples`) is already in the
+//! target partition ([`existing`]) or earlier in the same input are
+//! skipped, so importing the same file twice writes nothing the second
+//! time, and a log that grew since the last import adds only its new rows.
+//!
+//! What the writer, the layout and the rollups are is `apron_store`'s
+//! business; this module only turns foreign rows into `GpuSample` and
+//! `ProcSample` values.
+
+pub mod existing;
+pub mod interval;
+pub mod nvidia_smi;
+pub mod prometheus;
+pub mod pynvml;
+pub mod units;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use apron_schemas::time::DAY_SECS;
+use apron_schemas::{DataLayout, GpuSample, ProcSample, Text};
+use apron_store::source::Tick;
+use apron_store::write_error::WriteError;
+use apron_store::writer::RollingWriter;
+
+/// What can stop an import. A bad row stops it before anything is written.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// A row (or the header) of an input file that cannot be imported.
+    #[error("{}:{line}: {field}: {message}", path.display())]
+    Row {
+        /// The input file.
+        path: PathBuf,
+        /// Its 1-based line.
+        line: u64,
+        /// The column at fault, as the file names it (or the format's name
+        /// for it when the file has no header).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+
+    /// An input file that cannot be read at all.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The input file.
+        path: PathBuf,
+        /// The operating system's or the CSV reader's reason.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// The input as a whole cannot be imported (no timestamp column, no
+    /// sample, an interval that cannot be told).
+    #[error("{what}: {message}")]
+    Input {
+        /// The file or URL.
+        what: String,
+        /// What is missing.
+        message: String,
+    },
+
+    /// A Prometheus server that cannot be queried or answers an error.
+    #[error("cannot query {url}: {message}")]
+    Prometheus {
+        /// The query's URL (without the query string).
+        url: String,
+        /// Its answer, on one line.
+        message: String,
+    },
+
+    /// Reading the keys already in a partition, to skip what is there.
+    #[error("cannot read {} to skip the rows already imported", path.display())]
+    Existing {
+        /// The Parquet file.
+        path: PathBuf,
+        /// The Parquet or I/O reason.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// The writer could not write the rows of `host`; files already renamed
+    /// into place are complete, and importing again adds only the rest.
+    #[error("cannot write the rows of host {host}")]
+    Write {
+        /// The host whose files were being written.
+        host: String,
+        /// The writer's reason (it names the file).
+        #[source]
+        source: WriteError,
+    },
+}
+
+/// The rows of one host read from an input, in any order.
+#[derive(Debug, Default)]
+pub struct HostRows {
+    /// `gpu_samples` rows.
+    pub gpus: Vec<GpuSample>,
+    /// `proc_samples` rows.
+    pub procs: Vec<ProcSample>,
+}
+
+/// What [`write_host`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    /// `gpu_samples` rows written.
+    pub gpu_rows: u64,
+    /// `proc_samples` rows written.
+    pub proc_rows: u64,
+    /// Rows skipped: already in the data folder, or twice in the input.
+    pub skipped: u64,
+    /// Parquet files written (raw tables and rollups).
+    pub files: u64,
+}
+
+/// How long an import's files span: a UTC day, so each day of an import is
+/// one file per table and host, as compaction leaves closed days.
+pub const IMPORT_ROTATE: Duration = Duration::from_secs(DAY_SECS);
+
+/// Writes `rows` of `host` under `layout` through the recorder's writer,
+/// skipping rows whose key is already in the target partitions or earlier
+/// in `rows`. `progress(n)` is called with each batch of rows pushed. When
+/// this returns `Ok`, every row written is durable on disk. On error, the
+/// files already renamed into place are complete (a second import adds
+/// what is missing).
+pub fn write_host(
+    layout: &DataLayout,
+    host: &str,
+    rows: HostRows,
+    progress: &dyn Fn(u64),
+) -> Result<Written, ImportError> {
+    let write_err = |source| ImportError::Write { host: host.to_owned(), source };
+    let HostRows { mut gpus, mut procs } = rows;
+    let before = (gpus.len() + procs.len()) as u64;
+    gpus.sort_by(|a, b| (a.ts, &a.gpu_uuid).cmp(&(b.ts, &b.gpu_uuid)));
+    gpus.dedup_by(|b, a| a.ts == b.ts && a.gpu_uuid == b.gpu_uuid);
+    procs.sort_by(|a, b| (a.ts, &a.gpu_uuid, a.pid).cmp(&(b.ts, &b.gpu_uuid, b.pid)));
+    procs.dedup_by(|b, a| a.ts == b.ts && a.gpu_uuid == b.gpu_uuid && a.pid == b.pid);
+    let known =
+        existing::Keys::read(layout, host, gpus.iter().map(|g| g.ts).chain(procs.iter().map(|p| p.ts)))?;
+    gpus.retain(|g| !known.has_gpu(&g.gpu_uuid, g.ts));
+    procs.retain(|p| !known.has_proc(&p.gpu_uuid, p.pid, p.ts));
+    let mut written = Written {
+        gpu_rows: gpus.len() as u64,
+        proc_rows: procs.len() as u64,
+        skipped: before - (gpus.len() + procs.len()) as u64,
+        files: 0,
+    };
+    if gpus.is_empty() && procs.is_empty() {
+        return Ok(written);
+    }
+    let mut writer = RollingWriter::new(layout.clone(), host, IMPORT_ROTATE).map_err(write_err)?;
+    let mut tick = Tick::default();
+    let (mut g, mut p) = (gpus.into_iter().peekable(), procs.into_iter().peekable());
+    let mut pending = 0u64;
+    loop {
+        let next = match (g.peek(), p.peek()) {
+            (Some(a), Some(b)) => a.ts.min(b.ts),
+            (Some(a), None) => a.ts,
+            (None, Some(b)) => b.ts,
+            (None, None) => break,
+        };
+        tick.clear();
+        while let Some(row) = g.next_if(|r| r.ts == next) {
+            tick.gpus.push(row);
+        }
+        while let Some(row) = p.next_if(|r| r.ts == next) {
+            tick.procs.push(row);
+        }
+        pending += (tick.gpus.len() + tick.procs.len()) as u64;
+        writer.push(next, &tick).map_err(write_err)?;
+        if pending >= 50_000 {
+            progress(pending);
+            pending = 0;
+        }
+    }
+    writer.close().map_err(write_err)?;
+    progress(pending);
+    written.files = writer.stats().files;
+    Ok(written)
+}
+
+/// The stable UUID apron gives a GPU whose input names none (the pynvml
+/// logger's, an nvidia-smi CSV without a `uuid` column, a series without a
+/// `UUID` label): `GPU-` and the 128-bit FNV-1a hash of
+/// `apron-import/<host>/<index>` in the 8-4-4-4-12 form NVML uses. The
+/// same host and index give the same UUID in every import, so a log
+/// imported in parts joins up; the hash keeps it from looking like, or
+/// meeting, a real one.
+pub fn synthetic_uuid(host: &str, index: i32) -> Text {
+    let mut hash: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for b in format!("apron-import/{host}/{index}").bytes() {
+        hash ^= u128::from(b);
+        hash = hash.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+    }
+    let h = format!("{hash:032x}");
+    format!("GPU-{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_uuids_are_stable_and_distinct() {
+        let a = synthetic_uuid("node01", 0);
+        assert_eq!(a, synthetic_uuid("node01", 0));
+        assert_ne!(a, synthetic_uuid("node01", 1));
+        assert_ne!(a, synthetic_uuid("node02", 0));
+        assert_eq!(a.len(), "GPU-".len() + 36);
+        assert!(a.starts_with("GPU-"));
+    }
+
+    fn gpu(ts: i64, uuid: &str) -> GpuSample {
+        GpuSample {
+            ts,
+            gpu_uuid: uuid.into(),
+            interval_ms: 1_000,
+            gpu_util_pct: Some(50),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_second_write_of_the_same_rows_writes_nothing() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let layout = DataLayout::new(tmp.path());
+        let day = 1_796_083_200_000;
+        let rows = || HostRows {
+            gpus: vec![gpu(day + 1_000, "GPU-b"), gpu(day, "GPU-a"), gpu(day, "GPU-a")],
+            procs: vec![],
+        };
+        let first = write_host(&layout, "n", rows(), &|_| {}).expect("write");
+        assert_eq!((first.gpu_rows, first.skipped), (2, 1));
+        assert_eq!(first.files, 2, "gpu_samples and gpu_minutes");
+        let again = write_host(&layout, "n", rows(), &|_| {}).expect("write");
+        assert_eq!(again, Written { gpu_rows: 0, proc_rows: 0, skipped: 3, files: 0 });
+        let more = HostRows { gpus: vec![gpu(day + 2_000, "GPU-a"), gpu(day, "GPU-a")], procs: vec![] };
+        let grown = write_host(&layout, "n", more, &|_| {}).expect("write");
+        assert_eq!((grown.gpu_rows, grown.skipped), (1, 1));
+    }
+}

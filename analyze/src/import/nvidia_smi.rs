@@ -1,0 +1,434 @@
+//! The CSV `nvidia-smi --query-gpu=… --format=csv` writes (with or without
+//! `nounits`; with `noheader` given the column list), into `gpu_samples`
+//! rows; and the CSV of `--query-compute-apps=…`, recognised by its `pid`
+//! column, into `proc_samples` rows.
+//!
+//! Columns are matched by name (`utilization.gpu [%]`: the name before the
+//! bracket, any case); columns apron has no place for (`pci.bus_id`,
+//! `driver_version`, …) are ignored. Timestamps (`2024/08/27 10:00:00.123`)
+//! are the node's local time, read in the zone given (`--tz`, UTC by
+//! default). A header line repeated in the middle (logs of several runs
+//! appended to one file) is skipped.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use apron_schemas::{GpuSample, ProcIdentity, ProcSample, Text};
+use chrono::{NaiveDateTime, TimeZone};
+use chrono_tz::Tz;
+
+use super::units::{self, Quantity};
+use super::{HostRows, ImportError, synthetic_uuid};
+
+/// How to read the file.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The host the file was logged on (the `host` partition).
+    pub host: String,
+    /// The zone of the file's timestamps.
+    pub tz: Tz,
+    /// The columns of a file without a header line (`noheader`), as given
+    /// to `--query-gpu` or `--query-compute-apps`.
+    pub columns: Option<Vec<String>>,
+    /// Each row's `interval_ms`, instead of the median spacing of its
+    /// GPU's (or process's) samples.
+    pub interval_ms: Option<i64>,
+    /// The model of GPUs whose rows name none.
+    pub model: Option<String>,
+}
+
+/// Which query the file is the output of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Query {
+    /// `--query-gpu`: one row per GPU per sample.
+    Gpu,
+    /// `--query-compute-apps`: one row per process per GPU per sample.
+    ComputeApps,
+}
+
+/// What a column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Col {
+    Timestamp,
+    Index,
+    Uuid,
+    Name,
+    GpuUtil,
+    MemUtil,
+    FbUsed,
+    FbTotal,
+    Power,
+    PowerLimit,
+    Temp,
+    SmClock,
+    EncUtil,
+    DecUtil,
+    ClockEvents,
+    Pid,
+    ProcessName,
+    UsedMemory,
+    Ignored,
+}
+
+impl Col {
+    fn of(name: &str, query: Query) -> Col {
+        match (name, query) {
+            ("timestamp", _) => Col::Timestamp,
+            ("uuid" | "gpu_uuid", _) => Col::Uuid,
+            ("index", Query::Gpu) => Col::Index,
+            ("name" | "gpu_name", Query::Gpu) => Col::Name,
+            ("utilization.gpu", Query::Gpu) => Col::GpuUtil,
+            ("utilization.memory", Query::Gpu) => Col::MemUtil,
+            ("memory.used", Query::Gpu) => Col::FbUsed,
+            ("memory.total", Query::Gpu) => Col::FbTotal,
+            ("power.draw" | "power.draw.instant" | "power.draw.average", Query::Gpu) => Col::Power,
+            ("power.limit" | "enforced.power.limit", Query::Gpu) => Col::PowerLimit,
+            ("temperature.gpu", Query::Gpu) => Col::Temp,
+            ("clocks.sm" | "clocks.current.sm", Query::Gpu) => Col::SmClock,
+            ("utilization.encoder", Query::Gpu) => Col::EncUtil,
+            ("utilization.decoder", Query::Gpu) => Col::DecUtil,
+            ("clocks_event_reasons.active" | "clocks_throttle_reasons.active", Query::Gpu) => {
+                Col::ClockEvents
+            }
+            ("pid", Query::ComputeApps) => Col::Pid,
+            ("process_name" | "name", Query::ComputeApps) => Col::ProcessName,
+            ("used_memory" | "used_gpu_memory", Query::ComputeApps) => Col::UsedMemory,
+            _ => Col::Ignored,
+        }
+    }
+
+    fn quantity(self) -> Quantity {
+        match self {
+            Col::GpuUtil | Col::MemUtil | Col::EncUtil | Col::DecUtil => Quantity::Percent,
+            Col::FbUsed | Col::FbTotal | Col::UsedMemory => Quantity::Memory,
+            Col::Power | Col::PowerLimit => Quantity::Power,
+            Col::Temp => Quantity::Temperature,
+            Col::SmClock => Quantity::Clock,
+            _ => Quantity::Integer,
+        }
+    }
+}
+
+/// One column of the file: what it holds, its header text and its unit.
+#[derive(Debug, Clone)]
+struct Column {
+    col: Col,
+    header: String,
+    unit: Option<String>,
+}
+
+/// `utilization.gpu [%]` → (`utilization.gpu`, `%`).
+fn split_header(h: &str) -> (String, Option<String>) {
+    let h = h.trim();
+    match h.split_once('[') {
+        Some((name, rest)) => {
+            (name.trim().to_ascii_lowercase(), Some(rest.trim_end_matches(']').trim().to_owned()))
+        }
+        None => (h.to_ascii_lowercase(), None),
+    }
+}
+
+fn columns_of(headers: &[String]) -> (Query, Vec<Column>) {
+    let names: Vec<_> = headers.iter().map(|h| split_header(h)).collect();
+    let query = if names.iter().any(|(n, _)| n == "pid") { Query::ComputeApps } else { Query::Gpu };
+    let mut seen = Vec::new();
+    let columns = names
+        .into_iter()
+        .zip(headers)
+        .map(|((name, unit), header)| {
+            let mut col = Col::of(&name, query);
+            // Two columns of one field (power.draw and power.draw.instant):
+            // the first counts.
+            if col != Col::Ignored && seen.contains(&col) {
+                col = Col::Ignored;
+            }
+            seen.push(col);
+            Column { col, header: header.trim().to_owned(), unit }
+        })
+        .collect();
+    (query, columns)
+}
+
+/// Reads the file at `path` (its rows in any order). `progress(bytes)` is
+/// called with the bytes read so far now and then. On the first row that
+/// cannot be imported, returns [`ImportError::Row`] naming its line and
+/// column.
+pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Query, HostRows), ImportError> {
+    let file =
+        File::open(path).map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(BufReader::with_capacity(1 << 20, file));
+    let mut record = csv::StringRecord::new();
+    let read_err = |e: csv::Error| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) };
+    let headers: Vec<String> = match &opts.columns {
+        Some(c) => c.iter().map(|s| s.trim().to_owned()).collect(),
+        None => {
+            if !reader.read_record(&mut record).map_err(read_err)? {
+                return Err(ImportError::Input {
+                    what: path.display().to_string(),
+                    message: "the file is empty".into(),
+                });
+            }
+            record.iter().map(str::to_owned).collect()
+        }
+    };
+    let (query, columns) = columns_of(&headers);
+    let header_line = if opts.columns.is_some() { 0 } else { 1 };
+    let missing = |what: &str| ImportError::Row {
+        path: path.to_path_buf(),
+        line: header_line,
+        field: "header".into(),
+        message: format!("no {what} column{}", if opts.columns.is_some() { " in --columns" } else { "" }),
+    };
+    let has = |c: Col| columns.iter().any(|x| x.col == c);
+    if !has(Col::Timestamp) {
+        return Err(missing("timestamp"));
+    }
+    match query {
+        Query::Gpu if !has(Col::Uuid) && !has(Col::Index) => return Err(missing("uuid or index")),
+        Query::ComputeApps if !has(Col::Uuid) => return Err(missing("gpu_uuid")),
+        _ => {}
+    }
+    let mut parser =
+        RowParser { path: path.to_path_buf(), opts, columns: &columns, first_index: HashMap::new() };
+    let mut rows = HostRows::default();
+    let mut n = 0u64;
+    while reader.read_record(&mut record).map_err(read_err)? {
+        let line = record.position().map_or(0, csv::Position::line);
+        n += 1;
+        if n % 65_536 == 0 {
+            progress(record.position().map_or(0, csv::Position::byte));
+        }
+        // A header repeated by a second run appended to the same log.
+        if record.iter().zip(&headers).all(|(a, b)| a == b.trim()) {
+            continue;
+        }
+        if record.len() != columns.len() {
+            let field =
+                columns.get(record.len()).map_or_else(|| "(extra field)".to_owned(), |c| c.header.clone());
+            return Err(parser.err(
+                line,
+                &field,
+                format!("expected {} fields, found {}", columns.len(), record.len()),
+            ));
+        }
+        match query {
+            Query::Gpu => rows.gpus.push(parser.gpu(line, &record)?),
+            Query::ComputeApps => rows.procs.push(parser.proc(line, &record)?),
+        }
+    }
+    super::interval::set_intervals(path, &mut rows, opts.interval_ms)?;
+    Ok((query, rows))
+}
+
+/// Reads an nvidia-smi timestamp (`2024/08/27 10:00:00.123`, the
+/// fraction optional) in `tz`, to ms since the epoch. A local time that
+/// occurs twice (the hour clocks go back) is read as its first
+/// occurrence; one that does not exist (the hour they skip) is an error.
+pub fn parse_timestamp(raw: &str, tz: Tz) -> Result<i64, String> {
+    let naive = ["%Y/%m/%d %H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(raw, f).ok())
+        .ok_or_else(|| format!("{raw:?} is not a time (expected YYYY/MM/DD HH:MM:SS.mmm)"))?;
+    tz.from_local_datetime(&naive)
+        .earliest()
+        .map(|t| t.timestamp_millis())
+        .ok_or_else(|| format!("{raw:?} does not exist in {tz} (a daylight-saving gap)"))
+}
+
+/// The parts of a row the columns give, checked.
+struct RowParser<'a> {
+    path: PathBuf,
+    opts: &'a Options,
+    columns: &'a [Column],
+    /// The index of each UUID by first appearance, for files without an
+    /// `index` column.
+    first_index: HashMap<Text, i32>,
+}
+
+impl RowParser<'_> {
+    fn err(&self, line: u64, field: &str, message: String) -> ImportError {
+        ImportError::Row { path: self.path.clone(), line, field: field.to_owned(), message }
+    }
+
+    fn number(&self, line: u64, c: &Column, raw: &str) -> Result<Option<f64>, ImportError> {
+        units::parse(raw, c.col.quantity(), c.unit.as_deref()).map_err(|m| self.err(line, &c.header, m))
+    }
+
+    fn int32(&self, line: u64, c: &Column, raw: &str) -> Result<Option<i32>, ImportError> {
+        self.number(line, c, raw)?
+            .map(|v| units::to_i32(v, raw).map_err(|m| self.err(line, &c.header, m)))
+            .transpose()
+    }
+
+    fn int64(&self, line: u64, c: &Column, raw: &str) -> Result<Option<i64>, ImportError> {
+        self.number(line, c, raw)?
+            .map(|v| units::to_i64(v, raw).map_err(|m| self.err(line, &c.header, m)))
+            .transpose()
+    }
+
+    fn text(raw: &str) -> Option<Text> {
+        (!units::is_null(raw)).then(|| raw.into())
+    }
+
+    fn timestamp(&self, line: u64, c: &Column, raw: &str) -> Result<i64, ImportError> {
+        parse_timestamp(raw, self.opts.tz).map_err(|m| self.err(line, &c.header, m))
+    }
+
+    fn gpu(&mut self, line: u64, record: &csv::StringRecord) -> Result<GpuSample, ImportError> {
+        let mut g = GpuSample::default();
+        let (mut uuid, mut index) = (None, None);
+        for (c, raw) in self.columns.iter().zip(record.iter()) {
+            match c.col {
+                Col::Timestamp => g.ts = self.timestamp(line, c, raw)?,
+                Col::Index => {
+                    index = Some(
+                        self.int32(line, c, raw)?
+                            .ok_or_else(|| self.err(line, &c.header, "no index".into()))?,
+                    )
+                }
+                Col::Uuid => uuid = Self::text(raw),
+                Col::Name => g.gpu_model = Self::text(raw),
+                Col::GpuUtil => g.gpu_util_pct = self.int32(line, c, raw)?,
+                Col::MemUtil => g.mem_util_pct = self.int32(line, c, raw)?,
+                Col::FbUsed => g.fb_used_bytes = self.int64(line, c, raw)?,
+                Col::FbTotal => g.fb_total_bytes = self.int64(line, c, raw)?,
+                Col::Power => g.power_mw = self.int32(line, c, raw)?,
+                Col::PowerLimit => g.power_limit_mw = self.int32(line, c, raw)?,
+                Col::Temp => g.temp_c = self.int32(line, c, raw)?,
+                Col::SmClock => g.sm_clock_mhz = self.int32(line, c, raw)?,
+                Col::EncUtil => g.enc_util_pct = self.int32(line, c, raw)?,
+                Col::DecUtil => g.dec_util_pct = self.int32(line, c, raw)?,
+                Col::ClockEvents => {
+                    g.clock_event_reasons = if units::is_null(raw) {
+                        None
+                    } else {
+                        let hex = raw.trim().trim_start_matches("0x").trim_start_matches("0X");
+                        Some(i64::from_str_radix(hex, 16).map_err(|_| {
+                            self.err(line, &c.header, format!("{raw:?} is not a hexadecimal bitmask"))
+                        })?)
+                    }
+                }
+                _ => {}
+            }
+        }
+        if g.gpu_model.is_none() {
+            g.gpu_model = self.opts.model.as_deref().map(Text::from);
+        }
+        match (uuid, index) {
+            (Some(u), Some(i)) => (g.gpu_uuid, g.gpu_index) = (u, i),
+            (Some(u), None) => {
+                let next = i32::try_from(self.first_index.len()).unwrap_or(i32::MAX);
+                g.gpu_index = *self.first_index.entry(u.clone()).or_insert(next);
+                g.gpu_uuid = u;
+            }
+            (None, Some(i)) => (g.gpu_uuid, g.gpu_index) = (synthetic_uuid(&self.opts.host, i), i),
+            (None, None) => {
+                let field =
+                    self.columns.iter().find(|c| c.col == Col::Uuid).map_or("uuid", |c| c.header.as_str());
+                return Err(self.err(line, field, "no GPU UUID and no index".into()));
+            }
+        }
+        Ok(g)
+    }
+
+    fn proc(&mut self, line: u64, record: &csv::StringRecord) -> Result<ProcSample, ImportError> {
+        let mut p = ProcSample::default();
+        let mut uuid = None;
+        let mut pid = None;
+        for (c, raw) in self.columns.iter().zip(record.iter()) {
+            match c.col {
+                Col::Timestamp => p.ts = self.timestamp(line, c, raw)?,
+                Col::Uuid => {
+                    uuid =
+                        Some(Self::text(raw).ok_or_else(|| self.err(line, &c.header, "no GPU UUID".into()))?)
+                }
+                Col::Pid => {
+                    pid = Some(
+                        self.int32(line, c, raw)?
+                            .ok_or_else(|| self.err(line, &c.header, "no pid".into()))?,
+                    )
+                }
+                Col::ProcessName => {
+                    p.identity = ProcIdentity { comm: comm_of(raw), ..ProcIdentity::default() }
+                }
+                Col::UsedMemory => p.used_mem_bytes = self.int64(line, c, raw)?,
+                _ => {}
+            }
+        }
+        let Some(pid) = pid else {
+            return Err(self.err(line, "pid", "no pid column".into()));
+        };
+        p.pid = pid;
+        p.gpu_uuid = uuid.unwrap_or_else(|| "".into());
+        Ok(p)
+    }
+}
+
+/// The `comm` of a process nvidia-smi names by its path
+/// (`/usr/bin/python3`): the file name, cut to the kernel's 15 bytes, as
+/// the recorder reads it from `/proc/PID/comm`.
+fn comm_of(raw: &str) -> Option<Text> {
+    if units::is_null(raw) {
+        return None;
+    }
+    let name = raw.trim().rsplit('/').next().unwrap_or(raw);
+    let mut end = name.len().min(15);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(name[..end].into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_local_time_in_the_zone_given() {
+        let utc = parse_timestamp("2026/11/02 08:00:00.250", Tz::UTC).expect("a time");
+        assert_eq!(utc, 1_793_606_400_250);
+        let berlin = parse_timestamp("2026/11/02 09:00:00.250", chrono_tz::Europe::Berlin).expect("a time");
+        assert_eq!(berlin, utc);
+        assert_eq!(parse_timestamp("2026/11/02 08:00:00", Tz::UTC), Ok(1_793_606_400_000));
+        assert!(parse_timestamp("2026/13/02 08:00:00", Tz::UTC).is_err());
+        // 02:30 on the last Sunday of March does not exist in Berlin.
+        let gap = parse_timestamp("2026/03/29 02:30:00.000", chrono_tz::Europe::Berlin);
+        assert!(gap.expect_err("a gap").contains("daylight-saving"));
+    }
+
+    #[test]
+    fn headers_map_by_name_and_unit() {
+        let h: Vec<String> = [
+            "timestamp",
+            " index",
+            " utilization.gpu [%]",
+            " memory.used [MiB]",
+            " pci.bus_id",
+            " power.draw [W]",
+            " power.draw.instant [W]",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let (query, cols) = columns_of(&h);
+        assert_eq!(query, Query::Gpu);
+        let kinds: Vec<_> = cols.iter().map(|c| c.col).collect();
+        assert_eq!(
+            kinds,
+            [Col::Timestamp, Col::Index, Col::GpuUtil, Col::FbUsed, Col::Ignored, Col::Power, Col::Ignored]
+        );
+        assert_eq!(cols[3].unit.as_deref(), Some("MiB"));
+        let apps: Vec<String> = ["timestamp", "gpu_uuid", "pid", "process_name", "used_gpu_memory [MiB]"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        assert_eq!(columns_of(&apps).0, Query::ComputeApps);
+        assert_eq!(comm_of("/opt/conda/bin/python3.11-something-long").as_deref(), Some("python3.11-some"));
+    }
+}

@@ -1,0 +1,385 @@
+//! dcgm-exporter series from a Prometheus server's HTTP API
+//! (`/api/v1/query_range`), into `gpu_samples` rows, and `proc_samples`
+//! rows for the Kubernetes pods dcgm-exporter names.
+//!
+//! Each step of `--step` over `[--from, --to)` becomes one row per GPU,
+//! standing for that step (`interval_ms` = the step, `ts` its start):
+//! gauges are the mean of the samples Prometheus holds in the step
+//! (`avg_over_time(M[step] offset 1ms)` evaluated at the step's end: the
+//! samples of [start, end), so no sample counts in two steps), counters
+//! and bitmasks the last value (`last_over_time`). A step with no sample of a GPU has no row: it stays
+//! unrecorded, never idle. Units become the schema's: MiB to bytes, W to
+//! mW, ratios (0–1) to percent; `fb_total_bytes` is FB_USED + FB_FREE (+
+//! FB_RESERVED where exported).
+//!
+//! One host per `Hostname` label (else `instance` without its port), each
+//! GPU by its `UUID` label (else the synthetic UUID of host and `gpu`),
+//! `gpu` its index, `modelName` its model.
+//!
+//! Pods: dcgm-exporter with Kubernetes mapping labels a GPU's series with
+//! the `pod`, `namespace` and `container` holding it. Each step of such a
+//! series becomes one `proc_samples` row on that GPU: `k8s_namespace` the
+//! namespace, `comm` the pod's name, `used_mem_bytes` the GPU's FB_USED
+//! (the pod holds the whole GPU), and a synthetic `pid` from namespace,
+//! pod and container, above Linux's largest pid (2^22) so it never meets
+//! a real one. Without pod labels there are no process rows: every GPU-minute
+//! is `(unallocated)`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use apron_schemas::paths::validate_host;
+use apron_schemas::{GpuSample, ProcIdentity, ProcSample, Text};
+use serde_json::Value;
+
+use super::{HostRows, ImportError, synthetic_uuid};
+
+/// What to import.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The server, e.g. `http://prometheus:9090`.
+    pub url: String,
+    /// Period start (inclusive), ms since the epoch.
+    pub from_ms: i64,
+    /// Period end (exclusive), ms since the epoch.
+    pub to_ms: i64,
+    /// The step: the time each row stands for, ms.
+    pub step_ms: i64,
+}
+
+/// How a series' value goes into a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    GpuUtil,
+    MemUtil,
+    FbUsed,
+    FbFree,
+    FbReserved,
+    Power,
+    PowerLimit,
+    Energy,
+    Temp,
+    SmClock,
+    EncUtil,
+    DecUtil,
+    SmActive,
+    GrEngineActive,
+    SmOccupancy,
+    TensorActive,
+    DramActive,
+    PcieTx,
+    PcieRx,
+    ClockEvents,
+}
+
+/// The series imported: name, aggregation over a step, where it goes.
+const SERIES: [(&str, &str, Target); 21] = [
+    ("DCGM_FI_DEV_GPU_UTIL", "avg_over_time", Target::GpuUtil),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "avg_over_time", Target::MemUtil),
+    ("DCGM_FI_DEV_FB_USED", "avg_over_time", Target::FbUsed),
+    ("DCGM_FI_DEV_FB_FREE", "avg_over_time", Target::FbFree),
+    ("DCGM_FI_DEV_FB_RESERVED", "avg_over_time", Target::FbReserved),
+    ("DCGM_FI_DEV_POWER_USAGE", "avg_over_time", Target::Power),
+    ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "avg_over_time", Target::PowerLimit),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "last_over_time", Target::Energy),
+    ("DCGM_FI_DEV_GPU_TEMP", "avg_over_time", Target::Temp),
+    ("DCGM_FI_DEV_SM_CLOCK", "avg_over_time", Target::SmClock),
+    ("DCGM_FI_DEV_ENC_UTIL", "avg_over_time", Target::EncUtil),
+    ("DCGM_FI_DEV_DEC_UTIL", "avg_over_time", Target::DecUtil),
+    ("DCGM_FI_PROF_SM_ACTIVE", "avg_over_time", Target::SmActive),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", Target::GrEngineActive),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "avg_over_time", Target::SmOccupancy),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "avg_over_time", Target::TensorActive),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "avg_over_time", Target::DramActive),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "avg_over_time", Target::PcieTx),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "avg_over_time", Target::PcieRx),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "last_over_time", Target::ClockEvents),
+    ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "last_over_time", Target::ClockEvents),
+];
+
+/// The most steps one query asks for (Prometheus refuses more than 11,000
+/// points per series).
+const STEPS_PER_QUERY: i64 = 10_000;
+
+const MIB: f64 = 1_048_576.0;
+
+/// One GPU-step being assembled from the series.
+#[derive(Debug, Default)]
+struct Acc {
+    sample: GpuSample,
+    fb_free: Option<f64>,
+    fb_reserved: Option<f64>,
+    gr_engine_active: Option<f32>,
+}
+
+/// Key of a pod's row: (GPU UUID, pid, ts).
+type PodKey = (Text, i32, i64);
+
+/// Queries the server and returns the rows of each host. `progress(done,
+/// total)` counts queries.
+pub async fn read(
+    opts: &Options,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<BTreeMap<String, HostRows>, ImportError> {
+    let base = opts.url.trim_end_matches('/').to_owned();
+    let endpoint = format!("{base}/api/v1/query_range");
+    let fail = |message: String| ImportError::Prometheus { url: endpoint.clone(), message };
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .map_err(|e| fail(crate::one_line(&e)))?;
+    let step = opts.step_ms;
+    // Evaluation times: the end of each step in [from, to).
+    let first_end = opts.from_ms + step;
+    let n_steps = if opts.to_ms >= first_end { (opts.to_ms - first_end) / step + 1 } else { 0 };
+    if n_steps == 0 {
+        return Err(ImportError::Input {
+            what: base,
+            message: "the period is shorter than one --step".into(),
+        });
+    }
+    let chunks = (n_steps + STEPS_PER_QUERY - 1) / STEPS_PER_QUERY;
+    let total = SERIES.len() as u64 * chunks as u64;
+    let mut done = 0;
+    let mut gpus: BTreeMap<(String, Text, i64), Acc> = BTreeMap::new();
+    let mut pods: BTreeMap<String, HashMap<PodKey, ProcSample>> = BTreeMap::new();
+    for (name, func, target) in SERIES {
+        let query = format!("{func}({name}[{step}ms] offset 1ms)");
+        for chunk in 0..chunks {
+            let start = first_end + chunk * STEPS_PER_QUERY * step;
+            let end = (start + (STEPS_PER_QUERY - 1) * step).min(first_end + (n_steps - 1) * step);
+            let result = query_range(&client, &endpoint, &query, start, end, step).await.map_err(fail)?;
+            for series in result {
+                add_series(&series, target, step, &mut gpus, &mut pods)
+                    .map_err(|m| fail(format!("{query}: {m}")))?;
+            }
+            done += 1;
+            progress(done, total);
+        }
+    }
+    let mut out: BTreeMap<String, HostRows> = BTreeMap::new();
+    for ((host, _, _), acc) in gpus {
+        let mut g = acc.sample;
+        if let Some(used) = g.fb_used_bytes
+            && let Some(free) = acc.fb_free
+        {
+            let reserved = acc.fb_reserved.unwrap_or(0.0);
+            g.fb_total_bytes = Some(used + ((free + reserved) * MIB).round() as i64);
+        }
+        if g.sm_active_pct.is_none() {
+            g.sm_active_pct = acc.gr_engine_active;
+        }
+        out.entry(host).or_default().gpus.push(g);
+    }
+    for (host, rows) in pods {
+        out.entry(host).or_default().procs.extend(rows.into_values());
+    }
+    if out.is_empty() {
+        return Err(ImportError::Input {
+            what: base,
+            message: "no dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*) in the period".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// `GET /api/v1/query_range`: the `result` of a matrix answer.
+async fn query_range(
+    client: &reqwest::Client,
+    endpoint: &str,
+    query: &str,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+) -> Result<Vec<Value>, String> {
+    let secs = |ms: i64| format!("{}.{:03}", ms.div_euclid(1_000), ms.rem_euclid(1_000));
+    let url = url::Url::parse_with_params(
+        endpoint,
+        &[
+            ("query", query.to_owned()),
+            ("start", secs(start_ms)),
+            ("end", secs(end_ms)),
+            ("step", secs(step_ms)),
+        ],
+    )
+    .map_err(|e| e.to_string())?;
+    let response = client.get(url).send().await.map_err(|e| crate::one_line(&e))?;
+    let status = response.status();
+    let body = response.text().await.map_err(|e| crate::one_line(&e))?;
+    let json: Value = serde_json::from_str(&body).map_err(|_| {
+        let head: String = body.chars().take(200).collect();
+        format!("HTTP {status}, not a Prometheus answer: {head:?}")
+    })?;
+    if json["status"] != "success" {
+        return Err(format!(
+            "{}: {}",
+            json["errorType"].as_str().unwrap_or("error"),
+            json["error"].as_str().unwrap_or("no message")
+        ));
+    }
+    match json["data"]["result"].as_array() {
+        Some(result) => Ok(result.clone()),
+        None => Err("the answer has no data.result".into()),
+    }
+}
+
+/// A label of a series, when set and not empty.
+fn label<'a>(series: &'a Value, name: &str) -> Option<&'a str> {
+    series["metric"][name].as_str().filter(|s| !s.is_empty())
+}
+
+/// The host of a series: its `Hostname`, else its `instance` without the
+/// port, with any character a partition name cannot hold made `_`.
+fn host_of(series: &Value) -> Result<String, String> {
+    let raw = match (label(series, "Hostname"), label(series, "instance")) {
+        (Some(h), _) => h.to_owned(),
+        (None, Some(i)) => i.rsplit_once(':').map_or(i, |(h, _)| h).to_owned(),
+        (None, None) => {
+            return Err(format!(
+                "a series has neither a Hostname nor an instance label: {}",
+                series["metric"]
+            ));
+        }
+    };
+    let host: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' })
+        .collect();
+    validate_host(&host).map_err(|e| e.to_string())?;
+    Ok(host)
+}
+
+fn add_series(
+    series: &Value,
+    target: Target,
+    step: i64,
+    gpus: &mut BTreeMap<(String, Text, i64), Acc>,
+    pods: &mut BTreeMap<String, HashMap<PodKey, ProcSample>>,
+) -> Result<(), String> {
+    let host = host_of(series)?;
+    let index: i32 = label(series, "gpu").and_then(|g| g.parse().ok()).unwrap_or(0);
+    let uuid: Text = label(series, "UUID").map_or_else(|| synthetic_uuid(&host, index), Text::from);
+    let model: Option<Text> = label(series, "modelName").map(Text::from);
+    let pod = label(series, "pod").map(|pod| {
+        let namespace = label(series, "namespace");
+        let container = label(series, "container");
+        (
+            pod_pid(namespace.unwrap_or(""), pod, container.unwrap_or("")),
+            Text::from(pod),
+            namespace.map(Text::from),
+        )
+    });
+    let interval_ms = i32::try_from(step).map_err(|_| "the step is too long".to_owned())?;
+    let Some(values) = series["values"].as_array() else { return Ok(()) };
+    for point in values {
+        let (Some(t), Some(v)) = (point[0].as_f64(), point[1].as_str()) else {
+            return Err(format!("a point is not [time, \"value\"]: {point}"));
+        };
+        let Ok(v) = v.parse::<f64>() else { return Err(format!("{v:?} is not a number")) };
+        if !v.is_finite() {
+            continue;
+        }
+        let ts = (t * 1_000.0).round() as i64 - step;
+        let acc = gpus.entry((host.clone(), uuid.clone(), ts)).or_insert_with(|| Acc {
+            sample: GpuSample {
+                ts,
+                gpu_uuid: uuid.clone(),
+                gpu_index: index,
+                interval_ms,
+                ..GpuSample::default()
+            },
+            ..Acc::default()
+        });
+        if acc.sample.gpu_model.is_none() {
+            acc.sample.gpu_model = model.clone();
+        }
+        set(acc, target, v);
+        if let Some((pid, pod, namespace)) = &pod {
+            let rows = pods.entry(host.clone()).or_default();
+            let row = rows.entry((uuid.clone(), *pid, ts)).or_insert_with(|| ProcSample {
+                ts,
+                gpu_uuid: uuid.clone(),
+                pid: *pid,
+                interval_ms,
+                identity: ProcIdentity {
+                    comm: Some(pod.clone()),
+                    k8s_namespace: namespace.clone(),
+                    ..ProcIdentity::default()
+                },
+                ..ProcSample::default()
+            });
+            if target == Target::FbUsed {
+                row.used_mem_bytes = Some((v * MIB).round() as i64);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Puts `v` (in dcgm-exporter's unit) into the row, in the schema's unit.
+fn set(acc: &mut Acc, target: Target, v: f64) {
+    let g = &mut acc.sample;
+    let pct = |v: f64| Some(v.round().clamp(0.0, 100.0) as i32);
+    let ratio = |v: f64| Some((v * 100.0) as f32);
+    match target {
+        Target::GpuUtil => g.gpu_util_pct = pct(v),
+        Target::MemUtil => g.mem_util_pct = pct(v),
+        Target::EncUtil => g.enc_util_pct = pct(v),
+        Target::DecUtil => g.dec_util_pct = pct(v),
+        Target::FbUsed => g.fb_used_bytes = Some((v * MIB).round() as i64),
+        Target::FbFree => acc.fb_free = Some(v),
+        Target::FbReserved => acc.fb_reserved = Some(v),
+        Target::Power => g.power_mw = Some((v * 1_000.0).round() as i32),
+        Target::PowerLimit => g.power_limit_mw = Some((v * 1_000.0).round() as i32),
+        Target::Energy => g.energy_mj = Some(v.round() as i64),
+        Target::Temp => g.temp_c = Some(v.round() as i32),
+        Target::SmClock => g.sm_clock_mhz = Some(v.round() as i32),
+        Target::SmActive => g.sm_active_pct = ratio(v),
+        Target::GrEngineActive => acc.gr_engine_active = ratio(v),
+        Target::SmOccupancy => g.sm_occupancy_pct = ratio(v),
+        Target::TensorActive => g.tensor_active_pct = ratio(v),
+        Target::DramActive => g.dram_active_pct = ratio(v),
+        Target::PcieTx => g.pcie_tx_bytes_per_s = Some(v.round() as i64),
+        Target::PcieRx => g.pcie_rx_bytes_per_s = Some(v.round() as i64),
+        Target::ClockEvents => g.clock_event_reasons = Some(v as i64),
+    }
+}
+
+/// Linux pids are at most 2^22: synthetic pids start there.
+const FIRST_SYNTHETIC_PID: i32 = 1 << 22;
+
+/// The stable synthetic pid of a pod's container: above every real pid,
+/// the same for the same namespace, pod and container in every import.
+pub fn pod_pid(namespace: &str, pod: &str, container: &str) -> i32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in format!("{namespace}/{pod}/{container}").bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let span = (i32::MAX - FIRST_SYNTHETIC_PID) as u64;
+    FIRST_SYNTHETIC_PID + (hash % span) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_come_from_hostname_else_instance() {
+        let s: Value = serde_json::json!({"metric": {"Hostname": "node-07", "instance": "10.0.0.7:9400"}});
+        assert_eq!(host_of(&s), Ok("node-07".into()));
+        let s: Value = serde_json::json!({"metric": {"instance": "10.0.0.7:9400"}});
+        assert_eq!(host_of(&s), Ok("10.0.0.7".into()));
+        let s: Value = serde_json::json!({"metric": {"instance": "[::1]:9400"}});
+        assert_eq!(host_of(&s), Ok("___1_".into()));
+        assert!(host_of(&serde_json::json!({"metric": {}})).is_err());
+    }
+
+    #[test]
+    fn pod_pids_are_stable_and_above_real_pids() {
+        let a = pod_pid("vision", "train-0", "main");
+        assert_eq!(a, pod_pid("vision", "train-0", "main"));
+        assert_ne!(a, pod_pid("vision", "train-1", "main"));
+        assert!(a >= 1 << 22);
+    }
+}
