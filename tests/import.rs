@@ -1,0 +1,459 @@
+//! End to end: `apron import` of real files (and a real Prometheus) through
+//! the real `apron` binary, then every report over what it wrote, with the
+//! figures of a small hand-worked case per format.
+//!
+//! Every case is priced by [`CONFIG`], with round figures:
+//!
+//! - any model: nothing to write off, 3.6 per GPU-hour = 0.001 per second,
+//!   0.06 per GPU-minute;
+//! - energy: 0.4 per kWh, PUE 1. A GPU drawing 300 W for a minute uses
+//!   18 000 J = 0.005 kWh = 0.002; at 150 W, 0.001.
+//!
+//! So a GPU-minute at 300 W costs 0.062, at 150 W 0.061. No process maps
+//! to a team but the Kubernetes namespace `vision-*` (team vision); other
+//! processes are `unassigned`, GPU-minutes without one `(unallocated)`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const CONFIG: &str = r#"currency = "USD"
+
+[idle]
+threshold_pct = 5
+
+[energy]
+price_per_kwh = 0.4
+pue = 1.0
+
+[[gpu_cost]]
+model = "*"
+purchase_price = 0
+lifetime_years = 1
+ops_per_gpu_hour = 3.6
+
+[[team]]
+name = "vision"
+k8s_namespaces = ["vision-*"]
+"#;
+
+/// A data folder and a config in a temporary folder.
+struct Case {
+    dir: tempfile::TempDir,
+    data: PathBuf,
+    config: PathBuf,
+}
+
+impl Case {
+    fn new() -> Case {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let data = dir.path().join("data");
+        let config = dir.path().join("apron.toml");
+        std::fs::write(&config, CONFIG).expect("write apron.toml");
+        Case { dir, data, config }
+    }
+
+    /// Writes `text` to the file `name` in the case's folder.
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).expect("write the input");
+        path
+    }
+
+    /// `apron --data DATA --config CONFIG ARGS…`.
+    fn apron(&self, args: &[&str]) -> Output {
+        Command::new(apron_tests::bin("apron"))
+            .arg("--data")
+            .arg(&self.data)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("apron runs")
+    }
+
+    /// `apron ARGS…`, which must succeed: its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.apron(args);
+        assert!(out.status.success(), "apron {}: {}: {}", args.join(" "), out.status, text(&out.stderr));
+        text(&out.stdout)
+    }
+
+    /// `apron --format json ARGS…`: its rows.
+    fn json(&self, args: &[&str]) -> Vec<Value> {
+        let mut all = vec!["--format", "json"];
+        all.extend_from_slice(args);
+        let out = self.ok(&all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("apron {}: {e}: {out}", all.join(" ")))
+    }
+
+    /// The one number `SELECT …` answers.
+    fn number(&self, sql: &str) -> f64 {
+        let rows = self.json(&["sql", sql]);
+        let row = rows.first().and_then(Value::as_object).expect("one row");
+        row.values().next().and_then(Value::as_f64).unwrap_or(0.0)
+    }
+
+    /// Every report runs on the data and succeeds (`alerts` may fire:
+    /// exit 1), over `period` (`--from`, `--to`); `host` for `pick`.
+    fn every_report_runs(&self, period: &[&str], host: &str) {
+        for report in [
+            &["spend"][..],
+            &["idle-cost"],
+            &["idle-cost", "--by", "gpu"],
+            &["zombies"],
+            &["reclaim"],
+            &["windows"],
+        ] {
+            let mut args = report.to_vec();
+            args.extend_from_slice(period);
+            self.ok(&args);
+        }
+        let alerts = self.apron(&["alerts"]);
+        assert!(matches!(alerts.status.code(), Some(0 | 1)), "alerts: {}", text(&alerts.stderr));
+        // The samples lie in the past: pick over a window reaching them.
+        self.ok(&["pick", "--host", host, "--window", "100000h"]);
+        let out = self.dir.path().join("report");
+        self.ok(&["report", "--month", "2026-11", "--out", out.to_str().expect("utf-8")]);
+        assert!(out.join("index.html").is_file(), "the report wrote index.html");
+    }
+
+    /// The spend row of `team`.
+    fn spend(&self, period: &[&str], team: &str) -> Value {
+        let mut args = vec!["spend"];
+        args.extend_from_slice(period);
+        let rows = self.json(&args);
+        rows.into_iter().find(|r| r["team"] == team).unwrap_or_else(|| panic!("no spend row of {team}"))
+    }
+
+    /// The Parquet files under the data folder.
+    fn parquet_files(&self) -> Vec<PathBuf> {
+        if !self.data.exists() {
+            return Vec::new();
+        }
+        apron_tests::files_under(&self.data)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+            .collect()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn near(what: &str, got: &Value, want: f64) {
+    let got = got.as_f64().unwrap_or_else(|| panic!("{what}: {got} is not a number"));
+    assert!((got - want).abs() < 1e-6, "{what}: got {got}, want {want}");
+}
+
+/// The nvidia-smi case, Monday 2026-11-02, logged in Berlin (UTC+1):
+/// one H100 sampled every 10 s from 10:00:00 to 10:59:50 local time
+/// (09:00–10:00 UTC), 360 rows at 300 W; `utilization.gpu` 100 % for the
+/// first 30 minutes, 0 % for the last 30. A process (pid 4242, no user:
+/// `unassigned`) holds 2048 MiB throughout.
+///
+/// By hand: 60 GPU-minutes × 0.062 = 3.72, all the process's: busy
+/// 30 × 0.062 = 1.86, idle-held 1.86. It is a zombie for the 30 idle
+/// minutes, and a reclaim candidate with `--for 20m`.
+fn nvidia_smi_files(case: &Case, nounits: bool) -> (PathBuf, PathBuf) {
+    // nvidia-smi keeps the units in the header with nounits too.
+    let mut gpu = String::from(
+        "timestamp, index, name, uuid, utilization.gpu [%], utilization.memory [%], memory.used [MiB], memory.total [MiB], power.draw [W], temperature.gpu, clocks.sm [MHz], pci.bus_id\n",
+    );
+    let mut apps = String::from("timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n");
+    for k in 0..360 {
+        let (m, s) = (k / 6, (k % 6) * 10);
+        // A few ms late now and then, as nvidia-smi is: the median spacing
+        // is still 10 s.
+        let ts = format!("2026/11/02 10:{m:02}:{s:02}.{:03}", [100, 100, 103][k % 3]);
+        let util = if m < 30 { 100 } else { 0 };
+        let temp = if k == 7 { "[N/A]".to_owned() } else { "55".to_owned() };
+        if nounits {
+            gpu.push_str(&format!("{ts}, 0, NVIDIA H100 80GB HBM3, GPU-11111111-2222-3333-4444-555555555555, {util}, 3, 2100, 81559, 300.00, {temp}, 1980, 00000000:18:00.0\n"));
+        } else {
+            gpu.push_str(&format!("{ts}, 0, NVIDIA H100 80GB HBM3, GPU-11111111-2222-3333-4444-555555555555, {util} %, 3 %, 2100 MiB, 81559 MiB, 300.00 W, {temp}, 1980 MHz, 00000000:18:00.0\n"));
+        }
+        apps.push_str(&format!(
+            "{ts}, GPU-11111111-2222-3333-4444-555555555555, 4242, /usr/bin/python3, 2048 MiB\n"
+        ));
+    }
+    (case.file("gpus.csv", &gpu), case.file("apps.csv", &apps))
+}
+
+const SMI_PERIOD: [&str; 4] = ["--from", "2026-11-02T09:00:00Z", "--to", "2026-11-02T10:00:00Z"];
+
+fn import_smi(case: &Case, gpu: &Path, apps: &Path) {
+    for f in [gpu, apps] {
+        case.ok(&[
+            "import",
+            "nvidia-smi",
+            f.to_str().expect("utf-8"),
+            "--host",
+            "smi-node",
+            "--tz",
+            "Europe/Berlin",
+        ]);
+    }
+}
+
+fn check_smi_figures(case: &Case) {
+    let row = case.spend(&SMI_PERIOD, "unassigned");
+    near("gpu_hours", &row["gpu_hours"], 1.0);
+    near("busy_gpu_hours", &row["busy_gpu_hours"], 0.5);
+    near("idle_held_gpu_hours", &row["idle_held_gpu_hours"], 0.5);
+    near("cost", &row["cost"], 3.72);
+    near("busy_cost", &row["busy_cost"], 1.86);
+    near("idle_cost", &row["idle_cost"], 1.86);
+    let mut zombies = vec!["zombies"];
+    zombies.extend_from_slice(&SMI_PERIOD);
+    let z = case.json(&zombies);
+    assert_eq!(z.len(), 1, "{z:?}");
+    assert_eq!((z[0]["pid"].as_i64(), z[0]["comm"].as_str()), (Some(4242), Some("python3")));
+    near("zombie idle minutes", &z[0]["idle_minutes"], 30.0);
+    let mut reclaim = vec!["reclaim", "--for", "20m"];
+    reclaim.extend_from_slice(&SMI_PERIOD);
+    assert_eq!(case.json(&reclaim).len(), 1);
+    assert_eq!(case.number("SELECT count(*) FROM gpu_samples WHERE temp_c IS NULL"), 1.0, "[N/A] is null");
+    assert_eq!(case.number("SELECT min(interval_ms) FROM gpu_samples"), 10_000.0);
+    assert_eq!(case.number("SELECT max(fb_total_bytes) FROM gpu_samples"), 81_559.0 * 1_048_576.0);
+    assert_eq!(case.number("SELECT max(power_mw) FROM gpu_samples"), 300_000.0);
+}
+
+#[test]
+fn nvidia_smi_logs_import_once_and_answer_by_hand() {
+    for nounits in [false, true] {
+        let case = Case::new();
+        let (gpu, apps) = nvidia_smi_files(&case, nounits);
+        import_smi(&case, &gpu, &apps);
+        check_smi_figures(&case);
+        case.every_report_runs(&SMI_PERIOD, "smi-node");
+
+        // Again: nothing more is written, and the figures stay.
+        let files = case.parquet_files();
+        let again = case.ok(&[
+            "import",
+            "nvidia-smi",
+            gpu.to_str().expect("utf-8"),
+            "--host",
+            "smi-node",
+            "--tz",
+            "Europe/Berlin",
+        ]);
+        assert!(again.contains("0 gpu_samples rows") && again.contains("360 rows skipped"), "{again}");
+        import_smi(&case, &gpu, &apps);
+        assert_eq!(case.parquet_files(), files, "no new file");
+        assert_eq!(case.number("SELECT count(*) FROM gpu_samples"), 360.0);
+        assert_eq!(case.number("SELECT count(*) FROM proc_samples"), 360.0);
+        check_smi_figures(&case);
+        // One file per table for the day.
+        for table in ["gpu_samples", "proc_samples", "gpu_minutes", "proc_minutes"] {
+            let n = files.iter().filter(|f| f.starts_with(case.data.join(table))).count();
+            assert_eq!(n, 1, "{table}: {files:?}");
+        }
+    }
+}
+
+#[test]
+fn nvidia_smi_without_a_header_takes_columns() {
+    let case = Case::new();
+    let mut csv = String::new();
+    for k in 0..12 {
+        csv.push_str(&format!("2026/11/02 09:{:02}:{:02}.000, 1, 40 %, 150.00 W\n", k / 2, (k % 2) * 30));
+    }
+    let path = case.file("noheader.csv", &csv);
+    let p = path.to_str().expect("utf-8");
+    case.ok(&[
+        "import",
+        "nvidia-smi",
+        p,
+        "--host",
+        "n1",
+        "--columns",
+        "timestamp,index,utilization.gpu,power.draw",
+        "--model",
+        "NVIDIA L40S",
+    ]);
+    // 12 samples every 30 s: 6 GPU-minutes × 0.061 = 0.366 → 0.37, all
+    // busy and (unallocated).
+    let period = ["--from", "2026-11-02T09:00:00Z", "--to", "2026-11-02T10:00:00Z"];
+    let row = case.spend(&period, "(unallocated)");
+    near("gpu_hours", &row["gpu_hours"], 0.1);
+    near("cost", &row["cost"], 0.37);
+    let uuid = case.json(&["sql", "SELECT DISTINCT gpu_uuid, gpu_model, gpu_index FROM gpu_samples"]);
+    assert_eq!(uuid.len(), 1);
+    assert!(uuid[0]["gpu_uuid"].as_str().is_some_and(|u| u.starts_with("GPU-") && u.len() == 40), "{uuid:?}");
+    assert_eq!(
+        (uuid[0]["gpu_model"].as_str(), uuid[0]["gpu_index"].as_i64()),
+        (Some("NVIDIA L40S"), Some(1))
+    );
+}
+
+/// The pynvml case: two GPUs logged every 30 s for 20 minutes from
+/// 2026-11-02 08:00 UTC (40 rows). GPU 0 at 80 % and 300 W, GPU 1 at 3 %
+/// (idle) and 150 W; no processes.
+///
+/// By hand: GPU 0 20 × 0.062 = 1.24 busy, GPU 1 20 × 0.061 = 1.22
+/// idle-empty, all `(unallocated)`: 2.46 over 40 GPU-minutes.
+#[test]
+fn pynvml_logs_import_once_and_answer_by_hand() {
+    let case = Case::new();
+    let mut csv = String::new();
+    for k in 0..40 {
+        let t = 1_793_606_400.0 + f64::from(k) * 30.0 + 0.2;
+        csv.push_str(&format!("{t}, 80%|60%|70000MiB|300.0W, 3%|0%|512MiB|150.0W\n"));
+    }
+    let path = case.file("gpu_utilization.csv", &csv);
+    let p = path.to_str().expect("utf-8");
+    case.ok(&["import", "pynvml", p, "--host", "py-node"]);
+    let period = ["--from", "2026-11-02T08:00:00Z", "--to", "2026-11-02T08:20:00Z"];
+    let check = || {
+        let row = case.spend(&period, "(unallocated)");
+        near("gpu_hours", &row["gpu_hours"], 0.67);
+        near("busy_gpu_hours", &row["busy_gpu_hours"], 0.33);
+        near("idle_empty_gpu_hours", &row["idle_empty_gpu_hours"], 0.33);
+        near("cost", &row["cost"], 2.46);
+        near("busy_cost", &row["busy_cost"], 1.24);
+        near("idle_cost", &row["idle_cost"], 1.22);
+        assert_eq!(case.number("SELECT count(*) FROM gpu_samples"), 80.0);
+        assert_eq!(case.number("SELECT count(DISTINCT gpu_uuid) FROM gpu_samples"), 2.0);
+        assert_eq!(case.number("SELECT min(interval_ms) FROM gpu_samples"), 30_000.0);
+    };
+    check();
+    case.every_report_runs(&period, "py-node");
+    let out = case.ok(&["import", "pynvml", p, "--host", "py-node"]);
+    assert!(out.contains("0 gpu_samples rows") && out.contains("80 rows skipped"), "{out}");
+    check();
+}
+
+/// A bad row: exit 2, one line naming file:line and the field, nothing
+/// written.
+fn refused(case: &Case, args: &[&str], file: &Path, line: u32, field: &str) {
+    let out = case.apron(args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    let want = format!("error: {}:{line}: {field}: ", file.display());
+    assert!(err.starts_with(&want), "{err:?} should start with {want:?}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+    assert!(case.parquet_files().is_empty(), "nothing written: {:?}", case.parquet_files());
+}
+
+#[test]
+fn a_bad_row_names_file_line_and_field_and_writes_nothing() {
+    let case = Case::new();
+    let head = "timestamp, index, utilization.gpu [%], memory.used [MiB]\n";
+    let good = "2026/11/02 09:00:00.000, 0, 5 %, 100 MiB\n2026/11/02 09:00:10.000, 0, 5 %, 100 MiB\n";
+    for (name, bad, field) in [
+        ("number.csv", "2026/11/02 09:00:20.000, 0, abc %, 100 MiB\n", "utilization.gpu [%]"),
+        ("unit.csv", "2026/11/02 09:00:20.000, 0, 5 %, 100 kg\n", "memory.used [MiB]"),
+        ("time.csv", "2026/11/32 09:00:20.000, 0, 5 %, 100 MiB\n", "timestamp"),
+        ("fields.csv", "2026/11/02 09:00:20.000, 0, 5 %\n", "memory.used [MiB]"),
+    ] {
+        let path = case.file(name, &format!("{head}{good}{bad}"));
+        refused(
+            &case,
+            &["import", "nvidia-smi", path.to_str().expect("utf-8"), "--host", "n"],
+            &path,
+            4,
+            field,
+        );
+    }
+    let path = case.file("py.csv", "1793606400.0, 3%|5%|512MiB|38.2W\n1793606430.0, 3%|5%|512MiB|38.2X\n");
+    refused(
+        &case,
+        &["import", "pynvml", path.to_str().expect("utf-8"), "--host", "n"],
+        &path,
+        2,
+        "gpu0 power.draw",
+    );
+    let path = case.file("py2.csv", "1793606400.0, 3%|5%|512MiB|38.2W\nyesterday, 3%|5%|512MiB|38.2W\n");
+    refused(&case, &["import", "pynvml", path.to_str().expect("utf-8"), "--host", "n"], &path, 2, "time");
+}
+
+/// The Prometheus case: dcgm-exporter series of one H100 on host node-p,
+/// scraped every 15 s for 10 minutes from 2026-11-02 07:00 UTC, held by
+/// pod train-0 of namespace vision-a (team vision): GPU_UTIL 60 for the
+/// first 5 minutes and 2 for the last 5, POWER_USAGE 300 W, the energy
+/// counter rising 4 500 J per scrape, FB_USED 1024 MiB and FB_FREE
+/// 80 000 MiB. Imported with --step 1m: one row per minute.
+///
+/// By hand: 10 GPU-minutes × 0.062 = 0.62, all vision's: busy 5 × 0.062 =
+/// 0.31, idle-held 0.31. The pod (1 GiB while idle 5 minutes) is a
+/// zombie with `--min-idle 5m`.
+#[test]
+fn prometheus_series_import_once_and_answer_by_hand() {
+    let case = Case::new();
+    let programs = apron_tests::prometheus::programs();
+    let start = 1_793_602_800i64; // 2026-11-02T07:00:00Z
+    let labels = r#"gpu="0",UUID="GPU-P0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-p",pod="train-0",namespace="vision-a",container="main""#;
+    let mut om = String::new();
+    let families: [(&str, &dyn Fn(i64) -> f64); 5] = [
+        ("DCGM_FI_DEV_GPU_UTIL", &|k| if k < 20 { 60.0 } else { 2.0 }),
+        ("DCGM_FI_DEV_POWER_USAGE", &|_| 300.0),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", &|k| 1.0e9 + 4_500_000.0 * k as f64),
+        ("DCGM_FI_DEV_FB_USED", &|_| 1024.0),
+        ("DCGM_FI_DEV_FB_FREE", &|_| 80_000.0),
+    ];
+    for (name, value) in families {
+        om.push_str(&format!("# TYPE {name} gauge\n"));
+        for k in 0..40 {
+            om.push_str(&format!("{name}{{{labels}}} {} {}\n", value(k), start + 15 * k));
+        }
+    }
+    om.push_str("# EOF\n");
+    let input = case.file("series.om", &om);
+    let storage = case.dir.path().join("tsdb");
+    let out = Command::new(&programs.promtool)
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&input)
+        .arg(&storage)
+        .output()
+        .expect("promtool runs");
+    assert!(out.status.success(), "promtool: {}{}", text(&out.stdout), text(&out.stderr));
+    let server = apron_tests::prometheus::Server::start("global:\n  scrape_interval: 15s\n", Some(&storage));
+    let url = server.url();
+    let import = [
+        "import",
+        "prometheus",
+        "--url",
+        &url,
+        "--from",
+        "2026-11-02T07:00:00Z",
+        "--to",
+        "2026-11-02T07:10:00Z",
+        "--step",
+        "1m",
+    ];
+    let first = case.ok(&import);
+    assert!(first.contains("host node-p: 10 gpu_samples rows, 10 proc_samples rows"), "{first}");
+    let period = ["--from", "2026-11-02T07:00:00Z", "--to", "2026-11-02T07:10:00Z"];
+    let check = || {
+        let row = case.spend(&period, "vision");
+        near("gpu_hours", &row["gpu_hours"], 0.17);
+        near("cost", &row["cost"], 0.62);
+        near("busy_cost", &row["busy_cost"], 0.31);
+        near("idle_cost", &row["idle_cost"], 0.31);
+        assert_eq!(case.number("SELECT count(*) FROM gpu_samples"), 10.0);
+        assert_eq!(case.number("SELECT max(fb_total_bytes) FROM gpu_samples"), 81_024.0 * 1_048_576.0);
+        assert_eq!(case.number("SELECT max(power_mw) FROM gpu_samples"), 300_000.0);
+        assert_eq!(case.number("SELECT min(interval_ms) FROM gpu_samples"), 60_000.0);
+        assert_eq!(case.number("SELECT min(CAST(ts AS BIGINT)) FROM gpu_samples"), (start * 1_000) as f64);
+        assert_eq!(case.number("SELECT max(used_mem_bytes) FROM proc_samples"), 1_073_741_824.0);
+    };
+    check();
+    let mut zombies = vec!["zombies", "--min-idle", "5m"];
+    zombies.extend_from_slice(&period);
+    let z = case.json(&zombies);
+    assert_eq!(z.len(), 1, "{z:?}");
+    assert_eq!((z[0]["comm"].as_str(), z[0]["team"].as_str()), (Some("train-0"), Some("vision")));
+    case.every_report_runs(&period, "node-p");
+    let again = case.ok(&import);
+    assert!(
+        again.contains("0 gpu_samples rows, 0 proc_samples rows") && again.contains("20 rows skipped"),
+        "{again}"
+    );
+    check();
+}
