@@ -201,7 +201,7 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Quer
     while reader.read_record(&mut record).map_err(read_err)? {
         let line = record.position().map_or(0, csv::Position::line);
         n += 1;
-        if n % 65_536 == 0 {
+        if n.is_multiple_of(65_536) {
             progress(record.position().map_or(0, csv::Position::byte));
         }
         // A header repeated by a second run appended to the same log.

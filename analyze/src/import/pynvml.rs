@@ -66,7 +66,7 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<HostR
     {
         let line = record.position().map_or(0, csv::Position::line);
         n += 1;
-        if n % 65_536 == 0 {
+        if n.is_multiple_of(65_536) {
             progress(record.position().map_or(0, csv::Position::byte));
         }
         let raw_ts = record.get(0).unwrap_or("");
