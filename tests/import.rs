@@ -185,18 +185,19 @@ fn nvidia_smi_files(case: &Case, nounits: bool) -> (PathBuf, PathBuf) {
 
 const SMI_PERIOD: [&str; 4] = ["--from", "2026-11-02T09:00:00Z", "--to", "2026-11-02T10:00:00Z"];
 
-fn import_smi(case: &Case, gpu: &Path, apps: &Path) {
-    for f in [gpu, apps] {
-        case.ok(&[
-            "import",
-            "nvidia-smi",
-            f.to_str().expect("utf-8"),
-            "--host",
-            "smi-node",
-            "--tz",
-            "Europe/Berlin",
-        ]);
-    }
+/// Both logs in one import: the minute rollups see the GPU's rows and the
+/// process's together (the idle minutes are idle-held).
+fn import_smi(case: &Case, gpu: &Path, apps: &Path) -> String {
+    case.ok(&[
+        "import",
+        "nvidia-smi",
+        gpu.to_str().expect("utf-8"),
+        apps.to_str().expect("utf-8"),
+        "--host",
+        "smi-node",
+        "--tz",
+        "Europe/Berlin",
+    ])
 }
 
 fn check_smi_figures(case: &Case) {
@@ -243,7 +244,11 @@ fn nvidia_smi_logs_import_once_and_answer_by_hand() {
             "Europe/Berlin",
         ]);
         assert!(again.contains("0 gpu_samples rows") && again.contains("360 rows skipped"), "{again}");
-        import_smi(&case, &gpu, &apps);
+        let both = import_smi(&case, &gpu, &apps);
+        assert!(
+            both.contains("0 gpu_samples rows, 0 proc_samples rows") && both.contains("720 rows skipped"),
+            "{both}"
+        );
         assert_eq!(case.parquet_files(), files, "no new file");
         assert_eq!(case.number("SELECT count(*) FROM gpu_samples"), 360.0);
         assert_eq!(case.number("SELECT count(*) FROM proc_samples"), 360.0);

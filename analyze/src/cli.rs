@@ -259,12 +259,14 @@ pub enum ImportSource {
     Prometheus(PrometheusArgs),
 }
 
-/// `apron import nvidia-smi FILE.csv --host H [--tz ZONE]`.
+/// `apron import nvidia-smi FILE.csv… --host H [--tz ZONE]`.
 #[derive(Debug, Clone, Args)]
 pub struct NvidiaSmiArgs {
-    /// The CSV file nvidia-smi wrote.
-    #[arg(value_name = "FILE.csv")]
-    pub file: PathBuf,
+    /// The CSV files nvidia-smi wrote on the host: give its --query-gpu and
+    /// --query-compute-apps logs together, so that each minute's rollup
+    /// knows which processes held the GPU.
+    #[arg(value_name = "FILE.csv", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
 
     /// The host the file was logged on (its host= partition).
     #[arg(long)]

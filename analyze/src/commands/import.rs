@@ -39,8 +39,16 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
                 interval_ms: a.interval.map(duration_ms),
                 model: a.model.clone(),
             };
-            let rows = read_file(&a.file, |p| import::nvidia_smi::read(&a.file, &opts, p).map(|(_, r)| r))?;
-            (a.file.display().to_string(), BTreeMap::from([(a.host.clone(), rows)]))
+            // One write for all the files: a minute's rollup is computed
+            // from the GPU's rows and the processes' rows together.
+            let mut rows = HostRows::default();
+            for file in &a.files {
+                let more = read_file(file, |p| import::nvidia_smi::read(file, &opts, p).map(|(_, r)| r))?;
+                rows.gpus.extend(more.gpus);
+                rows.procs.extend(more.procs);
+            }
+            let names: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
+            (names.join(", "), BTreeMap::from([(a.host.clone(), rows)]))
         }
         ImportSource::Pynvml(a) => {
             let opts = import::pynvml::Options {
