@@ -43,6 +43,22 @@ fn build(packages: &[&str]) -> PathBuf {
             cmd.args(["-p", p]);
         }
         cmd.arg("--target-dir").arg(target).current_dir(env!("CARGO_MANIFEST_DIR"));
+        // What cargo sets for this test binary (its package's name, version,
+        // manifest folder) is not the build's: build scripts that track
+        // such variables (ring's) would see them change, and the build
+        // would compile them and everything above (rustls, object_store,
+        // DataFusion) again, as would the next `cargo test` after it.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            let per_package = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_"]
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+                || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "CARGO_RUSTC_CURRENT_DIR", "OUT_DIR"]
+                    .contains(&name.as_ref());
+            if per_package {
+                cmd.env_remove(name.as_ref());
+            }
+        }
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
