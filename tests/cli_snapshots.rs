@@ -45,8 +45,9 @@ fn commands_in(help: &str) -> Vec<String> {
         .collect()
 }
 
-/// The `--help` of `bin` and of each of its commands, each a snapshot
-/// named `{bin}_help` or `{bin}_{command}_help`.
+/// The `--help` of `bin`, of each of its commands and of theirs, each a
+/// snapshot named `{bin}_help`, `{bin}_{command}_help` or
+/// `{bin}_{command}_{sub}_help`.
 fn snapshot_helps(bin: &str) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
     let main = run(bin, dir.path(), &["--help"]);
@@ -58,7 +59,14 @@ fn snapshot_helps(bin: &str) -> Vec<String> {
         let out = run(bin, dir.path(), &[command, "--help"]);
         assert_eq!(out.status.code(), Some(0), "{bin} {command} --help: {}", text(&out.stderr));
         assert!(out.stderr.is_empty(), "{bin} {command} --help: {}", text(&out.stderr));
-        insta::assert_snapshot!(format!("{bin}_{command}_help"), text(&out.stdout));
+        let help = text(&out.stdout);
+        insta::assert_snapshot!(format!("{bin}_{command}_help"), help);
+        // A command with commands of its own (`apron import`): theirs too.
+        for sub in commands_in(&help) {
+            let out = run(bin, dir.path(), &[command, &sub, "--help"]);
+            assert_eq!(out.status.code(), Some(0), "{bin} {command} {sub} --help: {}", text(&out.stderr));
+            insta::assert_snapshot!(format!("{bin}_{command}_{sub}_help"), text(&out.stdout));
+        }
     }
     commands
 }
@@ -82,6 +90,7 @@ fn help_of_apron_and_every_command() {
         "export-config",
         "ddl",
         "export-sql",
+        "import",
         "demo",
     ];
     assert_eq!(commands, expected);
