@@ -21,7 +21,7 @@ use datafusion::arrow::datatypes::{DataType, Int32Type, Int64Type, TimeUnit};
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::ImportError;
+use super::error::ImportError;
 
 /// The keys already on disk for one host, over the days asked.
 #[derive(Debug, Default)]

@@ -17,7 +17,8 @@ use std::fmt::Write;
 
 use apron_schemas::GpuSample;
 
-use super::{Snapshot, State};
+use super::minute::{MinuteReport, State};
+use super::snapshot::Snapshot;
 
 /// A metric value: integers print as integers.
 #[derive(Debug, Clone, Copy)]
@@ -291,7 +292,7 @@ fn minutes(s: &Snapshot, out: &mut String) {
     if s.minutes.is_empty() {
         return;
     }
-    let labels = |o: &mut String, m: &super::MinuteReport| {
+    let labels = |o: &mut String, m: &MinuteReport| {
         gpu_labels(o, s, m.gpu_index, &m.gpu_uuid, m.gpu_model.as_deref());
     };
     family(
