@@ -4,6 +4,7 @@ use apron_schemas::{GpuSample, ProcIdentity, ProcSample};
 use apron_store::source::Tick;
 
 use super::*;
+use crate::ship::live::ShipHealth;
 
 /// 2026-12-01T00:00:00Z.
 const T0: i64 = 1_796_083_200_000;
