@@ -81,6 +81,27 @@ fn client(server: &S3Server) -> Arc<dyn ObjectStore> {
     Arc::new(store)
 }
 
+/// The bytes of `key`. A server just started again answers its filer
+/// before its volumes are back (a GET is a 500 for a moment): read again
+/// for up to a minute before failing.
+async fn read_object(store: &Arc<dyn ObjectStore>, key: &Key) -> Vec<u8> {
+    let t0 = Instant::now();
+    loop {
+        let read = match store.get(key).await {
+            Ok(got) => got.bytes().await,
+            Err(e) => Err(e),
+        };
+        match read {
+            Ok(bytes) => return bytes.to_vec(),
+            Err(e) if t0.elapsed() < Duration::from_secs(60) => {
+                eprintln!("reading {key} again: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("cannot read {key}: {e}"),
+        }
+    }
+}
+
 /// Every object under `prefix`, by key relative to it, with its bytes.
 fn objects(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<(String, Vec<u8>)> {
     runtime().block_on(async {
@@ -89,7 +110,7 @@ fn objects(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<(String, Vec<u8>)>
         let mut out = Vec::new();
         for meta in listed {
             let key = meta.location;
-            let bytes = store.get(&key).await.expect("gets").bytes().await.expect("reads").to_vec();
+            let bytes = read_object(store, &key).await;
             let relative = key.as_ref().strip_prefix(prefix.as_ref()).unwrap_or(key.as_ref());
             out.push((relative.trim_start_matches('/').to_owned(), bytes));
         }
