@@ -127,6 +127,21 @@ pub fn write_host(
     Ok(written)
 }
 
+/// A CSV log as both formats read it: no header taken for granted (a
+/// header row is told by the parser), rows of any length (a short row is a
+/// bad row with its line, not a reader error), fields trimmed.
+pub(crate) fn open_csv(
+    path: &std::path::Path,
+) -> Result<csv::Reader<std::io::BufReader<std::fs::File>>, ImportError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
+    Ok(csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(std::io::BufReader::with_capacity(1 << 20, file)))
+}
+
 /// The stable UUID apron gives a GPU whose input names none (the pynvml
 /// logger's, an nvidia-smi CSV without a `uuid` column, a series without a
 /// `UUID` label): `GPU-` and the 128-bit FNV-1a hash of

@@ -11,8 +11,6 @@
 //! appended to one file) is skipped.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use apron_schemas::{GpuSample, ProcIdentity, ProcSample, Text};
@@ -20,7 +18,7 @@ use chrono::{NaiveDateTime, TimeZone};
 use chrono_tz::Tz;
 
 use super::units::{self, Quantity};
-use super::{HostRows, ImportError, synthetic_uuid};
+use super::{HostRows, ImportError, open_csv, synthetic_uuid};
 
 /// How to read the file.
 #[derive(Debug, Clone)]
@@ -156,13 +154,7 @@ fn columns_of(headers: &[String]) -> (Query, Vec<Column>) {
 /// cannot be imported, returns [`ImportError::Row`] naming its line and
 /// column.
 pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Query, HostRows), ImportError> {
-    let file =
-        File::open(path).map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(BufReader::with_capacity(1 << 20, file));
+    let mut reader = open_csv(path)?;
     let mut record = csv::StringRecord::new();
     let read_err = |e: csv::Error| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) };
     let headers: Vec<String> = match &opts.columns {

@@ -9,14 +9,12 @@
 //! the model given with `--model` (else none, priced by the config's `"*"`
 //! entry).
 
-use std::fs::File;
-use std::io::BufReader;
 use std::path::Path;
 
 use apron_schemas::{GpuSample, Text};
 
 use super::units::{self, Quantity};
-use super::{HostRows, ImportError, synthetic_uuid};
+use super::{HostRows, ImportError, open_csv, synthetic_uuid};
 
 /// How to read the file.
 #[derive(Debug, Clone)]
@@ -42,13 +40,7 @@ const PARTS: [(&str, Quantity); 4] = [
 /// returns [`ImportError::Row`] naming its line and field (`gpu1
 /// power.draw`).
 pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<HostRows, ImportError> {
-    let file =
-        File::open(path).map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(BufReader::with_capacity(1 << 20, file));
+    let mut reader = open_csv(path)?;
     let err = |line: u64, field: String, message: String| ImportError::Row {
         path: path.to_path_buf(),
         line,
