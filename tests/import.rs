@@ -383,7 +383,9 @@ fn a_bad_row_names_file_line_and_field_and_writes_nothing() {
 /// pod train-0 of namespace vision-a (team vision): GPU_UTIL 60 for the
 /// first 5 minutes and 2 for the last 5, POWER_USAGE 300 W, the energy
 /// counter rising 4 500 J per scrape, FB_USED 1024 MiB and FB_FREE
-/// 80 000 MiB. Imported with --step 1m: one row per minute.
+/// 80 000 MiB, PROF_GR_ENGINE_ACTIVE 0.55 then 0. Imported with --step 1m:
+/// one row per minute; `gr_engine_active_pct` 55 for 5 rows and 0 for 5,
+/// a mean of 27.5.
 ///
 /// By hand: 10 GPU-minutes × 0.062 = 0.62, all vision's: busy 5 × 0.062 =
 /// 0.31, idle-held 0.31. The pod (1 GiB while idle 5 minutes) is a
@@ -395,12 +397,13 @@ fn prometheus_series_import_once_and_answer_by_hand() {
     let start = 1_793_602_800i64; // 2026-11-02T07:00:00Z
     let labels = r#"gpu="0",UUID="GPU-P0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-p",pod="train-0",namespace="vision-a",container="main""#;
     let mut om = String::new();
-    let families: [(&str, &dyn Fn(i64) -> f64); 5] = [
+    let families: [(&str, &dyn Fn(i64) -> f64); 6] = [
         ("DCGM_FI_DEV_GPU_UTIL", &|k| if k < 20 { 60.0 } else { 2.0 }),
         ("DCGM_FI_DEV_POWER_USAGE", &|_| 300.0),
         ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", &|k| 1.0e9 + 4_500_000.0 * k as f64),
         ("DCGM_FI_DEV_FB_USED", &|_| 1024.0),
         ("DCGM_FI_DEV_FB_FREE", &|_| 80_000.0),
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", &|k| if k < 20 { 0.55 } else { 0.0 }),
     ];
     for (name, value) in families {
         om.push_str(&format!("# TYPE {name} gauge\n"));
@@ -444,6 +447,12 @@ fn prometheus_series_import_once_and_answer_by_hand() {
         assert_eq!(case.number("SELECT count(*) FROM gpu_samples"), 10.0);
         assert_eq!(case.number("SELECT max(fb_total_bytes) FROM gpu_samples"), 81_024.0 * 1_048_576.0);
         assert_eq!(case.number("SELECT max(power_mw) FROM gpu_samples"), 300_000.0);
+        assert_eq!(case.number("SELECT avg(gr_engine_active_pct) FROM gpu_samples"), 27.5);
+        assert_eq!(
+            case.number("SELECT count(sm_active_pct) FROM gpu_samples"),
+            0.0,
+            "not served, not guessed"
+        );
         assert_eq!(case.number("SELECT min(interval_ms) FROM gpu_samples"), 60_000.0);
         assert_eq!(case.number("SELECT min(CAST(ts AS BIGINT)) FROM gpu_samples"), (start * 1_000) as f64);
         assert_eq!(case.number("SELECT max(used_mem_bytes) FROM proc_samples"), 1_073_741_824.0);

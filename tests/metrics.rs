@@ -72,7 +72,7 @@ fn promtool_accepts_the_endpoint_and_a_refused_value_is_absent_not_zero() {
     let gpus = "uuid=GPU-m0,name=NVIDIA H100 80GB HBM3,pci=00000000:07:00.0,util=55,mem_util=30,\
                 fb_total=85899345920,fb_used=20000000000,power=350125,power_limit=700000,energy=1000000000,\
                 energy_step=35000,sm_clock=1755,temp=60,pcie_tx=1000,pcie_rx=20000,gpm=1,gpm_sm=50,\
-                gpm_tensor=20,compute=self:8589934592,putil=self:40:20;\
+                gpm_tensor=20,gpm_gr=75,compute=self:8589934592,putil=self:40:20;\
                 uuid=GPU-m1,name=NVIDIA H100 80GB HBM3,util=0,fb_total=85899345920,fb_used=0,\
                 unsupported=power|energy|pci";
     let (child, addr) = recorder(
@@ -105,6 +105,7 @@ fn promtool_accepts_the_endpoint_and_a_refused_value_is_absent_not_zero() {
     // 20 000 000 000 B = 19073.5 MiB, whole MiB as dcgm-exporter.
     assert_eq!(at("DCGM_FI_DEV_FB_USED", g0).as_deref(), Some("19073"));
     assert_eq!(at("DCGM_FI_PROF_SM_ACTIVE", g0).as_deref(), Some("0.5"));
+    assert_eq!(at("DCGM_FI_PROF_GR_ENGINE_ACTIVE", g0).as_deref(), Some("0.75"));
     assert_eq!(at("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", g0).as_deref(), Some("0.2"));
     assert_eq!(at("DCGM_FI_PROF_SM_OCCUPANCY", g0), None, "a GPM metric the GPU does not give is absent");
     // The fake reports PCIe as KB/s: 1000 KB/s.
@@ -181,7 +182,7 @@ fn prometheus_stores_the_values_the_recorder_writes() {
         &[
             (
                 "query",
-                r#"{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION|apron_recorder_last_tick_timestamp_seconds"}[10m]"#,
+                r#"{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION|DCGM_FI_PROF_GR_ENGINE_ACTIVE|apron_recorder_last_tick_timestamp_seconds"}[10m]"#,
             ),
             ("time", &now),
         ],
@@ -209,7 +210,8 @@ fn prometheus_stores_the_values_the_recorder_writes() {
         &data,
         &[
             "sql",
-            "SELECT gpu_uuid, CAST(ts AS BIGINT) AS ts_ms, gpu_util_pct, power_mw, fb_used_bytes, energy_mj FROM gpu_samples",
+            "SELECT gpu_uuid, CAST(ts AS BIGINT) AS ts_ms, gpu_util_pct, power_mw, fb_used_bytes, energy_mj, \
+             gr_engine_active_pct FROM gpu_samples",
         ],
     );
     let written: HashMap<(String, i64), &serde_json::Value> = rows
@@ -217,6 +219,7 @@ fn prometheus_stores_the_values_the_recorder_writes() {
         .map(|r| ((r["gpu_uuid"].as_str().expect("uuid").to_owned(), r["ts_ms"].as_i64().expect("ts")), r))
         .collect();
     let mut compared = 0;
+    let mut gr_compared = 0;
     for s in series.iter().filter(|s| s["metric"]["__name__"] != "apron_recorder_last_tick_timestamp_seconds")
     {
         let name = s["metric"]["__name__"].as_str().expect("a name");
@@ -233,6 +236,17 @@ fn prometheus_stores_the_values_the_recorder_writes() {
                 "DCGM_FI_DEV_POWER_USAGE" => row["power_mw"].as_f64().map(|mw| mw / 1000.0),
                 "DCGM_FI_DEV_FB_USED" => row["fb_used_bytes"].as_i64().map(|b| (b / (1 << 20)) as f64),
                 "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" => row["energy_mj"].as_f64(),
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => {
+                    // A percent in a Float32 column, served as a ratio.
+                    let pct = row["gr_engine_active_pct"].as_f64().expect("GPM value written");
+                    assert!(
+                        (served - pct / 100.0).abs() < 1e-6,
+                        "{name} of {uuid} at tick {tick}: {served} vs {pct} %"
+                    );
+                    gr_compared += 1;
+                    compared += 1;
+                    continue;
+                }
                 other => panic!("unexpected {other}"),
             };
             assert_eq!(Some(served), expected, "{name} of {uuid} at tick {tick}");
@@ -240,6 +254,7 @@ fn prometheus_stores_the_values_the_recorder_writes() {
         }
     }
     assert!(compared >= 4 * 4 * 5, "only {compared} values compared");
+    assert!(gr_compared >= 5, "only {gr_compared} graphics-engine values compared");
 
     // The minute state served equals the reports' for the same GPU-minute.
     let minute_of: HashMap<String, i64> = served_minutes["result"]

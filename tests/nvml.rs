@@ -305,7 +305,7 @@ struct FakeGpu {
     clock_reasons: u64,
     /// GPM metric values (sm, occupancy, tensor, dram); `None` for a metric
     /// the fake does not give; `None` overall: no GPM.
-    gpm: Option<[Option<f64>; 4]>,
+    gpm: Option<[Option<f64>; 5]>,
     unsupported: &'static str,
     fail_after: Option<u64>,
     compute: String,
@@ -372,7 +372,7 @@ impl FakeGpu {
         );
         if let Some(values) = self.gpm {
             spec.push_str(",gpm=1");
-            for (key, value) in ["gpm_sm", "gpm_occ", "gpm_tensor", "gpm_dram"].iter().zip(values) {
+            for (key, value) in ["gpm_sm", "gpm_occ", "gpm_tensor", "gpm_dram", "gpm_gr"].iter().zip(values) {
                 if let Some(value) = value {
                     spec.push_str(&format!(",{key}={value}"));
                 }
@@ -430,6 +430,7 @@ impl FakeGpu {
             sm_occupancy_pct: gpm(1),
             tensor_active_pct: gpm(2),
             dram_active_pct: gpm(3),
+            gr_engine_active_pct: gpm(4),
         }
     }
 }
@@ -444,7 +445,7 @@ fn gpus_env(gpus: &[FakeGpu]) -> (&'static str, String) {
 /// memory on both, as compute and graphics processes.
 fn two_gpus(sleep: u32) -> Vec<FakeGpu> {
     let mut h100 = FakeGpu::new("GPU-0aa1b2c3-d4e5-f607-1829-3a4b5c6d7e8f", "NVIDIA H100 80GB HBM3");
-    h100.gpm = Some([Some(71.25), Some(33.5), Some(12.75), Some(48.0)]);
+    h100.gpm = Some([Some(71.25), Some(33.5), Some(12.75), Some(48.0), Some(88.5)]);
     h100.compute = format!("self:{}|{sleep}:{}", 3 * GIB, 512 * MIB);
     // The sleep also has a graphics context: one process, one amount.
     h100.graphics = format!("{sleep}:{}", 512 * MIB);
@@ -547,14 +548,14 @@ fn not_supported_metrics_are_null_not_zero() {
         let mut old = FakeGpu::new("GPU-20000000-0000-0000-0000-000000000002", "Tesla T4");
         old.unsupported = "power|energy|pcie|clock_reasons|enc|graphics|gpm";
         // A GPM GPU asked to say no (unsupported=gpm).
-        old.gpm = Some([Some(1.0); 4]);
+        old.gpm = Some([Some(1.0); 5]);
         // Measured zeros stay zeros.
         old.util = 0;
         old.fb_used = 0;
         old.dec = 0;
         old.compute = "self:4096".into();
         let mut partial = FakeGpu::new("GPU-30000000-0000-0000-0000-000000000003", "NVIDIA H200");
-        partial.gpm = Some([Some(5.5), None, None, Some(0.0)]);
+        partial.gpm = Some([Some(5.5), None, None, Some(0.0), None]);
         vec![old, partial]
     };
     if !in_child(TEST) {
@@ -577,6 +578,7 @@ fn not_supported_metrics_are_null_not_zero() {
         old.sm_occupancy_pct = None;
         old.tensor_active_pct = None;
         old.dram_active_pct = None;
+        old.gr_engine_active_pct = None;
         assert_eq!(old.gpu_util_pct, Some(0));
         assert_eq!(old.fb_used_bytes, Some(0));
         assert_eq!(tick.gpus, [old, gpus[1].expected(1, t)], "tick {t}");
@@ -592,6 +594,7 @@ fn not_supported_metrics_are_null_not_zero() {
     assert_eq!(ticks[1].gpus[1].sm_active_pct, Some(5.5));
     assert_eq!(ticks[1].gpus[1].sm_occupancy_pct, None);
     assert_eq!(ticks[1].gpus[1].dram_active_pct, Some(0.0));
+    assert_eq!(ticks[1].gpus[1].gr_engine_active_pct, None, "not given: NOT_SUPPORTED");
     assert!(!calls().iter().any(|c| c.symbol == "nvmlGpmSampleGet" && c.get("gpu") == Some("0")));
 }
 
@@ -634,7 +637,7 @@ fn a_lost_gpu_fails_while_the_other_keeps_recording() {
     let gpus = || {
         let mut lost = FakeGpu::new("GPU-50000000-0000-0000-0000-000000000005", "NVIDIA H100 80GB HBM3");
         lost.fail_after = Some(2);
-        lost.gpm = Some([Some(10.0); 4]);
+        lost.gpm = Some([Some(10.0); 5]);
         lost.compute = format!("self:{GIB}");
         let mut fine = FakeGpu::new("GPU-60000000-0000-0000-0000-000000000006", "NVIDIA H100 80GB HBM3");
         fine.compute = format!("self:{}", 2 * GIB);

@@ -68,6 +68,10 @@ pub struct GpuSample {
     pub tensor_active_pct: Option<f32>,
     /// GPM: DRAM bandwidth active, percent.
     pub dram_active_pct: Option<f32>,
+    /// GPM: graphics engine active (any graphics or compute context busy),
+    /// percent. Added after the other GPM columns: files written before it
+    /// read it as null.
+    pub gr_engine_active_pct: Option<f32>,
 }
 
 static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -98,6 +102,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f32n("sm_occupancy_pct"),
         f32n("tensor_active_pct"),
         f32n("dram_active_pct"),
+        f32n("gr_engine_active_pct"),
     ]))
 });
 
@@ -167,6 +172,7 @@ where
         Float32Builder sm_occupancy_pct,
         Float32Builder tensor_active_pct,
         Float32Builder dram_active_pct,
+        Float32Builder gr_engine_active_pct,
     );
     RecordBatch::try_new(schema(), columns)
 }

@@ -47,11 +47,16 @@ use serde::{Deserialize, Serialize};
 use crate::paths::parse_wal_segment_name;
 use crate::{DataLayout, GpuSample, ProcSample, Table};
 
+mod format1;
+
 /// The version of the segment format. Bump it when the frame layout or a
 /// row struct ([`GpuSample`], [`ProcSample`], [`crate::ProcIdentity`])
 /// changes: postcard stores fields by position, not by name, so a segment is
-/// only readable by a build of the same version.
-pub const FORMAT_VERSION: u32 = 1;
+/// only readable by a build that knows its version. This build also reads
+/// format 1 (before `gpu_samples.gr_engine_active_pct`), so segments a crash
+/// left behind reach Parquet after an upgrade; keep the older formats'
+/// readers when bumping it.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The bytes that open a segment's header frame.
 pub const MAGIC: [u8; 8] = *b"APRONWAL";
@@ -159,7 +164,7 @@ pub enum WalError {
     /// The segment was written by a build with another format or other row
     /// columns; that build can read it.
     #[error(
-        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x})",
+        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x}) and format 1",
         path.display(),
         rows_fingerprint()
     )]
@@ -344,10 +349,12 @@ fn resync(bytes: &[u8], at: usize) -> Option<usize> {
 fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
     let mut out = SegmentRows::default();
     let mut at = 0usize;
-    match frame_at(bytes, at) {
+    let format = match frame_at(bytes, at) {
         Some(payload) => {
-            out.header = Some(decode_header(path, payload)?);
+            let (header, format) = decode_header(path, payload)?;
+            out.header = Some(header);
             at += FRAME_HEADER_BYTES + payload.len();
+            format
         }
         None => {
             // Without a header nothing says which build wrote the frames, so
@@ -361,7 +368,7 @@ fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
             }
             return Ok(out);
         }
-    }
+    };
     loop {
         let Some(payload) = frame_at(bytes, at) else {
             match resync(bytes, at) {
@@ -375,12 +382,16 @@ fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
             }
         };
         let frame_len = FRAME_HEADER_BYTES + payload.len();
-        match postcard::from_bytes::<TickOwned>(payload) {
-            Ok(tick) => {
+        let tick = match format {
+            format1::VERSION => format1::decode_tick(payload),
+            _ => postcard::from_bytes::<TickOwned>(payload).map(|t| (t.ts, t.gpus, t.procs)),
+        };
+        match tick {
+            Ok((ts, gpus, procs)) => {
                 out.ticks += 1;
-                out.last_tick_ms = Some(tick.ts);
-                out.gpus.extend(tick.gpus);
-                out.procs.extend(tick.procs);
+                out.last_tick_ms = Some(ts);
+                out.gpus.extend(gpus);
+                out.procs.extend(procs);
             }
             Err(_) => {
                 // Intact bytes this build cannot decode (a bug, or a build
@@ -396,24 +407,28 @@ fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
     Ok(out)
 }
 
-fn decode_header(path: &Path, payload: &[u8]) -> Result<SegmentHeader, WalError> {
+/// The header and the format version of its segment, one this build reads.
+fn decode_header(path: &Path, payload: &[u8]) -> Result<(SegmentHeader, u32), WalError> {
     let not_a_segment = || WalError::NotASegment { path: path.to_path_buf() };
     let rest = payload.strip_prefix(&MAGIC).ok_or_else(not_a_segment)?;
     let (version, rest) = rest.split_first_chunk::<4>().ok_or_else(not_a_segment)?;
     let (fingerprint, rest) = rest.split_first_chunk::<4>().ok_or_else(not_a_segment)?;
     let (version, fingerprint) = (u32::from_le_bytes(*version), u32::from_le_bytes(*fingerprint));
-    if version != FORMAT_VERSION || fingerprint != rows_fingerprint() {
+    let known = (version == FORMAT_VERSION && fingerprint == rows_fingerprint())
+        || (version == format1::VERSION && fingerprint == format1::FINGERPRINT);
+    if !known {
         return Err(WalError::Version {
             path: path.to_path_buf(),
             found_version: version,
             found_fingerprint: fingerprint,
         });
     }
-    postcard::from_bytes(rest).map_err(|source| WalError::Decode {
+    let header = postcard::from_bytes(rest).map_err(|source| WalError::Decode {
         path: path.to_path_buf(),
         offset: 0,
         source,
-    })
+    })?;
+    Ok((header, version))
 }
 
 /// The segments of `host` under `layout`, ordered by (start, seq). Files
@@ -705,10 +720,37 @@ mod tests {
         let mut bytes = Vec::new();
         encode_tick(1_000, &[gpu(1_000, "GPU-a", Some(3))], &[proc_row(1_000, "GPU-a", 7)], &mut bytes)
             .expect("encodes");
-        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (1, PINNED_TICK_CRC));
+        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (2, PINNED_TICK_CRC));
     }
 
-    const PINNED_TICK_CRC: u32 = 2_472_781_695;
+    const PINNED_TICK_CRC: u32 = 2_491_052_005;
+
+    #[test]
+    fn a_segment_of_format_1_is_read_after_an_upgrade() {
+        // Written by the last build of format 1 (this module's `segment()`
+        // then): three ticks of two GPUs, one process each.
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/wal-format1.wal"));
+        let rows = read_segment(path).expect("format 1 is read");
+        assert_eq!(rows.header, Some(header()));
+        assert_eq!((rows.ticks, rows.last_tick_ms, rows.torn_bytes, rows.bad_frames), (3, Some(3_000), 0, 0));
+        let (now, _) = segment();
+        let now = read(&now);
+        assert_eq!(rows.gpus, now.gpus, "the same rows, gr_engine_active_pct null");
+        assert_eq!(rows.procs, now.procs);
+        assert!(rows.gpus.iter().all(|g| g.gr_engine_active_pct.is_none()));
+
+        // Format 1's header with another fingerprint is refused.
+        let mut bytes = fs::read(path).expect("fixture");
+        bytes[FRAME_HEADER_BYTES + 12] ^= 1;
+        let len = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
+        let crc = crc32fast::hash(&bytes[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len]);
+        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let other = tmp.path().join("1000-000004.wal");
+        fs::write(&other, &bytes).expect("write");
+        let err = read_segment(&other).expect_err("unknown rows");
+        assert!(matches!(err, WalError::Version { found_version: 1, .. }), "{err}");
+    }
 
     #[test]
     fn segments_are_listed_per_host_in_order() {

@@ -393,6 +393,7 @@ mod tests {
                     sm_occupancy_pct: Some(33.25),
                     tensor_active_pct: Some(45.0),
                     dram_active_pct: Some(52.5),
+                    gr_engine_active_pct: Some(80.5),
                 })
                 .collect();
             let procs: Vec<ProcSample> = (0..16)

@@ -109,7 +109,6 @@ struct Acc {
     sample: GpuSample,
     fb_free: Option<f64>,
     fb_reserved: Option<f64>,
-    gr_engine_active: Option<f32>,
 }
 
 /// Key of a pod's row: (GPU UUID, pid, ts).
@@ -165,9 +164,6 @@ pub async fn read(
         {
             let reserved = acc.fb_reserved.unwrap_or(0.0);
             g.fb_total_bytes = Some(used + ((free + reserved) * MIB).round() as i64);
-        }
-        if g.sm_active_pct.is_none() {
-            g.sm_active_pct = acc.gr_engine_active;
         }
         out.entry(host).or_default().gpus.push(g);
     }
@@ -335,7 +331,7 @@ fn set(acc: &mut Acc, target: Target, v: f64) {
         Target::Temp => g.temp_c = Some(v.round() as i32),
         Target::SmClock => g.sm_clock_mhz = Some(v.round() as i32),
         Target::SmActive => g.sm_active_pct = ratio(v),
-        Target::GrEngineActive => acc.gr_engine_active = ratio(v),
+        Target::GrEngineActive => g.gr_engine_active_pct = ratio(v),
         Target::SmOccupancy => g.sm_occupancy_pct = ratio(v),
         Target::TensorActive => g.tensor_active_pct = ratio(v),
         Target::DramActive => g.dram_active_pct = ratio(v),

@@ -9,7 +9,7 @@ use datafusion::arrow::array::{
     UInt64Array,
 };
 use datafusion::arrow::datatypes::{
-    DataType, Date32Type, Field, Float64Type, Int32Type, Int64Type, Schema, TimeUnit,
+    DataType, Date32Type, Field, Float32Type, Float64Type, Int32Type, Int64Type, Schema, TimeUnit,
     TimestampMillisecondType,
 };
 use datafusion::common::ScalarValue;
@@ -201,6 +201,37 @@ fn rollups_written_before_sm_active_read_it_as_null() {
     assert_eq!(b.num_rows(), 1);
     assert_eq!(b.column(0).as_primitive::<Float64Type>().value(0), 12.5);
     assert!(b.column(1).is_null(0), "a rollup without the column reads it as null");
+}
+
+#[test]
+fn samples_written_before_gr_engine_active_read_it_as_null() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let layout = DataLayout::new(dir.path());
+    // A gpu_samples file of the layout before gr_engine_active_pct existed,
+    // and a newer one beside it.
+    let mut row = gpu(DAY, Some(7));
+    row.gr_engine_active_pct = Some(64.0);
+    let batch = apron_schemas::gpu_samples::to_batch(&[row.clone()]).expect("rows match the schema");
+    let keep: Vec<usize> = (0..batch.num_columns())
+        .filter(|i| batch.schema().field(*i).name() != "gr_engine_active_pct")
+        .collect();
+    let old = batch.project(&keep).expect("projection");
+    write_batch(&layout.partition_dir(Table::GpuSamples, date(30), "old").join("f-000001.parquet"), &old);
+    write_gpu(&layout, 30, "new", &[row]);
+
+    let session =
+        runtime().block_on(Session::open(dir.path(), MemoryLimit::for_this_machine())).expect("opens");
+    let batches = query(
+        &session,
+        "SELECT host, gpu_util_pct, gr_engine_active_pct FROM gpu_samples ORDER BY host DESC",
+    )
+    .expect("runs");
+    let b = datafusion::arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("one batch");
+    assert_eq!(b.num_rows(), 2);
+    assert_eq!(b.column(1).as_primitive::<Int32Type>().values(), &[7, 7]);
+    let gr = b.column(2).as_primitive::<Float32Type>();
+    assert!(gr.is_null(0), "the older file reads it as null");
+    assert_eq!(gr.value(1), 64.0);
 }
 
 #[test]

@@ -8,9 +8,7 @@
 //! device's minor number, which is the index on an ordinary host).
 //!
 //! Not served because the recorder does not read them: `DCGM_FI_DEV_MEM_CLOCK`,
-//! `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (GPM's graphics-engine metric; the
-//! recorder reads SM activity, served as `DCGM_FI_PROF_SM_ACTIVE`), XID
-//! errors, ECC and NVLink counters. `DCGM_FI_DEV_FB_FREE` is total minus
+//! XID errors, ECC and NVLink counters. `DCGM_FI_DEV_FB_FREE` is total minus
 //! used (NVML's reserved memory counts as free).
 
 use std::fmt::Write;
@@ -125,6 +123,12 @@ const DCGM: &[Dcgm] = &[
         kind: "gauge",
         help: "Framebuffer memory used (in MiB).",
         value: |g| g.fb_used_bytes.map(|b| Value::Int(b / MIB)),
+    },
+    Dcgm {
+        name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        kind: "gauge",
+        help: "Ratio of time the graphics engine is active.",
+        value: |g| ratio(g.gr_engine_active_pct),
     },
     Dcgm {
         name: "DCGM_FI_PROF_SM_ACTIVE",

@@ -102,6 +102,7 @@ fn sample_snapshot() -> Snapshot {
     g0.sm_clock_mhz = Some(1_755);
     g0.pcie_tx_bytes_per_s = Some(1_024_000);
     g0.tensor_active_pct = Some(20.0);
+    g0.gr_engine_active_pct = Some(62.5);
     // GPU 1: a model with a quote in its name; no power, no utilization.
     let mut g1 = gpu("GPU-1", 1, T0, None, None);
     g1.gpu_model = Some(Arc::from("Fake \"GPU\"\\1"));
@@ -143,6 +144,7 @@ fn dcgm_names_units_and_labels() {
         ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "1000000000"),
         ("DCGM_FI_DEV_GPU_TEMP", "61"),
         ("DCGM_FI_DEV_SM_CLOCK", "1755"),
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0.625"),
         ("DCGM_FI_PROF_SM_ACTIVE", "0.5"),
         ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "0.2"),
         ("DCGM_FI_PROF_PCIE_TX_BYTES", "1024000"),

@@ -23,8 +23,8 @@
 //! `power_limit` (mW), `energy` (mJ at tick 1), `energy_step` (mJ added per
 //! tick), `sm_clock` (MHz), `temp` (°C), `enc`, `dec` (%), `pcie_tx`,
 //! `pcie_rx` (KB/s), `clock_reasons` (bitmask, any 64 bits);
-//! `gpm=1` with `gpm_sm`, `gpm_occ`, `gpm_tensor`, `gpm_dram` (percent, a
-//! float; a GPM metric not given answers `NOT_SUPPORTED`);
+//! `gpm=1` with `gpm_sm`, `gpm_occ`, `gpm_tensor`, `gpm_dram`, `gpm_gr`
+//! (percent, a float; a GPM metric not given answers `NOT_SUPPORTED`);
 //! `unsupported=a|b|…` makes those queries answer `NVML_ERROR_NOT_SUPPORTED`,
 //! `deny=a|b|…` makes them answer `NVML_ERROR_NO_PERMISSION` and
 //! `missing=a|b|…` `NVML_ERROR_FUNCTION_NOT_FOUND` (names: `util memory
@@ -140,6 +140,7 @@ const FI_PCIE_RX_BYTES: c_uint = 198;
 const VALUE_TYPE_ULL: c_uint = 3;
 
 // GPM metric ids (`nvmlGpmMetricId_t`).
+const GPM_GRAPHICS_UTIL: c_uint = 1;
 const GPM_SM_UTIL: c_uint = 2;
 const GPM_SM_OCCUPANCY: c_uint = 3;
 const GPM_ANY_TENSOR_UTIL: c_uint = 5;
@@ -409,6 +410,7 @@ impl Gpu {
                 "gpm_occ" => gpu.gpm_values.push((GPM_SM_OCCUPANCY, num(key, value)?)),
                 "gpm_tensor" => gpu.gpm_values.push((GPM_ANY_TENSOR_UTIL, num(key, value)?)),
                 "gpm_dram" => gpu.gpm_values.push((GPM_DRAM_BW_UTIL, num(key, value)?)),
+                "gpm_gr" => gpu.gpm_values.push((GPM_GRAPHICS_UTIL, num(key, value)?)),
                 "unsupported" => gpu.unsupported = value.split('|').map(str::to_owned).collect(),
                 "deny" => gpu.deny = value.split('|').map(str::to_owned).collect(),
                 "missing" => gpu.missing = value.split('|').map(str::to_owned).collect(),

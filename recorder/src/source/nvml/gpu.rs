@@ -255,8 +255,8 @@ impl OpenGpu {
             return Err(format!("cannot read memory use: {e}"));
         }
         let (util, memory) = (util.ok(), memory.ok());
-        let [sm_active_pct, sm_occupancy_pct, tensor_active_pct, dram_active_pct] =
-            if self.gpm { gpm_metrics(nvml, device, &mut self.gpm_last) } else { [None; 4] };
+        let [sm_active_pct, sm_occupancy_pct, tensor_active_pct, dram_active_pct, gr_engine_active_pct] =
+            if self.gpm { gpm_metrics(nvml, device, &mut self.gpm_last) } else { [None; GPM_METRICS.len()] };
         let fields = Fields::read(device);
         let energy_mj = fields.energy_mj.or_else(|| device.total_energy_consumption().ok().and_then(to_i64));
         let (pcie_tx, pcie_rx) = match fields.pcie {
@@ -298,6 +298,7 @@ impl OpenGpu {
             sm_occupancy_pct,
             tensor_active_pct,
             dram_active_pct,
+            gr_engine_active_pct,
         };
         // The previous answer's box, refilled: its old row's texts are
         // dropped, nothing is allocated.
@@ -427,27 +428,33 @@ impl Fields {
 
 /// The GPM metrics recorded, in the order of `GpuSample`'s GPM fields:
 /// `sm_active_pct`, `sm_occupancy_pct`, `tensor_active_pct`,
-/// `dram_active_pct`.
-const GPM_METRICS: [GpmMetricId; 4] =
-    [GpmMetricId::SmUtil, GpmMetricId::SmOccupancy, GpmMetricId::AnyTensorUtil, GpmMetricId::DramBwUtil];
+/// `dram_active_pct`, `gr_engine_active_pct`. One `nvmlGpmMetricsGet`
+/// computes them all from the same two samples.
+const GPM_METRICS: [GpmMetricId; 5] = [
+    GpmMetricId::SmUtil,
+    GpmMetricId::SmOccupancy,
+    GpmMetricId::AnyTensorUtil,
+    GpmMetricId::DramBwUtil,
+    GpmMetricId::GraphicsUtil,
+];
 
-/// The four GPM metrics between the previous tick's sample and one taken
+/// The GPM metrics between the previous tick's sample and one taken
 /// now, which then replaces it. `None` for each on the first tick, after a
 /// failed sample, and where NVML does not give the metric.
 fn gpm_metrics(
     nvml: &'static Nvml,
     device: &Device<'static>,
     last: &mut Option<GpmSample<'static>>,
-) -> [Option<f32>; 4] {
+) -> [Option<f32>; GPM_METRICS.len()] {
     let sample = match device.gpm_sample() {
         Ok(sample) => sample,
         Err(error) => {
             tracing::debug!(%error, "cannot take a GPM sample");
             *last = None;
-            return [None; 4];
+            return [None; GPM_METRICS.len()];
         }
     };
-    let mut values = [None; 4];
+    let mut values = [None; GPM_METRICS.len()];
     if let Some(previous) = last.as_ref() {
         match nvml_wrapper::gpm::gpm_metrics_get(nvml, previous, &sample, &GPM_METRICS) {
             Ok(results) => {

@@ -174,6 +174,9 @@ impl Sensor {
             sm_occupancy_pct: gpm(occupancy.min(100.0)),
             tensor_active_pct: gpm(tensor.min(100.0)),
             dram_active_pct: gpm((mem_util * 0.9).min(100.0)),
+            // The graphics engine is active whenever a kernel runs, however
+            // few SMs it fills: the time-based figure, at least SM activity.
+            gr_engine_active_pct: gpm(util),
         });
         for p in procs.iter() {
             out.procs.push(ProcSample {

@@ -249,9 +249,18 @@ fn week(seed: u64) -> Week {
             assert_eq!(rx % 1_024, 0, "NVML counts PCIe in KiB/s");
             assert_eq!(g.enc_util_pct, Some(0));
             assert!((0..=100).contains(&g.dec_util_pct.expect("dec")));
-            for gpm in [g.sm_active_pct, g.sm_occupancy_pct, g.tensor_active_pct, g.dram_active_pct] {
+            for gpm in [
+                g.sm_active_pct,
+                g.sm_occupancy_pct,
+                g.tensor_active_pct,
+                g.dram_active_pct,
+                g.gr_engine_active_pct,
+            ] {
                 assert_eq!(gpm.is_some(), model.gpm);
                 assert!(gpm.is_none_or(|v| (0.0..=100.0).contains(&v)));
+            }
+            if let (Some(gr), Some(sm)) = (g.gr_engine_active_pct, g.sm_active_pct) {
+                assert!(gr + 0.1 >= sm, "the engine is busy whenever SMs are: {g:?}");
             }
             if util == 0 {
                 assert_eq!(g.clock_event_reasons, Some(1), "idle GPUs say so");
