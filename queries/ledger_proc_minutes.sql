@@ -13,9 +13,10 @@
 --   gpu_uuid, minute, pid, proc_start        the process-minute (or its part in one file)
 --   seconds                                  seconds the process was seen (s)
 --   used_mem_bytes_mean, used_mem_bytes_max  its GPU memory (bytes; null: unknown)
+--   sm_util_pct_mean                         its own SM utilization (%; null: unknown)
 --   comm, user, uid, k8s_namespace, slurm_account  who it is, as the team rules see it
 SELECT
   gpu_uuid, minute, pid, proc_start, seconds, used_mem_bytes_mean, used_mem_bytes_max,
-  comm, "user", uid, k8s_namespace, slurm_account
+  sm_util_pct_mean, comm, "user", uid, k8s_namespace, slurm_account
 FROM proc_minutes
 WHERE minute >= $1 AND minute < $2 AND date = CAST($3 AS DATE) AND host >= $4 AND host < $5

@@ -8,10 +8,17 @@
 --   seconds × apron_gpu_rate(gpu_model) + energy_kWh × price_per_kwh × pue
 -- (apron_gpu_rate: the first [[gpu_cost]] entry whose model is the GPU's
 -- or "*", else the built-in default: purchase_price / lifetime +
--- ops_per_gpu_hour, per second) and is split among the minute's processes (proc_minute_states) by their
--- share of memory-time (used_mem_bytes × seconds; equal shares when none
--- held measurable memory), each with its team and user as
--- proc_minute_states gives them. A minute with no process, and every
+-- ops_per_gpu_hour, per second) and is split among the minute's processes
+-- (proc_minute_states), each with its team and user as proc_minute_states
+-- gives them:
+--   - a busy minute whose processes all have their own SM utilization from
+--     NVML, summing above 0 (a GPU time-sliced between processes that
+--     compute): by their share of SM-time (sm_util_pct × seconds), so the
+--     process that computed pays for the computing;
+--   - every other minute (idle-held and unknown ones, one process, a
+--     process without SM utilization): by their share of memory-time
+--     (used_mem_bytes × seconds; equal shares when none held measurable
+--     memory): whoever holds the GPU pays for holding it. A minute with no process, and every
 -- idle-empty minute, belongs to "(unallocated)"; an unknown minute is
 -- attributed like a busy one. Energy that was not measured counts 0 J here
 -- (gpu_minute_states.energy_unknown_seconds says for how long).
@@ -60,7 +67,13 @@ priced AS (
   JOIN apron_gpu_rates g ON g.position = m.position
 ),
 totals AS (
-  SELECT gpu_uuid, minute, sum(mem_time) AS mem_time, count(*) AS procs
+  SELECT
+    gpu_uuid,
+    minute,
+    sum(mem_time) AS mem_time,
+    sum(sm_time) AS sm_time,
+    bool_and(sm_known) AS sm_known,
+    count(*) AS procs
   FROM proc_minute_states
   GROUP BY gpu_uuid, minute
 ),
@@ -71,26 +84,40 @@ owners AS (
     p.pid,
     p.team,
     p."user",
-    CASE WHEN t.mem_time > 0 THEN p.mem_time / t.mem_time ELSE 1.0 / t.procs END AS share
+    CASE WHEN t.mem_time > 0 THEN p.mem_time / t.mem_time ELSE 1.0 / t.procs END AS mem_share,
+    CASE WHEN t.sm_known AND t.sm_time > 0 THEN p.sm_time / t.sm_time END AS sm_share
   FROM proc_minute_states p
   JOIN totals t ON t.gpu_uuid = p.gpu_uuid AND t.minute = p.minute
+),
+shared AS (
+  SELECT
+    c.*,
+    o.team AS owner_team,
+    o."user" AS owner_user,
+    o.pid,
+    CASE
+      WHEN o.pid IS NULL THEN 1.0
+      WHEN c.state = 'busy' AND o.sm_share IS NOT NULL THEN o.sm_share
+      ELSE o.mem_share
+    END AS share
+  FROM priced c
+  LEFT JOIN owners o
+    ON o.gpu_uuid = c.gpu_uuid AND o.minute = c.minute AND c.state <> 'idle_empty'
 )
 SELECT
-  c.host,
-  c.gpu_index,
-  c.gpu_uuid,
-  c.gpu_model,
-  c.minute,
-  c.state,
-  c.util_pct,
-  c.activity_pct,
-  coalesce(o.team, '(unallocated)') AS team,
-  coalesce(o."user", '(unallocated)') AS "user",
-  o.pid,
-  coalesce(o.share, 1.0) AS share,
-  c.seconds * coalesce(o.share, 1.0) AS seconds,
-  c.energy_j * coalesce(o.share, 1.0) AS energy_j,
-  c.cost * coalesce(o.share, 1.0) AS cost
-FROM priced c
-LEFT JOIN owners o
-  ON o.gpu_uuid = c.gpu_uuid AND o.minute = c.minute AND c.state <> 'idle_empty'
+  host,
+  gpu_index,
+  gpu_uuid,
+  gpu_model,
+  minute,
+  state,
+  util_pct,
+  activity_pct,
+  coalesce(owner_team, '(unallocated)') AS team,
+  coalesce(owner_user, '(unallocated)') AS "user",
+  pid,
+  share,
+  seconds * share AS seconds,
+  energy_j * share AS energy_j,
+  cost * share AS cost
+FROM shared

@@ -29,6 +29,8 @@
 --   pid, proc_start          the process (proc_start UTC; a reused pid is another process)
 --   seconds                  seconds it was seen (s)
 --   mem_time                 used memory × time (byte-seconds; 0 when unknown)
+--   sm_time                  its own SM utilization × time (percent-seconds; 0 when unknown)
+--   sm_known                 whether NVML gave its SM utilization in every part of the minute
 --   used_mem_bytes           most memory it held (bytes; null: unknown)
 --   held                     whether it held GPU memory (above 0 or unknown)
 --   comm                     its command name
@@ -43,6 +45,8 @@ WITH procs AS (
     proc_start,
     sum(seconds) AS seconds,
     coalesce(sum(used_mem_bytes_mean * seconds), 0.0) AS mem_time,
+    coalesce(sum(sm_util_pct_mean * seconds), 0.0) AS sm_time,
+    bool_and(sm_util_pct_mean IS NOT NULL) AS sm_known,
     max(used_mem_bytes_max) AS used_mem_bytes,
     bool_or(used_mem_bytes_max IS NULL OR used_mem_bytes_max > 0) AS held,
     max(comm) AS comm,
@@ -80,6 +84,8 @@ SELECT
   p.proc_start,
   p.seconds,
   p.mem_time,
+  p.sm_time,
+  p.sm_known,
   p.used_mem_bytes,
   p.held,
   p.comm,

@@ -493,3 +493,129 @@ fn the_period_bounds_are_half_open() {
     }
     c.finish();
 }
+
+/// A GPU time-sliced between two processes that both compute: its busy
+/// minutes are split by each process's own SM utilization × time, not by
+/// the memory each holds; every other minute by memory-time, as before.
+///
+/// One "Test A" GPU on host h1, 10:00–10:10, a sample every 10 s; alice
+/// (pid 100, 1 GiB, team vision) and bob (pid 200, 3 GiB, unassigned) on it
+/// throughout; a full minute costs 0.1213 (module docs).
+///
+/// | minutes | gpu_util | alice SM % | bob SM %  | state     | split            | alice : bob |
+/// |---------|----------|------------|-----------|-----------|------------------|-------------|
+/// | 0–5     | 80       | 60         | 20        | busy      | SM-time          | 3/4 : 1/4   |
+/// | 6–7     | 80       | 60         | not given | busy      | memory (one lacks SM) | 1/4 : 3/4 |
+/// | 8–9     | 2        | 2          | 0         | idle-held | memory (idle)    | 1/4 : 3/4   |
+///
+/// alice: 6 × 3/4 + 2 × 1/4 + 2 × 1/4 = 5.5 minutes: 330 s, 0.66715
+/// (busy 5 × 0.1213 = 0.6065, idle 0.5 × 0.1213 = 0.06065); bob 4.5
+/// minutes: 270 s, 0.54585 (busy 0.3639, idle 0.18195). Memory-time
+/// throughout would give alice 2.5 minutes (0.30325); SM-time wherever it
+/// is known (bob's missing value as 0, or the idle minutes by SM) 7
+/// minutes (0.8491). Spend to the cent: 66.715 + 54.585 = 121.3 cents, 121
+/// in all; 66 + 54 = 120 and the cent left goes to the larger remainder,
+/// vision: 0.67 and 0.54.
+#[test]
+fn a_time_sliced_gpu_is_split_by_each_process_own_sm_time() {
+    use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
+    use apron_store::source::Tick;
+    use apron_store::writer::RollingWriter;
+
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let data = dir.path().join("data");
+    let start = ms(START);
+    let mut writer =
+        RollingWriter::new(DataLayout::new(&data), "h1", std::time::Duration::from_secs(3_600)).expect("h1");
+    for n in 0..60i64 {
+        let ts = start + n * 10_000;
+        let m = n / 6;
+        let proc = |pid: i32, user: &str, mem: i64, sm: Option<i32>| ProcSample {
+            ts,
+            gpu_uuid: "GPU-T".into(),
+            pid,
+            interval_ms: 10_000,
+            identity: ProcIdentity {
+                proc_start: Some(start - 3_600_000 + i64::from(pid)),
+                comm: Some("python".into()),
+                user: Some(user.into()),
+                ..Default::default()
+            },
+            used_mem_bytes: Some(mem),
+            sm_util_pct: sm,
+            ..Default::default()
+        };
+        let (util, alice_sm, bob_sm) = match m {
+            0..=5 => (80, Some(60), Some(20)),
+            6..=7 => (80, Some(60), None),
+            _ => (2, Some(2), Some(0)),
+        };
+        let tick = Tick {
+            gpus: vec![GpuSample {
+                ts,
+                gpu_uuid: "GPU-T".into(),
+                gpu_index: 0,
+                gpu_model: Some("Test A".into()),
+                interval_ms: 10_000,
+                gpu_util_pct: Some(util),
+                power_mw: Some(300_000),
+                energy_mj: Some(1_000_000_000 + n * 3_000_000),
+                ..Default::default()
+            }],
+            procs: vec![proc(100, "alice", 1 << 30, alice_sm), proc(200, "bob", 3 << 30, bob_sm)],
+            ..Default::default()
+        };
+        writer.push(ts, &tick).expect("push");
+    }
+    writer.close().expect("close");
+    let config = dir.path().join("apron.toml");
+    std::fs::write(&config, apron_tests::scenario::CONFIG).expect("write apron.toml");
+    let fx = Fixture { dir, data, config };
+
+    let mut c = Checks::default();
+    for raw in [false, true] {
+        let when = if raw { "raw files alone" } else { "with rollups" };
+        if raw {
+            fx.remove_rollups();
+        }
+        // The view, exactly.
+        let mut sql = vec![
+            "sql",
+            "SELECT \"user\", sum(seconds) AS seconds, sum(cost) AS cost, \
+             sum(CASE WHEN state = 'busy' THEN cost ELSE 0 END) AS busy_cost \
+             FROM minute_costs GROUP BY \"user\" ORDER BY \"user\"",
+        ];
+        sql.extend_from_slice(&FROM_TO);
+        let got = json(&mut c, &fx, &sql).map(|(rows, _)| rows).unwrap_or_default();
+        c.eq(&format!("minute_costs users ({when})"), got.len(), 2);
+        for (row, (user, seconds, cost, busy)) in
+            got.iter().zip([("alice", 330.0, 0.66715, 0.6065), ("bob", 270.0, 0.54585, 0.3639)])
+        {
+            c.eq(&format!("minute_costs user ({when})"), row["user"].as_str(), Some(user));
+            c.near(
+                &format!("{user}'s seconds ({when})"),
+                row["seconds"].as_f64().unwrap_or(f64::NAN),
+                seconds,
+                1e-9,
+            );
+            c.near(&format!("{user}'s cost ({when})"), row["cost"].as_f64().unwrap_or(f64::NAN), cost, 1e-9);
+            c.near(
+                &format!("{user}'s busy cost ({when})"),
+                row["busy_cost"].as_f64().unwrap_or(f64::NAN),
+                busy,
+                1e-9,
+            );
+        }
+        // The report (the ledger's path), to the cent.
+        let spend = rows(&mut c, &fx, &["spend"]);
+        let pick = |team: &str, key: &str| {
+            spend.iter().find(|r| r["team"] == team).and_then(|r| r[key].as_f64()).unwrap_or(f64::NAN)
+        };
+        c.eq(&format!("spend teams ({when})"), spend.len(), 2);
+        c.near(&format!("vision's cost ({when})"), pick("vision", "cost"), 0.67, 1e-9);
+        c.near(&format!("vision's busy cost ({when})"), pick("vision", "busy_cost"), 0.61, 1e-9);
+        c.near(&format!("unassigned's cost ({when})"), pick("unassigned", "cost"), 0.54, 1e-9);
+        c.near(&format!("unassigned's busy cost ({when})"), pick("unassigned", "busy_cost"), 0.36, 1e-9);
+    }
+    c.finish();
+}

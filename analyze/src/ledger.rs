@@ -36,7 +36,7 @@ pub use runs::Rules;
 
 use cube::{Cube, Key, Sums};
 use file::{BucketFile, BucketTable};
-use minutes::{State, Teams};
+use minutes::{State, Teams, shares};
 use read::Names;
 use stretches::{ReclaimRow, ZombieRow};
 
@@ -289,10 +289,7 @@ impl Pass {
             if g.state == State::IdleEmpty || on.is_empty() {
                 add(key(self.unallocated, self.unallocated), 1.0);
             } else {
-                let total: f64 = on.iter().map(|o| o.mem_time).sum();
-                let count = on.len() as f64;
-                for o in on {
-                    let share = if total > 0.0 { o.mem_time / total } else { 1.0 / count };
+                for (o, share) in on.iter().zip(shares(g.state, on)) {
                     add(key(o.team, o.user), share);
                 }
             }

@@ -63,6 +63,10 @@ pub struct ProcMinute {
     pub pid: i32,
     pub start: Option<i64>,
     pub mem_time: f64,
+    /// Its own SM utilization × seconds (percent-seconds; 0 when unknown).
+    pub sm_time: f64,
+    /// Whether NVML gave its SM utilization in every part of the minute.
+    pub sm_known: bool,
     pub mem_max: Option<i64>,
     pub held: bool,
     pub comm: Option<u32>,
@@ -204,11 +208,16 @@ pub fn proc_minutes(
     {
         let first = group[0];
         let (mut mem_time, mut mem_max, mut held) = (0.0, None::<i64>, false);
+        let (mut sm_time, mut sm_known) = (0.0, true);
         let (mut comm, mut user, mut uid) = (None, None, None::<i64>);
         let (mut namespace, mut account) = (None, None);
         for p in group {
             if let Some(mean) = p.mem_mean {
                 mem_time += mean * p.seconds;
+            }
+            match p.sm_mean {
+                Some(mean) => sm_time += mean * p.seconds,
+                None => sm_known = false,
             }
             mem_max = max_opt(mem_max, p.mem_max);
             held |= p.mem_max.is_none_or(|m| m > 0);
@@ -225,6 +234,8 @@ pub fn proc_minutes(
             pid: first.pid,
             start: first.start,
             mem_time,
+            sm_time,
+            sm_known,
             mem_max,
             held,
             comm,
@@ -232,4 +243,26 @@ pub fn proc_minutes(
             team,
         });
     }
+}
+
+/// Each process's share of a GPU-minute in `state`, in the order of `on`
+/// (the minute's processes, at least one), as `queries/minute_costs.sql`
+/// splits it: a busy minute whose processes all have their own SM
+/// utilization, summing above 0, by SM-time (on a time-sliced GPU the
+/// process that computed pays for the computing); every other minute by
+/// memory-time, equal shares when none held measurable memory.
+pub fn shares(state: State, on: &[ProcMinute]) -> impl Iterator<Item = f64> + '_ {
+    let sm_total: f64 = on.iter().map(|o| o.sm_time).sum();
+    let by_sm = state == State::Busy && sm_total > 0.0 && on.iter().all(|o| o.sm_known);
+    let mem_total: f64 = on.iter().map(|o| o.mem_time).sum();
+    let count = on.len() as f64;
+    on.iter().map(move |o| {
+        if by_sm {
+            o.sm_time / sm_total
+        } else if mem_total > 0.0 {
+            o.mem_time / mem_total
+        } else {
+            1.0 / count
+        }
+    })
 }

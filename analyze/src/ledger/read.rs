@@ -84,6 +84,8 @@ pub struct ProcPart {
     pub seconds: f64,
     pub mem_mean: Option<f64>,
     pub mem_max: Option<i64>,
+    /// Its own SM utilization (%), where NVML gave it.
+    pub sm_mean: Option<f64>,
     pub comm: Option<u32>,
     pub user: Option<u32>,
     pub uid: Option<i64>,
@@ -282,6 +284,7 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
     let (uuid, minute, pid) = (text(batch, "gpu_uuid")?, millis(batch, "minute")?, int32(batch, "pid")?);
     let (start, seconds) = (millis(batch, "proc_start")?, float(batch, "seconds")?);
     let (mem_mean, mem_max) = (float(batch, "used_mem_bytes_mean")?, int64(batch, "used_mem_bytes_max")?);
+    let sm_mean = float(batch, "sm_util_pct_mean")?;
     let (comm, user, uid) = (text(batch, "comm")?, text(batch, "user")?, int64(batch, "uid")?);
     let (namespace, account) = (text(batch, "k8s_namespace")?, text(batch, "slurm_account")?);
     let (uuid, comm, user) = (ids(&uuid, names)?, ids(&comm, names)?, ids(&user, names)?);
@@ -296,6 +299,7 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
             seconds: seconds.value(i),
             mem_mean: opt(&mem_mean, i, |i| mem_mean.value(i)),
             mem_max: opt(&mem_max, i, |i| mem_max.value(i)),
+            sm_mean: opt(&sm_mean, i, |i| sm_mean.value(i)),
             comm: comm[i],
             user: user[i],
             uid: opt(&uid, i, |i| uid.value(i)),
