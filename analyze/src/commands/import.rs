@@ -1,8 +1,8 @@
 //! `apron import nvidia-smi|pynvml|prometheus …`: reads the input whole
-//! ([`crate::import`]'s parsers; a bad row stops here, nothing written),
-//! writes each host's rows through the recorder's writer
-//! ([`crate::import::write_host`]), and prints one line per host: rows
-//! written, rows skipped as already there, files. A progress bar shows on a
+//! ([`crate::import`]'s parsers; a bad row stops here, nothing written;
+//! Prometheus one UTC day at a time), writes each host's rows through the
+//! recorder's writer ([`crate::import::write_host`]), and prints one line
+//! per host: rows written, rows skipped as already there, files. A progress bar shows on a
 //! terminal (stderr), and nowhere else.
 
 use std::collections::BTreeMap;
@@ -66,14 +66,10 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
                 to_ms: a.to,
                 step_ms: duration_ms(a.step),
             };
-            let bar = bar("querying", 0);
-            let hosts = import::prometheus::read(&opts, &|done, total| {
-                bar.set_length(total);
-                bar.set_position(done);
-            })
-            .await;
-            bar.finish_and_clear();
-            (a.url.clone(), hosts?)
+            let lines = prometheus(&layout, &opts).await?;
+            return out
+                .write_all(lines.as_bytes())
+                .map_err(|source| Error::from(OutputError::Write { source }));
         }
     };
     let mut lines = String::new();
@@ -85,6 +81,46 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
         lines.push_str(&summary(&what, &host, &written?));
     }
     out.write_all(lines.as_bytes()).map_err(|source| Error::from(OutputError::Write { source }))
+}
+
+/// A Prometheus import, one UTC day at a time (each day queried, then
+/// written, then the next: memory holds one day of the fleet's rows), and
+/// the lines it prints: per host, what all the days wrote. A day that fails
+/// stops the import; the days before it are written, and importing the
+/// period again adds only what is missing.
+async fn prometheus(layout: &DataLayout, opts: &import::prometheus::Options) -> Result<String, ImportError> {
+    let parts = import::prometheus::day_parts(opts);
+    if parts.is_empty() {
+        // Shorter than one step: the reader says so.
+        import::prometheus::read(opts, &|_, _| {}).await?;
+        return Err(import::prometheus::nothing_found(opts));
+    }
+    let mut total: BTreeMap<String, Written> = BTreeMap::new();
+    for (k, part) in parts.iter().enumerate() {
+        let querying = bar(&format!("querying day {} of {}", k + 1, parts.len()), 0);
+        let hosts = import::prometheus::read(part, &|done, n| {
+            querying.set_length(n);
+            querying.set_position(done);
+        })
+        .await;
+        querying.finish_and_clear();
+        for (host, rows) in hosts? {
+            let n = (rows.gpus.len() + rows.procs.len()) as u64;
+            let bar = bar(&format!("writing {host}, day {} of {}", k + 1, parts.len()), n);
+            let written = import::write_host(layout, &host, rows, &|k| bar.inc(k));
+            bar.finish_and_clear();
+            let written = written?;
+            let sum = total.entry(host).or_default();
+            sum.gpu_rows += written.gpu_rows;
+            sum.proc_rows += written.proc_rows;
+            sum.skipped += written.skipped;
+            sum.files += written.files;
+        }
+    }
+    if total.is_empty() {
+        return Err(import::prometheus::nothing_found(opts));
+    }
+    Ok(total.iter().map(|(host, w)| summary(&opts.url, host, w)).collect())
 }
 
 /// Reads a file with a progress bar over its bytes.

@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use apron_schemas::paths::validate_host;
+use apron_schemas::time::DAY_MS;
 use apron_schemas::{GpuSample, ProcIdentity, ProcSample, Text};
 use serde_json::Value;
 
@@ -170,13 +171,38 @@ pub async fn read(
     for (host, rows) in pods {
         out.entry(host).or_default().procs.extend(rows.into_values());
     }
-    if out.is_empty() {
-        return Err(ImportError::Input {
-            what: base,
-            message: "no dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*) in the period".into(),
-        });
-    }
     Ok(out)
+}
+
+/// The error of an import that found no series in its whole period.
+pub fn nothing_found(opts: &Options) -> ImportError {
+    ImportError::Input {
+        what: opts.url.trim_end_matches('/').to_owned(),
+        message: "no dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*) in the period".into(),
+    }
+}
+
+/// `[from, to)` cut into parts of at most one UTC day, each read and
+/// written before the next is asked for, so an import holds one day of the
+/// fleet's rows at a time, not the whole period's. A cut falls on the
+/// first step boundary (`from + k × step`) at or after each UTC midnight,
+/// so the steps are those of the whole period; a part shorter than one
+/// step (the period's tail) is left out, as the whole-period query leaves
+/// it.
+pub fn day_parts(opts: &Options) -> Vec<Options> {
+    let step = opts.step_ms.max(1);
+    let mut parts = Vec::new();
+    let mut from = opts.from_ms;
+    while from < opts.to_ms {
+        let midnight = (from.div_euclid(DAY_MS) + 1) * DAY_MS;
+        let cut = from + (midnight - from + step - 1) / step * step;
+        let to = cut.min(opts.to_ms);
+        if to - from >= step {
+            parts.push(Options { from_ms: from, to_ms: to, ..opts.clone() });
+        }
+        from = cut;
+    }
+    parts
 }
 
 /// `GET /api/v1/query_range`: the `result` of a matrix answer.
@@ -377,5 +403,37 @@ mod tests {
         assert_eq!(a, pod_pid("vision", "train-0", "main"));
         assert_ne!(a, pod_pid("vision", "train-1", "main"));
         assert!(a >= 1 << 22);
+    }
+
+    #[test]
+    fn a_period_is_imported_a_utc_day_at_a_time_on_its_own_steps() {
+        let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).expect("a time").timestamp_millis();
+        let step = 7 * 60_000;
+        let opts = Options {
+            url: "http://127.0.0.1:9090".into(),
+            from_ms: at("2026-11-02T22:00:00Z"),
+            to_ms: at("2026-11-04T01:00:00Z"),
+            step_ms: step,
+        };
+        let parts = day_parts(&opts);
+        // 22:00 + 18 steps = 00:06; 00:06 + 205 steps = 00:01 two days on;
+        // then 00:01 to 01:00, whose last 3 minutes are no whole step.
+        let bounds: Vec<(i64, i64)> = parts.iter().map(|p| (p.from_ms, p.to_ms)).collect();
+        assert_eq!(
+            bounds,
+            [
+                (opts.from_ms, at("2026-11-03T00:06:00Z")),
+                (at("2026-11-03T00:06:00Z"), at("2026-11-04T00:01:00Z")),
+                (at("2026-11-04T00:01:00Z"), opts.to_ms),
+            ]
+        );
+        let steps = |o: &Options| (o.to_ms - o.from_ms) / o.step_ms;
+        assert_eq!(parts.iter().map(steps).sum::<i64>(), steps(&opts), "every step once: 1620 min / 7");
+        assert!(parts.iter().all(|p| (p.from_ms - opts.from_ms) % step == 0 && p.step_ms == step));
+        // Shorter than a step: nothing to ask for.
+        assert!(day_parts(&Options { to_ms: opts.from_ms + step - 1, ..opts.clone() }).is_empty());
+        // A period within a day is one part.
+        let day = Options { to_ms: opts.from_ms + 3_600_000, ..opts.clone() };
+        assert_eq!(day_parts(&day).len(), 1);
     }
 }
