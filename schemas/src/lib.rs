@@ -18,6 +18,7 @@
 pub mod folders;
 pub mod gpu_minutes;
 pub mod gpu_samples;
+pub mod minute_state;
 pub mod parquet_props;
 pub mod paths;
 pub mod proc_minutes;

@@ -9,35 +9,7 @@ use crate::ledger::map::HashMap;
 use super::read::{GpuPart, Names, ProcPart};
 use crate::config::{Config, team_of};
 
-/// A GPU-minute's state (`gpu_minute_states.state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum State {
-    /// Activity at or above the idle threshold.
-    Busy,
-    /// Below it, with some process holding memory.
-    IdleHeld,
-    /// Below it, with none.
-    IdleEmpty,
-    /// Neither utilization nor SM activity known.
-    Unknown,
-}
-
-impl State {
-    /// As the views spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            State::Busy => "busy",
-            State::IdleHeld => "idle_held",
-            State::IdleEmpty => "idle_empty",
-            State::Unknown => "unknown",
-        }
-    }
-
-    /// Whether the minute counts as idle.
-    pub fn is_idle(self) -> bool {
-        matches!(self, State::IdleHeld | State::IdleEmpty)
-    }
-}
+pub use apron_schemas::minute_state::State;
 
 /// One GPU over one UTC minute.
 #[derive(Debug, Clone, Copy)]
@@ -141,12 +113,7 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
         }
         let (util, sm) = (util.get(), sm.get());
         let activity = util.or(sm);
-        let state = match activity {
-            None => State::Unknown,
-            Some(a) if a >= threshold => State::Busy,
-            Some(_) if held => State::IdleHeld,
-            Some(_) => State::IdleEmpty,
-        };
+        let state = State::of(activity, threshold, held);
         out.push(GpuMinute {
             gpu: first.gpu,
             minute: first.minute,

@@ -16,33 +16,7 @@
 use apron_schemas::time::MINUTE_MS;
 use apron_schemas::{GpuSample, ProcSample, Text};
 
-/// A GPU-minute's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    /// Activity at or above the idle threshold.
-    Busy,
-    /// Idle, with some process holding memory on the GPU.
-    IdleHeld,
-    /// Idle, with no process holding memory.
-    IdleEmpty,
-    /// No activity known.
-    Unknown,
-}
-
-impl State {
-    /// Every state, in the order `/metrics` lists them.
-    pub const ALL: [State; 4] = [State::Busy, State::IdleHeld, State::IdleEmpty, State::Unknown];
-
-    /// The state's name, as `gpu_minute_states.state` spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            State::Busy => "busy",
-            State::IdleHeld => "idle_held",
-            State::IdleEmpty => "idle_empty",
-            State::Unknown => "unknown",
-        }
-    }
-}
+pub use apron_schemas::minute_state::State;
 
 /// One GPU's last full minute.
 #[derive(Debug, Clone, PartialEq)]
@@ -209,12 +183,7 @@ impl MinuteStates {
 
 fn report(e: &Entry, threshold_pct: f64) -> MinuteReport {
     let activity = e.open.activity();
-    let state = match activity {
-        None => State::Unknown,
-        Some(a) if a >= threshold_pct => State::Busy,
-        Some(_) if e.open.held() => State::IdleHeld,
-        Some(_) => State::IdleEmpty,
-    };
+    let state = State::of(activity, threshold_pct, e.open.held());
     MinuteReport {
         gpu_uuid: e.uuid.clone(),
         gpu_index: e.index,
