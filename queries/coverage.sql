@@ -22,3 +22,6 @@ SELECT
   array_sort(array_agg(DISTINCT gpu_model)) AS models
 FROM gpu_minutes
 WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
+  -- A MIG instance is part of its parent GPU, which is counted: GPUs and
+  -- GPU-seconds are the hardware's.
+  AND parent_gpu_uuid IS NULL

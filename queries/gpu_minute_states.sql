@@ -23,6 +23,18 @@
 -- seconds are energy_unknown_seconds, which every cost report states in
 -- its header. Unrecorded time has no row at all.
 --
+-- MIG: a MIG instance (a row with parent_gpu_uuid) is a GPU of its own,
+-- its state from its own activity and processes, and it stands for
+-- capacity_share = mig_slices / mig_total_slices of its parent: its energy
+-- is the parent's minute's energy (and energy_unknown_seconds) × that
+-- share. The partitioned GPU's own row (mig_total_slices without a
+-- parent) keeps the slices no instance holds: capacity_share = 1 − the
+-- instances' shares that minute, energy × that share, state idle_empty
+-- (capacity nobody can use until an instance is made), and no row at all
+-- when every slice is assigned. A whole GPU has capacity_share 1. So a
+-- minute of hardware is never counted twice: the capacity shares of a
+-- GPU and its instances add up to 1.
+--
 -- apron registers it as the view gpu_minute_states for the period and the
 -- config's idle threshold wherever a query reads it (also under
 -- `apron sql`).
@@ -45,6 +57,8 @@
 --   held                    whether some process held memory on the GPU
 --   procs                   processes on the GPU in the minute (a lower bound when split)
 --   state                   busy | idle_held | idle_empty | unknown
+--   parent_gpu_uuid, mig_profile  MIG: an instance's parent GPU and profile (null otherwise)
+--   capacity_share          the part of a physical GPU the row stands for (0–1; 1 for a whole GPU)
 WITH gpu AS (
   SELECT
     gpu_uuid,
@@ -61,13 +75,61 @@ WITH gpu AS (
     coalesce(sum(CASE WHEN energy_j IS NULL AND power_mw_mean IS NULL THEN seconds END), 0.0)
       AS energy_unknown_seconds,
     bool_or(proc_held) AS held,
-    max(proc_count) AS procs
+    max(proc_count) AS procs,
+    max(parent_gpu_uuid) AS parent_gpu_uuid,
+    max(mig_profile) AS mig_profile,
+    max(mig_slices) AS mig_slices,
+    max(mig_total_slices) AS mig_total_slices
   FROM gpu_minutes
   WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
   GROUP BY gpu_uuid, minute
 ),
+-- Each partitioned GPU's minute: the share of its slices its instances hold.
+assigned AS (
+  SELECT parent_gpu_uuid, minute, sum(CAST(mig_slices AS DOUBLE) / nullif(mig_total_slices, 0)) AS share
+  FROM gpu
+  WHERE parent_gpu_uuid IS NOT NULL
+  GROUP BY parent_gpu_uuid, minute
+),
+mig_shares AS (
+  SELECT
+    g.gpu_uuid,
+    g.minute,
+    g.host,
+    g.gpu_index,
+    g.gpu_model,
+    g.seconds,
+    g.util_pct,
+    g.sm_active_pct,
+    g.held,
+    g.procs,
+    g.parent_gpu_uuid,
+    g.mig_profile,
+    CASE
+      WHEN g.parent_gpu_uuid IS NOT NULL THEN CAST(g.mig_slices AS DOUBLE) / nullif(g.mig_total_slices, 0)
+      WHEN g.mig_total_slices IS NOT NULL THEN greatest(1.0 - coalesce(a.share, 0.0), 0.0)
+      ELSE 1.0
+    END AS capacity_share,
+    -- The hardware's energy: an instance's is its parent's.
+    CASE WHEN g.parent_gpu_uuid IS NOT NULL THEN coalesce(p.energy_j, 0.0) ELSE g.energy_j END AS gpu_energy_j,
+    CASE
+      WHEN g.parent_gpu_uuid IS NOT NULL THEN coalesce(p.energy_unknown_seconds, g.seconds)
+      ELSE g.energy_unknown_seconds
+    END AS gpu_energy_unknown_seconds,
+    g.mig_total_slices IS NOT NULL AND g.parent_gpu_uuid IS NULL AS partitioned
+  FROM gpu g
+  LEFT JOIN assigned a ON a.parent_gpu_uuid = g.gpu_uuid AND a.minute = g.minute
+  LEFT JOIN gpu p ON p.gpu_uuid = g.parent_gpu_uuid AND p.minute = g.minute
+),
 active AS (
-  SELECT *, coalesce(util_pct, sm_active_pct) AS activity_pct FROM gpu
+  SELECT
+    *,
+    coalesce(util_pct, sm_active_pct) AS activity_pct,
+    gpu_energy_j * capacity_share AS energy_j,
+    gpu_energy_unknown_seconds * capacity_share AS energy_unknown_seconds
+  FROM mig_shares
+  -- Up to rounding: every slice held.
+  WHERE capacity_share > 1e-9
 )
 SELECT
   host,
@@ -85,9 +147,13 @@ SELECT
   held,
   procs,
   CASE
+    WHEN partitioned THEN 'idle_empty'
     WHEN activity_pct IS NULL THEN 'unknown'
     WHEN activity_pct >= $3 THEN 'busy'
     WHEN held THEN 'idle_held'
     ELSE 'idle_empty'
-  END AS state
+  END AS state,
+  parent_gpu_uuid,
+  mig_profile,
+  capacity_share
 FROM active

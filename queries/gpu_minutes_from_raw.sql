@@ -16,7 +16,9 @@
 -- gpu_model, seconds, samples, gpu_util_pct_mean, gpu_util_pct_max,
 -- mem_util_pct_mean, sm_active_pct_mean (GPM, %), fb_used_bytes_max, fb_total_bytes, energy_j (J),
 -- power_mw_mean (mW), pcie_tx_bytes_per_s_mean, pcie_rx_bytes_per_s_mean,
--- proc_held, proc_count), then the partition columns date and host.
+-- proc_held, proc_count, parent_gpu_uuid, mig_profile, mig_slices,
+-- mig_total_slices (MIG, the minute's last known)), then the partition
+-- columns date and host.
 WITH samples AS (
   SELECT
     *,
@@ -73,6 +75,10 @@ minutes AS (
       / sum(CASE WHEN pcie_tx_bytes_per_s IS NOT NULL THEN interval_ms END) AS pcie_tx_bytes_per_s_mean,
     sum(CAST(pcie_rx_bytes_per_s AS DOUBLE) * interval_ms)
       / sum(CASE WHEN pcie_rx_bytes_per_s IS NOT NULL THEN interval_ms END) AS pcie_rx_bytes_per_s_mean,
+    last_value(parent_gpu_uuid ORDER BY ts) FILTER (WHERE parent_gpu_uuid IS NOT NULL) AS parent_gpu_uuid,
+    last_value(mig_profile ORDER BY ts) FILTER (WHERE mig_profile IS NOT NULL) AS mig_profile,
+    last_value(mig_slices ORDER BY ts) FILTER (WHERE mig_slices IS NOT NULL) AS mig_slices,
+    last_value(mig_total_slices ORDER BY ts) FILTER (WHERE mig_total_slices IS NOT NULL) AS mig_total_slices,
     date,
     host
   FROM energy
@@ -97,6 +103,10 @@ SELECT
   m.pcie_rx_bytes_per_s_mean,
   coalesce(p.proc_held, false) AS proc_held,
   CAST(coalesce(p.proc_count, 0) AS INT) AS proc_count,
+  m.parent_gpu_uuid,
+  m.mig_profile,
+  CAST(m.mig_slices AS INT) AS mig_slices,
+  CAST(m.mig_total_slices AS INT) AS mig_total_slices,
   m.date,
   m.host
 FROM minutes m

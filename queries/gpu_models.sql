@@ -18,5 +18,7 @@ SELECT
   coalesce(sum(seconds), 0) / 3600.0 AS gpu_hours
 FROM gpu_minutes
 WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
+  -- A MIG instance is part of its parent GPU, which is counted.
+  AND parent_gpu_uuid IS NULL
 GROUP BY gpu_model
 ORDER BY gpu_model NULLS LAST

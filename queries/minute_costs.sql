@@ -5,7 +5,12 @@
 -- Answers, per DESIGN.md's definitions: each GPU-minute of
 -- gpu_minute_states (its seconds, activity, energy and state: busy,
 -- idle_held, idle_empty or unknown) costs
---   seconds × apron_gpu_rate(gpu_model) + energy_kWh × price_per_kwh × pue
+--   seconds × capacity_share × apron_gpu_rate(gpu_model)
+--     + energy_kWh × price_per_kwh × pue
+-- (capacity_share: 1 for a whole GPU; a MIG instance's share of its
+-- parent's compute slices, its energy already that share of the parent's;
+-- the slices no instance holds stay with the parent: so the hardware's
+-- minute is priced once)
 -- (apron_gpu_rate: the first [[gpu_cost]] entry whose model is the GPU's
 -- or "*", else the built-in default: purchase_price / lifetime +
 -- ops_per_gpu_hour, per second) and is split among the minute's processes
@@ -44,7 +49,7 @@
 --   user          the owner's user name ("(unallocated)"; "uid N" or "(unknown)" when the name is not known)
 --   pid           the owner's pid (null for "(unallocated)")
 --   share         the owner's share of the minute, 0–1
---   seconds       recorded seconds × share (s)
+--   seconds       GPU-seconds: recorded seconds × capacity_share × share (s)
 --   energy_j      energy × share (J; 0 when not known)
 --   cost          cost × share (currency)
 WITH models AS (
@@ -61,7 +66,7 @@ rates AS (
 priced AS (
   SELECT
     s.*,
-    s.seconds * g.rate_per_second + s.energy_j / 3600000.0 * $1 * $2 AS cost
+    s.seconds * s.capacity_share * g.rate_per_second + s.energy_j / 3600000.0 * $1 * $2 AS cost
   FROM gpu_minute_states s
   JOIN rates m ON m.gpu_model IS NOT DISTINCT FROM s.gpu_model
   JOIN apron_gpu_rates g ON g.position = m.position
@@ -89,7 +94,7 @@ owners AS (
   FROM proc_minute_states p
   JOIN totals t ON t.gpu_uuid = p.gpu_uuid AND t.minute = p.minute
 ),
-shared AS (
+attributed AS (
   SELECT
     c.*,
     o.team AS owner_team,
@@ -117,7 +122,7 @@ SELECT
   coalesce(owner_user, '(unallocated)') AS "user",
   pid,
   share,
-  seconds * share AS seconds,
+  seconds * capacity_share * share AS seconds,
   energy_j * share AS energy_j,
   cost * share AS cost
-FROM shared
+FROM attributed

@@ -431,6 +431,10 @@ impl FakeGpu {
             tensor_active_pct: gpm(2),
             dram_active_pct: gpm(3),
             gr_engine_active_pct: gpm(4),
+            parent_gpu_uuid: None,
+            mig_profile: None,
+            mig_slices: None,
+            mig_total_slices: None,
         }
     }
 }

@@ -98,3 +98,42 @@ fn a_host_without_recent_samples_is_an_error_not_a_guess() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--window"));
 }
+
+#[test]
+fn a_mig_instance_is_picked_by_its_uuid_and_its_parent_never() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let now = chrono::Utc::now().timestamp_millis() / 1_000 * 1_000;
+    // GPU 0 whole at 30 %; GPU 1 partitioned (its own row has no
+    // utilization) into MIG-1a (SM activity 5 %) and MIG-1b (60 %).
+    let instance = |ts: i64, uuid: &str, sm: f32| GpuSample {
+        ts,
+        gpu_uuid: uuid.into(),
+        gpu_index: 1,
+        interval_ms: 1_000,
+        sm_active_pct: Some(sm),
+        fb_used_bytes: Some(GIB),
+        fb_total_bytes: Some(40 * GIB),
+        parent_gpu_uuid: Some("GPU-1".into()),
+        mig_profile: Some("3g.40gb".into()),
+        mig_slices: Some(3),
+        mig_total_slices: Some(7),
+        ..Default::default()
+    };
+    write(
+        &data,
+        "mig1",
+        (1..=60).rev().map(|s| {
+            let ts = now - s * 1_000;
+            let parent = GpuSample { gpu_util_pct: None, mig_total_slices: Some(7), ..gpu(ts, 1, 0, 2) };
+            (ts, vec![gpu(ts, 0, 30, 50), parent, instance(ts, "MIG-1a", 5.0), instance(ts, "MIG-1b", 60.0)])
+        }),
+    );
+    let out = pick(&data, &["pick", "--host", "mig1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "MIG-1a\n", "what CUDA_VISIBLE_DEVICES takes for it");
+    let out = pick(&data, &["--format", "json", "pick", "--host", "mig1"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let order: Vec<&str> = rows.iter().map(|r| r["device"].as_str().expect("device")).collect();
+    assert_eq!(order, ["MIG-1a", "0", "MIG-1b"], "the partitioned GPU itself is no candidate");
+}

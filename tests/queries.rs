@@ -61,6 +61,10 @@ const GPU_MINUTES: &[&str] = &[
     "pcie_rx_bytes_per_s_mean",
     "proc_held",
     "proc_count",
+    "parent_gpu_uuid",
+    "mig_profile",
+    "mig_slices",
+    "mig_total_slices",
     "date",
     "host",
 ];
@@ -133,6 +137,9 @@ fn case(name: &str) -> Option<Case> {
                 "energy_j",
                 "power_mw_mean",
                 "proc_held",
+                "parent_gpu_uuid",
+                "mig_slices",
+                "mig_total_slices",
             ],
         },
         "ledger_proc_minutes" => Case {
@@ -186,6 +193,9 @@ fn case(name: &str) -> Option<Case> {
                 "held",
                 "procs",
                 "state",
+                "parent_gpu_uuid",
+                "mig_profile",
+                "capacity_share",
             ],
         },
         "proc_minute_states" => Case {
@@ -233,7 +243,7 @@ fn case(name: &str) -> Option<Case> {
         "newest_sample" => Case { params: vec![text("h1")], columns: &["newest"] },
         "pick" => Case {
             params: vec![text("h1"), start],
-            columns: &["gpu_index", "gpu_uuid", "mean_util_pct", "free_bytes", "newest", "samples"],
+            columns: &["gpu_index", "gpu_uuid", "mean_util_pct", "free_bytes", "newest", "samples", "device"],
         },
         "power" => Case { params: vec![i64p(300)], columns: &["bucket", "power_kw", "energy_kwh"] },
         "proc_minutes_from_raw" => Case { params: vec![], columns: PROC_MINUTES },

@@ -619,3 +619,187 @@ fn a_time_sliced_gpu_is_split_by_each_process_own_sm_time() {
     }
     c.finish();
 }
+
+/// MIG: a partitioned GPU's minute is priced once, split among its
+/// instances by their share of its compute slices; the slices no instance
+/// holds stay with the GPU as idle capacity.
+///
+/// Host h1, 10:00–10:10, a sample every 10 s. GPU-P ("Test A", 7 slices,
+/// 300 W, no utilization: it is in MIG mode) carries the power and energy;
+/// a full minute of it costs 0.1213 (module docs). Its instances, each a
+/// GPU of its own with its SM activity:
+///
+/// | instance | profile | slices | minutes | SM active | process          | state      |
+/// |----------|---------|--------|---------|-----------|------------------|------------|
+/// | MIG-A    | 3g.40gb | 3      | 0–9     | 60 %      | alice (vision)   | busy       |
+/// | MIG-B    | 1g.10gb | 1      | 0–9     | 1 %       | bob (unassigned) | idle-held  |
+/// | MIG-C    | 3g.40gb | 3      | 5–9     | 0 %       | none             | idle-empty |
+///
+/// GPU-P's own row keeps the unassigned 3/7 in minutes 0–4 (idle-empty)
+/// and has none in minutes 5–9, when every slice is held. So:
+/// vision 10 × 0.1213 × 3/7 = 0.519857 (257.14 GPU-s); unassigned
+/// 10 × 0.1213 / 7 = 0.173286 (85.71 GPU-s); "(unallocated)" GPU-P's
+/// 5 × 3/7 plus MIG-C's 5 × 3/7 = 0.519857; in all 1.213 = 10 × 0.1213
+/// over 600 GPU-seconds: the hardware's, once. Spend to the cent: 51.99 +
+/// 17.33 + 51.99 = 121.3 cents, 121 printed; 51 + 17 + 51 = 119 and the two
+/// cents left go to the larger remainders (.99 each): 0.52, 0.17, 0.52.
+#[test]
+fn a_mig_gpu_is_priced_once_by_its_instances_slices() {
+    use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
+    use apron_store::source::Tick;
+    use apron_store::writer::RollingWriter;
+
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let data = dir.path().join("data");
+    let start = ms(START);
+    let mut writer =
+        RollingWriter::new(DataLayout::new(&data), "h1", std::time::Duration::from_secs(3_600)).expect("h1");
+    for n in 0..60i64 {
+        let ts = start + n * 10_000;
+        let m = n / 6;
+        let instance = |uuid: &str, profile: &str, slices: i32, sm: f32| GpuSample {
+            ts,
+            gpu_uuid: uuid.into(),
+            gpu_index: 0,
+            gpu_model: Some("Test A".into()),
+            interval_ms: 10_000,
+            sm_active_pct: Some(sm),
+            parent_gpu_uuid: Some("GPU-P".into()),
+            mig_profile: Some(profile.into()),
+            mig_slices: Some(slices),
+            mig_total_slices: Some(7),
+            ..Default::default()
+        };
+        let proc = |uuid: &str, pid: i32, user: &str, mem: i64| ProcSample {
+            ts,
+            gpu_uuid: uuid.into(),
+            pid,
+            interval_ms: 10_000,
+            identity: ProcIdentity {
+                proc_start: Some(start - 3_600_000 + i64::from(pid)),
+                comm: Some("python".into()),
+                user: Some(user.into()),
+                ..Default::default()
+            },
+            used_mem_bytes: Some(mem),
+            ..Default::default()
+        };
+        let mut gpus = vec![
+            GpuSample {
+                ts,
+                gpu_uuid: "GPU-P".into(),
+                gpu_index: 0,
+                gpu_model: Some("Test A".into()),
+                interval_ms: 10_000,
+                power_mw: Some(300_000),
+                energy_mj: Some(1_000_000_000 + n * 3_000_000),
+                mig_total_slices: Some(7),
+                ..Default::default()
+            },
+            instance("MIG-A", "3g.40gb", 3, 60.0),
+            instance("MIG-B", "1g.10gb", 1, 1.0),
+        ];
+        if m >= 5 {
+            gpus.push(instance("MIG-C", "3g.40gb", 3, 0.0));
+        }
+        let tick = Tick {
+            gpus,
+            procs: vec![proc("MIG-A", 100, "alice", 1 << 30), proc("MIG-B", 200, "bob", 2 << 30)],
+            ..Default::default()
+        };
+        writer.push(ts, &tick).expect("push");
+    }
+    writer.close().expect("close");
+    let config = dir.path().join("apron.toml");
+    std::fs::write(&config, apron_tests::scenario::CONFIG).expect("write apron.toml");
+    let fx = Fixture { dir, data, config };
+
+    let mut c = Checks::default();
+    let third = 0.1213 * 3.0 / 7.0;
+    for raw in [false, true] {
+        let when = if raw { "raw files alone" } else { "with rollups" };
+        if raw {
+            fx.remove_rollups();
+        }
+        let mut sql = vec![
+            "sql",
+            "SELECT team, sum(seconds) AS seconds, sum(cost) AS cost, sum(energy_j) AS energy_j, \
+             sum(CASE WHEN state = 'busy' THEN cost ELSE 0 END) AS busy_cost \
+             FROM minute_costs GROUP BY team ORDER BY team",
+        ];
+        sql.extend_from_slice(&FROM_TO);
+        let got = json(&mut c, &fx, &sql).map(|(rows, _)| rows).unwrap_or_default();
+        let want = [
+            ("(unallocated)", 2.0 * 300.0 * 3.0 / 7.0, 10.0 * third, 2.0 * 90_000.0 * 3.0 / 7.0, 0.0),
+            ("unassigned", 600.0 / 7.0, 10.0 * 0.1213 / 7.0, 180_000.0 / 7.0, 0.0),
+            ("vision", 600.0 * 3.0 / 7.0, 10.0 * third, 180_000.0 * 3.0 / 7.0, 10.0 * third),
+        ];
+        c.eq(&format!("minute_costs teams ({when})"), got.len(), want.len());
+        for (row, (team, seconds, cost, energy, busy)) in got.iter().zip(want) {
+            let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+            c.eq(&format!("team ({when})"), row["team"].as_str(), Some(team));
+            c.near(&format!("{team}'s GPU-seconds ({when})"), f("seconds"), seconds, 1e-6);
+            c.near(&format!("{team}'s cost ({when})"), f("cost"), cost, 1e-9);
+            c.near(&format!("{team}'s energy ({when})"), f("energy_j"), energy, 1e-6);
+            c.near(&format!("{team}'s busy cost ({when})"), f("busy_cost"), busy, 1e-9);
+        }
+        // GPU-P's own row: the unassigned slices in minutes 0–4 only.
+        let mut states = vec![
+            "sql",
+            "SELECT gpu_uuid, count(*) AS minutes, min(state) AS state, max(capacity_share) AS share \
+             FROM gpu_minute_states GROUP BY gpu_uuid ORDER BY gpu_uuid",
+        ];
+        states.extend_from_slice(&FROM_TO);
+        let got = json(&mut c, &fx, &states).map(|(rows, _)| rows).unwrap_or_default();
+        let seen: Vec<(String, i64, String, f64)> = got
+            .iter()
+            .map(|r| {
+                (
+                    r["gpu_uuid"].as_str().unwrap_or_default().to_owned(),
+                    r["minutes"].as_i64().unwrap_or(-1),
+                    r["state"].as_str().unwrap_or_default().to_owned(),
+                    (r["share"].as_f64().unwrap_or(f64::NAN) * 7.0).round(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, i64, String, f64)> = [
+            ("GPU-P", 5, "idle_empty", 3.0),
+            ("MIG-A", 10, "busy", 3.0),
+            ("MIG-B", 10, "idle_held", 1.0),
+            ("MIG-C", 5, "idle_empty", 3.0),
+        ]
+        .iter()
+        .map(|(g, n, s, k)| ((*g).to_owned(), *n, (*s).to_owned(), *k))
+        .collect();
+        c.eq(&format!("gpu_minute_states ({when})"), seen, want);
+        // The reports (the ledger's path), to the cent, and the header
+        // counting the hardware: one GPU, 600 GPU-seconds.
+        let Some((spend, header)) = json(&mut c, &fx, &["spend", "--from", START, "--to", END]) else {
+            continue;
+        };
+        let pick = |team: &str, key: &str| {
+            spend.iter().find(|r| r["team"] == team).and_then(|r| r[key].as_f64()).unwrap_or(f64::NAN)
+        };
+        c.near(&format!("vision's cost ({when})"), pick("vision", "cost"), 0.52, 1e-9);
+        c.near(&format!("unassigned's cost ({when})"), pick("unassigned", "cost"), 0.17, 1e-9);
+        c.near(&format!("(unallocated)'s cost ({when})"), pick("(unallocated)", "cost"), 0.52, 1e-9);
+        c.near(&format!("vision's GPU-hours ({when})"), pick("vision", "gpu_hours"), 0.07, 1e-9);
+        let one = header.iter().any(|l| l.starts_with("Data:") && l.contains(": 1 GPUs, first sample"));
+        c.check(one, || format!("header counts one GPU ({when}): {header:?}"));
+        // Every other report runs on it.
+        for args in [vec!["idle-cost"], vec!["zombies"], vec!["reclaim"], vec!["windows"]] {
+            let mut all = args.clone();
+            all.extend_from_slice(&FROM_TO);
+            let out = fx.apron(&all);
+            c.check(out.status.success(), || {
+                format!("apron {} ({when}): {}", all.join(" "), String::from_utf8_lossy(&out.stderr))
+            });
+        }
+        let out_dir = fx.dir.path().join(if raw { "report-raw" } else { "report" });
+        let out = fx.apron(&["report", "--month", "2026-11", "--out", out_dir.to_str().expect("utf-8")]);
+        c.check(out.status.success(), || {
+            format!("apron report ({when}): {}", String::from_utf8_lossy(&out.stderr))
+        });
+    }
+    c.finish();
+}

@@ -82,9 +82,10 @@ pub enum Command {
     Config(ConfigArgs),
 
     /// Print the gpu_index of the least-loaded GPU of a host (lowest mean
-    /// utilization over the window, ties broken by most free memory), for
-    /// CUDA_VISIBLE_DEVICES=$(apron pick --host $(hostname)). With
-    /// --format csv|json, print every GPU of the host, best first.
+    /// utilization over the window, ties broken by most free memory), or a
+    /// MIG instance's MIG-… UUID, for CUDA_VISIBLE_DEVICES=$(apron pick
+    /// --host $(hostname)). With --format csv|json, print every GPU of the
+    /// host, best first.
     Pick(PickArgs),
 
     /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m,

@@ -261,7 +261,8 @@ impl Pass {
             }
             let on = &procs[from..p];
             self.energy_unknown_seconds += g.energy_unknown_seconds;
-            let cost = g.seconds * self.rate(g.model) + g.energy_j / 3_600_000.0 * price * pue;
+            let gpu_seconds = g.seconds * g.capacity_share;
+            let cost = gpu_seconds * self.rate(g.model) + g.energy_j / 3_600_000.0 * price * pue;
             let start = g.minute - g.minute.rem_euclid(self.bucket_ms);
             if bucket.first().is_some_and(|(k, _)| (k.gpu, k.bucket) != (g.gpu, start)) {
                 self.cube.extend(bucket.drain(..));
@@ -284,7 +285,7 @@ impl Pass {
                         &mut bucket.last_mut().expect("just pushed").1
                     }
                 };
-                sums.add(g.seconds * share, g.energy_j * share, cost * share, g.util, g.activity);
+                sums.add(gpu_seconds * share, g.energy_j * share, cost * share, g.util, g.activity);
             };
             if g.state == State::IdleEmpty || on.is_empty() {
                 add(key(self.unallocated, self.unallocated), 1.0);

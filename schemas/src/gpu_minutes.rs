@@ -85,6 +85,17 @@ pub struct GpuMinute {
     pub proc_held: bool,
     /// Distinct processes (`pid`, `proc_start`) on the GPU in the minute.
     pub proc_count: i32,
+    /// MIG (see `gpu_samples`): the parent GPU's UUID of an instance, the
+    /// minute's last known. Files written before these four columns read
+    /// them as null: whole GPUs.
+    pub parent_gpu_uuid: Option<Text>,
+    /// MIG: the instance's profile.
+    pub mig_profile: Option<Text>,
+    /// MIG: the instance's compute slices.
+    pub mig_slices: Option<i32>,
+    /// MIG: the whole GPU's compute slices (on instances and on a
+    /// partitioned GPU's own row).
+    pub mig_total_slices: Option<i32>,
 }
 
 static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -110,6 +121,10 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f64n("pcie_rx_bytes_per_s_mean"),
         Field::new("proc_held", DataType::Boolean, false),
         Field::new("proc_count", DataType::Int32, false),
+        Field::new("parent_gpu_uuid", DataType::Utf8, true),
+        Field::new("mig_profile", DataType::Utf8, true),
+        i32n("mig_slices"),
+        i32n("mig_total_slices"),
     ]))
 });
 
@@ -139,6 +154,10 @@ pub fn to_batch(rows: &[GpuMinute]) -> Result<RecordBatch, ArrowError> {
     let mut rx_mean = Float64Builder::with_capacity(n);
     let mut held = BooleanBuilder::with_capacity(n);
     let mut count = Int32Builder::with_capacity(n);
+    let mut parent = StringBuilder::new();
+    let mut profile = StringBuilder::new();
+    let mut slices = Int32Builder::with_capacity(n);
+    let mut total_slices = Int32Builder::with_capacity(n);
     for r in rows {
         minute.append_value(r.minute);
         uuid.append_value(&r.gpu_uuid);
@@ -158,6 +177,10 @@ pub fn to_batch(rows: &[GpuMinute]) -> Result<RecordBatch, ArrowError> {
         rx_mean.append_option(r.pcie_rx_bytes_per_s_mean);
         held.append_value(r.proc_held);
         count.append_value(r.proc_count);
+        parent.append_option(r.parent_gpu_uuid.as_deref());
+        profile.append_option(r.mig_profile.as_deref());
+        slices.append_option(r.mig_slices);
+        total_slices.append_option(r.mig_total_slices);
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(minute.finish()),
@@ -178,6 +201,10 @@ pub fn to_batch(rows: &[GpuMinute]) -> Result<RecordBatch, ArrowError> {
         Arc::new(rx_mean.finish()),
         Arc::new(held.finish()),
         Arc::new(count.finish()),
+        Arc::new(parent.finish()),
+        Arc::new(profile.finish()),
+        Arc::new(slices.finish()),
+        Arc::new(total_slices.finish()),
     ];
     RecordBatch::try_new(schema(), columns)
 }

@@ -72,6 +72,19 @@ pub struct GpuSample {
     /// percent. Added after the other GPM columns: files written before it
     /// read it as null.
     pub gr_engine_active_pct: Option<f32>,
+    /// MIG: on a MIG instance's row, the UUID of the GPU it is carved from
+    /// (the instance's own `MIG-…` UUID is `gpu_uuid`); `None` on a whole
+    /// GPU and on a partitioned GPU's own row.
+    pub parent_gpu_uuid: Option<Text>,
+    /// MIG: the instance's profile, e.g. `1g.10gb`.
+    pub mig_profile: Option<Text>,
+    /// MIG: the instance's compute slices (`1` for a `1g` profile).
+    pub mig_slices: Option<i32>,
+    /// MIG: the compute slices of the whole GPU (7 on an A100 or H100), on
+    /// the instance rows and on the partitioned GPU's own row (which marks
+    /// it as partitioned); `None` on a GPU not in MIG mode. An instance is
+    /// `mig_slices / mig_total_slices` of its parent.
+    pub mig_total_slices: Option<i32>,
 }
 
 static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -103,6 +116,10 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f32n("tensor_active_pct"),
         f32n("dram_active_pct"),
         f32n("gr_engine_active_pct"),
+        Field::new("parent_gpu_uuid", DataType::Utf8, true),
+        Field::new("mig_profile", DataType::Utf8, true),
+        i32n("mig_slices"),
+        i32n("mig_total_slices"),
     ]))
 });
 
@@ -123,12 +140,16 @@ where
     I: Iterator<Item = &'a GpuSample>,
 {
     // One pass over the rows, appending to every column at once: rows are
-    // wide, so a pass per column would stream them from memory 23 times.
+    // wide, so a pass per column would stream them from memory 28 times.
     let mut ts = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
     let mut uuid = StringBuilder::with_capacity(n, n * 40);
     let mut index = Int32Builder::with_capacity(n);
     let mut model = StringBuilder::with_capacity(n, n * 24);
     let mut interval = Int32Builder::with_capacity(n);
+    let mut parent = StringBuilder::new();
+    let mut profile = StringBuilder::new();
+    let mut slices = Int32Builder::with_capacity(n);
+    let mut total_slices = Int32Builder::with_capacity(n);
     macro_rules! metrics {
         ($($builder:ident $field:ident),* $(,)?) => {{
             #[allow(non_snake_case)]
@@ -141,6 +162,10 @@ where
                 model.append_option(r.gpu_model.as_deref());
                 interval.append_value(r.interval_ms);
                 $(b.$field.append_option(r.$field);)*
+                parent.append_option(r.parent_gpu_uuid.as_deref());
+                profile.append_option(r.mig_profile.as_deref());
+                slices.append_option(r.mig_slices);
+                total_slices.append_option(r.mig_total_slices);
             }
             let mut columns: Vec<ArrayRef> = vec![
                 Arc::new(ts.finish()),
@@ -150,6 +175,10 @@ where
                 Arc::new(interval.finish()),
             ];
             $(columns.push(Arc::new(b.$field.finish()));)*
+            columns.push(Arc::new(parent.finish()));
+            columns.push(Arc::new(profile.finish()));
+            columns.push(Arc::new(slices.finish()));
+            columns.push(Arc::new(total_slices.finish()));
             columns
         }};
     }

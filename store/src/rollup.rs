@@ -169,6 +169,11 @@ struct GpuAcc {
     power: Mean,
     tx: Mean,
     rx: Mean,
+    /// MIG: the minute's last known parent, profile and slices.
+    parent_gpu_uuid: Option<Text>,
+    mig_profile: Option<Text>,
+    mig_slices: Option<i32>,
+    mig_total_slices: Option<i32>,
 }
 
 impl GpuAcc {
@@ -190,6 +195,10 @@ impl GpuAcc {
             power: Mean::default(),
             tx: Mean::default(),
             rx: Mean::default(),
+            parent_gpu_uuid: None,
+            mig_profile: None,
+            mig_slices: None,
+            mig_total_slices: None,
         }
     }
 
@@ -213,6 +222,14 @@ impl GpuAcc {
         self.power.add(row.power_mw.map(i64::from), w);
         self.tx.add(row.pcie_tx_bytes_per_s, w);
         self.rx.add(row.pcie_rx_bytes_per_s, w);
+        if row.parent_gpu_uuid.is_some() {
+            self.parent_gpu_uuid.clone_from(&row.parent_gpu_uuid);
+        }
+        if row.mig_profile.is_some() {
+            self.mig_profile.clone_from(&row.mig_profile);
+        }
+        self.mig_slices = row.mig_slices.or(self.mig_slices);
+        self.mig_total_slices = row.mig_total_slices.or(self.mig_total_slices);
     }
 
     fn finish(self, procs: Option<&(bool, i32)>) -> GpuMinute {
@@ -236,6 +253,10 @@ impl GpuAcc {
             pcie_rx_bytes_per_s_mean: self.rx.value(),
             proc_held,
             proc_count,
+            parent_gpu_uuid: self.parent_gpu_uuid,
+            mig_profile: self.mig_profile,
+            mig_slices: self.mig_slices,
+            mig_total_slices: self.mig_total_slices,
         }
     }
 }

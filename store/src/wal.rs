@@ -394,6 +394,10 @@ mod tests {
                     tensor_active_pct: Some(45.0),
                     dram_active_pct: Some(52.5),
                     gr_engine_active_pct: Some(80.5),
+                    parent_gpu_uuid: None,
+                    mig_profile: None,
+                    mig_slices: None,
+                    mig_total_slices: None,
                 })
                 .collect();
             let procs: Vec<ProcSample> = (0..16)

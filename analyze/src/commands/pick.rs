@@ -10,7 +10,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Int32Type};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 
 use crate::cli::{GlobalArgs, PickArgs};
@@ -19,8 +19,8 @@ use crate::output::Format;
 use crate::queries;
 use crate::session::Session;
 
-/// Ranks the GPUs of `args.host` and prints the best one's index (or, with
-/// `--format csv|json`, the whole ranking).
+/// Ranks the GPUs of `args.host` and prints the best one's index, or a MIG
+/// instance's UUID (or, with `--format csv|json`, the whole ranking).
 pub async fn run<W: Write>(global: &GlobalArgs, args: &PickArgs, mut out: W) -> Result<(), Error> {
     let session = Session::open(&global.data, global.memory_limit()).await?;
     let window_ms = i64::try_from(args.window.as_millis()).unwrap_or(i64::MAX);
@@ -39,15 +39,15 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &PickArgs, mut out: W) -> 
         return crate::output::write_batches(global.format, schema, &batches, out).map(drop);
     }
     let first = batches.iter().find(|b| b.num_rows() > 0).expect("rows > 0");
-    let index = first
-        .column_by_name("gpu_index")
-        .and_then(|c| c.as_primitive_opt::<Int32Type>())
-        .filter(|c| c.is_valid(0))
-        .map(|c| c.value(0));
-    let Some(index) = index else {
+    // The index, or a MIG instance's UUID: what CUDA_VISIBLE_DEVICES takes.
+    let device = first.column_by_name("device").and_then(|c| cast(c, &DataType::Utf8).ok()).and_then(|c| {
+        let c = c.as_string_opt::<i32>()?;
+        c.is_valid(0).then(|| c.value(0).to_owned())
+    });
+    let Some(device) = device else {
         return Err(no_recent_data(&session, global, args).await);
     };
-    writeln!(out, "{index}")
+    writeln!(out, "{device}")
         .and_then(|()| out.flush())
         .map_err(|source| Error::from(OutputError::Write { source }))
 }

@@ -25,6 +25,14 @@ pub struct GpuMinute {
     pub energy_j: f64,
     pub energy_unknown_seconds: f64,
     pub state: State,
+    /// The part of a physical GPU the minute stands for: 1 for a whole GPU,
+    /// a MIG instance's share of its parent's slices, what no instance
+    /// holds for a partitioned GPU's own row (`gpu_minute_states`).
+    pub capacity_share: f64,
+    /// MIG: an instance's parent and slices, the whole GPU's slices.
+    pub parent: Option<u32>,
+    pub slices: Option<i32>,
+    pub total_slices: Option<i32>,
 }
 
 /// One process on one GPU over one UTC minute.
@@ -96,7 +104,11 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
         let (mut host, mut index, mut model) = (first.host, first.index, first.model);
         let (mut seconds, mut util, mut sm) = (0.0, Mean::default(), Mean::default());
         let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
+        let (mut parent, mut slices, mut total_slices) = (None, None, None);
         for p in group {
+            parent = max_text(names, parent, p.parent);
+            slices = slices.max(p.slices);
+            total_slices = total_slices.max(p.total_slices);
             if p.host != host && names.greater(p.host, host) {
                 host = p.host;
             }
@@ -126,8 +138,56 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             energy_j: energy,
             energy_unknown_seconds: unknown_seconds,
             state,
+            capacity_share: 1.0,
+            parent,
+            slices,
+            total_slices,
         });
     }
+    if out.iter().any(|g| g.total_slices.is_some()) {
+        share_partitioned(out);
+    }
+}
+
+/// A capacity share at or below this is none (every slice held, up to
+/// rounding), as `gpu_minute_states` has it.
+const SHARE_EPSILON: f64 = 1e-9;
+
+/// MIG, as `gpu_minute_states` defines it: each instance stands for its
+/// share of its parent's slices and takes that share of the parent's
+/// energy; a partitioned GPU's own row keeps what no instance holds (its
+/// energy × that share, idle-empty) and is dropped when every slice is
+/// held. `out` is sorted by GPU then minute, each parent with its
+/// instances (they are on one host, read in the same slice).
+fn share_partitioned(out: &mut Vec<GpuMinute>) {
+    let share_of = |g: &GpuMinute| match (g.slices, g.total_slices) {
+        (Some(s), Some(t)) if t != 0 => Some(f64::from(s) / f64::from(t)),
+        _ => None,
+    };
+    let mut assigned: HashMap<(u32, i64), f64> = HashMap::default();
+    let mut hardware: HashMap<(u32, i64), (f64, f64)> = HashMap::default();
+    for g in out.iter() {
+        if let Some(parent) = g.parent {
+            *assigned.entry((parent, g.minute)).or_default() += share_of(g).unwrap_or(0.0);
+        } else if g.total_slices.is_some() {
+            hardware.insert((g.gpu, g.minute), (g.energy_j, g.energy_unknown_seconds));
+        }
+    }
+    for g in out.iter_mut() {
+        if let Some(parent) = g.parent {
+            g.capacity_share = share_of(g).unwrap_or(0.0);
+            let (energy, unknown) = hardware.get(&(parent, g.minute)).copied().unwrap_or((0.0, g.seconds));
+            g.energy_j = energy * g.capacity_share;
+            g.energy_unknown_seconds = unknown * g.capacity_share;
+        } else if g.total_slices.is_some() {
+            let held = assigned.get(&(g.gpu, g.minute)).copied().unwrap_or(0.0);
+            g.capacity_share = (1.0 - held).max(0.0);
+            g.energy_j *= g.capacity_share;
+            g.energy_unknown_seconds *= g.capacity_share;
+            g.state = State::IdleEmpty;
+        }
+    }
+    out.retain(|g| g.capacity_share > SHARE_EPSILON);
 }
 
 /// Who a process is, as the team rules see it: user, uid, namespace, account.

@@ -34,7 +34,9 @@ impl Seen {
     /// Notes a day's rows (in any order).
     pub fn parts(&mut self, parts: &[GpuPart]) {
         let mut last: Option<(Option<u32>, u32)> = None;
-        for p in parts {
+        // A MIG instance is part of its parent, which is counted: GPUs and
+        // GPU-hours are the hardware's.
+        for p in parts.iter().filter(|p| p.parent.is_none()) {
             self.first_minute = Some(self.first_minute.map_or(p.minute, |m| m.min(p.minute)));
             self.last_minute = Some(self.last_minute.map_or(p.minute, |m| m.max(p.minute)));
             self.recorded_seconds += p.seconds;

@@ -1,10 +1,10 @@
 //! Reading segments of format 1, written by builds before `gpu_samples`
-//! gained `gr_engine_active_pct`.
+//! gained `gr_engine_active_pct` and the MIG columns.
 //!
 //! A recorder killed by a crash leaves segments for the next start; when
 //! that start is an upgraded build, it must still turn them into Parquet.
 //! postcard stores fields by position, so format 1's rows are decoded with
-//! the row struct as it was and converted, the new column null.
+//! the row struct as it was and converted, the new columns null.
 
 use serde::Deserialize;
 
@@ -72,6 +72,10 @@ impl From<GpuSampleV1> for GpuSample {
             tensor_active_pct: r.tensor_active_pct,
             dram_active_pct: r.dram_active_pct,
             gr_engine_active_pct: None,
+            parent_gpu_uuid: None,
+            mig_profile: None,
+            mig_slices: None,
+            mig_total_slices: None,
         }
     }
 }

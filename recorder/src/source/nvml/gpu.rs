@@ -299,6 +299,11 @@ impl OpenGpu {
             tensor_active_pct,
             dram_active_pct,
             gr_engine_active_pct,
+            // MIG instances are not read yet: a partitioned GPU is one row.
+            parent_gpu_uuid: None,
+            mig_profile: None,
+            mig_slices: None,
+            mig_total_slices: None,
         };
         // The previous answer's box, refilled: its old row's texts are
         // dropped, nothing is allocated.

@@ -177,6 +177,10 @@ impl Sensor {
             // The graphics engine is active whenever a kernel runs, however
             // few SMs it fills: the time-based figure, at least SM activity.
             gr_engine_active_pct: gpm(util),
+            parent_gpu_uuid: None,
+            mig_profile: None,
+            mig_slices: None,
+            mig_total_slices: None,
         });
         for p in procs.iter() {
             out.procs.push(ProcSample {
