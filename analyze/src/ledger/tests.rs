@@ -38,6 +38,91 @@ fn fleet(dir: &Path) {
         threads: 2,
     };
     simulate(&options, &|_, _| {}).expect("simulates");
+    mig_host(dir);
+}
+
+/// A host with one H100 partitioned into MIG instances, 04:00–10:00 of the
+/// first day, a sample every 10 s, files every 997 s (minutes split across
+/// files): MIG-a (3 slices) busy, then idle and held, then empty; MIG-b (2
+/// slices) with no activity known for the first hour, then two processes
+/// time-slicing it; MIG-c (1 slice) made at 07:00, held idle. The GPU's own
+/// row keeps the unassigned slices (2, then 1) and carries the power, its
+/// energy counter missing for a while.
+fn mig_host(dir: &Path) {
+    use apron_schemas::{GpuSample, ProcIdentity, ProcSample};
+    use apron_store::source::Tick;
+    use apron_store::writer::RollingWriter;
+
+    let start = NaiveDate::from_ymd_opt(2026, 10, 1)
+        .expect("date")
+        .and_hms_opt(4, 0, 0)
+        .expect("time")
+        .and_utc()
+        .timestamp_millis();
+    let mut writer =
+        RollingWriter::new(DataLayout::new(dir), "gpu-mig01", Duration::from_secs(997)).expect("host");
+    let mut energy = 5_000_000_000i64;
+    for n in 0..2_160i64 {
+        let ts = start + n * 10_000;
+        let hour = n / 360;
+        let power = 150_000 + ((n * 7_919) % 250_000) as i32;
+        energy += i64::from(power) * 10;
+        let instance = |uuid: &str, profile: &str, slices: i32, sm: Option<f32>| GpuSample {
+            ts,
+            gpu_uuid: uuid.into(),
+            gpu_index: 0,
+            gpu_model: Some("NVIDIA H100 80GB HBM3".into()),
+            interval_ms: 10_000,
+            sm_active_pct: sm,
+            fb_total_bytes: Some(i64::from(slices) * 10 << 30),
+            parent_gpu_uuid: Some("GPU-mig-0".into()),
+            mig_profile: Some(profile.into()),
+            mig_slices: Some(slices),
+            mig_total_slices: Some(7),
+            ..Default::default()
+        };
+        let proc = |uuid: &str, pid: i32, user: &str, mem: i64, sm: Option<i32>| ProcSample {
+            ts,
+            gpu_uuid: uuid.into(),
+            pid,
+            interval_ms: 10_000,
+            identity: ProcIdentity {
+                proc_start: Some(start - 60_000 + i64::from(pid)),
+                comm: Some("python".into()),
+                user: Some(user.into()),
+                ..Default::default()
+            },
+            used_mem_bytes: Some(mem),
+            sm_util_pct: sm,
+            ..Default::default()
+        };
+        let mut tick = Tick::default();
+        tick.gpus.push(GpuSample {
+            ts,
+            gpu_uuid: "GPU-mig-0".into(),
+            gpu_index: 0,
+            gpu_model: Some("NVIDIA H100 80GB HBM3".into()),
+            interval_ms: 10_000,
+            power_mw: Some(power),
+            energy_mj: (!(200..260).contains(&n)).then_some(energy),
+            mig_total_slices: Some(7),
+            ..Default::default()
+        });
+        let a_sm = if hour < 2 { 60.0 } else { 1.0 };
+        tick.gpus.push(instance("MIG-a", "3g.40gb", 3, Some(a_sm + (n % 5) as f32)));
+        if hour < 4 {
+            tick.procs.push(proc("MIG-a", 4_100, "ana", 20 << 30, Some(50)));
+        }
+        tick.gpus.push(instance("MIG-b", "2g.20gb", 2, (hour >= 1).then_some(20.0 + (n % 30) as f32)));
+        tick.procs.push(proc("MIG-b", 4_200, "ben", 4 << 30, Some(10 + (n % 3) as i32)));
+        tick.procs.push(proc("MIG-b", 4_201, "cho", 12 << 30, Some(30)));
+        if hour >= 3 {
+            tick.gpus.push(instance("MIG-c", "1g.10gb", 1, Some(0.0)));
+            tick.procs.push(proc("MIG-c", 4_300, "dev", 2 << 30, Some(0)));
+        }
+        writer.push(ts, &tick).expect("push");
+    }
+    writer.close().expect("close");
 }
 
 fn config() -> Config {
