@@ -74,7 +74,7 @@ fn mig_host(dir: &Path) {
             gpu_model: Some("NVIDIA H100 80GB HBM3".into()),
             interval_ms: 10_000,
             sm_active_pct: sm,
-            fb_total_bytes: Some(i64::from(slices) * 10 << 30),
+            fb_total_bytes: Some((i64::from(slices) * 10) << 30),
             parent_gpu_uuid: Some("GPU-mig-0".into()),
             mig_profile: Some(profile.into()),
             mig_slices: Some(slices),
