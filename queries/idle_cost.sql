@@ -21,6 +21,7 @@
 -- gpu_index):
 --   key                   the team, user, host or gpu_uuid
 --   host, gpu_index       the GPU's host and index (grouping 'gpu' only)
+--   parent_gpu_uuid, mig_profile  MIG: an instance's parent GPU and profile (grouping 'gpu' only; null otherwise)
 --   idle_gpu_hours        idle GPU-hours (h)
 --   idle_held_gpu_hours   of which some process held memory (h)
 --   idle_empty_gpu_hours  of which the GPU was empty (h)
@@ -31,6 +32,8 @@ SELECT
   CASE $1 WHEN 'team' THEN team WHEN 'user' THEN "user" WHEN 'host' THEN host ELSE gpu_uuid END AS key,
   CASE WHEN $1 = 'gpu' THEN host END AS host,
   CASE WHEN $1 = 'gpu' THEN gpu_index END AS gpu_index,
+  CASE WHEN $1 = 'gpu' THEN max(parent_gpu_uuid) END AS parent_gpu_uuid,
+  CASE WHEN $1 = 'gpu' THEN max(mig_profile) END AS mig_profile,
   coalesce(sum(seconds) FILTER (WHERE state <> 'unknown'), 0) / 3600.0 AS idle_gpu_hours,
   coalesce(sum(seconds) FILTER (WHERE state = 'idle_held'), 0) / 3600.0 AS idle_held_gpu_hours,
   coalesce(sum(seconds) FILTER (WHERE state = 'idle_empty'), 0) / 3600.0 AS idle_empty_gpu_hours,

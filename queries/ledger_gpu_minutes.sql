@@ -16,10 +16,10 @@
 --   gpu_util_pct_mean, sm_active_pct_mean         activity (%; null: unknown)
 --   energy_j, power_mw_mean                       energy (J) and mean power (mW; null: unknown)
 --   proc_held                                     whether a process held memory on the GPU
---   parent_gpu_uuid, mig_slices, mig_total_slices MIG: an instance's parent and share (null otherwise)
+--   parent_gpu_uuid, mig_profile, mig_slices, mig_total_slices  MIG: an instance's parent, profile and share (null otherwise)
 SELECT
   gpu_uuid, minute, host, gpu_index, gpu_model, seconds,
   gpu_util_pct_mean, sm_active_pct_mean, energy_j, power_mw_mean, proc_held,
-  parent_gpu_uuid, mig_slices, mig_total_slices
+  parent_gpu_uuid, mig_profile, mig_slices, mig_total_slices
 FROM gpu_minutes
 WHERE minute >= $1 AND minute < $2 AND date = CAST($3 AS DATE) AND host >= $4 AND host < $5

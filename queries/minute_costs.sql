@@ -52,6 +52,7 @@
 --   seconds       GPU-seconds: recorded seconds × capacity_share × share (s)
 --   energy_j      energy × share (J; 0 when not known)
 --   cost          cost × share (currency)
+--   parent_gpu_uuid, mig_profile  MIG: an instance's parent GPU and profile (null otherwise)
 WITH models AS (
   SELECT DISTINCT gpu_model FROM gpu_minute_states
 ),
@@ -124,5 +125,7 @@ SELECT
   share,
   seconds * capacity_share * share AS seconds,
   energy_j * share AS energy_j,
-  cost * share AS cost
+  cost * share AS cost,
+  parent_gpu_uuid,
+  mig_profile
 FROM attributed

@@ -269,14 +269,18 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
     let mut gpu_b = idle_row(("gpu_uuid", "GPU-B"), unalloc, 0.61);
     gpu_b["host"] = json!("h1");
     gpu_b["gpu_index"] = json!(1);
+    gpu_b["parent_gpu_uuid"] = json!(null);
+    gpu_b["mig_profile"] = json!(null);
     let mut gpu_a = idle_row(("gpu_uuid", "GPU-A"), held, 0.61);
     gpu_a["host"] = json!("h1");
     gpu_a["gpu_index"] = json!(0);
+    gpu_a["parent_gpu_uuid"] = json!(null);
+    gpu_a["mig_profile"] = json!(null);
     c.rows("idle-cost --by gpu", &got, &[gpu_b, gpu_a]);
     c.eq(
         "idle-cost --by gpu: columns in order",
         columns(&fx, &["idle-cost", "--by", "gpu"]).join(","),
-        "gpu_uuid,host,gpu_index,idle_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,idle_cost,unknown_gpu_hours,unknown_cost"
+        "gpu_uuid,host,gpu_index,parent_gpu_uuid,mig_profile,idle_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,idle_cost,unknown_gpu_hours,unknown_cost"
             .to_owned(),
     );
     let mut args = vec!["idle-cost", "--by", "team"];
@@ -786,8 +790,35 @@ fn a_mig_gpu_is_priced_once_by_its_instances_slices() {
         c.near(&format!("vision's GPU-hours ({when})"), pick("vision", "gpu_hours"), 0.07, 1e-9);
         let one = header.iter().any(|l| l.starts_with("Data:") && l.contains(": 1 GPUs, first sample"));
         c.check(one, || format!("header counts one GPU ({when}): {header:?}"));
+        // Idle cost per GPU: each instance with its parent and profile,
+        // MIG-B's idle-held 0.17 and GPU-P's and MIG-C's idle-empty 0.26
+        // each (25.99 cents each, rounded keeping the 0.69 total).
+        let by_gpu = rows(&mut c, &fx, &["idle-cost", "--by", "gpu"]);
+        let mut seen: Vec<(String, Option<String>, Option<String>, f64)> = by_gpu
+            .iter()
+            .map(|r| {
+                (
+                    r["gpu_uuid"].as_str().unwrap_or_default().to_owned(),
+                    r["parent_gpu_uuid"].as_str().map(str::to_owned),
+                    r["mig_profile"].as_str().map(str::to_owned),
+                    r["idle_cost"].as_f64().unwrap_or(f64::NAN),
+                )
+            })
+            .collect();
+        // GPU-P and MIG-C cost the same: their order is not the point.
+        seen.sort_by(|a, b| a.0.cmp(&b.0));
+        let s = |x: &str| Some(x.to_owned());
+        c.eq(
+            &format!("idle-cost --by gpu ({when})"),
+            seen,
+            vec![
+                ("GPU-P".to_owned(), None, None, 0.26),
+                ("MIG-B".to_owned(), s("GPU-P"), s("1g.10gb"), 0.17),
+                ("MIG-C".to_owned(), s("GPU-P"), s("3g.40gb"), 0.26),
+            ],
+        );
         // Every other report runs on it.
-        for args in [vec!["idle-cost"], vec!["zombies"], vec!["reclaim"], vec!["windows"]] {
+        for args in [vec!["zombies"], vec!["reclaim"], vec!["windows"]] {
             let mut all = args.clone();
             all.extend_from_slice(&FROM_TO);
             let out = fx.apron(&all);

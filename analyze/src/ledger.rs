@@ -273,6 +273,8 @@ impl Pass {
                 host: g.host,
                 index: g.index,
                 model: g.model,
+                parent: g.parent,
+                profile: g.profile,
                 state: g.state,
                 team,
                 user,

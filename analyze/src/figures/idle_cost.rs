@@ -25,6 +25,10 @@ pub struct IdleCostRow {
     pub host: Option<String>,
     /// The GPU's NVML index (grouping by GPU only).
     pub gpu_index: Option<i32>,
+    /// MIG: an instance's parent GPU (grouping by GPU only).
+    pub parent_gpu_uuid: Option<String>,
+    /// MIG: an instance's profile (grouping by GPU only).
+    pub mig_profile: Option<String>,
     /// Idle GPU-hours (exact).
     pub idle_gpu_hours: f64,
     /// Of which some process held memory.
@@ -91,6 +95,7 @@ pub async fn idle_cost(report: &Report, by: IdleBy) -> Result<IdleCost, Error> {
 fn read(batch: &RecordBatch) -> Result<Vec<IdleCostRow>, ArrowError> {
     let c = Columns::of(batch);
     let (key, host, gpu_index) = (c.text_opt("key")?, c.text_opt("host")?, c.i32_opt("gpu_index")?);
+    let (parent, profile) = (c.text_opt("parent_gpu_uuid")?, c.text_opt("mig_profile")?);
     let (idle_gpu_hours, idle_held_gpu_hours, idle_empty_gpu_hours, idle_cost) = (
         c.f64("idle_gpu_hours")?,
         c.f64("idle_held_gpu_hours")?,
@@ -103,6 +108,8 @@ fn read(batch: &RecordBatch) -> Result<Vec<IdleCostRow>, ArrowError> {
             key: key[i].clone(),
             host: host[i].clone(),
             gpu_index: gpu_index[i],
+            parent_gpu_uuid: parent[i].clone(),
+            mig_profile: profile[i].clone(),
             idle_gpu_hours: idle_gpu_hours[i],
             idle_held_gpu_hours: idle_held_gpu_hours[i],
             idle_empty_gpu_hours: idle_empty_gpu_hours[i],
@@ -116,7 +123,8 @@ fn read(batch: &RecordBatch) -> Result<Vec<IdleCostRow>, ArrowError> {
 
 impl Rows for IdleCost {
     /// The key column named after the grouping (`team`, `user`, `host`, or
-    /// `gpu_uuid` followed by `host` and `gpu_index`), hours to 2 decimals,
+    /// `gpu_uuid` followed by `host`, `gpu_index` and for a MIG instance its
+    /// `parent_gpu_uuid` and `mig_profile`), hours to 2 decimals,
     /// money to the cent.
     fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
         let r = &self.rows;
@@ -126,6 +134,8 @@ impl Rows for IdleCost {
                 ("gpu_uuid", columns::text(r.iter().map(|row| row.key.as_deref()))),
                 ("host", columns::text(r.iter().map(|row| row.host.as_deref()))),
                 ("gpu_index", columns::int32(r.iter().map(|row| row.gpu_index))),
+                ("parent_gpu_uuid", columns::text(r.iter().map(|row| row.parent_gpu_uuid.as_deref()))),
+                ("mig_profile", columns::text(r.iter().map(|row| row.mig_profile.as_deref()))),
             ],
             by => vec![(by.name(), columns::text(r.iter().map(|row| row.key.as_deref())))],
         };
@@ -150,6 +160,8 @@ mod tests {
             key: Some(key.to_owned()),
             host: Some("node01".to_owned()),
             gpu_index: Some(3),
+            parent_gpu_uuid: None,
+            mig_profile: None,
             idle_gpu_hours: 1.0 / 3.0,
             idle_held_gpu_hours: 0.0,
             idle_empty_gpu_hours: 1.0 / 3.0,
@@ -178,7 +190,10 @@ mod tests {
         ];
         assert_eq!(names(&by_team), [&["team"][..], &hours].concat());
         let by_gpu = IdleCost { by: IdleBy::Gpu, rows };
-        assert_eq!(names(&by_gpu), [&["gpu_uuid", "host", "gpu_index"][..], &hours].concat());
+        assert_eq!(
+            names(&by_gpu),
+            [&["gpu_uuid", "host", "gpu_index", "parent_gpu_uuid", "mig_profile"][..], &hours].concat()
+        );
         let batch = by_gpu.to_batch().expect("columns of one length");
         assert_eq!(Columns::of(&batch).f64("idle_gpu_hours").expect("hours"), [0.33; 4]);
 

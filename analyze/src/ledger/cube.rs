@@ -28,6 +28,9 @@ pub struct Key {
     pub host: u32,
     pub index: i32,
     pub model: Option<u32>,
+    /// MIG: an instance's parent GPU and profile.
+    pub parent: Option<u32>,
+    pub profile: Option<u32>,
     pub state: State,
     pub team: u32,
     pub user: u32,
@@ -95,6 +98,8 @@ impl Cube {
             Field::new("seconds", DataType::Float64, false),
             Field::new("energy_j", DataType::Float64, false),
             Field::new("cost", DataType::Float64, false),
+            Field::new("parent_gpu_uuid", text(), true),
+            Field::new("mig_profile", text(), true),
         ]))
     }
 
@@ -113,7 +118,7 @@ impl Cube {
         let schema = Self::schema();
         let mut values: Vec<&str> = names.all().iter().map(String::as_str).collect();
         let state_base = values.len() as i32;
-        values.extend([State::Busy, State::IdleHeld, State::IdleEmpty, State::Unknown].map(State::name));
+        values.extend(State::ALL.map(State::name));
         let values: ArrayRef = Arc::new(StringArray::from(values));
         let dict = |ids: Vec<Option<i32>>| -> Result<ArrayRef, SessionError> {
             let array = DictionaryArray::<Int32Type>::try_new(Int32Array::from(ids), Arc::clone(&values))
@@ -145,6 +150,8 @@ impl Cube {
                 Arc::new(Float64Array::from_iter_values(sums.iter().map(|s| s.seconds))),
                 Arc::new(Float64Array::from_iter_values(sums.iter().map(|s| s.energy_j))),
                 Arc::new(Float64Array::from_iter_values(sums.iter().map(|s| s.cost))),
+                dict(keys.iter().map(|k| k.parent.map(id)).collect())?,
+                dict(keys.iter().map(|k| k.profile.map(id)).collect())?,
             ];
             let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
                 .map_err(|source| SessionError::Execute { source: source.into() })?;

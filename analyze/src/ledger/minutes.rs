@@ -29,8 +29,9 @@ pub struct GpuMinute {
     /// a MIG instance's share of its parent's slices, what no instance
     /// holds for a partitioned GPU's own row (`gpu_minute_states`).
     pub capacity_share: f64,
-    /// MIG: an instance's parent and slices, the whole GPU's slices.
+    /// MIG: an instance's parent, profile and slices, the whole GPU's slices.
     pub parent: Option<u32>,
+    pub profile: Option<u32>,
     pub slices: Option<i32>,
     pub total_slices: Option<i32>,
 }
@@ -104,9 +105,10 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
         let (mut host, mut index, mut model) = (first.host, first.index, first.model);
         let (mut seconds, mut util, mut sm) = (0.0, Mean::default(), Mean::default());
         let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
-        let (mut parent, mut slices, mut total_slices) = (None, None, None);
+        let (mut parent, mut profile, mut slices, mut total_slices) = (None, None, None, None);
         for p in group {
             parent = max_text(names, parent, p.parent);
+            profile = max_text(names, profile, p.profile);
             slices = slices.max(p.slices);
             total_slices = total_slices.max(p.total_slices);
             if p.host != host && names.greater(p.host, host) {
@@ -140,6 +142,7 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             state,
             capacity_share: 1.0,
             parent,
+            profile,
             slices,
             total_slices,
         });

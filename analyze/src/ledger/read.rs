@@ -72,8 +72,9 @@ pub struct GpuPart {
     pub energy: Option<f64>,
     pub power: Option<f64>,
     pub held: bool,
-    /// MIG: an instance's parent GPU, and its slices of the parent's.
+    /// MIG: an instance's parent GPU and profile, and its slices of the parent's.
     pub parent: Option<u32>,
+    pub profile: Option<u32>,
     pub slices: Option<i32>,
     pub total_slices: Option<i32>,
 }
@@ -264,10 +265,10 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
     let (util, sm) = (float(batch, "gpu_util_pct_mean")?, float(batch, "sm_active_pct_mean")?);
     let (energy, power) = (float(batch, "energy_j")?, float(batch, "power_mw_mean")?);
     let held = boolean(batch, "proc_held")?;
-    let parent = text(batch, "parent_gpu_uuid")?;
+    let (parent, profile) = (text(batch, "parent_gpu_uuid")?, text(batch, "mig_profile")?);
     let (slices, total_slices) = (int32(batch, "mig_slices")?, int32(batch, "mig_total_slices")?);
     let (uuid, host, model) = (ids(&uuid, names)?, ids(&host, names)?, ids(&model, names)?);
-    let parent = ids(&parent, names)?;
+    let (parent, profile) = (ids(&parent, names)?, ids(&profile, names)?);
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         out.push(GpuPart {
@@ -283,6 +284,7 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
             power: opt(&power, i, |i| power.value(i)),
             held: held.is_valid(i) && held.value(i),
             parent: parent[i],
+            profile: profile[i],
             slices: opt(&slices, i, |i| slices.value(i)),
             total_slices: opt(&total_slices, i, |i| total_slices.value(i)),
         });
