@@ -282,6 +282,21 @@ fn bad_flags_give_one_line_and_exit_two() {
         assert!(err.starts_with("error: "), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    // A recording flag before a command that would ignore it is refused,
+    // naming both; `--data` is every command's.
+    for (args, flag, command) in [
+        (&["--metrics", "9400", "compact"][..], "--metrics", "compact"),
+        (&["--source", "sim", "ship", "--to", "s3://bucket/apron"][..], "--source", "ship"),
+        (&["--sim-gpus", "3", "simulate", "--days", "1"][..], "--sim-gpus", "simulate"),
+    ] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let out = run(Command::new(bin("apron-recorder")).args(args).arg("--data").arg(tmp.path()));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(flag) && err.contains(&format!("apron-recorder {command}")), "{args:?}: {err}");
+        assert!(files_under(tmp.path()).is_empty(), "{args:?}: nothing done");
+    }
 }
 
 /// `apron sql` output as JSON rows.

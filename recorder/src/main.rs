@@ -13,7 +13,7 @@ use apron_schemas::DataLayout;
 use apron_schemas::time::DAY_SECS;
 use apron_store::simulate::{SimulateOptions, simulate};
 use chrono::{NaiveDate, Utc};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Records every GPU and GPU process of this host once per interval into
 /// Hive-partitioned Parquet files under the data folder.
@@ -203,7 +203,15 @@ fn parse_date(s: &str) -> Result<NaiveDate, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return clap_exit(e),
+    };
+    if let Some(line) = unused_recording_flag(&matches) {
+        eprintln!("{line}");
+        return ExitCode::from(2);
+    }
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
@@ -223,6 +231,24 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// With a command (`simulate`, `compact`, `ship`), the line refusing a
+/// recording flag given on the command line: the command would ignore it
+/// (only `--data` is shared). `None` when there is none.
+fn unused_recording_flag(matches: &clap::ArgMatches) -> Option<String> {
+    let command = matches.subcommand_name()?;
+    Cli::command()
+        .get_arguments()
+        .filter(|a| a.get_id() != "data")
+        .find(|a| matches.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|a| {
+            let flag = a.get_long().map_or_else(|| a.get_id().to_string(), |l| format!("--{l}"));
+            format!(
+                "error: {flag} is a recording option; `apron-recorder {command}` does not use it \
+                 (see apron-recorder {command} --help)"
+            )
+        })
 }
 
 /// Prints help and version as usual; for a usage mistake, one line naming it.
