@@ -47,6 +47,11 @@
 //! 1.2195 → $1.22, 43.6% of $2.80. Shares of the printed total: 97/280 =
 //! 34.6%, 76/280 = 27.1%, 61/280 = 21.8%, 46/280 = 16.4%.
 
+use std::time::Duration;
+
+use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
+use apron_store::source::Tick;
+use apron_store::writer::RollingWriter;
 use apron_tests::checks::Checks;
 use apron_tests::number_after;
 use apron_tests::scenario::{END, FROM_TO, Fixture, START, ms};
@@ -117,6 +122,44 @@ fn expected_spend() -> Vec<Value> {
         // Bob was never idle: his 0.46 is all busy cost.
         spend_row("unassigned", [0.06, 0.06, 0.0, 0.0, 0.02], [0.46, 0.46, 0.0], 16.4),
     ]
+}
+
+/// A data folder of host h1 whose 60 ticks, 10:00–10:10 every 10 s, are
+/// `tick(n, ts)` for n = 0…59, written through the recorder's writer, and
+/// `scenario::CONFIG` to price it.
+fn fixture_of(tick: impl Fn(i64, i64) -> Tick) -> Fixture {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let data = dir.path().join("data");
+    let mut writer =
+        RollingWriter::new(DataLayout::new(&data), "h1", Duration::from_secs(3_600)).expect("h1");
+    for n in 0..60 {
+        let ts = ms(START) + n * 10_000;
+        writer.push(ts, &tick(n, ts)).expect("push");
+    }
+    writer.close().expect("close");
+    let config = dir.path().join("apron.toml");
+    std::fs::write(&config, apron_tests::scenario::CONFIG).expect("write apron.toml");
+    Fixture { dir, data, config }
+}
+
+/// A process on `uuid` at `ts`, a `python` started an hour before START,
+/// holding `mem` bytes, with its own SM utilization `sm`.
+fn process(ts: i64, uuid: &str, pid: i32, user: &str, mem: i64, sm: Option<i32>) -> ProcSample {
+    ProcSample {
+        ts,
+        gpu_uuid: uuid.into(),
+        pid,
+        interval_ms: 10_000,
+        identity: ProcIdentity {
+            proc_start: Some(ms(START) - 3_600_000 + i64::from(pid)),
+            comm: Some("python".into()),
+            user: Some(user.into()),
+            ..Default::default()
+        },
+        used_mem_bytes: Some(mem),
+        sm_util_pct: sm,
+        ..Default::default()
+    }
 }
 
 /// The header every report prints first, for the `--from`/`--to` period.
@@ -522,39 +565,13 @@ fn the_period_bounds_are_half_open() {
 /// vision: 0.67 and 0.54.
 #[test]
 fn a_time_sliced_gpu_is_split_by_each_process_own_sm_time() {
-    use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
-    use apron_store::source::Tick;
-    use apron_store::writer::RollingWriter;
-
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let data = dir.path().join("data");
-    let start = ms(START);
-    let mut writer =
-        RollingWriter::new(DataLayout::new(&data), "h1", std::time::Duration::from_secs(3_600)).expect("h1");
-    for n in 0..60i64 {
-        let ts = start + n * 10_000;
-        let m = n / 6;
-        let proc = |pid: i32, user: &str, mem: i64, sm: Option<i32>| ProcSample {
-            ts,
-            gpu_uuid: "GPU-T".into(),
-            pid,
-            interval_ms: 10_000,
-            identity: ProcIdentity {
-                proc_start: Some(start - 3_600_000 + i64::from(pid)),
-                comm: Some("python".into()),
-                user: Some(user.into()),
-                ..Default::default()
-            },
-            used_mem_bytes: Some(mem),
-            sm_util_pct: sm,
-            ..Default::default()
-        };
-        let (util, alice_sm, bob_sm) = match m {
+    let fx = fixture_of(|n, ts| {
+        let (util, alice_sm, bob_sm) = match n / 6 {
             0..=5 => (80, Some(60), Some(20)),
             6..=7 => (80, Some(60), None),
             _ => (2, Some(2), Some(0)),
         };
-        let tick = Tick {
+        Tick {
             gpus: vec![GpuSample {
                 ts,
                 gpu_uuid: "GPU-T".into(),
@@ -566,15 +583,13 @@ fn a_time_sliced_gpu_is_split_by_each_process_own_sm_time() {
                 energy_mj: Some(1_000_000_000 + n * 3_000_000),
                 ..Default::default()
             }],
-            procs: vec![proc(100, "alice", 1 << 30, alice_sm), proc(200, "bob", 3 << 30, bob_sm)],
+            procs: vec![
+                process(ts, "GPU-T", 100, "alice", 1 << 30, alice_sm),
+                process(ts, "GPU-T", 200, "bob", 3 << 30, bob_sm),
+            ],
             ..Default::default()
-        };
-        writer.push(ts, &tick).expect("push");
-    }
-    writer.close().expect("close");
-    let config = dir.path().join("apron.toml");
-    std::fs::write(&config, apron_tests::scenario::CONFIG).expect("write apron.toml");
-    let fx = Fixture { dir, data, config };
+        }
+    });
 
     let mut c = Checks::default();
     for raw in [false, true] {
@@ -649,18 +664,7 @@ fn a_time_sliced_gpu_is_split_by_each_process_own_sm_time() {
 /// cents left go to the larger remainders (.99 each): 0.52, 0.17, 0.52.
 #[test]
 fn a_mig_gpu_is_priced_once_by_its_instances_slices() {
-    use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
-    use apron_store::source::Tick;
-    use apron_store::writer::RollingWriter;
-
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let data = dir.path().join("data");
-    let start = ms(START);
-    let mut writer =
-        RollingWriter::new(DataLayout::new(&data), "h1", std::time::Duration::from_secs(3_600)).expect("h1");
-    for n in 0..60i64 {
-        let ts = start + n * 10_000;
-        let m = n / 6;
+    let fx = fixture_of(|n, ts| {
         let instance = |uuid: &str, profile: &str, slices: i32, sm: f32| GpuSample {
             ts,
             gpu_uuid: uuid.into(),
@@ -672,20 +676,6 @@ fn a_mig_gpu_is_priced_once_by_its_instances_slices() {
             mig_profile: Some(profile.into()),
             mig_slices: Some(slices),
             mig_total_slices: Some(7),
-            ..Default::default()
-        };
-        let proc = |uuid: &str, pid: i32, user: &str, mem: i64| ProcSample {
-            ts,
-            gpu_uuid: uuid.into(),
-            pid,
-            interval_ms: 10_000,
-            identity: ProcIdentity {
-                proc_start: Some(start - 3_600_000 + i64::from(pid)),
-                comm: Some("python".into()),
-                user: Some(user.into()),
-                ..Default::default()
-            },
-            used_mem_bytes: Some(mem),
             ..Default::default()
         };
         let mut gpus = vec![
@@ -703,20 +693,18 @@ fn a_mig_gpu_is_priced_once_by_its_instances_slices() {
             instance("MIG-A", "3g.40gb", 3, 60.0),
             instance("MIG-B", "1g.10gb", 1, 1.0),
         ];
-        if m >= 5 {
+        if n / 6 >= 5 {
             gpus.push(instance("MIG-C", "3g.40gb", 3, 0.0));
         }
-        let tick = Tick {
+        Tick {
             gpus,
-            procs: vec![proc("MIG-A", 100, "alice", 1 << 30), proc("MIG-B", 200, "bob", 2 << 30)],
+            procs: vec![
+                process(ts, "MIG-A", 100, "alice", 1 << 30, None),
+                process(ts, "MIG-B", 200, "bob", 2 << 30, None),
+            ],
             ..Default::default()
-        };
-        writer.push(ts, &tick).expect("push");
-    }
-    writer.close().expect("close");
-    let config = dir.path().join("apron.toml");
-    std::fs::write(&config, apron_tests::scenario::CONFIG).expect("write apron.toml");
-    let fx = Fixture { dir, data, config };
+        }
+    });
 
     let mut c = Checks::default();
     let third = 0.1213 * 3.0 / 7.0;
