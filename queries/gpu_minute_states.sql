@@ -84,12 +84,33 @@ WITH gpu AS (
   WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
   GROUP BY gpu_uuid, minute
 ),
+-- The MIG rows alone, from a scan of their own: on a fleet without MIG it
+-- reads no row (the columns are null throughout, which the files'
+-- statistics say), so the joins below cost next to nothing there.
+mig AS (
+  SELECT
+    gpu_uuid,
+    minute,
+    max(parent_gpu_uuid) AS parent_gpu_uuid,
+    sum(CAST(mig_slices AS DOUBLE) / nullif(mig_total_slices, 0)) / count(*) AS share,
+    coalesce(sum(coalesce(energy_j, power_mw_mean * seconds / 1000.0)), 0.0) AS energy_j,
+    coalesce(sum(CASE WHEN energy_j IS NULL AND power_mw_mean IS NULL THEN seconds END), 0.0)
+      AS energy_unknown_seconds
+  FROM gpu_minutes
+  WHERE mig_total_slices IS NOT NULL
+    AND minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
+  GROUP BY gpu_uuid, minute
+),
 -- Each partitioned GPU's minute: the share of its slices its instances hold.
 assigned AS (
-  SELECT parent_gpu_uuid, minute, sum(CAST(mig_slices AS DOUBLE) / nullif(mig_total_slices, 0)) AS share
-  FROM gpu
+  SELECT parent_gpu_uuid, minute, sum(share) AS share
+  FROM mig
   WHERE parent_gpu_uuid IS NOT NULL
   GROUP BY parent_gpu_uuid, minute
+),
+-- Each partitioned GPU's own minute: the hardware's energy.
+hardware AS (
+  SELECT gpu_uuid, minute, energy_j, energy_unknown_seconds FROM mig WHERE parent_gpu_uuid IS NULL
 ),
 mig_shares AS (
   SELECT
@@ -117,9 +138,10 @@ mig_shares AS (
       ELSE g.energy_unknown_seconds
     END AS gpu_energy_unknown_seconds,
     g.mig_total_slices IS NOT NULL AND g.parent_gpu_uuid IS NULL AS partitioned
-  FROM gpu g
-  LEFT JOIN assigned a ON a.parent_gpu_uuid = g.gpu_uuid AND a.minute = g.minute
-  LEFT JOIN gpu p ON p.gpu_uuid = g.parent_gpu_uuid AND p.minute = g.minute
+  -- The small sides first: a hash join holds its first side in memory.
+  FROM assigned a
+  RIGHT JOIN gpu g ON a.parent_gpu_uuid = g.gpu_uuid AND a.minute = g.minute
+  LEFT JOIN hardware p ON p.gpu_uuid = g.parent_gpu_uuid AND p.minute = g.minute
 ),
 active AS (
   SELECT
