@@ -92,7 +92,7 @@ mig AS (
     gpu_uuid,
     minute,
     max(parent_gpu_uuid) AS parent_gpu_uuid,
-    sum(CAST(mig_slices AS DOUBLE) / nullif(mig_total_slices, 0)) / count(*) AS share,
+    CAST(max(mig_slices) AS DOUBLE) / nullif(max(mig_total_slices), 0) AS share,
     coalesce(sum(coalesce(energy_j, power_mw_mean * seconds / 1000.0)), 0.0) AS energy_j,
     coalesce(sum(CASE WHEN energy_j IS NULL AND power_mw_mean IS NULL THEN seconds END), 0.0)
       AS energy_unknown_seconds

@@ -162,6 +162,14 @@ fn process(ts: i64, uuid: &str, pid: i32, user: &str, mem: i64, sm: Option<i32>)
     }
 }
 
+/// Runs `check` on the fixture's data with its minute rollups, then again
+/// after removing them (raw files alone), naming each case.
+fn with_rollups_then_raw(fx: &Fixture, mut check: impl FnMut(&str)) {
+    check("with rollups");
+    fx.remove_rollups();
+    check("raw files alone");
+}
+
 /// The header every report prints first, for the `--from`/`--to` period.
 fn check_common_header(checks: &mut Checks, what: &str, fx: &Fixture, lines: &[String]) {
     let want = [
@@ -592,11 +600,7 @@ fn a_time_sliced_gpu_is_split_by_each_process_own_sm_time() {
     });
 
     let mut c = Checks::default();
-    for raw in [false, true] {
-        let when = if raw { "raw files alone" } else { "with rollups" };
-        if raw {
-            fx.remove_rollups();
-        }
+    with_rollups_then_raw(&fx, |when| {
         // The view, exactly.
         let mut sql = vec![
             "sql",
@@ -635,7 +639,7 @@ fn a_time_sliced_gpu_is_split_by_each_process_own_sm_time() {
         c.near(&format!("vision's busy cost ({when})"), pick("vision", "busy_cost"), 0.61, 1e-9);
         c.near(&format!("unassigned's cost ({when})"), pick("unassigned", "cost"), 0.54, 1e-9);
         c.near(&format!("unassigned's busy cost ({when})"), pick("unassigned", "busy_cost"), 0.36, 1e-9);
-    }
+    });
     c.finish();
 }
 
@@ -708,11 +712,7 @@ fn a_mig_gpu_is_priced_once_by_its_instances_slices() {
 
     let mut c = Checks::default();
     let third = 0.1213 * 3.0 / 7.0;
-    for raw in [false, true] {
-        let when = if raw { "raw files alone" } else { "with rollups" };
-        if raw {
-            fx.remove_rollups();
-        }
+    with_rollups_then_raw(&fx, |when| {
         let mut sql = vec![
             "sql",
             "SELECT team, sum(seconds) AS seconds, sum(cost) AS cost, sum(energy_j) AS energy_j, \
@@ -767,7 +767,7 @@ fn a_mig_gpu_is_priced_once_by_its_instances_slices() {
         // The reports (the ledger's path), to the cent, and the header
         // counting the hardware: one GPU, 600 GPU-seconds.
         let Some((spend, header)) = json(&mut c, &fx, &["spend", "--from", START, "--to", END]) else {
-            continue;
+            return;
         };
         let pick = |team: &str, key: &str| {
             spend.iter().find(|r| r["team"] == team).and_then(|r| r[key].as_f64()).unwrap_or(f64::NAN)
@@ -814,11 +814,11 @@ fn a_mig_gpu_is_priced_once_by_its_instances_slices() {
                 format!("apron {} ({when}): {}", all.join(" "), String::from_utf8_lossy(&out.stderr))
             });
         }
-        let out_dir = fx.dir.path().join(if raw { "report-raw" } else { "report" });
+        let out_dir = fx.dir.path().join(format!("report {when}"));
         let out = fx.apron(&["report", "--month", "2026-11", "--out", out_dir.to_str().expect("utf-8")]);
         c.check(out.status.success(), || {
             format!("apron report ({when}): {}", String::from_utf8_lossy(&out.stderr))
         });
-    }
+    });
     c.finish();
 }

@@ -91,9 +91,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
 async fn prometheus(layout: &DataLayout, opts: &import::prometheus::Options) -> Result<String, ImportError> {
     let parts = import::prometheus::day_parts(opts);
     if parts.is_empty() {
-        // Shorter than one step: the reader says so.
-        import::prometheus::read(opts, &|_, _| {}).await?;
-        return Err(import::prometheus::nothing_found(opts));
+        return Err(import::prometheus::too_short(opts));
     }
     let mut total: BTreeMap<String, Written> = BTreeMap::new();
     for (k, part) in parts.iter().enumerate() {
@@ -109,12 +107,7 @@ async fn prometheus(layout: &DataLayout, opts: &import::prometheus::Options) -> 
             let bar = bar(&format!("writing {host}, day {} of {}", k + 1, parts.len()), n);
             let written = import::write_host(layout, &host, rows, &|k| bar.inc(k));
             bar.finish_and_clear();
-            let written = written?;
-            let sum = total.entry(host).or_default();
-            sum.gpu_rows += written.gpu_rows;
-            sum.proc_rows += written.proc_rows;
-            sum.skipped += written.skipped;
-            sum.files += written.files;
+            *total.entry(host).or_default() += written?;
         }
     }
     if total.is_empty() {

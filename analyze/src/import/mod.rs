@@ -60,6 +60,16 @@ pub struct Written {
     pub files: u64,
 }
 
+impl std::ops::AddAssign for Written {
+    /// What two writes did together (a Prometheus import's days).
+    fn add_assign(&mut self, other: Written) {
+        self.gpu_rows += other.gpu_rows;
+        self.proc_rows += other.proc_rows;
+        self.skipped += other.skipped;
+        self.files += other.files;
+    }
+}
+
 /// How long an import's files span: a UTC day, so each day of an import is
 /// one file per table and host, as compaction leaves closed days.
 pub const IMPORT_ROTATE: Duration = Duration::from_secs(DAY_SECS);

@@ -133,10 +133,7 @@ pub async fn read(
     let first_end = opts.from_ms + step;
     let n_steps = if opts.to_ms >= first_end { (opts.to_ms - first_end) / step + 1 } else { 0 };
     if n_steps == 0 {
-        return Err(ImportError::Input {
-            what: base,
-            message: "the period is shorter than one --step".into(),
-        });
+        return Err(too_short(opts));
     }
     let chunks = (n_steps + STEPS_PER_QUERY - 1) / STEPS_PER_QUERY;
     let total = SERIES.len() as u64 * chunks as u64;
@@ -179,6 +176,14 @@ pub fn nothing_found(opts: &Options) -> ImportError {
     ImportError::Input {
         what: opts.url.trim_end_matches('/').to_owned(),
         message: "no dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*) in the period".into(),
+    }
+}
+
+/// The error of a period shorter than one step (no row to ask for).
+pub fn too_short(opts: &Options) -> ImportError {
+    ImportError::Input {
+        what: opts.url.trim_end_matches('/').to_owned(),
+        message: "the period is shorter than one --step".into(),
     }
 }
 

@@ -160,8 +160,8 @@ const SHARE_EPSILON: f64 = 1e-9;
 /// share of its parent's slices and takes that share of the parent's
 /// energy; a partitioned GPU's own row keeps what no instance holds (its
 /// energy × that share, idle-empty) and is dropped when every slice is
-/// held. `out` is sorted by GPU then minute, each parent with its
-/// instances (they are on one host, read in the same slice).
+/// held. A parent and its instances are on one host, so they are read in
+/// the same slice: `out` holds them all.
 fn share_partitioned(out: &mut Vec<GpuMinute>) {
     let share_of = |g: &GpuMinute| match (g.slices, g.total_slices) {
         (Some(s), Some(t)) if t != 0 => Some(f64::from(s) / f64::from(t)),
