@@ -19,7 +19,14 @@
 # which answers at once: the driver version (and so the process-list layout
 # the recorder chose), the tick's wall time per GPU, whether GPU processes
 # carried identities, what NVML refused or stalled, whether pynvml agrees,
-# and the CPU per tick.
+# and the CPU per tick. Where a GPU is in MIG mode (as its admin left it:
+# this check changes no GPU setting), the recorder's MIG instance rows are
+# checked against pynvml's list of MIG devices (`mig:` lines; `mig: none`
+# where no GPU is in MIG mode). On a machine of your own, to check MIG from
+# scratch first: `sudo nvidia-smi -i 0 -mig 1 && sudo nvidia-smi mig -i 0
+# -cgi 3g.40gb,1g.10gb -C` (profiles: `nvidia-smi mig -lgip`), and undo it
+# after: `sudo nvidia-smi mig -i 0 -dci && sudo nvidia-smi mig -i 0 -dgi &&
+# sudo nvidia-smi -i 0 -mig 0`.
 set -u
 cd "$(dirname "$0")"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,power.draw,utilization.gpu --format=csv; } > "$OUT/nvidia-smi.txt" 2>&1
@@ -46,6 +53,7 @@ wait "$watch_pid"
 [ -n "$load_pid" ] && wait "$load_pid"
 find "$data" -type f | sort >> "$OUT/recorder.txt"
 python3 device-crosscheck.py compare "$data" "$OUT/pynvml.jsonl" >> "$OUT/crosscheck.txt" 2>&1
+python3 device-crosscheck.py mig "$data" > "$OUT/mig.txt" 2>&1
 tar -C "$(dirname "$data")" -czf "$OUT/data.tar.gz" data
 
 # CPU per tick: the sum over the recorder's threads of their time on a CPU
@@ -83,6 +91,7 @@ echo "apron-recorder --source sim: $(( (b - a) / 150 / 1000 )) µs CPU per tick;
   grep ' health' "$OUT/recorder.txt" | tail -1
   grep -E 'NVML refuses|not in the host|no /proc entry|not accessible|no answer from NVML' "$OUT/recorder.txt"
   grep '^crosscheck' "$OUT/crosscheck.txt"
+  grep '^mig' "$OUT/mig.txt"
   cat "$OUT/cpu.txt"
 } > "$OUT/summary.txt" 2>&1
 cat "$OUT/summary.txt"

@@ -1530,3 +1530,234 @@ fn real_gpus_sample_plausibly() {
     }
     println!("{:#?}", ticks[4]);
 }
+
+/// One MIG instance of the fake, in `FAKE_NVML_MIG`'s words, and the row
+/// the recorder should write for it.
+struct FakeMig {
+    parent: usize,
+    uuid: &'static str,
+    profile: &'static str,
+    gi: u32,
+    slices: i32,
+    fb_total: u64,
+    fb_used: u64,
+    /// GPM's SM activity the fake gives the GPU instance; the other GPM
+    /// metrics are this plus 1, 2, 3 and 4.
+    gpm_sm: f64,
+    /// More `key=value` items.
+    extra: String,
+}
+
+impl FakeMig {
+    fn spec(&self, parent_name: &str) -> String {
+        let g = self.gpm_sm;
+        format!(
+            "parent={},uuid={},name={parent_name} MIG {},gi={},ci=0,slices={},fb_total={},fb_used={},\
+             gpm_sm={g},gpm_occ={},gpm_tensor={},gpm_dram={},gpm_gr={}{}",
+            self.parent,
+            self.uuid,
+            self.profile,
+            self.gi,
+            self.slices,
+            self.fb_total,
+            self.fb_used,
+            g + 1.0,
+            g + 2.0,
+            g + 3.0,
+            g + 4.0,
+            self.extra
+        )
+    }
+
+    /// Its row at `tick`: memory, and GPM (where its parent has it) from
+    /// the second tick it was sampled at, `first`.
+    fn expected(&self, parent: &FakeGpu, index: i32, total: i32, tick: u64, first: u64) -> GpuSample {
+        let gpm = |plus: f64| (parent.gpm.is_some() && tick > first).then_some((self.gpm_sm + plus) as f32);
+        GpuSample {
+            ts: ts(tick),
+            gpu_uuid: self.uuid.into(),
+            gpu_index: index,
+            gpu_model: Some(parent.name.into()),
+            interval_ms: INTERVAL_MS,
+            fb_used_bytes: Some(i64::try_from(self.fb_used).expect("fits")),
+            fb_total_bytes: Some(i64::try_from(self.fb_total).expect("fits")),
+            sm_active_pct: gpm(0.0),
+            sm_occupancy_pct: gpm(1.0),
+            tensor_active_pct: gpm(2.0),
+            dram_active_pct: gpm(3.0),
+            gr_engine_active_pct: gpm(4.0),
+            parent_gpu_uuid: Some(parent.uuid.into()),
+            mig_profile: Some(self.profile.into()),
+            mig_slices: Some(self.slices),
+            mig_total_slices: Some(total),
+            ..GpuSample::default()
+        }
+    }
+}
+
+/// GPU 0, an H100 in MIG mode (7 slices, GPM): a 3g.40gb instance for the
+/// whole run, a 1g.10gb destroyed after tick 40 and a 2g.20gb made at tick
+/// 5; GPU 1 without MIG; GPU 2 an A30 in MIG mode (4 slices, no GPM: an
+/// Ampere instance has no activity from NVML) with one 2g.12gb.
+fn mig_host(sleep: u32) -> (Vec<FakeGpu>, Vec<FakeMig>) {
+    let mut h100 = FakeGpu::new("GPU-5a000000-0000-0000-0000-00000000000a", "NVIDIA H100 80GB HBM3");
+    h100.gpm = Some([Some(99.0); 5]);
+    // In MIG mode the GPU's own lists would repeat its instances'
+    // processes (real NVML lists them all there for a privileged caller):
+    // they must not be read.
+    h100.compute = format!("self:{}", 7 * GIB);
+    h100.extra = "mig=1".into();
+    let mut whole = FakeGpu::new("GPU-5b000000-0000-0000-0000-00000000000b", "NVIDIA L40S");
+    whole.compute = format!("{sleep}:{}", GIB);
+    whole.putil = format!("{sleep}:40:10");
+    let mut a30 = FakeGpu::new("GPU-5c000000-0000-0000-0000-00000000000c", "NVIDIA A30");
+    a30.extra = "mig=1,mig_slices=4".into();
+    let migs = vec![
+        FakeMig {
+            parent: 0,
+            uuid: "MIG-a0000000-0000-0000-0000-000000000001",
+            profile: "3g.40gb",
+            gi: 1,
+            slices: 3,
+            fb_total: 40 * GIB,
+            fb_used: 3 * GIB + 17,
+            gpm_sm: 62.5,
+            extra: format!(",compute=self:{}", 3 * GIB),
+        },
+        FakeMig {
+            parent: 0,
+            uuid: "MIG-a0000000-0000-0000-0000-000000000002",
+            profile: "1g.10gb",
+            gi: 9,
+            slices: 1,
+            fb_total: 10 * GIB,
+            fb_used: 512 * MIB,
+            gpm_sm: 5.0,
+            // Slices from the profile in its name where NVML will not give
+            // its attributes.
+            extra: format!(",until=40,unsupported=attributes,graphics={sleep}:{}", 512 * MIB),
+        },
+        FakeMig {
+            parent: 0,
+            uuid: "MIG-a0000000-0000-0000-0000-000000000003",
+            profile: "2g.20gb",
+            gi: 5,
+            slices: 2,
+            fb_total: 20 * GIB,
+            fb_used: 0,
+            gpm_sm: 0.0,
+            extra: ",from=5".into(),
+        },
+        FakeMig {
+            parent: 2,
+            uuid: "MIG-c0000000-0000-0000-0000-000000000004",
+            profile: "2g.12gb",
+            gi: 3,
+            slices: 2,
+            fb_total: 12 * GIB,
+            fb_used: GIB,
+            gpm_sm: 50.0,
+            extra: format!(",compute={sleep}:{}", GIB),
+        },
+    ];
+    (vec![h100, whole, a30], migs)
+}
+
+#[test]
+fn mig_instances_are_rows_of_their_own() {
+    const TEST: &str = "mig_instances_are_rows_of_their_own";
+    if !in_child(TEST) {
+        let sleeper = Sleeper::spawn(&[]);
+        let (gpus, migs) = mig_host(sleeper.pid());
+        let mut env = sleeper.env();
+        env.push(gpus_env(&gpus));
+        let specs: Vec<String> = migs.iter().map(|m| m.spec(gpus[m.parent].name)).collect();
+        env.push(("FAKE_NVML_MIG", specs.join(";")));
+        run_in_child(TEST, &env);
+        return;
+    }
+    let sleep = sleep_pid();
+    let me = std::process::id();
+    let (gpus, migs) = mig_host(sleep);
+    let mut source = open_fake();
+    let ticks = run_ticks(&mut source, 45);
+    // The 2g.20gb, made at tick 5, is found when the instances are read
+    // again (every 30 ticks: at tick 31); the 1g.10gb, gone after tick 40,
+    // has no row from tick 41, and the instances are read again at 42.
+    let parent_row = |gpu: &FakeGpu, index: i32, total: i32, t: u64| GpuSample {
+        gpu_util_pct: None,
+        mem_util_pct: None,
+        sm_active_pct: None,
+        sm_occupancy_pct: None,
+        tensor_active_pct: None,
+        dram_active_pct: None,
+        gr_engine_active_pct: None,
+        mig_total_slices: Some(total),
+        ..gpu.expected(index, t)
+    };
+    for (t, tick) in (1..).zip(&ticks) {
+        assert!(tick.failures.is_empty(), "tick {t}: {:?}", tick.failures);
+        let mut want = vec![parent_row(&gpus[0], 0, 7, t), migs[0].expected(&gpus[0], 0, 7, t, 1)];
+        if t <= 40 {
+            want.push(migs[1].expected(&gpus[0], 0, 7, t, 1));
+        }
+        if t >= 31 {
+            want.push(migs[2].expected(&gpus[0], 0, 7, t, 31));
+        }
+        want.push(gpus[1].expected(1, t));
+        want.push(parent_row(&gpus[2], 2, 4, t));
+        want.push(migs[3].expected(&gpus[2], 2, 4, t, 1));
+        assert_eq!(tick.gpus, want, "tick {t}");
+
+        // Each process on the instance it runs on; the H100's own list is
+        // not read; no per-process utilization on MIG.
+        let mut procs = vec![
+            proc_row(migs[0].uuid, me, Some(3 * GIB), None, None),
+            proc_row(gpus[1].uuid, sleep, Some(GIB), Some(40), Some(10)),
+            proc_row(migs[3].uuid, sleep, Some(GIB), None, None),
+        ];
+        if t <= 40 {
+            procs.push(proc_row(migs[1].uuid, sleep, Some(512 * MIB), None, None));
+        }
+        procs.sort();
+        assert_eq!(proc_metrics(&tick.procs), procs, "tick {t}");
+    }
+    // The share each instance stands for: its slices of its GPU's.
+    let shares: HashMap<String, (i32, i32)> = ticks[35]
+        .gpus
+        .iter()
+        .filter_map(|g| Some((g.gpu_uuid.to_string(), (g.mig_slices?, g.mig_total_slices?))))
+        .collect();
+    assert_eq!(shares.len(), 4, "{shares:?}");
+    assert_eq!(shares[migs[2].uuid], (2, 7));
+    assert_eq!(shares[migs[3].uuid], (2, 4));
+
+    let calls = calls();
+    assert_each_call_once_per_tick(&calls);
+    let on = |symbol: &str, gpu: &str| {
+        calls.iter().filter(|c| c.symbol == symbol && c.get("gpu") == Some(gpu)).cloned().collect::<Vec<_>>()
+    };
+    // The MIG mode: read at the first tick, then every 30 ticks, and again
+    // after an instance stopped answering; a GPU without MIG is asked once.
+    let mode_ticks = |gpu| {
+        on("nvmlDeviceGetMigMode", gpu).iter().map(|c| c.get("tick").map(str::to_owned)).collect::<Vec<_>>()
+    };
+    assert_eq!(mode_ticks("0"), [Some("1".into()), Some("31".into()), Some("42".into())]);
+    assert_eq!(mode_ticks("1"), [Some("1".into())]);
+    // Nothing on a MIG GPU's own handle that would count its instances'
+    // work twice or that NVML refuses in MIG mode.
+    for gpu in ["0", "2"] {
+        let parent_lists = on("nvmlDeviceGetComputeRunningProcesses_v3", gpu)
+            .into_iter()
+            .chain(on("nvmlDeviceGetGraphicsRunningProcesses_v3", gpu))
+            .filter(|c| c.get("mig").is_none())
+            .count();
+        assert_eq!(parent_lists, 0, "GPU {gpu}'s own process lists were read");
+        assert!(on("nvmlDeviceGetProcessUtilization", gpu).is_empty(), "GPU {gpu}");
+        assert!(on("nvmlGpmSampleGet", gpu).is_empty(), "GPU {gpu}");
+    }
+    // GPM per GPU instance, on the GPU that has it only.
+    let gis: std::collections::BTreeSet<&str> =
+        calls.iter().filter(|c| c.symbol == "nvmlGpmMigSampleGet").filter_map(|c| c.get("gi")).collect();
+    assert_eq!(gis.into_iter().collect::<Vec<_>>(), ["1", "5", "9"]);
+}

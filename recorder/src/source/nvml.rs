@@ -28,7 +28,7 @@ use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use apron_schemas::{GpuSample, ProcSample};
+use apron_schemas::ProcSample;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
@@ -368,7 +368,8 @@ impl Source for NvmlSource {
         for (i, answer) in answers.drain(..).enumerate() {
             let gpu_index = u32::try_from(i).unwrap_or(u32::MAX);
             match answer {
-                Answer::Done(Outcome::Sampled { row, procs, refusals }) => {
+                Answer::Done(Outcome::Sampled { rows, procs, refusals }) => {
+                    let Some(row) = rows.first() else { continue };
                     if self.uuids[i].as_ref() != Some(&row.gpu_uuid) {
                         self.uuids[i] = Some(row.gpu_uuid.clone());
                     }
@@ -383,9 +384,10 @@ impl Source for NvmlSource {
                     for p in &procs {
                         // Host pids are below the kernel's pid_max (at most 2^22).
                         let Ok(pid) = i32::try_from(p.pid) else { continue };
+                        let Some(on) = rows.get(p.row) else { continue };
                         out.procs.push(ProcSample {
                             ts: ts_ms,
-                            gpu_uuid: row.gpu_uuid.clone(),
+                            gpu_uuid: on.gpu_uuid.clone(),
                             pid,
                             interval_ms,
                             identity: self.identities.identity(pid).clone(),
@@ -394,9 +396,9 @@ impl Source for NvmlSource {
                             mem_util_pct: p.mem_util_pct,
                         });
                     }
-                    out.gpus.push(GpuSample::clone(&row));
+                    out.gpus.extend(rows.iter().cloned());
                     // Back to the worker with the next request, to be filled again.
-                    self.spare[i] = Spare { row: Some(row), procs, refusals };
+                    self.spare[i] = Spare { rows, procs, refusals };
                 }
                 Answer::Done(Outcome::Failed { uuid, error }) => {
                     if let Some(uuid) = &uuid {

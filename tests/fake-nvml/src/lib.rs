@@ -14,6 +14,7 @@
 //! | `FAKE_NVML_LOG` | optional file; one line per NVML call is appended: `<symbol> gpu=<index> tick=<tick>[ last_seen=<µs>]` |
 //! | `FAKE_NVML_INIT_RETURN` | optional `nvmlReturn_t` code `nvmlInit_v2` returns instead of success (e.g. `9`, driver not loaded) |
 //! | `FAKE_NVML_RELOAD_AT` | optional tick N: when GPU 0 reaches its tick N, the driver is reloaded under the library (once per process): every call answers `NVML_ERROR_UNKNOWN` until `nvmlInit_v2` is called again, which starts the scenario afresh |
+//! | `FAKE_NVML_MIG` | optional MIG instances, separated by `;`; each a `,`-separated list of `key=value`: the GPU keys (those that make sense for an instance: `uuid`, `name`, `fb_total`, `fb_used`, `compute`, `graphics`, `mps`, `gpm_*`, `unsupported`, `deny`, `missing`) and the MIG keys below |
 //! | `FAKE_NVML_DRIVER` | driver version string (default `550.54.15`); it also picks the process-list layout, as the real drivers do: 535.43–535.86 fill 32-byte entries (an extra `usedGpuCcProtectedMemory`) from the `_v3` process calls, 535.98 has no `_v3` process calls (they answer `NVML_ERROR_FUNCTION_NOT_FOUND`, the nearest one library can come to not exporting them; `_v2` works), any other version fills 24-byte entries |
 //!
 //! GPU keys (all optional; numbers are NVML's native units):
@@ -60,6 +61,26 @@
 //! clock is S seconds behind (the system clock stepped back).
 //! A PID may be `self`, the process that loaded the fake, so that a test's
 //! GPU processes are real processes with a real `/proc` entry.
+//!
+//! MIG: a GPU key `mig=1` puts it in MIG mode (`mig=0`: MIG-capable, off;
+//! without the key `nvmlDeviceGetMigMode` answers `NOT_SUPPORTED`, as a GPU
+//! without MIG does), with `mig_slices=N` compute slices (default 7: its
+//! GPU-instance profiles 0–4 have 1, 2, 3, 4 and 7 slices, those above N
+//! answer `NOT_SUPPORTED`). In MIG mode the GPU answers
+//! `nvmlDeviceGetUtilizationRates` and `nvmlDeviceGetProcessUtilization`
+//! with `NOT_SUPPORTED`, as real NVML does. Each `FAKE_NVML_MIG` instance
+//! names its GPU with `parent=N` (its index), its GPU and compute instance
+//! ids `gi=`, `ci=` (default 0), its compute slices `slices=` (default 1;
+//! `nvmlDeviceGetAttributes_v2` gives them, with `gi_slices=`, default the
+//! same) and lives from its parent's tick `from=` (default 0) to `until=`
+//! (default for ever): `nvmlDeviceGetMigDeviceHandleByIndex(parent, i)`
+//! gives the i-th instance listed for that parent while it lives and
+//! `NOT_FOUND` otherwise, and its handle answers `INVALID_ARGUMENT` once it
+//! is destroyed. An instance handle answers its UUID, name, memory, process
+//! lists (entries carrying its `gi` and `ci`), attributes and GPU instance
+//! id; every other query on it answers `NOT_SUPPORTED`. Its GPM metrics
+//! come from `nvmlGpmMigSampleGet(parent, gi)`; a parent's failures, loss
+//! and hangs are its instances'.
 //!
 //! Field values (`nvmlDeviceGetFieldValues`): `NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION`
 //! (83, the energy counter) and `NVML_FI_DEV_PCIE_COUNT_TX_BYTES`/`_RX_BYTES`
@@ -125,6 +146,15 @@ const PUTIL_HISTORY_TICKS: u64 = 20;
 /// starts a new generation, and handles of an older one stay lost.
 const HANDLE_BASE: usize = 0x1000;
 const HANDLE_GENERATION: usize = 0x100;
+/// MIG device handles are `MIG_HANDLE_BASE` plus the instance's place in
+/// `FAKE_NVML_MIG`.
+const MIG_HANDLE_BASE: usize = 0x10_0000;
+/// The queries a MIG device handle answers.
+const MIG_QUERIES: [&str; 8] =
+    ["uuid", "name", "memory", "compute", "graphics", "mps", "attributes", "gi_id"];
+/// The compute slices of GPU-instance profiles 0–4
+/// (`NVML_GPU_INSTANCE_PROFILE_1_SLICE` … `_7_SLICE`).
+const PROFILE_SLICES: [u32; 5] = [1, 2, 3, 4, 7];
 /// A pid no process has (above the kernel's `PID_MAX_LIMIT`, 2^22).
 const NO_SUCH_PID: u32 = 4_194_999;
 
@@ -276,10 +306,49 @@ const _: () = {
     assert!(size_of::<GpmMetricsGet>() == 24 + 40 * GPM_METRIC_MAX);
 };
 
-/// What `nvmlGpmSampleAlloc` hands out: which GPU and tick it was filled at.
+/// `nvmlDeviceAttributes_t`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DeviceAttributes {
+    multiprocessor_count: c_uint,
+    shared_copy_engine_count: c_uint,
+    shared_decoder_count: c_uint,
+    shared_encoder_count: c_uint,
+    shared_jpeg_count: c_uint,
+    shared_ofa_count: c_uint,
+    gpu_instance_slice_count: c_uint,
+    compute_instance_slice_count: c_uint,
+    memory_size_mb: c_ulonglong,
+}
+
+/// `nvmlGpuInstanceProfileInfo_t`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct GpuInstanceProfileInfo {
+    id: c_uint,
+    is_p2p_supported: c_uint,
+    slice_count: c_uint,
+    instance_count: c_uint,
+    multiprocessor_count: c_uint,
+    copy_engine_count: c_uint,
+    decoder_count: c_uint,
+    encoder_count: c_uint,
+    jpeg_count: c_uint,
+    ofa_count: c_uint,
+    memory_size_mb: c_ulonglong,
+}
+
+const _: () = {
+    assert!(size_of::<DeviceAttributes>() == 40);
+    assert!(size_of::<GpuInstanceProfileInfo>() == 48);
+};
+
+/// What `nvmlGpmSampleAlloc` hands out: which GPU (and GPU instance, for
+/// `nvmlGpmMigSampleGet`) and tick it was filled at.
 #[derive(Debug)]
 pub struct GpmSample {
     gpu: Option<usize>,
+    mig: Option<c_uint>,
     tick: u64,
 }
 
@@ -336,6 +405,17 @@ struct Gpu {
     generation: usize,
     /// Samples owed by `putil_burst` to the next query that fills a buffer.
     burst_pending: u32,
+    /// `mig`: `None` without MIG, else whether MIG mode is on.
+    mig: Option<bool>,
+    mig_slices: u32,
+    /// A MIG instance's: its GPU's index, ids, slices and life.
+    parent: Option<usize>,
+    gi: c_uint,
+    ci: c_uint,
+    slices: u32,
+    gi_slices: Option<u32>,
+    from: u64,
+    until: Option<u64>,
 }
 
 impl Gpu {
@@ -382,6 +462,15 @@ impl Gpu {
             tick: 0,
             generation: 0,
             burst_pending: 0,
+            mig: None,
+            mig_slices: 7,
+            parent: None,
+            gi: 0,
+            ci: 0,
+            slices: 1,
+            gi_slices: None,
+            from: 0,
+            until: None,
         };
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (key, value) = item.split_once('=').ok_or_else(|| format!("`{item}` is not key=value"))?;
@@ -428,6 +517,15 @@ impl Gpu {
                 "putil_burst" => gpu.putil_burst = num(key, value)?,
                 "putil_back_at" => gpu.putil_back_at = Some(num(key, value)?),
                 "putil_back_s" => gpu.putil_back_s = num(key, value)?,
+                "mig" => gpu.mig = Some(value == "1"),
+                "mig_slices" => gpu.mig_slices = num(key, value)?,
+                "parent" => gpu.parent = Some(num(key, value)?),
+                "gi" => gpu.gi = num(key, value)?,
+                "ci" => gpu.ci = num(key, value)?,
+                "slices" => gpu.slices = num(key, value)?,
+                "gi_slices" => gpu.gi_slices = Some(num(key, value)?),
+                "from" => gpu.from = num(key, value)?,
+                "until" => gpu.until = Some(num(key, value)?),
                 "putil" if value == "notfound" => gpu.putil = ProcUtil::NotFound,
                 "putil" => {
                     let mut samples = Vec::new();
@@ -484,6 +582,16 @@ impl Gpu {
 
     fn hanging(&self) -> bool {
         self.hang_after.is_some_and(|n| self.tick > n)
+    }
+
+    /// Whether this MIG instance exists at its parent's tick `tick`.
+    fn lives_at(&self, tick: u64) -> bool {
+        tick >= self.from && self.until.is_none_or(|u| tick <= u)
+    }
+
+    /// The GPU and compute instance ids process entries carry.
+    fn instance_ids(&self) -> (c_uint, c_uint) {
+        if self.parent.is_some() { (self.gi, self.ci) } else { (NO_INSTANCE, NO_INSTANCE) }
     }
 
     /// The sample clock at `tick`, µs since the epoch.
@@ -544,6 +652,8 @@ impl ProcessLayout {
 
 struct State {
     gpus: Vec<Gpu>,
+    /// `FAKE_NVML_MIG`.
+    migs: Vec<Gpu>,
     driver: String,
     layout: ProcessLayout,
     log: Option<File>,
@@ -568,6 +678,21 @@ impl State {
                 .collect::<Result<Vec<_>, _>>()?,
             Err(_) => Vec::new(),
         };
+        let migs = match std::env::var("FAKE_NVML_MIG") {
+            Ok(spec) => spec
+                .split(';')
+                .filter(|s| !s.trim().is_empty())
+                .enumerate()
+                .map(|(i, s)| {
+                    let mig = Gpu::parse(i, s).map_err(|e| format!("MIG instance {i}: {e}"))?;
+                    match mig.parent {
+                        Some(p) if p < gpus.len() => Ok(mig),
+                        _ => Err(format!("MIG instance {i}: `parent=` must name one of the GPUs")),
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Err(_) => Vec::new(),
+        };
         let log = match std::env::var_os("FAKE_NVML_LOG") {
             Some(path) => Some(
                 OpenOptions::new()
@@ -584,7 +709,7 @@ impl State {
             Ok(v) => Some(num("FAKE_NVML_RELOAD_AT", &v)?),
             Err(_) => None,
         };
-        Ok(State { gpus, driver, layout, log, reload_at, reloaded: false })
+        Ok(State { gpus, migs, driver, layout, log, reload_at, reloaded: false })
     }
 
     fn log(&mut self, line: std::fmt::Arguments<'_>) {
@@ -604,10 +729,23 @@ fn state() -> MutexGuard<'static, Option<State>> {
     STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The GPU index and generation a handle stands for.
+/// The GPU index and generation a GPU handle stands for.
 fn handle_index(device: *mut c_void) -> Option<(usize, usize)> {
+    if device as usize >= MIG_HANDLE_BASE {
+        return None;
+    }
     let raw = (device as usize).checked_sub(HANDLE_BASE)?;
     Some((raw % HANDLE_GENERATION, raw / HANDLE_GENERATION))
+}
+
+/// The `FAKE_NVML_MIG` instance a MIG device handle stands for.
+fn mig_index(device: *mut c_void) -> Option<usize> {
+    (device as usize).checked_sub(MIG_HANDLE_BASE)
+}
+
+/// The handle of `FAKE_NVML_MIG` instance `k`.
+fn mig_handle(k: usize) -> *mut c_void {
+    std::ptr::without_provenance_mut(MIG_HANDLE_BASE + k)
 }
 
 /// Runs `f` on the GPU behind `device`, after logging the call and
@@ -624,6 +762,39 @@ fn with_gpu(
     let Some(state) = guard.as_mut() else {
         return ERROR_UNINITIALIZED;
     };
+    if let Some(k) = mig_index(device) {
+        let Some(parent) = state.migs.get(k).and_then(|m| m.parent) else {
+            return ERROR_INVALID_ARGUMENT;
+        };
+        let tick = state.gpus[parent].tick;
+        state.log(format_args!("{symbol} gpu={parent} mig={k} tick={tick}{extra}"));
+        if state.reloaded {
+            return ERROR_UNKNOWN;
+        }
+        let layout = state.layout;
+        let gpu = &state.gpus[parent];
+        if gpu.hanging() {
+            drop(guard);
+            hang_forever();
+        }
+        if gpu.failing() {
+            return gpu.fail_code;
+        }
+        if gpu.lost(symbol) {
+            return ERROR_GPU_IS_LOST;
+        }
+        let mig = &mut state.migs[k];
+        if !mig.lives_at(tick) {
+            return ERROR_INVALID_ARGUMENT;
+        }
+        if !MIG_QUERIES.contains(&query) {
+            return ERROR_NOT_SUPPORTED;
+        }
+        if let Some(code) = mig.refusal(query) {
+            return code;
+        }
+        return f(mig, layout);
+    }
     let Some((index, generation)) = handle_index(device).filter(|(i, _)| *i < state.gpus.len()) else {
         return ERROR_INVALID_ARGUMENT;
     };
@@ -654,6 +825,10 @@ fn with_gpu(
     }
     if let Some(code) = gpu.refusal(query) {
         return code;
+    }
+    // MIG mode: no utilization, of the GPU or of its processes.
+    if gpu.mig == Some(true) && matches!(query, "util" | "putil") {
+        return ERROR_NOT_SUPPORTED;
     }
     f(gpu, layout)
 }
@@ -715,27 +890,31 @@ unsafe fn put_processes<T>(
     SUCCESS
 }
 
-fn entry_v2(pid: u32, used_gpu_memory: u64) -> ProcessInfo {
-    ProcessInfo { pid, used_gpu_memory, gpu_instance_id: NO_INSTANCE, compute_instance_id: NO_INSTANCE }
+/// A `_v2` entry of a process of `g` (its instance ids for a MIG instance).
+fn entry_v2(g: &Gpu) -> impl Fn(u32, u64) -> ProcessInfo {
+    let (gpu_instance_id, compute_instance_id) = g.instance_ids();
+    move |pid, used_gpu_memory| ProcessInfo { pid, used_gpu_memory, gpu_instance_id, compute_instance_id }
 }
 
-/// A `_v3` process call: the entries this driver version fills.
+/// A `_v3` process call on `g`: the entries this driver version fills.
 unsafe fn put_processes_v3(
+    g: &Gpu,
     list: &[(u32, u64)],
     layout: ProcessLayout,
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> Ret {
+    let (gpu_instance_id, compute_instance_id) = g.instance_ids();
     // SAFETY (all three): the caller's buffer, of the layout of this
     // driver version, checked in `put_processes`.
     match layout {
-        ProcessLayout::Standard => unsafe { put_processes(list, count, infos, entry_v2) },
+        ProcessLayout::Standard => unsafe { put_processes(list, count, infos, entry_v2(g)) },
         ProcessLayout::R535Wide => unsafe {
             put_processes(list, count, infos.cast::<ProcessInfoR535>(), |pid, used| ProcessInfoR535 {
                 pid,
                 used_gpu_memory: used,
-                gpu_instance_id: NO_INSTANCE,
-                compute_instance_id: NO_INSTANCE,
+                gpu_instance_id,
+                compute_instance_id,
                 used_gpu_cc_protected_memory: 0,
             })
         },
@@ -759,6 +938,13 @@ pub extern "C" fn nvmlInit_v2() -> Ret {
             ERROR_UNKNOWN
         }
     }
+}
+
+/// pynvml's initialisation (the recorder calls `nvmlInit_v2`), so that
+/// `tests/device-crosscheck.py` can be tried against this library.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> Ret {
+    nvmlInit_v2()
 }
 
 #[unsafe(no_mangle)]
@@ -1047,7 +1233,7 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
         "nvmlDeviceGetComputeRunningProcesses_v3",
         "compute",
         format_args!(""),
-        |g, layout| unsafe { put_processes_v3(&g.compute, layout, count, infos) },
+        |g, layout| unsafe { put_processes_v3(g, &g.compute, layout, count, infos) },
     )
 }
 
@@ -1059,7 +1245,7 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
 ) -> Ret {
     // SAFETY (in the closure): NVML's list contract, checked in `put_processes`.
     with_gpu(device, "nvmlDeviceGetComputeRunningProcesses_v2", "compute", format_args!(""), |g, _| unsafe {
-        put_processes(&g.compute, count, infos, entry_v2)
+        put_processes(&g.compute, count, infos, entry_v2(g))
     })
 }
 
@@ -1075,7 +1261,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
         "nvmlDeviceGetGraphicsRunningProcesses_v3",
         "graphics",
         format_args!(""),
-        |g, layout| unsafe { put_processes_v3(&g.graphics, layout, count, infos) },
+        |g, layout| unsafe { put_processes_v3(g, &g.graphics, layout, count, infos) },
     )
 }
 
@@ -1091,7 +1277,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
         "nvmlDeviceGetGraphicsRunningProcesses_v2",
         "graphics",
         format_args!(""),
-        |g, _| unsafe { put_processes(&g.graphics, count, infos, entry_v2) },
+        |g, _| unsafe { put_processes(&g.graphics, count, infos, entry_v2(g)) },
     )
 }
 
@@ -1107,7 +1293,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
         "nvmlDeviceGetMPSComputeRunningProcesses_v3",
         "mps",
         format_args!(""),
-        |g, layout| unsafe { put_processes_v3(&g.mps, layout, count, infos) },
+        |g, layout| unsafe { put_processes_v3(g, &g.mps, layout, count, infos) },
     )
 }
 
@@ -1119,7 +1305,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v2(
 ) -> Ret {
     // SAFETY (in the closure): NVML's list contract, checked in `put_processes`.
     with_gpu(device, "nvmlDeviceGetMPSComputeRunningProcesses_v2", "mps", format_args!(""), |g, _| unsafe {
-        put_processes(&g.mps, count, infos, entry_v2)
+        put_processes(&g.mps, count, infos, entry_v2(g))
     })
 }
 
@@ -1209,7 +1395,7 @@ pub unsafe extern "C" fn nvmlGpmSampleAlloc(sample: *mut *mut GpmSample) -> Ret 
     let Some(state) = guard.as_mut() else {
         return ERROR_UNINITIALIZED;
     };
-    let raw = Box::into_raw(Box::new(GpmSample { gpu: None, tick: 0 }));
+    let raw = Box::into_raw(Box::new(GpmSample { gpu: None, mig: None, tick: 0 }));
     state.log(format_args!("nvmlGpmSampleAlloc sample={raw:p}"));
     // SAFETY: NVML's contract: a valid out-parameter.
     let ret = unsafe { put(sample, raw) };
@@ -1246,10 +1432,49 @@ pub unsafe extern "C" fn nvmlGpmSampleGet(device: *mut c_void, sample: *mut GpmS
         // SAFETY: NVML's contract: a live sample from `nvmlGpmSampleAlloc`.
         unsafe {
             (*sample).gpu = gpu;
+            (*sample).mig = None;
             (*sample).tick = g.tick;
         }
         SUCCESS
     })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlGpmMigSampleGet(device: *mut c_void, gi: c_uint, sample: *mut GpmSample) -> Ret {
+    if sample.is_null() {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    let Some(gpu) = handle_index(device).map(|(index, _)| index) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    let mut tick = 0;
+    let ret = with_gpu(device, "nvmlGpmMigSampleGet", "gpm", format_args!(" gi={gi}"), |g, _| {
+        tick = g.tick;
+        if !g.gpm {
+            ERROR_NOT_SUPPORTED
+        } else if g.mig != Some(true) {
+            ERROR_INVALID_ARGUMENT
+        } else {
+            SUCCESS
+        }
+    });
+    if ret != SUCCESS {
+        return ret;
+    }
+    let guard = state();
+    let Some(state) = guard.as_ref() else {
+        return ERROR_UNINITIALIZED;
+    };
+    if !state.migs.iter().any(|m| m.parent == Some(gpu) && m.gi == gi && m.lives_at(tick)) {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: NVML's contract: a live sample from `nvmlGpmSampleAlloc`.
+    unsafe {
+        (*sample).gpu = Some(gpu);
+        (*sample).mig = Some(gi);
+        (*sample).tick = tick;
+    }
+    SUCCESS
 }
 
 #[unsafe(no_mangle)]
@@ -1266,25 +1491,34 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut GpmMetricsGet) -> Ret {
     let (first, second, request) =
         unsafe { ((*request).sample1.as_ref(), (*request).sample2.as_ref(), &mut *request) };
     let (
-        Some(&GpmSample { gpu: Some(gpu1), tick: tick1 }),
-        Some(&GpmSample { gpu: Some(gpu2), tick: tick2 }),
+        Some(&GpmSample { gpu: Some(gpu1), mig: mig1, tick: tick1 }),
+        Some(&GpmSample { gpu: Some(gpu2), mig: mig2, tick: tick2 }),
     ) = (first, second)
     else {
         return ERROR_INVALID_ARGUMENT;
     };
-    state.log(format_args!("nvmlGpmMetricsGet gpu={gpu2} tick={tick2} first_tick={tick1}"));
+    let gi = mig2.map(|gi| format!(" gi={gi}")).unwrap_or_default();
+    state.log(format_args!("nvmlGpmMetricsGet gpu={gpu2}{gi} tick={tick2} first_tick={tick1}"));
     if request.version != GPM_STRUCT_VERSION {
         return ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    if gpu1 != gpu2 || tick2 != tick1 + 1 || request.num_metrics as usize > GPM_METRIC_MAX {
+    if gpu1 != gpu2 || mig1 != mig2 || tick2 != tick1 + 1 || request.num_metrics as usize > GPM_METRIC_MAX {
         return ERROR_INVALID_ARGUMENT;
     }
-    let Some(gpu) = state.gpus.get(gpu2) else {
+    let Some(parent) = state.gpus.get(gpu2) else {
         return ERROR_INVALID_ARGUMENT;
     };
-    if gpu.failing() || gpu.lost("nvmlGpmMetricsGet") {
-        return gpu.fail_code;
+    if parent.failing() || parent.lost("nvmlGpmMetricsGet") {
+        return parent.fail_code;
     }
+    // A GPU instance's metrics are its instance's.
+    let gpu = match mig2 {
+        None => parent,
+        Some(gi) => match state.migs.iter().find(|m| m.parent == Some(gpu2) && m.gi == gi) {
+            Some(mig) => mig,
+            None => return ERROR_INVALID_ARGUMENT,
+        },
+    };
     for metric in &mut request.metrics[..request.num_metrics as usize] {
         metric.metric_info = GpmMetricInfo {
             short_name: std::ptr::null_mut(),
@@ -1346,5 +1580,128 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
             };
         }
         SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigMode(
+    device: *mut c_void,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> Ret {
+    with_gpu(device, "nvmlDeviceGetMigMode", "mig", format_args!(""), |g, _| match g.mig {
+        None => ERROR_NOT_SUPPORTED,
+        // SAFETY: NVML's contract: valid out-parameters.
+        Some(on) => unsafe {
+            match put(current, c_uint::from(on)) {
+                SUCCESS => put(pending, c_uint::from(on)),
+                err => err,
+            }
+        },
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: *mut c_void, count: *mut c_uint) -> Ret {
+    with_gpu(device, "nvmlDeviceGetMaxMigDeviceCount", "mig", format_args!(""), |g, _| match g.mig {
+        None => ERROR_NOT_SUPPORTED,
+        // SAFETY: NVML's contract: a valid out-parameter.
+        Some(_) => unsafe { put(count, g.mig_slices) },
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    device: *mut c_void,
+    index: c_uint,
+    mig_device: *mut *mut c_void,
+) -> Ret {
+    let Some(gpu) = handle_index(device).map(|(i, _)| i) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    let mut tick = 0;
+    let extra = format_args!(" index={index}");
+    let ret = with_gpu(device, "nvmlDeviceGetMigDeviceHandleByIndex", "mig", extra, |g, _| {
+        tick = g.tick;
+        if g.mig == Some(true) { SUCCESS } else { ERROR_NOT_SUPPORTED }
+    });
+    if ret != SUCCESS {
+        return ret;
+    }
+    let guard = state();
+    let Some(state) = guard.as_ref() else {
+        return ERROR_UNINITIALIZED;
+    };
+    let found = state.migs.iter().enumerate().filter(|(_, m)| m.parent == Some(gpu)).nth(index as usize);
+    match found {
+        // SAFETY: NVML's contract: a valid out-parameter.
+        Some((k, mig)) if mig.lives_at(tick) => unsafe { put(mig_device, mig_handle(k)) },
+        _ => ERROR_NOT_FOUND,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: *mut c_void, id: *mut c_uint) -> Ret {
+    with_gpu(device, "nvmlDeviceGetGpuInstanceId", "gi_id", format_args!(""), |g, _| {
+        if g.parent.is_none() {
+            return ERROR_INVALID_ARGUMENT;
+        }
+        // SAFETY: NVML's contract: a valid out-parameter.
+        unsafe { put(id, g.gi) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetAttributes_v2(device: *mut c_void, out: *mut DeviceAttributes) -> Ret {
+    with_gpu(device, "nvmlDeviceGetAttributes_v2", "attributes", format_args!(""), |g, _| {
+        // Real NVML answers only for MIG device handles.
+        if g.parent.is_none() {
+            return ERROR_NOT_SUPPORTED;
+        }
+        let attributes = DeviceAttributes {
+            multiprocessor_count: 16 * g.slices,
+            shared_copy_engine_count: g.slices,
+            shared_decoder_count: 1,
+            shared_encoder_count: 0,
+            shared_jpeg_count: 1,
+            shared_ofa_count: 0,
+            gpu_instance_slice_count: g.gi_slices.unwrap_or(g.slices),
+            compute_instance_slice_count: g.slices,
+            memory_size_mb: g.fb_total >> 20,
+        };
+        // SAFETY: NVML's contract: a valid out-parameter.
+        unsafe { put(out, attributes) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfo(
+    device: *mut c_void,
+    profile: c_uint,
+    info: *mut GpuInstanceProfileInfo,
+) -> Ret {
+    let extra = format_args!(" profile={profile}");
+    with_gpu(device, "nvmlDeviceGetGpuInstanceProfileInfo", "mig", extra, |g, _| {
+        if g.mig.is_none() {
+            return ERROR_NOT_SUPPORTED;
+        }
+        let Some(&slices) = PROFILE_SLICES.get(profile as usize).filter(|s| **s <= g.mig_slices) else {
+            return ERROR_NOT_SUPPORTED;
+        };
+        let info_of = GpuInstanceProfileInfo {
+            id: profile,
+            is_p2p_supported: 0,
+            slice_count: slices,
+            instance_count: g.mig_slices / slices,
+            multiprocessor_count: 16 * slices,
+            copy_engine_count: slices,
+            decoder_count: 1,
+            encoder_count: 0,
+            jpeg_count: 1,
+            ofa_count: 0,
+            memory_size_mb: (g.fb_total >> 20) * u64::from(slices) / u64::from(g.mig_slices.max(1)),
+        };
+        // SAFETY: NVML's contract: a valid out-parameter.
+        unsafe { put(info, info_of) }
     })
 }

@@ -5,6 +5,12 @@
 //! byte counters). It answers with the GPU's row and its processes' metrics;
 //! who the processes are is resolved by the source on the tick loop's
 //! thread.
+//!
+//! A GPU in MIG mode answers with a row per MIG instance besides its own
+//! (see [`Mig`]): the instances hold the memory, the activity (GPM, per
+//! GPU instance, on Hopper and newer) and the processes; the GPU's own row
+//! keeps power, energy, temperature and clocks, and the number of slices
+//! the instances' shares are counted in.
 
 use apron_schemas::GpuSample;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
@@ -32,6 +38,15 @@ const FIELDS: [u32; 3] =
 /// many ticks, not at each: its rows in between have PCIe unknown.
 pub const PCIE_THROUGHPUT_EVERY: u64 = 5;
 
+/// Every this many ticks a GPU's MIG mode and instances are read again (and
+/// at the next tick after an instance stopped answering): instances are
+/// made and destroyed while the recorder runs, and a new one is missed for
+/// at most this long.
+pub const MIG_READ_EVERY: u64 = 30;
+
+/// `NVML_DEVICE_MIG_ENABLE`, MIG mode on.
+const MIG_ENABLED: u32 = 1;
+
 /// What a tick asks a GPU's worker.
 #[derive(Debug)]
 pub struct Request {
@@ -47,8 +62,8 @@ pub struct Request {
 /// the next request, so that a steady tick allocates no answer.
 #[derive(Debug, Default)]
 pub struct Spare {
-    /// The row's box.
-    pub row: Option<Box<GpuSample>>,
+    /// The rows.
+    pub rows: Vec<GpuSample>,
     /// The process list.
     pub procs: Vec<GpuProc>,
     /// The refusals.
@@ -58,11 +73,11 @@ pub struct Spare {
 /// A GPU's answer to one tick.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Its row, its processes and what NVML refused.
+    /// Its rows, its processes and what NVML refused.
     Sampled {
-        /// The GPU's row (boxed: the other answers are small).
-        row: Box<GpuSample>,
-        /// Its processes' metrics.
+        /// The GPU's row first, then one per MIG instance.
+        rows: Vec<GpuSample>,
+        /// Its processes' metrics, each naming its row.
         procs: Vec<GpuProc>,
         /// Queries NVML refused (not supported, not permitted, not in this
         /// driver).
@@ -85,6 +100,9 @@ pub enum Outcome {
 /// One process on one GPU, before its identity is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuProc {
+    /// The row (of [`Outcome::Sampled`]'s) of the GPU or MIG instance it
+    /// runs on.
+    pub row: usize,
     /// Host pid.
     pub pid: u32,
     /// Used GPU memory, bytes; `None` where NVML does not give it.
@@ -129,11 +147,136 @@ struct OpenGpu {
     last_seen_us: Option<u64>,
     /// The previous reading of the PCIe byte counters.
     pcie_last: Option<PcieCount>,
+    /// Its MIG mode and instances.
+    mig: Mig,
     /// Ticks sampled since the handle was opened.
     ticks: u64,
     /// What a tick fills and empties again, kept so that a steady tick
     /// allocates nothing of its own.
     scratch: Scratch,
+}
+
+/// A GPU's MIG side. NVML gives no utilization for a GPU in MIG mode, nor
+/// per-process utilization on it; its memory, its processes and its GPM
+/// activity are read per instance, each through the instance's own handle
+/// (`nvmlDeviceGetMigDeviceHandleByIndex`; the processes listed on it are
+/// its own), and GPM through the parent's `nvmlGpmMigSampleGet` for the
+/// instance's GPU instance id. The GPU's own row then has no activity, so
+/// that its unassigned slices read as the idle capacity they are, and no
+/// processes (each is on its instance's row).
+#[derive(Debug, Default)]
+struct Mig {
+    /// NVML said this GPU has no MIG: not asked again.
+    unsupported: bool,
+    /// MIG mode is on.
+    on: bool,
+    /// The compute slices in all, when on.
+    total_slices: Option<i32>,
+    /// The instances, in NVML's order.
+    instances: Vec<Instance>,
+    /// The tick the mode and instances were last read; `None`: read them
+    /// at the next tick.
+    read_at: Option<u64>,
+}
+
+/// One MIG instance (a MIG device: a compute instance of a GPU instance).
+#[derive(Debug)]
+struct Instance {
+    device: Device<'static>,
+    /// Its `MIG-…` UUID.
+    uuid: apron_schemas::Text,
+    /// Its profile, `3g.40gb` (`1c.3g.40gb` for a compute instance that is
+    /// a part of its GPU instance).
+    profile: Option<apron_schemas::Text>,
+    /// Its compute slices.
+    slices: Option<i32>,
+    /// Its GPU instance id, for GPM; `None` when NVML would not say.
+    gpu_instance_id: Option<u32>,
+    /// The previous tick's GPM sample of its GPU instance.
+    gpm_last: Option<GpmSample<'static>>,
+}
+
+impl Mig {
+    fn due(&self, tick: u64) -> bool {
+        !self.unsupported && self.read_at.is_none_or(|at| tick >= at + MIG_READ_EVERY)
+    }
+
+    /// Reads the GPU's MIG mode and, when on, its instances; an instance
+    /// already known keeps its GPM sample.
+    fn read(&mut self, nvml: &'static Nvml, device: &Device<'static>, tick: u64) {
+        self.read_at = Some(tick);
+        match device.mig_mode() {
+            Ok(mode) => self.on = mode.current == MIG_ENABLED,
+            Err(error) if is_refusal(&error) => {
+                self.unsupported = true;
+                self.on = false;
+            }
+            Err(error) => {
+                tracing::debug!(%error, "cannot read the MIG mode");
+                return;
+            }
+        }
+        if !self.on {
+            self.instances.clear();
+            self.total_slices = None;
+            return;
+        }
+        self.total_slices = raw::mig_total_slices(nvml, device).and_then(to_i32);
+        let count = device.mig_device_count().unwrap_or_else(|error| {
+            tracing::debug!(%error, "cannot count the MIG instances");
+            0
+        });
+        let mut found = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            // An empty slot answers NOT_FOUND.
+            let Ok(handle) = device.mig_device_by_index(i) else { continue };
+            let Ok(uuid) = handle.uuid() else { continue };
+            match self.instances.iter().position(|known| *known.uuid == *uuid) {
+                Some(at) => {
+                    let mut known = self.instances.swap_remove(at);
+                    known.device = handle;
+                    found.push(known);
+                }
+                None => found.push(Instance::open(nvml, handle, uuid)),
+            }
+        }
+        let before = self.instances.len();
+        self.instances = found;
+        if before != self.instances.len() {
+            tracing::info!(instances = self.instances.len(), "MIG instances read");
+        }
+    }
+}
+
+impl Instance {
+    /// Reads what does not change while the instance lives.
+    fn open(nvml: &'static Nvml, device: Device<'static>, uuid: String) -> Instance {
+        let profile = device.name().ok().as_deref().and_then(mig_profile).map(apron_schemas::Text::from);
+        let slices = device
+            .attributes()
+            .ok()
+            .and_then(|a| to_i32(a.compute_instance_slice_count))
+            .filter(|s| *s > 0)
+            .or_else(|| profile.as_deref().and_then(profile_slices));
+        let gpu_instance_id = raw::gpu_instance_id(nvml, &device).ok();
+        Instance { device, uuid: uuid.into(), profile, slices, gpu_instance_id, gpm_last: None }
+    }
+}
+
+/// The profile in a MIG device's name: `3g.40gb` in `NVIDIA H100 80GB HBM3
+/// MIG 3g.40gb`.
+pub fn mig_profile(name: &str) -> Option<&str> {
+    let (_, profile) = name.rsplit_once("MIG ")?;
+    let profile = profile.trim();
+    (!profile.is_empty() && !profile.contains(char::is_whitespace)).then_some(profile)
+}
+
+/// The compute slices a profile names: 3 for `3g.40gb`, 1 for the compute
+/// instance `1c.3g.40gb`.
+pub fn profile_slices(profile: &str) -> Option<i32> {
+    let first = profile.split('.').next()?;
+    let n = first.strip_suffix('c').or_else(|| first.strip_suffix('g'))?;
+    n.parse().ok().filter(|n| *n > 0)
 }
 
 /// A worker's buffers, reused from tick to tick.
@@ -226,6 +369,7 @@ impl OpenGpu {
             gpm_last: None,
             last_seen_us: None,
             pcie_last: None,
+            mig: Mig::default(),
             ticks: 0,
             scratch: Scratch::default(),
         })
@@ -254,9 +398,20 @@ impl OpenGpu {
         {
             return Err(format!("cannot read memory use: {e}"));
         }
-        let (util, memory) = (util.ok(), memory.ok());
+        if self.mig.due(self.ticks) {
+            self.mig.read(nvml, device, self.ticks);
+        }
+        let mig = self.mig.on;
+        // In MIG mode the activity is the instances'.
+        let util = util.ok().filter(|_| !mig);
+        let memory = memory.ok();
         let [sm_active_pct, sm_occupancy_pct, tensor_active_pct, dram_active_pct, gr_engine_active_pct] =
-            if self.gpm { gpm_metrics(nvml, device, &mut self.gpm_last) } else { [None; GPM_METRICS.len()] };
+            if self.gpm && !mig {
+                gpm_metrics(nvml, || device.gpm_sample(), &mut self.gpm_last)
+            } else {
+                self.gpm_last = None;
+                [None; GPM_METRICS.len()]
+            };
         let fields = Fields::read(device);
         let energy_mj = fields.energy_mj.or_else(|| device.total_energy_consumption().ok().and_then(to_i64));
         let (pcie_tx, pcie_rx) = match fields.pcie {
@@ -271,10 +426,12 @@ impl OpenGpu {
             ),
             None => (None, None),
         };
-        let Spare { row: spare_row, mut procs, mut refusals } = req.spare;
+        let Spare { mut rows, mut procs, mut refusals } = req.spare;
+        rows.clear();
         procs.clear();
         refusals.clear();
-        let sample = GpuSample {
+        // The previous answer's rows are dropped, their allocation kept.
+        rows.push(GpuSample {
             ts: req.ts_ms,
             gpu_uuid: self.uuid.clone(),
             gpu_index: i32::try_from(index).unwrap_or(i32::MAX),
@@ -299,35 +456,47 @@ impl OpenGpu {
             tensor_active_pct,
             dram_active_pct,
             gr_engine_active_pct,
-            // MIG instances are not read yet: a partitioned GPU is one row.
             parent_gpu_uuid: None,
             mig_profile: None,
             mig_slices: None,
-            mig_total_slices: None,
-        };
-        // The previous answer's box, refilled: its old row's texts are
-        // dropped, nothing is allocated.
-        let row = match spare_row {
-            Some(mut row) => {
-                *row = sample;
-                row
-            }
-            None => Box::new(sample),
-        };
+            mig_total_slices: if mig { self.mig.total_slices } else { None },
+        });
 
         let scratch = &mut self.scratch;
-        let kinds = [ProcessList::Compute, ProcessList::Graphics, ProcessList::Mps];
-        for (list, found) in kinds.into_iter().zip(scratch.lists.iter_mut()) {
-            // On error `found` is left empty.
-            match raw::process_list(nvml, device, list, process_call, &mut scratch.buffers, found) {
-                Ok(()) => {}
-                Err(e) if is_refusal(&e) => {
-                    refusals.push(Refusal { query: list.name(), error: e.to_string() })
+        if mig {
+            let mut stale = false;
+            for instance in &mut self.mig.instances {
+                let row = rows.len();
+                match instance.sample(nvml, device, self.gpm, (req.ts_ms, req.interval_ms), index) {
+                    Ok(mut sample) => {
+                        sample.gpu_model = self.model.clone();
+                        sample.parent_gpu_uuid = Some(self.uuid.clone());
+                        sample.mig_total_slices = self.mig.total_slices;
+                        rows.push(sample);
+                    }
+                    Err(error) => {
+                        // Destroyed, most likely: the instances are read again.
+                        tracing::debug!(gpu_index = index, mig = %instance.uuid, %error, "MIG instance not sampled");
+                        stale = true;
+                        continue;
+                    }
                 }
-                Err(e) => tracing::debug!(gpu_index = index, error = %e, "cannot list {}", list.name()),
+                list_processes(nvml, &instance.device, process_call, scratch, &mut refusals, index);
+                procs.extend(scratch.processes.iter().map(|&(pid, used)| GpuProc {
+                    row,
+                    pid,
+                    used_mem_bytes: used,
+                    // NVML has no per-process utilization on MIG.
+                    sm_util_pct: None,
+                    mem_util_pct: None,
+                }));
             }
+            if stale {
+                self.mig.read_at = None;
+            }
+            return Ok(Outcome::Sampled { rows, procs, refusals });
         }
-        merge_processes(&scratch.lists, &mut scratch.processes);
+        list_processes(nvml, device, process_call, scratch, &mut refusals, index);
         if !scratch.processes.is_empty() {
             let window = Window::for_tick(self.last_seen_us, req.ts_ms, req.interval_ms);
             scratch.listed.clear();
@@ -367,11 +536,75 @@ impl OpenGpu {
                     ProcUtil::Idle => (Some(0), Some(0)),
                     ProcUtil::Invalid => (None, None),
                 };
-                procs.push(GpuProc { pid, used_mem_bytes: used, sm_util_pct: sm, mem_util_pct: mem });
+                procs.push(GpuProc { row: 0, pid, used_mem_bytes: used, sm_util_pct: sm, mem_util_pct: mem });
             }
         }
-        Ok(Outcome::Sampled { row, procs, refusals })
+        Ok(Outcome::Sampled { rows, procs, refusals })
     }
+}
+
+impl Instance {
+    /// The instance's row: its memory and GPM activity; its identity and
+    /// parent are the caller's to fill. Fails when its memory cannot be
+    /// read for another reason than a refusal (a destroyed instance).
+    fn sample(
+        &mut self,
+        nvml: &'static Nvml,
+        parent: &Device<'static>,
+        gpm: bool,
+        (ts, interval_ms): (i64, i32),
+        index: u32,
+    ) -> Result<GpuSample, NvmlError> {
+        let memory = match self.device.memory_info() {
+            Ok(memory) => Some(memory),
+            Err(e) if is_device_failure(&e) => return Err(e),
+            Err(_) => None,
+        };
+        let [sm_active_pct, sm_occupancy_pct, tensor_active_pct, dram_active_pct, gr_engine_active_pct] =
+            match self.gpu_instance_id.filter(|_| gpm) {
+                Some(id) => gpm_metrics(nvml, || parent.gpm_mig_sample(id), &mut self.gpm_last),
+                None => [None; GPM_METRICS.len()],
+            };
+        Ok(GpuSample {
+            ts,
+            gpu_uuid: self.uuid.clone(),
+            gpu_index: i32::try_from(index).unwrap_or(i32::MAX),
+            interval_ms,
+            fb_used_bytes: memory.as_ref().and_then(|m| to_i64(m.used)),
+            fb_total_bytes: memory.as_ref().and_then(|m| to_i64(m.total)),
+            sm_active_pct,
+            sm_occupancy_pct,
+            tensor_active_pct,
+            dram_active_pct,
+            gr_engine_active_pct,
+            mig_profile: self.profile.clone(),
+            mig_slices: self.slices,
+            ..GpuSample::default()
+        })
+    }
+}
+
+/// The processes of `device` (a GPU, or a MIG instance) into
+/// `scratch.processes`: its compute, graphics and MPS client lists merged;
+/// a list NVML refuses is added to `refusals`.
+fn list_processes(
+    nvml: &'static Nvml,
+    device: &Device<'static>,
+    process_call: ProcessCall,
+    scratch: &mut Scratch,
+    refusals: &mut Vec<Refusal>,
+    index: u32,
+) {
+    let kinds = [ProcessList::Compute, ProcessList::Graphics, ProcessList::Mps];
+    for (list, found) in kinds.into_iter().zip(scratch.lists.iter_mut()) {
+        // On error `found` is left empty.
+        match raw::process_list(nvml, device, list, process_call, &mut scratch.buffers, found) {
+            Ok(()) => {}
+            Err(e) if is_refusal(&e) => refusals.push(Refusal { query: list.name(), error: e.to_string() }),
+            Err(e) => tracing::debug!(gpu_index = index, error = %e, "cannot list {}", list.name()),
+        }
+    }
+    merge_processes(&scratch.lists, &mut scratch.processes);
 }
 
 /// Whether an error says NVML will not answer this query here (not
@@ -443,15 +676,15 @@ const GPM_METRICS: [GpmMetricId; 5] = [
     GpmMetricId::GraphicsUtil,
 ];
 
-/// The GPM metrics between the previous tick's sample and one taken
+/// The GPM metrics between the previous tick's sample and one `take`s
 /// now, which then replaces it. `None` for each on the first tick, after a
 /// failed sample, and where NVML does not give the metric.
 fn gpm_metrics(
     nvml: &'static Nvml,
-    device: &Device<'static>,
+    take: impl FnOnce() -> Result<GpmSample<'static>, NvmlError>,
     last: &mut Option<GpmSample<'static>>,
 ) -> [Option<f32>; GPM_METRICS.len()] {
-    let sample = match device.gpm_sample() {
+    let sample = match take() {
         Ok(sample) => sample,
         Err(error) => {
             tracing::debug!(%error, "cannot take a GPM sample");
@@ -534,6 +767,25 @@ mod tests {
         assert_eq!(merged, [(3, None)]);
         merge_processes(&[vec![], vec![]], &mut merged);
         assert!(merged.is_empty());
+    }
+
+    #[test]
+    fn mig_profiles_and_their_slices_from_the_names() {
+        let cases = [
+            ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", Some("3g.40gb"), Some(3)),
+            ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", Some("1g.5gb"), Some(1)),
+            ("NVIDIA A100-SXM4-80GB MIG 1c.3g.40gb", Some("1c.3g.40gb"), Some(1)),
+            ("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", Some("1g.10gb+me"), Some(1)),
+            ("NVIDIA H200 MIG 7g.141gb", Some("7g.141gb"), Some(7)),
+            ("NVIDIA H100 80GB HBM3", None, None),
+            ("Something MIG ", None, None),
+        ];
+        for (name, profile, slices) in cases {
+            assert_eq!(mig_profile(name), profile, "{name}");
+            assert_eq!(mig_profile(name).and_then(profile_slices), slices, "{name}");
+        }
+        assert_eq!(profile_slices("0g.1gb"), None);
+        assert_eq!(profile_slices("xg.1gb"), None);
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //!   overruns its buffer, and has no answer for 535.98's missing `_v3`;
 //! - per-process utilization, surviving a sample count that grows between
 //!   the count query and the query that fills the buffer (`nvml-wrapper`
-//!   turns that into an error, which would read as "no sample", a 0).
+//!   turns that into an error, which would read as "no sample", a 0);
+//! - the two MIG queries `nvml-wrapper` does not wrap: a MIG device's GPU
+//!   instance id (GPM samples an instance by it) and a GPU's
+//!   GPU-instance profiles (their largest says how many slices it has).
 //!
 //! Every other call goes through `nvml-wrapper`'s safe API.
 
@@ -63,9 +66,31 @@ struct ProcessUtilizationSample {
     dec_util: c_uint,
 }
 
+/// `nvmlGpuInstanceProfileInfo_t` (v1).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct GpuInstanceProfileInfo {
+    id: c_uint,
+    is_p2p_supported: c_uint,
+    slice_count: c_uint,
+    instance_count: c_uint,
+    multiprocessor_count: c_uint,
+    copy_engine_count: c_uint,
+    decoder_count: c_uint,
+    encoder_count: c_uint,
+    jpeg_count: c_uint,
+    ofa_count: c_uint,
+    memory_size_mb: u64,
+}
+
+/// `NVML_GPU_INSTANCE_PROFILE_COUNT` in the header `nvml-wrapper` was built
+/// from; a profile id a driver does not know is refused, and skipped.
+const GPU_INSTANCE_PROFILES: c_uint = 17;
+
 // The driver writes these layouts into our buffers: a size mistake would
 // corrupt memory, so it must not compile.
 const _: () = {
+    assert!(size_of::<GpuInstanceProfileInfo>() == 48);
     assert!(size_of::<ProcessInfo>() == 24);
     assert!(size_of::<ProcessInfoWide>() == 32);
     assert!(size_of::<ProcessUtilizationSample>() == 32);
@@ -176,6 +201,35 @@ pub(super) fn process_utilization(
         mem_util: s.mem_util,
     }));
     Ok(())
+}
+
+/// The GPU instance id of MIG device `device` (`nvmlDeviceGetGpuInstanceId`):
+/// what `nvmlGpmMigSampleGet` on its parent takes.
+pub(super) fn gpu_instance_id(nvml: &Nvml, device: &Device<'_>) -> Result<u32, NvmlError> {
+    let sym = nvml_wrapper::error::nvml_sym(nvml.lib().nvmlDeviceGetGpuInstanceId.as_ref())?;
+    let mut id: c_uint = 0;
+    // SAFETY: the handle is only handed back to NVML while `device` is
+    // alive; `id` is the one `unsigned int` the call writes.
+    nvml_wrapper::error::nvml_try(unsafe { sym(device.handle(), &mut id) })?;
+    Ok(id)
+}
+
+/// How many compute slices GPU `device` has for MIG: the largest slice
+/// count of its GPU-instance profiles (7 on A100 and H100, 4 on A30);
+/// `None` when NVML gives no profile.
+pub(super) fn mig_total_slices(nvml: &Nvml, device: &Device<'_>) -> Option<u32> {
+    let sym = nvml_wrapper::error::nvml_sym(nvml.lib().nvmlDeviceGetGpuInstanceProfileInfo.as_ref()).ok()?;
+    // SAFETY: as in `gpu_instance_id`.
+    let handle = unsafe { device.handle() };
+    (0..GPU_INSTANCE_PROFILES)
+        .filter_map(|profile| {
+            let mut info = GpuInstanceProfileInfo::default();
+            // SAFETY: `info` is the v1 struct the call fills (its size is
+            // checked above); a profile this GPU lacks answers an error.
+            let code = unsafe { sym(handle, profile, (&raw mut info).cast()) };
+            (code == SUCCESS && info.slice_count > 0).then_some(info.slice_count)
+        })
+        .max()
 }
 
 /// NVML's list protocol, into `buf` (emptied first, its allocation kept): a
