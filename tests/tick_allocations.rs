@@ -1,8 +1,9 @@
 //! Allocations per tick in steady state: once a file's buffers are sized
 //! (from the file before it), a tick that closes no file (the source's
 //! sampling, the WAL frame, the rows held, the copy `/metrics` serves and
-//! the minute states it keeps) allocates nothing on the
-//! simulated host, and no more than a small fixed number through NVML,
+//! the minute states it keeps) allocates nothing on a
+//! simulated host (whole GPUs, or GPUs in MIG mode with their instances'
+//! rows), and no more than a small fixed number through NVML,
 //! which are `nvml-wrapper`'s own (see [`NVML_WRAPPER_ALLOCS_PER_GPU`]).
 //!
 //! Counting needs a global allocator and a process with nothing else in
@@ -21,11 +22,11 @@ use std::time::Duration;
 use apron_recorder::metrics::{Health, Publisher};
 use apron_recorder::source::nvml::NvmlSource;
 use apron_schemas::DataLayout;
-use apron_store::source::sim::SimHost;
+use apron_store::source::sim::{SimFleet, SimHost};
 use apron_store::source::{Source, Tick};
 use apron_store::writer::RollingWriter;
 
-/// Names the case a child runs: `sim` or `nvml`.
+/// Names the case a child runs: `sim`, `sim-mig` or `nvml`.
 const CASE_ENV: &str = "APRON_TICK_ALLOC_CASE";
 /// The fake library's path, handed from parent to child.
 const FAKE_ENV: &str = "APRON_TEST_FAKE_NVML";
@@ -102,6 +103,13 @@ fn a_steady_tick_of_the_simulated_host_allocates_nothing() {
     run_child(&[(CASE_ENV, "sim".into())]);
 }
 
+/// The simulated fleet's partitioned host: 8 GPUs, 4 of them in MIG mode
+/// with 15 instances, each a row of its own.
+#[test]
+fn a_steady_tick_of_a_simulated_host_with_mig_allocates_nothing() {
+    run_child(&[(CASE_ENV, "sim-mig".into())]);
+}
+
 #[test]
 fn a_steady_tick_through_nvml_allocates_only_the_wrappers_few() {
     let sleeper = Sleeper::spawn();
@@ -131,6 +139,7 @@ fn child() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (mut source, bound): (Box<dyn Source>, u64) = match case.as_str() {
         "sim" => (Box::new(SimHost::new("alloc", 8, 1, T0_MS)), 0),
+        "sim-mig" => (Box::new(SimFleet::host(24, 1, T0_MS, 2)), 0),
         "nvml" => {
             let lib = PathBuf::from(std::env::var(FAKE_ENV).expect("the parent sets the fake's path"));
             let source = NvmlSource::open("alloc".into(), Some(&lib)).expect("the fake NVML opens");
@@ -176,6 +185,9 @@ fn child() {
     assert!(rows as u64 >= 8 * MEASURED_TICKS, "every GPU answered at every tick");
     if case == "nvml" {
         assert_eq!(rows as u64, 24 * MEASURED_TICKS, "8 GPU rows and 16 process rows per tick");
+    }
+    if case == "sim-mig" {
+        assert_eq!(tick.gpus.len(), 8 + 15, "8 GPU rows and 15 instance rows per tick");
     }
     let worst = per_tick.iter().copied().max().unwrap_or(0);
     assert!(worst <= bound, "a steady tick allocated {worst} times (at most {bound}): {per_tick:?}");

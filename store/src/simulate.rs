@@ -5,8 +5,10 @@
 //! the host it takes): as many hosts are in flight as there are workers,
 //! whatever the fleet. Each host's files are written one after the other,
 //! and each file as a stream ([`crate::file_stream`]): the host is sampled
-//! GPU by GPU over the file's span ([`SimHost::sample_by_gpu`]), which
-//! gives its rows in the file's order, so nothing waits to be sorted and
+//! GPU by GPU over the file's span ([`SimHost::sample_by_gpu`]; a MIG
+//! instance counts as a GPU there, its `MIG-…` rows after every `GPU-…`
+//! row), which gives its rows in the file's order, so nothing waits to be
+//! sorted and
 //! memory holds a chunk of rows per worker, however many GPUs and days.
 //! Files open and close where the live writer's rotation rule says
 //! ([`should_rotate`]), under the names it would choose
@@ -60,7 +62,8 @@ pub struct SimulateStats {
 }
 
 /// Simulates and writes. `progress(done, total)` is called now and then
-/// with simulated GPU-seconds done and in all, from any worker thread.
+/// with simulated GPU-ticks done and in all (GPUs, not MIG instances:
+/// `done` ends at `total`), from any worker thread.
 /// When this returns `Ok`, every file is durable on disk; on the first
 /// error no worker starts another host, and the error is returned.
 pub fn simulate(
@@ -154,7 +157,8 @@ fn run_host(
         seq = free_seq(&opts.layout, &name, first, seq);
         let mut file = FileStream::new(opts.layout.clone(), &name, first, seq, carry);
         host.sample_by_gpu(ticks, row_interval, |tick| {
-            pending_gpu_ticks += tick.gpus.len() as u64;
+            // A MIG instance's row is part of its GPU's tick.
+            pending_gpu_ticks += tick.gpus.iter().filter(|g| g.parent_gpu_uuid.is_none()).count() as u64;
             if pending_gpu_ticks >= 100_000 {
                 progress(pending_gpu_ticks);
                 pending_gpu_ticks = 0;
@@ -265,13 +269,17 @@ mod tests {
     /// fails it.
     #[test]
     fn streamed_files_hold_what_the_rolling_writer_writes() {
-        // (rotate, interval, days): a day file of 8 GPUs at 20 s is 34,560
-        // rows, four chunks; 7 h at 25 s is 8,064 rows, one chunk or two.
-        for (rotate_h, interval_s, days) in [(24, 20, 2), (7, 25, 1)] {
+        // (rotate, interval, days, GPUs, MIG instances): a day file of 8
+        // GPUs at 20 s is 34,560 rows, four chunks; 7 h at 25 s is 8,064
+        // rows, one chunk or two; 20 GPUs are three hosts, the third's four
+        // GPUs in MIG mode with 15 instances, whose rows sort after theirs.
+        for (rotate_h, interval_s, days, gpus, instances) in
+            [(24, 20, 2, 12, 0), (7, 25, 1, 12, 0), (24, 60, 1, 20, 15)]
+        {
             let tmp = tempfile::tempdir().expect("tempdir");
             let opts = |dir: &str| SimulateOptions {
                 layout: DataLayout::new(tmp.path().join(dir)),
-                gpus: 12,
+                gpus,
                 days,
                 start: NaiveDate::from_ymd_opt(2026, 10, 2).expect("a date"),
                 seed: 4,
@@ -279,18 +287,25 @@ mod tests {
                 rotate: Duration::from_secs(rotate_h * 3_600),
                 threads: 2,
             };
-            let streamed = simulate(&opts("streamed"), &|_, _| {}).expect("simulate");
+            let done = AtomicU64::new(0);
+            let streamed = simulate(&opts("streamed"), &|d, total| {
+                assert!(d <= total, "progress {d} of {total}");
+                done.fetch_max(d, Ordering::Relaxed);
+            })
+            .expect("simulate");
             let rolled = write_tick_by_tick(&opts("rolled"));
             let ticks = days as u64 * 86_400 / interval_s;
-            assert_eq!(streamed.hosts, 2);
+            assert_eq!(done.into_inner(), gpus as u64 * ticks, "progress ends at its total");
+            let hosts = gpus.div_ceil(8) as u64;
+            assert_eq!(streamed.hosts as u64, hosts);
             assert_eq!(streamed.written, rolled);
-            assert_eq!(streamed.written.gpu_rows, 12 * ticks);
+            assert_eq!(streamed.written.gpu_rows, (gpus + instances) as u64 * ticks);
 
             let (a, b) = (tmp.path().join("streamed"), tmp.path().join("rolled"));
             let names = files(&a);
             assert_eq!(names, files(&b), "the same files");
             let per_host_day = if rotate_h == 24 { 1 } else { 4 };
-            assert_eq!(names.len() as u64, 4 * 2 * per_host_day * u64::from(days), "{names:?}");
+            assert_eq!(names.len() as u64, 4 * hosts * per_host_day * u64::from(days), "{names:?}");
             let mut same_bytes = 0;
             for name in &names {
                 let (ga, ma, ra) = contents(&a.join(name));

@@ -1,7 +1,8 @@
 //! The simulated GPU models: the names NVML gives them and the envelopes
-//! (memory, power, clocks, heat, PCIe) their sensors move within. Which host
-//! gets which model is decided in the parent module; what runs on the GPUs
-//! is left to `schedule` and `workload`.
+//! (memory, power, clocks, heat, PCIe) their sensors move within; the MIG
+//! profiles a partitioned H100 is carved into, and which GPUs of a fleet
+//! are partitioned how. What runs on the GPUs and instances is left to
+//! `schedule` and `workload`.
 
 use super::noise;
 
@@ -105,6 +106,53 @@ pub(super) fn for_hash(hash: u64) -> &'static GpuModel {
     }
 }
 
+/// The compute slices of an H100 (and an A100): a MIG instance of a
+/// `Ng` profile holds N of them.
+pub(super) const MIG_TOTAL_SLICES: i32 = 7;
+
+/// A MIG profile: the share of a GPU one instance of it holds.
+#[derive(Debug)]
+pub(super) struct MigProfile {
+    /// The profile's name as NVML gives it (`1g.10gb`).
+    pub(super) name: &'static str,
+    /// Compute slices, of [`MIG_TOTAL_SLICES`].
+    pub(super) slices: i32,
+    /// The instance's framebuffer as NVML reports it, bytes.
+    pub(super) fb_total_bytes: i64,
+}
+
+/// H100 80GB profiles; NVML reports these memory sizes for them.
+pub(super) static H100_1G: MigProfile =
+    MigProfile { name: "1g.10gb", slices: 1, fb_total_bytes: 9_856 * MIB };
+pub(super) static H100_2G: MigProfile =
+    MigProfile { name: "2g.20gb", slices: 2, fb_total_bytes: 19_968 * MIB };
+pub(super) static H100_3G: MigProfile =
+    MigProfile { name: "3g.40gb", slices: 3, fb_total_bytes: 40_192 * MIB };
+pub(super) static H100_4G: MigProfile =
+    MigProfile { name: "4g.40gb", slices: 4, fb_total_bytes: 40_192 * MIB };
+
+/// The instances of each GPU of a host, by GPU index: an empty list (or no
+/// entry) is a whole GPU, not in MIG mode.
+pub(super) type MigLayout = &'static [&'static [&'static MigProfile]];
+
+/// How the GPUs of the `host_no`-th host of a fleet (0-based) are
+/// partitioned. One host, the third (an H100 host), is the fleet's shared
+/// box: GPUs 0–3 in MIG mode, each laid out differently, 4–7 whole. GPU 0
+/// is seven 1g.10gb (notebooks, small inference), GPU 1 a mix of
+/// 3g.40gb + 2g.20gb + 1g.10gb + 1g.10gb, GPU 2 4g.40gb + 3g.40gb, GPU 3
+/// two 3g.40gb with one slice no instance holds (idle capacity). Every
+/// other host is whole GPUs only. Like the models, it does not depend on
+/// the seed.
+pub(super) fn mig_layout_for_fleet_host(host_no: usize) -> MigLayout {
+    static SHARED: [&[&MigProfile]; 4] = [
+        &[&H100_1G, &H100_1G, &H100_1G, &H100_1G, &H100_1G, &H100_1G, &H100_1G],
+        &[&H100_3G, &H100_2G, &H100_1G, &H100_1G],
+        &[&H100_4G, &H100_3G],
+        &[&H100_3G, &H100_3G],
+    ];
+    if host_no == 2 { &SHARED } else { &[] }
+}
+
 /// A stable GPU UUID in NVML's form, `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`,
 /// derived from the fleet seed, the host and the GPU's index.
 pub(super) fn uuid(seed: u64, host: &str, index: usize) -> String {
@@ -112,6 +160,23 @@ pub(super) fn uuid(seed: u64, host: &str, index: usize) -> String {
     let b = noise::mix(a ^ 0xE703_7ED1_A0B4_28DB);
     format!(
         "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xFFFF,
+        a & 0xFFFF,
+        b >> 48,
+        b & 0xFFFF_FFFF_FFFF
+    )
+}
+
+/// A stable MIG instance UUID in NVML's form,
+/// `MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, derived from the fleet seed,
+/// the host, its GPU's index and the instance's place on that GPU.
+pub(super) fn mig_uuid(seed: u64, host: &str, index: usize, instance: usize) -> String {
+    let gpu = uuid(seed, host, index);
+    let a = noise::mix(noise::fnv(&gpu) ^ (instance as u64 + 1).wrapping_mul(0x8EBC_6AF0_9C88_C6E3));
+    let b = noise::mix(a ^ 0x589_65CC_2BCE_1279);
+    format!(
+        "MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         a >> 32,
         (a >> 16) & 0xFFFF,
         a & 0xFFFF,

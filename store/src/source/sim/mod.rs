@@ -10,6 +10,21 @@
 //! personas and their parameters are in `workload`, the arrival of work in
 //! `schedule`, the sensor physics in `sensor`.
 //!
+//! MIG: the fleet's third host (`gpu-node03`, H100) is the shared box whose
+//! GPUs 0–3 are in MIG mode, each laid out differently: GPU 0 as seven
+//! 1g.10gb, GPU 1 as 3g.40gb + 2g.20gb + 1g.10gb + 1g.10gb, GPU 2 as
+//! 4g.40gb + 3g.40gb, GPU 3 as two 3g.40gb with its seventh slice in no
+//! instance (idle capacity); GPUs 4–7 are whole (`hardware`). Each instance
+//! is a slot of the workload of its own, used for what MIG is for:
+//! notebooks, inference servers, debug runs and small single-instance
+//! training; no multi-GPU job spans instances or takes a partitioned GPU
+//! (`schedule`). Each tick, such a GPU gives its own row (the board's power,
+//! energy, temperature, clocks and PCIe, following its instances' work
+//! weighted by their slices; no utilization or activity) and a row per
+//! instance (`MIG-…` UUID, profile, slices, memory and GPM activity), its
+//! processes' rows on the instances (`sensor`). Hosts built alone
+//! ([`SimHost::new`]) are whole GPUs only.
+//!
 //! Determinism: the same `(gpus, seed, start_ms)` and the same sequence of
 //! tick times give identical rows. The schedule depends only on the seed and
 //! the start (events are handled in time order, whatever ticks are asked
@@ -22,7 +37,7 @@
 //! Speed: in a release build a GPU row with its process rows (half to
 //! three quarters of a process row per GPU row) costs 0.2–0.3 µs, of which
 //! the simulation is about a fifth and allocating the rows' `String`s the
-//! rest (the ignored test `sample_speed`: `cargo test -p apron-recorder
+//! rest (the ignored test `sample_speed`: `cargo test -p apron-store
 //! --release --lib -- --ignored --nocapture sample_speed`).
 
 mod calendar;
@@ -42,9 +57,9 @@ use rand_chacha::ChaCha8Rng;
 pub use org::{SimTeam, SimUser, teams};
 
 use super::{Source, Tick};
-use hardware::GpuModel;
+use hardware::{GpuModel, MigLayout};
 use schedule::Schedule;
-use sensor::{At, Sensor};
+use sensor::{At, Instance, Load, Partition, Sensor};
 
 /// GPUs per simulated host.
 pub const GPUS_PER_HOST: usize = 8;
@@ -83,7 +98,8 @@ impl SimFleet {
         let name = format!("gpu-node{:02}", n + 1);
         let count = gpus.saturating_sub(n * GPUS_PER_HOST).min(GPUS_PER_HOST);
         let slurm_base = SLURM_BASE + n as u64 * SLURM_STRIDE;
-        SimHost::build(&name, hardware::for_fleet_host(n), slurm_base, count, seed, start_ms)
+        let (model, layout) = (hardware::for_fleet_host(n), hardware::mig_layout_for_fleet_host(n));
+        SimHost::build(&name, model, layout, slurm_base, count, seed, start_ms)
     }
 
     /// The fleet's hosts, each a [`Source`].
@@ -92,16 +108,42 @@ impl SimFleet {
     }
 }
 
-/// One simulated host: its GPUs and the processes on them.
+/// One simulated host: its GPUs, their MIG instances, and the processes on
+/// them.
 #[derive(Debug)]
 pub struct SimHost {
     host: String,
     model: &'static GpuModel,
     schedule: Schedule,
+    /// One per GPU, by index.
     sensors: Vec<Sensor>,
-    /// The sensors' indices in `gpu_uuid` order, the order of a file's rows.
-    by_uuid: Vec<usize>,
+    /// Where each GPU's work is, by index.
+    parts: Vec<Part>,
+    /// The MIG instances of the partitioned GPUs, by GPU and then place.
+    instances: Vec<Instance>,
+    /// The workload slot of each instance.
+    instance_slots: Vec<usize>,
+    /// The GPUs and instances in `gpu_uuid` order, the order of a file's rows.
+    by_uuid: Vec<Unit>,
     clock: Clock,
+}
+
+/// Where one GPU's work is in the host's workload.
+#[derive(Debug, Clone)]
+enum Part {
+    /// A whole GPU: one workload slot.
+    Whole(usize),
+    /// A GPU in MIG mode: these entries of [`SimHost::instances`].
+    Partitioned(std::ops::Range<usize>),
+}
+
+/// What has a row of its own each tick.
+#[derive(Debug, Clone, Copy)]
+enum Unit {
+    /// GPU `n` (its index), whole or partitioned.
+    Gpu(usize),
+    /// Entry `n` of [`SimHost::instances`].
+    Instance(usize),
 }
 
 /// What every GPU of a host shares from one tick to the next: the time
@@ -136,12 +178,15 @@ impl SimHost {
     pub fn new(host: &str, gpus: usize, seed: u64, start_ms: i64) -> SimHost {
         let hash = noise::mix(seed ^ noise::fnv(host));
         let slurm_base = SLURM_BASE + (hash >> 32) % 40 * SLURM_STRIDE;
-        SimHost::build(host, hardware::for_hash(hash), slurm_base, gpus, seed, start_ms)
+        SimHost::build(host, hardware::for_hash(hash), &[], slurm_base, gpus, seed, start_ms)
     }
 
+    /// The host of `gpus` GPUs of `model`, those with instances in
+    /// `layout` in MIG mode.
     fn build(
         host: &str,
         model: &'static GpuModel,
+        layout: MigLayout,
         slurm_base: u64,
         gpus: usize,
         seed: u64,
@@ -150,20 +195,69 @@ impl SimHost {
         let host_seed = noise::mix(seed ^ noise::fnv(host));
         let mut rng = ChaCha8Rng::seed_from_u64(host_seed);
         let uuids: Vec<String> = (0..gpus).map(|i| hardware::uuid(seed, host, i)).collect();
-        let mut by_uuid: Vec<usize> = (0..gpus).collect();
-        by_uuid.sort_by(|&a, &b| uuids[a].cmp(&uuids[b]));
+        let mut by_uuid: Vec<(String, Unit)> =
+            uuids.iter().enumerate().map(|(i, uuid)| (uuid.clone(), Unit::Gpu(i))).collect();
         let sensors: Vec<Sensor> =
             uuids.into_iter().enumerate().map(|(i, uuid)| Sensor::new(uuid, i, model, &mut rng)).collect();
+        // The workload's slots, GPU by GPU: one for a whole GPU, one per
+        // instance of a partitioned one.
+        let (mut slots, mut parts, mut instances, mut instance_slots) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, sensor) in sensors.iter().enumerate() {
+            let profiles = layout.get(i).copied().unwrap_or_default();
+            if profiles.is_empty() {
+                parts.push(Part::Whole(slots.len()));
+                slots.push(None);
+                continue;
+            }
+            let first = instances.len();
+            for (k, &profile) in profiles.iter().enumerate() {
+                let uuid = hardware::mig_uuid(seed, host, i, k);
+                by_uuid.push((uuid.clone(), Unit::Instance(instances.len())));
+                instances.push(Instance::new(uuid, sensor, profile, &mut rng));
+                instance_slots.push(slots.len());
+                slots.push(Some(profile));
+            }
+            parts.push(Part::Partitioned(first..instances.len()));
+        }
+        by_uuid.sort_by(|a, b| a.0.cmp(&b.0));
+        let by_uuid = by_uuid.into_iter().map(|(_, unit)| unit).collect();
         let mut schedule = Schedule::new(
             noise::mix(host_seed ^ 0x5C4E_D01E),
             model,
-            gpus,
+            &slots,
             slurm_base,
             start_ms - schedule::PREROLL_MS,
         );
         schedule.advance(start_ms);
         let clock = Clock { last_ts: None, lag: (0, 0.0) };
-        SimHost { host: host.to_owned(), model, schedule, sensors, by_uuid, clock }
+        SimHost {
+            host: host.to_owned(),
+            model,
+            schedule,
+            sensors,
+            parts,
+            instances,
+            instance_slots,
+            by_uuid,
+            clock,
+        }
+    }
+
+    /// Samples GPU `g` (whole or partitioned; not its instances) at `at`
+    /// into `out`, from the workload `slots`.
+    fn sample_gpu(&mut self, g: usize, slots: &mut [schedule::Slot], at: &At, out: &mut Tick) {
+        match &self.parts[g] {
+            Part::Whole(slot) => self.sensors[g].sample(self.model, &mut slots[*slot].procs, at, out),
+            Part::Partitioned(range) => {
+                let mut sum = Partition::default();
+                for k in range.clone() {
+                    let procs = &mut slots[self.instance_slots[k]].procs;
+                    sum.add(&self.instances[k], &Load::of(procs, at), procs.len());
+                }
+                self.sensors[g].sample_partitioned(self.model, &sum, at, out);
+            }
+        }
     }
 
     /// The NVML name of this host's GPU model (`NVIDIA H100 80GB HBM3`).
@@ -172,16 +266,19 @@ impl SimHost {
     }
 
     /// Samples the ticks `ticks` (increasing times, each standing for
-    /// `interval_ms`) GPU by GPU instead of tick by tick: for each GPU in
-    /// `gpu_uuid` order, and for each tick in turn, hands `emit` a tick
-    /// holding that GPU's row and its processes' rows, and clears it when
+    /// `interval_ms`) GPU by GPU instead of tick by tick: for each GPU and
+    /// MIG instance in `gpu_uuid` order (the instances' `MIG-…` after every
+    /// `GPU-…`), and for each tick in turn, hands `emit` a tick holding that
+    /// GPU's or instance's row and its processes' rows, and clears it when
     /// `emit` returns. So a file's rows come in the file's order and only
     /// one tick of one GPU is ever held.
     ///
     /// The rows are exactly those [`Source::sample`] at each of `ticks`
     /// would give, and afterwards the host is where those calls would have
     /// left it: GPUs share only the workload, whose future does not depend
-    /// on the sampling, so each GPU replays a copy of it. When `emit` fails,
+    /// on the sampling, so each GPU replays a copy of it (a partitioned
+    /// GPU's row works out its instances' load again: a pure function of
+    /// the workload and the time). When `emit` fails,
     /// its error is returned at once, and the host is left part-way
     /// (sample it no more).
     pub fn sample_by_gpu<E>(
@@ -192,14 +289,21 @@ impl SimHost {
     ) -> Result<(), E> {
         let mut tick = Tick::default();
         let mut end = None;
-        for &g in &self.by_uuid {
+        for u in 0..self.by_uuid.len() {
+            let unit = self.by_uuid[u];
             let mut schedule = self.schedule.clone();
             let mut clock = self.clock;
             for ts in ticks.clone() {
                 schedule.advance(ts);
                 let at = clock.step(ts, interval_ms);
                 tick.clear();
-                self.sensors[g].sample(self.model, &mut schedule.gpus[g].procs, &at, &mut tick);
+                match unit {
+                    Unit::Gpu(g) => self.sample_gpu(g, &mut schedule.gpus, &at, &mut tick),
+                    Unit::Instance(k) => {
+                        let procs = &mut schedule.gpus[self.instance_slots[k]].procs;
+                        self.instances[k].sample(self.model, procs, &at, &mut tick);
+                    }
+                }
                 emit(&mut tick)?;
             }
             end = Some((schedule, clock));
@@ -223,12 +327,31 @@ impl Source for SimHost {
         &self.host
     }
 
+    /// Each GPU's row by index; a partitioned GPU's own row is followed by
+    /// its instances' rows.
     fn sample(&mut self, ts_ms: i64, interval_ms: i32, out: &mut Tick) {
         self.schedule.advance(ts_ms);
         let at = self.clock.step(ts_ms, interval_ms);
-        out.gpus.reserve(self.sensors.len());
-        for (sensor, slot) in self.sensors.iter_mut().zip(self.schedule.gpus.iter_mut()) {
-            sensor.sample(self.model, &mut slot.procs, &at, out);
+        out.gpus.reserve(self.sensors.len() + self.instances.len());
+        for (g, sensor) in self.sensors.iter_mut().enumerate() {
+            match &self.parts[g] {
+                Part::Whole(slot) => {
+                    sensor.sample(self.model, &mut self.schedule.gpus[*slot].procs, &at, out)
+                }
+                Part::Partitioned(range) => {
+                    // The instances first: the GPU's row sums their loads,
+                    // and then goes before them.
+                    let first = out.gpus.len();
+                    let mut sum = Partition::default();
+                    for k in range.clone() {
+                        let procs = &mut self.schedule.gpus[self.instance_slots[k]].procs;
+                        let load = self.instances[k].sample(self.model, procs, &at, out);
+                        sum.add(&self.instances[k], &load, procs.len());
+                    }
+                    sensor.sample_partitioned(self.model, &sum, &at, out);
+                    out.gpus[first..].rotate_right(1);
+                }
+            }
         }
     }
 }

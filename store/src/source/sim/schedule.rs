@@ -1,14 +1,20 @@
 //! Who runs what on which GPU, when: the event-driven workload of one host.
 //!
-//! Each GPU holds a list of live processes. A free GPU waits for the next
-//! job to arrive (a Poisson process thinned by the calendar: work starts in
-//! office hours, rarely at night or at weekends; some GPUs are out of the
-//! way and get little); the job's kind, team and size are drawn then. A
-//! training job may span several free GPUs of the host (DDP ranks: one
-//! process per GPU, consecutive pids, one Slurm job or pod). A GPU with an
-//! idle notebook attracts guests: someone else's debug run squeezed in next
-//! to it. When a training or debug process ends, it may stay behind as a
+//! Each slot, a whole GPU or a MIG instance (both called GPUs below), holds
+//! a list of live processes. A free GPU waits for the next job to arrive (a
+//! Poisson process thinned by the calendar: work starts in office hours,
+//! rarely at night or at weekends; some GPUs are out of the way and get
+//! little); the job's kind, team and size are drawn then. A training job
+//! may span several free whole GPUs of the host (DDP ranks: one process
+//! per GPU, consecutive pids, one Slurm job or pod). A GPU with an idle
+//! notebook attracts guests: someone else's debug run squeezed in next to
+//! it. When a training or debug process ends, it may stay behind as a
 //! zombie that holds its memory until someone kills it.
+//!
+//! A MIG instance is used for what MIG is for: more notebooks, inference
+//! servers and debug runs than on a whole GPU, less training, and that on
+//! the instance alone. No job spans instances or takes a rank on one, and
+//! memory is sized to the instance.
 //!
 //! Events are handled strictly in time order (ties by GPU index) with one
 //! seeded ChaCha stream per host, so the schedule depends on the seed and
@@ -30,7 +36,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::calendar;
-use super::hardware::GpuModel;
+use super::hardware::{GpuModel, MigProfile};
 use super::org;
 use super::workload::{self, Kind, Work};
 use apron_schemas::time::{DAY_MS, HOUR_MS, MINUTE_MS};
@@ -91,11 +97,13 @@ pub(super) struct Proc {
     pub(super) tick_mem: i64,
 }
 
-/// The workload state of one GPU.
+/// The workload state of one GPU or MIG instance.
 #[derive(Debug, Clone)]
 pub(super) struct Slot {
     /// Live processes, in start order.
     pub(super) procs: Vec<Proc>,
+    /// The MIG instance's profile; `None` for a whole GPU.
+    profile: Option<&'static MigProfile>,
     /// When the next job arrives, while no primary runs; else `i64::MAX`.
     next_arrival: i64,
     /// When the next guest arrives, while an idle notebook is the primary.
@@ -111,8 +119,15 @@ impl Slot {
         end.min(self.next_arrival).min(self.next_guest)
     }
 
+    /// Its framebuffer, bytes: the GPU's, or the instance's.
+    fn fb_total_bytes(&self, model: &GpuModel) -> i64 {
+        self.profile.map_or(model.fb_total_bytes, |p| p.fb_total_bytes)
+    }
+
     fn free_bytes(&self, model: &GpuModel) -> i64 {
-        model.fb_total_bytes - CONTEXT_RESERVE_BYTES - self.procs.iter().map(|p| p.mem_bytes).sum::<i64>()
+        self.fb_total_bytes(model)
+            - CONTEXT_RESERVE_BYTES
+            - self.procs.iter().map(|p| p.mem_bytes).sum::<i64>()
     }
 }
 
@@ -143,17 +158,19 @@ pub(super) struct Schedule {
     dirty: Vec<usize>,
     /// Pids of the live processes of every GPU.
     live_pids: HashSet<i32>,
-    /// GPUs without a primary process.
+    /// GPUs and instances without a primary process.
     free: BTreeSet<usize>,
 }
 
 impl Schedule {
-    /// The workload of a host of `gpus` GPUs of `model`, seeded by `seed`,
-    /// with Slurm job ids above `slurm_base`, history starting at `from_ms`.
+    /// The workload of a host of GPUs of `model`, one slot per entry of
+    /// `slots` (a whole GPU, or a MIG instance of that profile), seeded by
+    /// `seed`, with Slurm job ids above `slurm_base`, history starting at
+    /// `from_ms`.
     pub(super) fn new(
         seed: u64,
         model: &'static GpuModel,
-        gpus: usize,
+        slots: &[Option<&'static MigProfile>],
         slurm_base: u64,
         from_ms: i64,
     ) -> Schedule {
@@ -176,14 +193,14 @@ impl Schedule {
             live_pids: HashSet::new(),
             free: BTreeSet::new(),
         };
-        for _ in 0..gpus {
+        for &profile in slots {
             let appetite = if s.rng.random::<f32>() < 0.12 {
                 0.08 + 0.17 * s.rng.random::<f32>()
             } else {
                 0.5 + 1.1 * s.rng.random::<f32>()
             };
             let next_arrival = s.arrival_after(from_ms, ARRIVAL_MEAN_MS / f64::from(appetite));
-            s.gpus.push(Slot { procs: Vec::new(), next_arrival, next_guest: i64::MAX, appetite });
+            s.gpus.push(Slot { procs: Vec::new(), profile, next_arrival, next_guest: i64::MAX, appetite });
             s.slot_next.push(i64::MAX);
             s.free.insert(s.gpus.len() - 1);
             s.dirty.push(s.gpus.len() - 1);
@@ -279,9 +296,10 @@ impl Schedule {
     /// A job arrives at free GPU `g` at `t`.
     fn arrive(&mut self, g: usize, t: i64) {
         self.gpus[g].next_arrival = i64::MAX;
-        let kind = self.pick_kind(t);
+        let instance = self.gpus[g].profile.is_some();
+        let kind = self.pick_kind(t, instance);
         let team = org::pick_team(&mut self.rng, self.home_team);
-        let wanted = workload::memory_bytes(kind, &mut self.rng, self.model);
+        let wanted = workload::memory_bytes(kind, &mut self.rng, self.gpus[g].fb_total_bytes(self.model));
         let mem = wanted.min(self.gpus[g].free_bytes(self.model)) & PAGE_MASK;
         if mem < MIN_JOB_BYTES {
             // Out of memory at start (a zombie holds it): the user tries later.
@@ -289,20 +307,22 @@ impl Schedule {
             self.gpus[g].next_arrival = self.arrival_after(t, mean);
             return;
         }
+        // Training on a MIG instance is small: one process, on it alone.
         let ranks = match (kind, self.rng.random::<f32>()) {
+            _ if instance => 1,
             (Kind::Training, x) if x < 0.12 => 8,
             (Kind::Training, x) if x < 0.30 => 4,
             (Kind::Training, x) if x < 0.45 => 2,
             _ => 1,
         };
         let mut members = vec![g];
-        // The GPUs after `g`, wrapping around, that have no primary: only
-        // those can take a rank.
+        // The whole GPUs after `g`, wrapping around, that have no primary:
+        // only those can take a rank.
         for &j in self.free.range(g + 1..).chain(self.free.range(..g)) {
             if members.len() >= ranks {
                 break;
             }
-            if self.gpus[j].free_bytes(self.model) >= mem {
+            if self.gpus[j].profile.is_none() && self.gpus[j].free_bytes(self.model) >= mem {
                 members.push(j);
             }
         }
@@ -343,7 +363,8 @@ impl Schedule {
     fn guest_arrives(&mut self, g: usize, t: i64) {
         self.gpus[g].next_guest = i64::MAX;
         let team = org::pick_team(&mut self.rng, self.home_team);
-        let wanted = workload::memory_bytes(Kind::Debug, &mut self.rng, self.model);
+        let wanted =
+            workload::memory_bytes(Kind::Debug, &mut self.rng, self.gpus[g].fb_total_bytes(self.model));
         let mem = wanted.min(self.gpus[g].free_bytes(self.model)) & PAGE_MASK;
         if mem < MIN_JOB_BYTES {
             self.gpus[g].next_guest = self.guest_after(g, t);
@@ -374,12 +395,20 @@ impl Schedule {
 
     /// What kind of job starts at `t`: more training launched for the
     /// night, more notebooks and debugging in office hours; inference boxes
-    /// serve more, train less.
-    fn pick_kind(&mut self, t: i64) -> Kind {
+    /// serve more, train less. On a MIG `instance`, notebooks, servers and
+    /// debug runs more than training.
+    fn pick_kind(&mut self, t: i64, instance: bool) -> Kind {
         const KINDS: [Kind; 4] = [Kind::Training, Kind::Inference, Kind::Notebook, Kind::Debug];
-        let mut w = if calendar::office(t) { [0.34, 0.03, 0.17, 0.46] } else { [0.62, 0.05, 0.08, 0.25] };
-        w[0] *= self.model.training_bias;
-        w[1] *= self.model.serving_bias;
+        let mut w = match (instance, calendar::office(t)) {
+            (false, true) => [0.34, 0.03, 0.17, 0.46],
+            (false, false) => [0.62, 0.05, 0.08, 0.25],
+            (true, true) => [0.08, 0.12, 0.35, 0.45],
+            (true, false) => [0.25, 0.30, 0.10, 0.35],
+        };
+        if !instance {
+            w[0] *= self.model.training_bias;
+            w[1] *= self.model.serving_bias;
+        }
         let mut x = self.rng.random::<f32>() * w.iter().sum::<f32>();
         for (kind, weight) in KINDS.iter().zip(w) {
             x -= weight;

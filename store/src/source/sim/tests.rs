@@ -67,8 +67,16 @@ fn same_seed_gives_the_same_rows() {
 /// start differ).
 #[test]
 fn rows_do_not_depend_on_which_ticks_were_sampled() {
-    let fine = collect(8, 11, MONDAY, MONDAY + 12 * HOUR, 10_000);
-    let coarse = collect(8, 11, MONDAY, MONDAY + 12 * HOUR, 60_000);
+    // 8 GPUs: one host; 24: three, the third partitioned.
+    for gpus in [8, 24] {
+        rows_at_shared_ticks_agree(gpus);
+    }
+}
+
+fn rows_at_shared_ticks_agree(gpus: usize) {
+    let fine = collect(gpus, 11, MONDAY, MONDAY + 12 * HOUR, 10_000);
+    let coarse = collect(gpus, 11, MONDAY, MONDAY + 12 * HOUR, 60_000);
+    assert_eq!(coarse.0.len(), (gpus + if gpus > 16 { 15 } else { 0 }) * 720);
     let index: HashMap<(i64, &str), &GpuSample> = fine.0.iter().map(|r| ((r.ts, &*r.gpu_uuid), r)).collect();
     for r in &coarse.0 {
         let f = index[&(r.ts, &*r.gpu_uuid)];
@@ -87,12 +95,20 @@ fn rows_do_not_depend_on_which_ticks_were_sampled() {
 /// Sampling GPU by GPU gives the rows sampling tick by tick gives, in file
 /// order, and leaves the host where tick by tick would: the next span, and
 /// the next tick after it, are the same both ways (a host of eight GPUs,
-/// whose GPUs share one workload: DDP jobs span them, pids are the host's).
+/// whose GPUs share one workload: DDP jobs span them, pids are the host's;
+/// and the partitioned host, whose GPUs' rows sum their instances' work:
+/// 8 GPUs and 15 instances, each a row of its own).
 #[test]
 fn sampling_gpu_by_gpu_gives_the_rows_of_sampling_tick_by_tick() {
+    for (n, rows_per_tick) in [(0, 8), (2, 8 + 15)] {
+        gpu_by_gpu_is_tick_by_tick(n, rows_per_tick);
+    }
+}
+
+fn gpu_by_gpu_is_tick_by_tick(n: usize, rows_per_tick: i64) {
     let step = 20_000;
-    let mut by_tick = SimFleet::host(8, 5, MONDAY, 0);
-    let mut by_gpu = SimFleet::host(8, 5, MONDAY, 0);
+    let mut by_tick = SimFleet::host(32, 5, MONDAY, n);
+    let mut by_gpu = SimFleet::host(32, 5, MONDAY, n);
     let key = |g: &GpuSample| (g.gpu_uuid.clone(), g.ts);
     let pkey = |p: &ProcSample| (p.gpu_uuid.clone(), p.ts, p.pid);
     for (from, to) in [(MONDAY, MONDAY + 10 * HOUR), (MONDAY + 10 * HOUR, MONDAY + DAY)] {
@@ -113,7 +129,7 @@ fn sampling_gpu_by_gpu_gives_the_rows_of_sampling_tick_by_tick() {
                 Ok::<(), ()>(())
             })
             .expect("emit never fails here");
-        assert_eq!(emitted, 8 * (to - from) / step);
+        assert_eq!(emitted, rows_per_tick * (to - from) / step);
         assert!(got_g.is_sorted_by_key(key), "GPU rows come in (gpu_uuid, ts) order");
         assert!(got_p.is_sorted_by_key(|p| (p.gpu_uuid.clone(), p.ts)), "so do process rows");
         want_g.sort_by_key(key);
@@ -139,8 +155,11 @@ fn fleet_is_hosts_of_eight_with_real_gpu_names() {
     let mut uuids = BTreeSet::new();
     let mut per_host = Vec::new();
     run(&mut hosts, MONDAY, MONDAY + 1, 1_000, |host, tick| {
-        per_host.push(tick.gpus.len());
-        for (i, g) in tick.gpus.iter().enumerate() {
+        // The GPUs, not the MIG instances of the third host's (see
+        // `a_partitioned_host_gives_a_row_per_gpu_and_per_instance`).
+        let gpus: Vec<&GpuSample> = tick.gpus.iter().filter(|g| g.parent_gpu_uuid.is_none()).collect();
+        per_host.push(gpus.len());
+        for (i, g) in gpus.into_iter().enumerate() {
             assert_eq!(g.gpu_index, i as i32);
             assert_eq!(g.gpu_model.as_deref(), Some(host.gpu_model()));
             let (fb, limit) = match host.gpu_model() {
@@ -165,6 +184,7 @@ fn fleet_is_hosts_of_eight_with_real_gpu_names() {
     let mut h = again.into_iter().next().expect("a host");
     h.sample(MONDAY, 1_000, &mut tick);
     assert!(tick.gpus.iter().all(|g| uuids.contains(&g.gpu_uuid)));
+    assert!(hosts[2].instances.len() == 15 && hosts[0].instances.is_empty());
     assert!(SimFleet::new(0, 1, MONDAY).into_hosts().is_empty());
     assert_eq!(teams().len(), 6);
 }
@@ -411,8 +431,9 @@ fn pids_get_reused_by_new_processes() {
     assert!(reused > 0, "no pid reused among {} pids", starts.len());
 }
 
-/// Where the time of a simulated fleet goes, by persona (run with
-/// `--ignored --nocapture` when tuning the workload).
+/// Where the time of a simulated fleet's whole GPUs goes, by persona (run
+/// with `--ignored --nocapture` when tuning the workload; the MIG
+/// instances' share is in `a_partitioned_host_gives_a_row_per_gpu_and_per_instance`).
 #[test]
 #[ignore = "prints statistics for tuning"]
 fn persona_shares() {
@@ -425,9 +446,12 @@ fn persona_shares() {
         for h in hosts.iter_mut() {
             tick.clear();
             h.sample(ts, 300_000, &mut tick);
-            for (slot, g) in h.schedule.gpus.iter().zip(&tick.gpus) {
+            let whole_rows = tick.gpus.iter().filter(|g| g.mig_total_slices.is_none());
+            let whole =
+                h.parts.iter().filter_map(|p| if let Part::Whole(slot) = p { Some(*slot) } else { None });
+            for (slot, g) in whole.zip(whole_rows) {
                 let kinds: BTreeSet<String> =
-                    slot.procs.iter().map(|p| format!("{:?}", p.work.kind)).collect();
+                    h.schedule.gpus[slot].procs.iter().map(|p| format!("{:?}", p.work.kind)).collect();
                 let key = if kinds.is_empty() {
                     "(empty)".to_owned()
                 } else {
@@ -445,7 +469,7 @@ fn persona_shares() {
     println!("mean util {:.1} %", util_sum as f64 / rows as f64);
 }
 
-/// Speed of `sample` in a release build: `cargo test -p apron-recorder
+/// Speed of `sample` in a release build: `cargo test -p apron-store
 /// --release --lib -- --ignored --nocapture sample_speed`.
 #[test]
 #[ignore = "a timing, meaningful in release builds only"]
@@ -474,7 +498,7 @@ fn sample_speed() {
 /// linearly with its GPUs (a debug build: 1,000 GPUs 0.1 s, 8,000 GPUs
 /// about 1 s; the quadratic schedule before took 4.8 s and 307 s).
 #[test]
-#[ignore = "a timing: cargo test -p apron-recorder --lib start_up_time -- --ignored --nocapture"]
+#[ignore = "a timing: cargo test -p apron-store --lib start_up_time -- --ignored --nocapture"]
 fn start_up_time() {
     for gpus in [1_000usize, 8_000] {
         let t0 = std::time::Instant::now();
@@ -482,4 +506,310 @@ fn start_up_time() {
         println!("{gpus} simulated GPUs: {:.2} s to start", t0.elapsed().as_secs_f64());
         assert_eq!(host.sensors.len(), gpus);
     }
+}
+
+/// A stable hash of the rows `host` gives at `from, from + step, …` before
+/// `to`: every column, through `Debug`.
+fn rows_hash(host: &mut SimHost, from: i64, to: i64, step: i64) -> u64 {
+    let mut h = 0u64;
+    run(std::slice::from_mut(host), from, to, step, |_, t| {
+        h = noise::mix(h ^ noise::fnv(&format!("{:?}{:?}", t.gpus, t.procs)));
+    });
+    h
+}
+
+/// Only the partitioned host changed when MIG came to the simulator: the
+/// other hosts of a fleet, and hosts built alone, give the rows they gave
+/// before, to the bit (the hashes were taken before the change). Any
+/// change to the workload or the sensors changes these numbers too: then
+/// update them on purpose, knowing that every simulated fleet changed.
+#[test]
+fn hosts_without_mig_give_the_rows_they_gave_before() {
+    let fleet = [
+        (0, 0x7aa1_b133_bf74_21e9u64),
+        (1, 0xd258_0bf9_fb62_2bc7),
+        (3, 0xe147_aee0_2baf_96db),
+        (4, 0xdbcd_de16_2acf_d270),
+    ];
+    for (n, want) in fleet {
+        let mut host = SimFleet::host(64, 9, MONDAY, n);
+        assert!(host.instances.is_empty());
+        assert_eq!(rows_hash(&mut host, MONDAY, MONDAY + 2 * DAY, 10 * MIN), want, "host {n}");
+    }
+    let mut solo = SimHost::new("lab-box", 8, 9, MONDAY);
+    assert_eq!(
+        rows_hash(&mut solo, MONDAY, MONDAY + 2 * DAY, 10 * MIN),
+        0xff92_1c5e_d9ea_5d93,
+        "a host alone"
+    );
+    let mut partitioned = SimFleet::host(64, 9, MONDAY, 2);
+    assert_ne!(rows_hash(&mut partitioned, MONDAY, MONDAY + 2 * DAY, 10 * MIN), 0x9cf0_f630_cfee_ccd7);
+}
+
+/// The partitioned host's GPUs 0–3, their instances' profiles spelled out
+/// (GPUs 4–7 are whole).
+const LAYOUT: [&[&str]; 4] = [
+    &["1g.10gb"; 7],
+    &["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"],
+    &["4g.40gb", "3g.40gb"],
+    &["3g.40gb", "3g.40gb"],
+];
+
+/// An H100 MIG profile's compute slices and memory (MiB).
+fn profile_of(name: &str) -> (i32, i64) {
+    match name {
+        "1g.10gb" => (1, 9_856),
+        "2g.20gb" => (2, 19_968),
+        "3g.40gb" => (3, 40_192),
+        "4g.40gb" => (4, 40_192),
+        _ => panic!("no such profile {name}"),
+    }
+}
+
+/// The `MIG-`/`GPU-` UUID form: the prefix, then 8-4-4-4-12 lowercase hex.
+fn nvml_uuid(u: &str, prefix: &str) -> bool {
+    let Some(rest) = u.strip_prefix(prefix) else { return false };
+    let groups: Vec<usize> = rest.split('-').map(str::len).collect();
+    groups == [8, 4, 4, 4, 12]
+        && rest.chars().all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
+}
+
+/// What a week of the partitioned host showed per instance.
+#[derive(Debug, Default, Clone)]
+struct InstanceWeek {
+    /// The memory a context takes above its processes' (constant).
+    overhead: Option<i64>,
+    /// Consecutive ticks empty, and the longest such run.
+    empty_run: usize,
+    longest_empty: usize,
+    /// Consecutive ticks held (≥ 1 GiB) with SMs ≤ 2 % active, and the longest.
+    idle_held_run: usize,
+    longest_idle_held: usize,
+}
+
+/// `gpu-node03`, the partitioned host, for a week at a sample every 5
+/// minutes, every row checked against what NVML gives for a GPU in MIG
+/// mode: per tick a row per GPU (index order), a partitioned GPU's own row
+/// followed by one per instance. The GPU's row has the board (power,
+/// energy, temperature, clocks, PCIe), memory in use the sum of its
+/// instances', 7 total slices and no utilization or activity at all, and
+/// no process on it; the power lies between what its instances' activity
+/// allows (from their rows: a process's draw is 0.5–1.08 × its kernel
+/// time, its SM activity at most its kernel time). Each instance has its
+/// stable `MIG-…` UUID, parent, profile, slices and memory, GPM activity
+/// only, memory in use its processes' plus a constant context overhead;
+/// its processes have memory and no utilization. No job spans two
+/// instances. Over the week instances sit empty, notebooks hold them idle,
+/// and every persona (zombies too) runs on them.
+#[test]
+fn a_partitioned_host_gives_a_row_per_gpu_and_per_instance() {
+    let step = 5 * MIN;
+    let mut hosts = vec![SimFleet::host(32, 42, MONDAY, 2)];
+    assert_eq!(hosts[0].host(), "gpu-node03");
+    let mut uuids: Vec<apron_schemas::Text> = Vec::new();
+    let mut weeks: Vec<InstanceWeek> = vec![InstanceWeek::default(); 15];
+    let mut last_energy: HashMap<String, i64> = HashMap::new();
+    let mut kinds: BTreeSet<String> = BTreeSet::new();
+    let mut power_ticks = [0usize; 2];
+    run(&mut hosts, MONDAY, MONDAY + 7 * DAY, step, |host, tick| {
+        let model = host.model;
+        assert_eq!(tick.gpus.len(), 8 + 15);
+        let procs_on = |uuid: &str| tick.procs.iter().filter(|p| &*p.gpu_uuid == uuid).collect::<Vec<_>>();
+        let mut tick_uuids = Vec::new();
+        let mut at = 0;
+        for index in 0..8 {
+            let g = &tick.gpus[at];
+            at += 1;
+            assert_eq!(g.gpu_index, index as i32);
+            assert!(nvml_uuid(&g.gpu_uuid, "GPU-"), "{g:?}");
+            assert_eq!(g.gpu_model.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+            assert_eq!(g.fb_total_bytes, Some(81_559 << 20));
+            assert_eq!((&g.parent_gpu_uuid, &g.mig_profile, g.mig_slices), (&None, &None, None));
+            let Some(profiles) = LAYOUT.get(index) else {
+                assert_eq!(g.mig_total_slices, None, "GPU {index} is whole");
+                assert!(g.gpu_util_pct.is_some() && g.sm_active_pct.is_some());
+                assert!(procs_on(&g.gpu_uuid).iter().all(|p| p.sm_util_pct.is_some()));
+                continue;
+            };
+            // The GPU in MIG mode.
+            assert_eq!(g.mig_total_slices, Some(7));
+            let activity = [
+                g.sm_active_pct,
+                g.sm_occupancy_pct,
+                g.tensor_active_pct,
+                g.dram_active_pct,
+                g.gr_engine_active_pct,
+            ];
+            assert!(activity.iter().all(Option::is_none), "no activity on a partitioned GPU: {g:?}");
+            let util = [g.gpu_util_pct, g.mem_util_pct, g.enc_util_pct, g.dec_util_pct];
+            assert!(util.iter().all(Option::is_none), "no utilization on a partitioned GPU: {g:?}");
+            assert!(procs_on(&g.gpu_uuid).is_empty(), "no process on a partitioned GPU");
+            let power = g.power_mw.expect("power") as f32;
+            assert_eq!(g.power_limit_mw, Some(700_000));
+            assert!(g.temp_c.is_some() && g.sm_clock_mhz.is_some());
+            assert!(g.pcie_rx_bytes_per_s.is_some() && g.pcie_tx_bytes_per_s.is_some());
+            let reasons = g.clock_event_reasons.expect("reasons");
+
+            let instances = &tick.gpus[at..at + profiles.len()];
+            at += profiles.len();
+            let (mut slices, mut fb_used) = (0, 0);
+            let (mut draw_lo, mut draw_hi) = (0.0f32, 0.0f32);
+            let (mut any_procs, mut any_busy, mut all_idle) = (false, false, true);
+            for (m, &profile) in instances.iter().zip(profiles.iter()) {
+                let k = tick_uuids.len();
+                tick_uuids.push(m.gpu_uuid.clone());
+                assert!(nvml_uuid(&m.gpu_uuid, "MIG-"), "{m:?}");
+                assert_eq!(m.parent_gpu_uuid.as_ref(), Some(&g.gpu_uuid));
+                assert_eq!(
+                    (m.gpu_index, &m.gpu_model, m.interval_ms),
+                    (g.gpu_index, &g.gpu_model, g.interval_ms)
+                );
+                let (want_slices, fb_mib) = profile_of(profile);
+                assert_eq!(m.mig_profile.as_deref(), Some(profile));
+                assert_eq!((m.mig_slices, m.mig_total_slices), (Some(want_slices), Some(7)));
+                assert_eq!(m.fb_total_bytes, Some(fb_mib << 20));
+                let board = [
+                    m.gpu_util_pct,
+                    m.mem_util_pct,
+                    m.power_mw,
+                    m.power_limit_mw,
+                    m.sm_clock_mhz,
+                    m.temp_c,
+                    m.enc_util_pct,
+                    m.dec_util_pct,
+                ];
+                assert!(board.iter().all(Option::is_none), "{m:?}");
+                let wide = [m.energy_mj, m.pcie_rx_bytes_per_s, m.pcie_tx_bytes_per_s, m.clock_event_reasons];
+                assert!(wide.iter().all(Option::is_none), "{m:?}");
+                let gpm = [
+                    m.sm_active_pct,
+                    m.sm_occupancy_pct,
+                    m.tensor_active_pct,
+                    m.dram_active_pct,
+                    m.gr_engine_active_pct,
+                ];
+                assert!(gpm.iter().all(|v| v.is_some_and(|v| (0.0..=100.0).contains(&v))), "{m:?}");
+                let (sm, gr) = (m.sm_active_pct.expect("sm"), m.gr_engine_active_pct.expect("gr"));
+                assert!(gr + 0.1 >= sm, "{m:?}");
+
+                let procs = procs_on(&m.gpu_uuid);
+                assert!(
+                    procs.iter().all(|p| p.sm_util_pct.is_none() && p.mem_util_pct.is_none()),
+                    "{procs:?}"
+                );
+                let held: i64 = procs.iter().map(|p| p.used_mem_bytes.expect("mem")).sum();
+                let used = m.fb_used_bytes.expect("fb used");
+                let total = fb_mib << 20;
+                let w = &mut weeks[k];
+                if procs.is_empty() {
+                    assert!(used < 8 << 20 && gpm.iter().all(|v| *v == Some(0.0)), "{m:?}");
+                    w.empty_run += 1;
+                } else {
+                    w.empty_run = 0;
+                    if used < total {
+                        let overhead = used - held - (procs.len() as i64 - 1) * (8 << 20);
+                        assert!((250 << 20..330 << 20).contains(&overhead), "context overhead {overhead}");
+                        assert_eq!(
+                            *w.overhead.get_or_insert(overhead),
+                            overhead,
+                            "the same context each tick"
+                        );
+                    } else {
+                        assert_eq!(used, total);
+                    }
+                }
+                w.longest_empty = w.longest_empty.max(w.empty_run);
+                w.idle_held_run = if held >= GIB && sm <= 2.0 { w.idle_held_run + 1 } else { 0 };
+                w.longest_idle_held = w.longest_idle_held.max(w.idle_held_run);
+
+                slices += want_slices;
+                fb_used += used;
+                let share = want_slices as f32 / 7.0;
+                draw_lo += share * 0.5 * (sm - 0.05).max(0.0);
+                draw_hi += share * 1.08 * (gr + 0.05);
+                any_procs |= !procs.is_empty();
+                any_busy |= gr >= 0.6;
+                all_idle &= gr < 0.4;
+            }
+            assert_eq!(slices, profiles.iter().map(|p| profile_of(p).0).sum::<i32>());
+            assert!(slices <= 7);
+            assert_eq!(g.fb_used_bytes, Some(fb_used), "the GPU's memory in use is its instances'");
+
+            // The board follows the instances.
+            let limit = 700_000.0f32;
+            let floor = if any_procs { model.idle_mw + model.context_mw } else { model.idle_mw };
+            let level = |draw: f32| floor + (limit - floor) * draw * 0.01;
+            let lo = level(draw_lo).min(limit * 0.975) * 0.98 - 1.0;
+            let hi = if level(draw_hi) > limit * 0.985 { limit } else { level(draw_hi) * 1.02 + 1.0 };
+            assert!((lo..=hi).contains(&power), "power {power} outside {lo}..{hi}: {g:?} {instances:?}");
+            power_ticks[usize::from(any_busy)] += 1;
+            if any_busy {
+                assert_eq!(reasons & 1, 0, "an instance runs kernels: the clocks are up");
+            } else if all_idle {
+                assert_eq!(reasons & 1, 1, "no instance runs kernels: the GPU says it is idle");
+            }
+            let energy = g.energy_mj.expect("energy");
+            if let Some(prev) = last_energy.insert(g.gpu_uuid.to_string(), energy) {
+                let expected = power as f64 * step as f64 / 1_000.0;
+                let off = ((energy - prev) as f64 - expected).abs() / expected;
+                assert!(off < 0.025, "energy delta {} vs power × interval {expected}", energy - prev);
+            }
+        }
+        assert_eq!(at, tick.gpus.len());
+
+        // Instance UUIDs: distinct, and the same every tick.
+        if uuids.is_empty() {
+            uuids = tick_uuids;
+            assert_eq!(uuids.iter().collect::<BTreeSet<_>>().len(), 15);
+        } else {
+            assert_eq!(uuids, tick_uuids);
+        }
+        // No job on an instance is anywhere else.
+        let mut jobs: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+        for p in &tick.procs {
+            if let Some(job) = p.identity.slurm_job_id.as_deref().or(p.identity.k8s_pod_uid.as_deref()) {
+                jobs.entry(job).or_default().insert(&p.gpu_uuid);
+            }
+        }
+        for (job, on) in &jobs {
+            assert!(on.len() == 1 || on.iter().all(|u| u.starts_with("GPU-")), "job {job} spans {on:?}");
+        }
+        for &slot in &host.instance_slots {
+            kinds.extend(host.schedule.gpus[slot].procs.iter().map(|p| format!("{:?}", p.work.kind)));
+        }
+    });
+
+    println!("{weeks:#?}\n{kinds:?} {power_ticks:?}");
+    let expected: BTreeSet<String> =
+        ["Debug", "Inference", "Notebook", "Training", "Zombie"].into_iter().map(str::to_owned).collect();
+    assert_eq!(kinds, expected, "every persona on the instances");
+    assert!(weeks.iter().filter(|w| w.longest_empty >= 12).count() >= 2, "instances sat empty for an hour");
+    assert!(weeks.iter().any(|w| w.longest_idle_held >= 144), "a notebook held an instance idle for 12 h");
+    assert!(power_ticks.iter().all(|&n| n > 50), "GPUs with and without busy instances: {power_ticks:?}");
+
+    // The same instances whatever the start and the fleet's size; another
+    // seed, other instances.
+    let instance_uuids = |gpus, seed, start| {
+        let mut tick = Tick::default();
+        SimFleet::host(gpus, seed, start, 2).sample(MONDAY, 1_000, &mut tick);
+        tick.gpus
+            .iter()
+            .filter(|g| g.parent_gpu_uuid.is_some())
+            .map(|g| g.gpu_uuid.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(instance_uuids(24, 42, MONDAY - 3 * DAY), uuids);
+    let other: BTreeSet<_> = instance_uuids(32, 43, MONDAY).into_iter().collect();
+    assert!(other.len() == 15 && uuids.iter().all(|u| !other.contains(u)));
+}
+
+/// The partitioned host is as deterministic as the rest: the same seed
+/// and start give the same rows, instances and their processes included.
+#[test]
+fn a_partitioned_host_gives_the_same_rows_for_the_same_seed() {
+    let a = collect(24, 7, MONDAY, MONDAY + DAY, 5 * MIN);
+    let b = collect(24, 7, MONDAY, MONDAY + DAY, 5 * MIN);
+    assert_eq!(a.0.len(), (24 + 15) * 288);
+    assert!(a.1.iter().any(|p| p.gpu_uuid.starts_with("MIG-")), "processes on instances");
+    assert!(a == b, "same seed, same rows");
 }

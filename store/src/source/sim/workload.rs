@@ -12,6 +12,10 @@
 //! | notebook | 2 h – 12 days, median 36 h | 0–2 %, a used cell now and then in office hours | 2–30 GiB | none when idle |
 //! | debug run | 3 min – 4 h, median 25 min | 25–90 %, paused 30 % of the time | 2–40 GiB | moderate |
 //! | zombie | 45 min – 7 days, median 16 h | 0 | what the dead job held | none |
+//!
+//! On a MIG instance "the GPU" is the instance: memory is a share of the
+//! instance's, at most half (notebooks) or 70 % (debug runs) of it, and
+//! utilization is of its slices.
 
 use std::f64::consts::TAU;
 
@@ -136,10 +140,11 @@ pub(super) fn duration_ms(kind: Kind, rng: &mut ChaCha8Rng) -> i64 {
     ms as i64
 }
 
-/// How much GPU memory a process of `kind` wants, bytes (before it is
-/// fitted next to what the GPU already holds).
-pub(super) fn memory_bytes(kind: Kind, rng: &mut ChaCha8Rng, model: &GpuModel) -> i64 {
-    let fb = model.fb_total_bytes as f32;
+/// How much GPU memory a process of `kind` wants, bytes, on a GPU (or MIG
+/// instance) of `fb_total_bytes` (before it is fitted next to what the GPU
+/// already holds).
+pub(super) fn memory_bytes(kind: Kind, rng: &mut ChaCha8Rng, fb_total_bytes: i64) -> i64 {
+    let fb = fb_total_bytes as f32;
     let bytes = match kind {
         Kind::Training => fb * range(rng, 0.55, 0.95),
         Kind::Inference if rng.random::<f32>() < 0.4 => fb * range(rng, 0.85, 0.92),
@@ -349,7 +354,7 @@ mod tests {
             for _ in 0..200 {
                 let d = duration_ms(kind, &mut rng);
                 assert!((3 * 60_000..=21 * 86_400_000).contains(&d), "{kind:?} {d}");
-                let m = memory_bytes(kind, &mut rng, &H100);
+                let m = memory_bytes(kind, &mut rng, H100.fb_total_bytes);
                 assert!(m >= 1 << 30 && m < H100.fb_total_bytes, "{kind:?} {m}");
             }
         }
