@@ -15,7 +15,9 @@
 use map::HashMap;
 
 use apron_schemas::Table;
-use apron_schemas::time::{DAY_MS, MINUTE_MS};
+use std::collections::BTreeSet;
+
+use apron_schemas::time::{DAY_MS, HOUR_MINUTES, MINUTE_MS};
 
 use crate::config::rate_per_second;
 use crate::config::{Config, gpu_cost_for};
@@ -38,6 +40,7 @@ use cube::{Cube, Key, Sums};
 use file::{BucketFile, BucketTable};
 use minutes::{State, Teams, shares};
 use read::Names;
+use runs::Stretch;
 use stretches::{ReclaimRow, ZombieRow};
 
 /// The owner of a minute no process holds, in team and user.
@@ -57,10 +60,41 @@ pub struct Ledger {
     pub rules: Rules,
     /// Reclaim stretches, longest first (as `queries/reclaim.sql` orders them).
     pub reclaim: Vec<ReclaimRow>,
+    /// What the reclaim stretches add up to.
+    pub reclaim_sum: ReclaimSum,
     /// Zombie stretches, most memory-minutes first (as `queries/zombies.sql`).
     pub zombies: Vec<ZombieRow>,
     /// What the rollups hold in the period; `None` when they hold nothing.
     pub coverage: Option<LedgerCoverage>,
+}
+
+/// What the reclaim stretches add up to, each GPU-minute counted by its
+/// capacity share, so that an idle `1g.10gb` MIG instance's hour is 1/7
+/// of a GPU-hour, as its cost is.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReclaimSum {
+    /// GPU-hours.
+    pub gpu_hours: f64,
+    /// Whole or partitioned GPUs with a stretch.
+    pub gpus: usize,
+    /// MIG instances with a stretch.
+    pub instances: usize,
+}
+
+impl ReclaimSum {
+    fn of<T>(stretches: &[(u32, Stretch<T>)]) -> ReclaimSum {
+        let gpu_minutes: f64 = stretches.iter().map(|(_, s)| s.gpu_minutes).sum();
+        let count = |instance: bool| {
+            let units: BTreeSet<u32> =
+                stretches.iter().filter(|(_, s)| s.instance == instance).map(|(gpu, _)| *gpu).collect();
+            units.len()
+        };
+        ReclaimSum {
+            gpu_hours: gpu_minutes / HOUR_MINUTES as f64,
+            gpus: count(false),
+            instances: count(true),
+        }
+    }
 }
 
 /// What the rollups hold in the period, as `queries/coverage.sql` and
@@ -322,6 +356,7 @@ impl Pass {
             _ => None,
         };
         runs.finish();
+        let reclaim_sum = ReclaimSum::of(&runs.reclaim);
         let names = &names;
         let newest = |gpu: u32| runs.newest.get(&gpu).copied();
         let mut reclaim: Vec<ReclaimRow> = runs
@@ -384,6 +419,7 @@ impl Pass {
             energy_unknown_seconds,
             rules: runs.rules(),
             reclaim,
+            reclaim_sum,
             zombies: zombies.into_iter().map(|(_, r)| r).collect(),
             coverage,
         })
@@ -392,3 +428,37 @@ impl Pass {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod reclaim_sum_tests {
+    use super::*;
+
+    fn stretch(minutes: i64, share: f64, instance: bool) -> Stretch<()> {
+        Stretch {
+            host: 0,
+            index: 0,
+            since: 0,
+            last: (minutes - 1) * MINUTE_MS,
+            minutes,
+            gpu_minutes: minutes as f64 * share,
+            instance,
+            about: (),
+        }
+    }
+
+    /// A 1g.10gb instance idle 140 minutes is 140/7 GPU-minutes; a whole GPU
+    /// idle twice, 60 and 90 minutes, is 150 and counts once; the partitioned
+    /// GPU's unassigned 3/7 idle 70 minutes is 30 GPU-minutes and a GPU.
+    #[test]
+    fn instances_count_by_their_share_and_apart_from_gpus() {
+        let stretches = [
+            (1, stretch(140, 1.0 / 7.0, true)),
+            (2, stretch(60, 1.0, false)),
+            (2, stretch(90, 1.0, false)),
+            (3, stretch(70, 3.0 / 7.0, false)),
+        ];
+        let sum = ReclaimSum::of(&stretches);
+        assert_eq!((sum.gpus, sum.instances), (2, 1));
+        assert!((sum.gpu_hours - (20.0 + 150.0 + 30.0) / 60.0).abs() < 1e-12, "{sum:?}");
+    }
+}

@@ -1,7 +1,8 @@
 //! `apron demo [--out DIR]`: what apron does, in one command, without a
 //! GPU. It simulates a month of a realistic fleet (4 hosts of 8 GPUs, six
-//! teams: H100, A100 and L40S hosts; training, serving, notebooks, zombies,
-//! idle nights and weekends) with the store's simulator and writer
+//! teams: H100, A100 and L40S hosts, four H100s shared as MIG instances;
+//! training, serving, notebooks, zombies, idle nights and weekends) with
+//! the store's simulator and writer
 //! into a temporary data folder, writes a config that prices the GPUs and
 //! maps five of the teams (the sixth shows up as `unassigned`), writes the
 //! monthly report, and prints its headline figures and where it is.

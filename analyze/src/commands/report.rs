@@ -59,9 +59,11 @@ pub struct Headline {
     pub top_idle_teams: Vec<(String, f64)>,
     /// Zombie processes found (distinct processes).
     pub zombies: usize,
-    /// GPUs with at least one idle stretch of the reclaim length.
-    pub reclaim_gpus: usize,
-    /// GPU-hours in those stretches: capacity that could have been handed back.
+    /// The GPUs (and MIG instances) with at least one idle stretch of the
+    /// reclaim length, in words: `3 GPUs and 2 MIG instances`.
+    pub reclaim_units: String,
+    /// GPU-hours in those stretches (a MIG instance's by its share of its
+    /// GPU): capacity that could have been handed back.
     pub reclaim_hours: f64,
     /// The reclaim stretch length, as configured.
     pub reclaim_for: std::time::Duration,
@@ -100,9 +102,9 @@ impl Headline {
         }
         lines.push(format!("  zombies        {} processes holding memory on idle GPUs", self.zombies));
         lines.push(format!(
-            "  reclaimable    {} GPU-hours on {} GPUs, in idle stretches of {} or more",
+            "  reclaimable    {} GPU-hours on {}, in idle stretches of {} or more",
             hours(self.reclaim_hours),
-            self.reclaim_gpus,
+            self.reclaim_units,
             humantime::format_duration(self.reclaim_for)
         ));
         if let Some(w) = self.windows.first() {
@@ -187,7 +189,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let energy_kwh = totals.energy_kwh;
     let idle_pct = totals.idle_pct();
     let zombie_count = zombies.processes();
-    let reclaim_gpus = reclaim.gpus();
+    let reclaim_units = reclaim.units();
     let reclaim_hours = reclaim.gpu_hours();
     let top_idle_teams = idle_teams.top(3);
     // Each table is the batch its command prints.
@@ -369,7 +371,8 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         Section {
             heading: "Reclaim candidates".into(),
             paragraphs: vec![format!(
-                "GPUs idle for {} or more in a row: {reclaim_gpus}, in {} stretches of {} GPU-hours in all, longest first.",
+                "Idle for {} or more in a row: {reclaim_units}, in {} stretches of {} GPU-hours in all \
+                 (a MIG instance's hours counted by its share of its GPU), longest first.",
                 humantime::format_duration(report.config.reclaim.idle_for),
                 reclaim.rows.len(),
                 hours(reclaim_hours)
@@ -453,7 +456,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         gpus: report.coverage.gpus,
         top_idle_teams,
         zombies: zombie_count,
-        reclaim_gpus,
+        reclaim_units,
         reclaim_hours,
         reclaim_for: report.config.reclaim.idle_for,
         windows: window_lines,

@@ -2,17 +2,16 @@
 //! (`queries/reclaim.sql`), longest first, with the idle threshold of the
 //! config: capacity that could be handed back.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use apron_schemas::time::{HOUR_MINUTES, HOUR_MS};
+use apron_schemas::time::HOUR_MS;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
 use super::Report;
 use crate::columns::{self, batch_of};
 use crate::error::Error;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, ReclaimSum};
 use crate::output::Rows;
 use crate::report_context::rules;
 
@@ -23,17 +22,36 @@ pub use crate::ledger::stretches::ReclaimRow;
 pub struct Reclaim {
     /// One row per stretch.
     pub rows: Vec<ReclaimRow>,
+    /// What they add up to.
+    pub sum: ReclaimSum,
 }
 
 impl Reclaim {
-    /// GPUs with at least one stretch.
+    /// GPUs (whole or partitioned) with at least one stretch.
     pub fn gpus(&self) -> usize {
-        self.rows.iter().map(|r| r.gpu_uuid.as_str()).collect::<BTreeSet<_>>().len()
+        self.sum.gpus
     }
 
-    /// GPU-hours in the stretches.
+    /// MIG instances with at least one stretch.
+    pub fn instances(&self) -> usize {
+        self.sum.instances
+    }
+
+    /// GPU-hours in the stretches, a MIG instance's counted by its share of
+    /// its GPU.
     pub fn gpu_hours(&self) -> f64 {
-        self.rows.iter().map(|r| r.idle_minutes as f64).sum::<f64>() / HOUR_MINUTES as f64
+        self.sum.gpu_hours
+    }
+
+    /// "3 GPUs", or "3 GPUs and 2 MIG instances" where instances have
+    /// stretches too.
+    pub fn units(&self) -> String {
+        let gpus = format!("{} GPU{}", self.gpus(), if self.gpus() == 1 { "" } else { "s" });
+        match self.instances() {
+            0 => gpus,
+            1 => format!("{gpus} and 1 MIG instance"),
+            n => format!("{gpus} and {n} MIG instances"),
+        }
     }
 }
 
@@ -41,11 +59,15 @@ impl Reclaim {
 pub async fn reclaim(report: &Report, idle_for: Duration) -> Result<Reclaim, Error> {
     let zombie = &report.config.zombie;
     let rules = rules(zombie.min_idle, zombie.min_mem_mib, idle_for);
-    let rows = match &report.ledger {
-        Some(ledger) if ledger.rules == rules => ledger.reclaim.clone(),
-        _ => Ledger::compute(&report.session, &report.config, &report.period, HOUR_MS, rules).await?.reclaim,
+    let (rows, sum) = match &report.ledger {
+        Some(ledger) if ledger.rules == rules => (ledger.reclaim.clone(), ledger.reclaim_sum),
+        _ => {
+            let ledger =
+                Ledger::compute(&report.session, &report.config, &report.period, HOUR_MS, rules).await?;
+            (ledger.reclaim, ledger.reclaim_sum)
+        }
     };
-    Ok(Reclaim { rows })
+    Ok(Reclaim { rows, sum })
 }
 
 impl Rows for Reclaim {
@@ -81,11 +103,17 @@ mod tests {
     }
 
     #[test]
-    fn gpus_and_hours_of_the_stretches() {
-        let reclaim = Reclaim { rows: vec![row("GPU-a", 150), row("GPU-b", 120), row("GPU-a", 90)] };
-        assert_eq!(reclaim.gpus(), 2);
-        assert_eq!(reclaim.gpu_hours(), 6.0);
-        assert_eq!(Reclaim { rows: Vec::new() }.gpu_hours(), 0.0);
+    fn gpus_instances_and_hours_as_the_ledger_summed_them() {
+        let sum = ReclaimSum { gpu_hours: 6.0, gpus: 2, instances: 0 };
+        let reclaim = Reclaim { rows: vec![row("GPU-a", 150), row("GPU-b", 120), row("GPU-a", 90)], sum };
+        assert_eq!((reclaim.gpus(), reclaim.instances(), reclaim.gpu_hours()), (2, 0, 6.0));
+        assert_eq!(reclaim.units(), "2 GPUs");
+        let one = |gpus, instances| Reclaim {
+            rows: Vec::new(),
+            sum: ReclaimSum { gpu_hours: 0.0, gpus, instances },
+        };
+        assert_eq!(one(1, 1).units(), "1 GPU and 1 MIG instance");
+        assert_eq!(one(3, 4).units(), "3 GPUs and 4 MIG instances");
         let batch = reclaim.to_batch().expect("columns of one length");
         assert_eq!(Columns::of(&batch).i64("idle_minutes").expect("minutes"), [150, 120, 90]);
         assert_eq!(batch.schema().field(6).name(), "still_idle");

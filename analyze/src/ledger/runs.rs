@@ -32,6 +32,11 @@ pub struct Stretch<T> {
     pub since: i64,
     pub last: i64,
     pub minutes: i64,
+    /// Its minutes, each counted by the capacity share of its GPU-minute
+    /// (a MIG instance's slices of its parent's).
+    pub gpu_minutes: f64,
+    /// Whether it is a MIG instance's.
+    pub instance: bool,
     pub about: T,
 }
 
@@ -95,6 +100,7 @@ impl Runs {
                 Some(s) if continues(s, g) => {
                     s.last = g.minute;
                     s.minutes += 1;
+                    s.gpu_minutes += g.capacity_share;
                     s.about.extend(holders);
                 }
                 _ => {
@@ -114,6 +120,7 @@ impl Runs {
                     Some(s) if continues(s, g) => {
                         s.last = g.minute;
                         s.minutes += 1;
+                        s.gpu_minutes += g.capacity_share;
                         s.about = Held { mem_max: max_opt(s.about.mem_max, p.mem_max), ..now };
                     }
                     _ => {
@@ -160,5 +167,14 @@ fn continues<T>(s: &Stretch<T>, g: &GpuMinute) -> bool {
 }
 
 fn start<T>(g: &GpuMinute, about: T) -> Stretch<T> {
-    Stretch { host: g.host, index: g.index, since: g.minute, last: g.minute, minutes: 1, about }
+    Stretch {
+        host: g.host,
+        index: g.index,
+        since: g.minute,
+        last: g.minute,
+        minutes: 1,
+        gpu_minutes: g.capacity_share,
+        instance: g.parent.is_some(),
+        about,
+    }
 }
