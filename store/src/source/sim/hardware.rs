@@ -157,15 +157,7 @@ pub(super) fn mig_layout_for_fleet_host(host_no: usize) -> MigLayout {
 /// derived from the fleet seed, the host and the GPU's index.
 pub(super) fn uuid(seed: u64, host: &str, index: usize) -> String {
     let a = noise::mix(seed ^ noise::fnv(host) ^ (index as u64).wrapping_mul(0xA076_1D64_78BD_642F));
-    let b = noise::mix(a ^ 0xE703_7ED1_A0B4_28DB);
-    format!(
-        "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xFFFF,
-        a & 0xFFFF,
-        b >> 48,
-        b & 0xFFFF_FFFF_FFFF
-    )
+    nvml_uuid("GPU", a, noise::mix(a ^ 0xE703_7ED1_A0B4_28DB))
 }
 
 /// A stable MIG instance UUID in NVML's form,
@@ -174,9 +166,13 @@ pub(super) fn uuid(seed: u64, host: &str, index: usize) -> String {
 pub(super) fn mig_uuid(seed: u64, host: &str, index: usize, instance: usize) -> String {
     let gpu = uuid(seed, host, index);
     let a = noise::mix(noise::fnv(&gpu) ^ (instance as u64 + 1).wrapping_mul(0x8EBC_6AF0_9C88_C6E3));
-    let b = noise::mix(a ^ 0x589_65CC_2BCE_1279);
+    nvml_uuid("MIG", a, noise::mix(a ^ 0x589_65CC_2BCE_1279))
+}
+
+/// `PREFIX-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` from 128 bits.
+fn nvml_uuid(prefix: &str, a: u64, b: u64) -> String {
     format!(
-        "MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        "{prefix}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         a >> 32,
         (a >> 16) & 0xFFFF,
         a & 0xFFFF,
