@@ -59,6 +59,8 @@
 --   state                   busy | idle_held | idle_empty | unknown
 --   parent_gpu_uuid, mig_profile  MIG: an instance's parent GPU and profile (null otherwise)
 --   capacity_share          the part of a physical GPU the row stands for (0–1; 1 for a whole GPU)
+--   pcie_tx_bytes_per_s, pcie_rx_bytes_per_s  mean PCIe traffic out of and into the GPU (bytes/s;
+--                           null: unknown, as for a MIG instance, whose traffic is its parent's)
 WITH gpu AS (
   SELECT
     gpu_uuid,
@@ -76,6 +78,10 @@ WITH gpu AS (
       AS energy_unknown_seconds,
     bool_or(proc_held) AS held,
     max(proc_count) AS procs,
+    sum(pcie_tx_bytes_per_s_mean * seconds)
+      / sum(CASE WHEN pcie_tx_bytes_per_s_mean IS NOT NULL THEN seconds END) AS pcie_tx_bytes_per_s,
+    sum(pcie_rx_bytes_per_s_mean * seconds)
+      / sum(CASE WHEN pcie_rx_bytes_per_s_mean IS NOT NULL THEN seconds END) AS pcie_rx_bytes_per_s,
     max(parent_gpu_uuid) AS parent_gpu_uuid,
     max(mig_profile) AS mig_profile,
     max(mig_slices) AS mig_slices,
@@ -124,6 +130,8 @@ mig_shares AS (
     g.sm_active_pct,
     g.held,
     g.procs,
+    g.pcie_tx_bytes_per_s,
+    g.pcie_rx_bytes_per_s,
     g.parent_gpu_uuid,
     g.mig_profile,
     CASE
@@ -177,5 +185,7 @@ SELECT
   END AS state,
   parent_gpu_uuid,
   mig_profile,
-  capacity_share
+  capacity_share,
+  pcie_tx_bytes_per_s,
+  pcie_rx_bytes_per_s
 FROM active

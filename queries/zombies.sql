@@ -8,12 +8,20 @@
 -- the stretch. Who the process is, its user as shown and its team come
 -- from proc_minute_states.
 --
+-- A stretch during which the GPU moved data over PCIe at a mean of at
+-- least $3 MiB/s (received plus sent, each the seconds-weighted mean of
+-- its minutes where known) is not a zombie's but a data-starved process's
+-- (queries/starved.sql lists those): it is left out here. A stretch
+-- whose traffic is unknown throughout (a MIG instance's is its parent's)
+-- stays a zombie.
+--
 -- apron registers gpu_minute_states and proc_minute_states for the period
 -- and the config wherever a query reads them (also under `apron sql`).
 --
 -- Parameters:
 --   $1  least memory held (bytes), zombie.min_mem_mib × 2^20
 --   $2  shortest stretch (minutes), zombie.min_idle
+--   $3  least PCIe traffic of a data-starved process (MiB per second), zombie.starved_pcie_mib_per_s; 0: none is
 --
 -- Output, one row per stretch, most memory-minutes first:
 --   host, gpu_index, gpu_uuid  the GPU
@@ -30,7 +38,7 @@ WITH newest AS (
 held_idle AS (
   -- Consecutive qualifying minutes of one process share a group.
   SELECT
-    g.host, g.gpu_index, p.*,
+    g.host, g.gpu_index, g.seconds AS gpu_seconds, g.pcie_rx_bytes_per_s, g.pcie_tx_bytes_per_s, p.*,
     CAST(to_unixtime(p.minute) AS BIGINT) / 60
       - row_number() OVER (PARTITION BY p.gpu_uuid, p.pid, p.proc_start ORDER BY p.minute) AS grp
   FROM proc_minute_states p
@@ -41,24 +49,35 @@ last_seen AS (
   SELECT gpu_uuid, pid, proc_start, max(minute) AS last_minute
   FROM proc_minute_states
   GROUP BY gpu_uuid, pid, proc_start
+),
+stretches AS (
+  SELECT
+    h.host,
+    h.gpu_index,
+    h.gpu_uuid,
+    h.pid,
+    h.proc_start,
+    last_value(h.comm ORDER BY h.minute) AS comm,
+    last_value(h."user" ORDER BY h.minute) AS "user",
+    last_value(h.team ORDER BY h.minute) AS team,
+    max(h.used_mem_bytes) AS used_mem_bytes,
+    min(h.minute) AS idle_since,
+    count(*) AS idle_minutes,
+    max(l.last_minute) = max(n.newest_minute) AS still_running,
+    sum(h.pcie_rx_bytes_per_s * h.gpu_seconds)
+      / sum(CASE WHEN h.pcie_rx_bytes_per_s IS NOT NULL THEN h.gpu_seconds END) / 1048576.0 AS pcie_rx_mib_per_s,
+    sum(h.pcie_tx_bytes_per_s * h.gpu_seconds)
+      / sum(CASE WHEN h.pcie_tx_bytes_per_s IS NOT NULL THEN h.gpu_seconds END) / 1048576.0 AS pcie_tx_mib_per_s
+  FROM held_idle h
+  JOIN newest n ON n.gpu_uuid = h.gpu_uuid
+  JOIN last_seen l ON l.gpu_uuid = h.gpu_uuid AND l.pid = h.pid
+    AND l.proc_start IS NOT DISTINCT FROM h.proc_start
+  GROUP BY h.host, h.gpu_index, h.gpu_uuid, h.pid, h.proc_start, h.grp
+  HAVING count(*) >= $2
 )
 SELECT
-  h.host,
-  h.gpu_index,
-  h.gpu_uuid,
-  h.pid,
-  h.proc_start,
-  last_value(h.comm ORDER BY h.minute) AS comm,
-  last_value(h."user" ORDER BY h.minute) AS "user",
-  last_value(h.team ORDER BY h.minute) AS team,
-  max(h.used_mem_bytes) AS used_mem_bytes,
-  min(h.minute) AS idle_since,
-  count(*) AS idle_minutes,
-  max(l.last_minute) = max(n.newest_minute) AS still_running
-FROM held_idle h
-JOIN newest n ON n.gpu_uuid = h.gpu_uuid
-JOIN last_seen l ON l.gpu_uuid = h.gpu_uuid AND l.pid = h.pid
-  AND l.proc_start IS NOT DISTINCT FROM h.proc_start
-GROUP BY h.host, h.gpu_index, h.gpu_uuid, h.pid, h.proc_start, h.grp
-HAVING count(*) >= $2
-ORDER BY coalesce(max(h.used_mem_bytes), 0) * count(*) DESC, h.host, h.gpu_index, h.pid, idle_since
+  host, gpu_index, gpu_uuid, pid, proc_start, comm, "user", team,
+  used_mem_bytes, idle_since, idle_minutes, still_running
+FROM stretches
+WHERE NOT ($3 > 0 AND coalesce(pcie_rx_mib_per_s, 0.0) + coalesce(pcie_tx_mib_per_s, 0.0) >= $3)
+ORDER BY coalesce(used_mem_bytes, 0) * idle_minutes DESC, host, gpu_index, pid, idle_since

@@ -32,6 +32,9 @@ fn bundle_names() -> BTreeSet<String> {
         "idle-cost-by-gpu.csv",
         "zombies.csv",
         "reclaim.csv",
+        "savings.csv",
+        "budgets.csv",
+        "actions.csv",
     ]
     .into_iter()
     .map(str::to_owned)
@@ -146,6 +149,70 @@ fn a_two_day_demo_writes_the_bundle_and_its_figures_are_spends() {
     let named = teams.iter().filter(|t| **t != "(unallocated)").count();
     assert!(named >= 5, "at least 5 teams besides (unallocated): {teams:?}");
     assert!(teams.contains(&"unassigned"), "the unmapped team shows as unassigned: {teams:?}");
+
+    // The report leads with the actions worth most; their figures are the
+    // savings' and the windows' computed apart (apron savings, apron windows).
+    let page = std::fs::read_to_string(out_dir.join("index.html")).expect("the page");
+    let first = page.find("<h2").map(|i| &page[i..]).unwrap_or_default();
+    assert!(
+        first.contains(">Actions worth most this month</h2>"),
+        "the first section: {}",
+        &first[..first.len().min(120)]
+    );
+    let actions = std::fs::read_to_string(out_dir.join("actions.csv")).expect("actions.csv");
+    let actions: Vec<Vec<String>> = actions.lines().skip(1).map(csv_fields).collect();
+    assert!((1..=3).contains(&actions.len()), "{actions:?}");
+    let savings = Command::new(bin("apron"))
+        .arg("--data")
+        .arg(&data)
+        .arg("--config")
+        .arg(&config)
+        .args(["savings", "--month", MONTH, "--format", "json"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("apron runs");
+    let rows: Vec<Value> = serde_json::from_slice(&savings.stdout).expect("savings prints a JSON array");
+    let total = rows.iter().find(|r| r["team"] == "(total)").expect("a total row");
+    let money = |cell: &str| cell.parse::<f64>().ok();
+    let worth = |what: &str| actions.iter().find(|a| a[0].starts_with(what)).and_then(|a| money(&a[1]));
+    if let Some(reclaim) = worth("Reclaim GPUs idle") {
+        assert_eq!(
+            cents_of(reclaim),
+            cents_of(total["reclaim_cost"].as_f64().unwrap_or(f64::NAN)),
+            "{actions:?}"
+        );
+    }
+    if let Some(zombies) = worth("End zombie processes") {
+        assert_eq!(
+            cents_of(zombies),
+            cents_of(total["zombie_cost"].as_f64().unwrap_or(f64::NAN)),
+            "{actions:?}"
+        );
+    }
+    let worths: Vec<f64> = actions.iter().filter_map(|a| money(&a[1])).collect();
+    assert_eq!(worths.len(), actions.len(), "every action has its worth: {actions:?}");
+    assert!(worths.windows(2).all(|w| w[0] >= w[1]), "most money first: {worths:?}");
+    assert!(worth("Reclaim GPUs idle").is_some(), "two idle days leave GPUs to reclaim: {actions:?}");
+}
+
+/// The fields of one CSV line: commas split them except inside double
+/// quotes, where `""` is a quote.
+fn csv_fields(line: &str) -> Vec<String> {
+    let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(std::mem::take(&mut field)),
+            (c, _) => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields
 }
 
 #[test]

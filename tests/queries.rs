@@ -141,6 +141,8 @@ fn case(name: &str) -> Option<Case> {
                 "mig_profile",
                 "mig_slices",
                 "mig_total_slices",
+                "pcie_tx_bytes_per_s_mean",
+                "pcie_rx_bytes_per_s_mean",
             ],
         },
         "ledger_proc_minutes" => Case {
@@ -199,6 +201,8 @@ fn case(name: &str) -> Option<Case> {
                 "parent_gpu_uuid",
                 "mig_profile",
                 "capacity_share",
+                "pcie_tx_bytes_per_s",
+                "pcie_rx_bytes_per_s",
             ],
         },
         "proc_minute_states" => Case {
@@ -265,6 +269,7 @@ fn case(name: &str) -> Option<Case> {
             ],
         },
         "samples_between" => Case { params: vec![start, end], columns: &["first_ts", "last_ts"] },
+        "budget_hours" => Case { params: vec![], columns: &["team", "hour", "cost"] },
         "spend" => Case {
             params: vec![],
             columns: &[
@@ -295,8 +300,46 @@ fn case(name: &str) -> Option<Case> {
                 "weeks",
             ],
         },
+        "window_gpus" => Case {
+            params: vec![],
+            columns: &[
+                "host",
+                "gpu_index",
+                "gpu_uuid",
+                "parent_gpu_uuid",
+                "mig_mode",
+                "dow",
+                "hour",
+                "weeks",
+                "idle_share_pct",
+            ],
+        },
+        "process_jobs" => Case {
+            params: vec![start.clone(), end.clone()],
+            columns: &["gpu_uuid", "pid", "proc_start", "k8s_pod_uid", "k8s_namespace", "slurm_job_id"],
+        },
+        "starved" => Case {
+            params: vec![i64p(512 << 20), i64p(5), i64p(100)],
+            columns: &[
+                "host",
+                "gpu_index",
+                "gpu_uuid",
+                "pid",
+                "proc_start",
+                "comm",
+                "user",
+                "team",
+                "used_mem_bytes",
+                "idle_since",
+                "idle_minutes",
+                "still_running",
+                "activity_pct",
+                "pcie_rx_mib_per_s",
+                "pcie_tx_mib_per_s",
+            ],
+        },
         "zombies" => Case {
-            params: vec![i64p(512 << 20), i64p(5)],
+            params: vec![i64p(512 << 20), i64p(5), i64p(100)],
             columns: &[
                 "host",
                 "gpu_index",

@@ -25,8 +25,14 @@ use serde_json::Value;
 const PNGS: [&str; 6] =
     ["fleet-state.png", "idle-cost.png", "team-spend.png", "hour-of-week.png", "gpu-days.png", "power.png"];
 
-const CSVS: [&str; 5] =
-    ["spend.csv", "idle-cost-by-team.csv", "idle-cost-by-gpu.csv", "zombies.csv", "reclaim.csv"];
+const CSVS: [&str; 6] = [
+    "spend.csv",
+    "idle-cost-by-team.csv",
+    "idle-cost-by-gpu.csv",
+    "zombies.csv",
+    "reclaim.csv",
+    "savings.csv",
+];
 
 /// The names of the files in `dir` (recursively), sorted.
 fn names(dir: &Path) -> BTreeSet<String> {

@@ -110,6 +110,10 @@ fn spend_row(team: &str, hours: [f64; 5], money: [f64; 3], share_pct: f64) -> Va
         "idle_cost": money[2],
         "unknown_cost": 0.0,
         "share_pct": share_pct,
+        // The scenario's config sets no budget.
+        "budget": null,
+        "budget_used_pct": null,
+        "forecast": null,
     })
 }
 
@@ -245,7 +249,7 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
     c.eq(
         "spend: columns in order",
         columns(&fx, &["spend"]).join(","),
-        "team,gpu_hours,busy_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,unknown_gpu_hours,energy_kwh,cost,busy_cost,idle_cost,unknown_cost,share_pct"
+        "team,gpu_hours,busy_gpu_hours,idle_held_gpu_hours,idle_empty_gpu_hours,unknown_gpu_hours,energy_kwh,cost,busy_cost,idle_cost,unknown_cost,share_pct,budget,budget_used_pct,forecast"
             .to_owned(),
     );
     // As a table, the header goes above the rows on stdout, nothing on stderr.

@@ -402,7 +402,7 @@ fn check_figures(fx: &Fixture, c: &mut Checks, variant: &str) {
             "team": team, "gpu_hours": hours[0], "busy_gpu_hours": hours[1], "idle_held_gpu_hours": hours[2],
             "idle_empty_gpu_hours": hours[3], "unknown_gpu_hours": hours[4], "energy_kwh": hours[5],
             "cost": money[0], "busy_cost": money[1], "idle_cost": money[2], "unknown_cost": money[3],
-            "share_pct": share,
+            "share_pct": share, "budget": null, "budget_used_pct": null, "forecast": null,
         })
     };
     c.rows(

@@ -74,6 +74,7 @@ const VALUES: &[Choice] = &[
     Choice { phrase: "bucket length", text: "300", value: || ScalarValue::Int64(Some(300)) },
     Choice { phrase: "(bytes)", text: "536870912", value: || ScalarValue::Int64(Some(512 << 20)) },
     Choice { phrase: "(minutes)", text: "5", value: || ScalarValue::Int64(Some(5)) },
+    Choice { phrase: "(mib per second)", text: "100", value: || ScalarValue::Int64(Some(100)) },
 ];
 
 /// One documented parameter: `$n` and its description.

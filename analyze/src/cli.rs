@@ -98,10 +98,23 @@ pub enum Command {
     /// whether they still are: candidates to hand back.
     Reclaim(ReclaimArgs),
 
+    /// Replay the period as if GPUs had been reclaimed after --reclaim-after
+    /// idle and zombies ended after --zombie-after: the GPU-hours and money
+    /// that would have been freed, per team, against the idle cost.
+    Savings(SavingsArgs),
+
     /// List processes that held GPU memory while their GPU sat idle for at
     /// least --min-idle in a row: who, which GPU, how much, since when,
-    /// and whether they still run.
+    /// and whether they still run. Processes whose GPU moved data over
+    /// PCIe meanwhile are starved of data, not zombies (see `starved`).
+    /// With --commands, print the commands that stop those still running.
     Zombies(ZombiesArgs),
+
+    /// List processes that held GPU memory while their GPU sat idle for at
+    /// least --min-idle in a row but moved data over PCIe meanwhile (at
+    /// least --starved-pcie MiB/s): starved of input, not zombies, with
+    /// the GPU's mean activity and PCIe traffic over the stretch.
+    Starved(StarvedArgs),
 
     /// What each team's GPU time cost: GPU-hours busy, idle-held and
     /// idle-empty, energy and cost per team, adding up to the fleet's cost.
@@ -504,12 +517,25 @@ pub enum WindowsShow {
     Windows,
 }
 
-/// `apron windows [--show profile|windows] [--min-idle-share PCT] [period]`.
+/// `apron windows [--show profile|windows | --cron COMMAND [--grace D]]
+/// [--min-idle-share PCT] [--min-hours H] [period]`.
 #[derive(Debug, Clone, Args)]
 pub struct WindowsArgs {
     /// What to print as rows.
     #[arg(long, value_enum, default_value_t = WindowsShow::Profile)]
     pub show: WindowsShow,
+
+    /// Print crontab lines instead of rows: for each host, lines that start
+    /// COMMAND (shell text, run by sh) at the start of each idle window,
+    /// with CUDA_VISIBLE_DEVICES set to the host's GPUs idle in that
+    /// window, and stop it at the window's end (times in UTC).
+    #[arg(long, value_name = "COMMAND", conflicts_with = "show")]
+    pub cron: Option<String>,
+
+    /// With --cron: how long the command gets between TERM and KILL at the
+    /// window's end, whole seconds, up to 1h (default 60s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait, requires = "cron")]
+    pub grace: Option<std::time::Duration>,
 
     /// An hour of the week belongs to an idle window when at least this
     /// share of its GPU time is idle (percent).
@@ -545,7 +571,8 @@ pub struct ReclaimArgs {
     pub period: PeriodArgs,
 }
 
-/// `apron zombies [--min-idle 10m] [--min-mem 256] [period]`.
+/// `apron zombies [--min-idle 10m] [--min-mem 256] [--starved-pcie 100]
+/// [--commands [--wait 30s]] [period]`.
 #[derive(Debug, Clone, Args)]
 pub struct ZombiesArgs {
     /// Shortest idle stretch (default: `[zombie] min_idle` of the config, 10m).
@@ -556,14 +583,96 @@ pub struct ZombiesArgs {
     #[arg(long, value_name = "MIB")]
     pub min_mem: Option<u64>,
 
+    /// PCIe traffic, MiB/s in and out, at or above which the GPU's mean
+    /// over the stretch makes a process starved of data, not a zombie
+    /// (default: `[zombie] starved_pcie_mib_per_s`, 100; 0: none is).
+    #[arg(long, value_name = "MIB_PER_S", value_parser = parse_starved_pcie)]
+    pub starved_pcie: Option<u64>,
+
+    /// Print, instead of the list, a shell script that stops the zombies
+    /// still running, host by host, most memory-minutes first: a notice to
+    /// the owner, TERM, a wait, KILL if still there (a Kubernetes pod is
+    /// deleted, a Slurm job cancelled), each only while the pid is still
+    /// the process recorded. apron itself sends no signal.
+    #[arg(long)]
+    pub commands: bool,
+
+    /// With --commands: how long a process gets between TERM and KILL (a
+    /// pod's grace period), whole seconds, up to 1h.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait, requires = "commands")]
+    pub wait: Option<std::time::Duration>,
+
     /// The period.
     #[command(flatten)]
     pub period: PeriodArgs,
 }
 
-/// `apron alerts`: takes only the global options.
+/// `apron starved [--min-idle 10m] [--min-mem 256] [--starved-pcie 100] [period]`.
 #[derive(Debug, Clone, Args)]
-pub struct AlertsArgs {}
+pub struct StarvedArgs {
+    /// Shortest idle stretch (default: `[zombie] min_idle` of the config, 10m).
+    #[arg(long, value_parser = parse_window)]
+    pub min_idle: Option<std::time::Duration>,
+
+    /// Least GPU memory held, MiB (default: `[zombie] min_mem_mib`, 256).
+    #[arg(long, value_name = "MIB")]
+    pub min_mem: Option<u64>,
+
+    /// PCIe traffic, MiB/s in and out, at or above which the GPU's mean
+    /// over the stretch makes a process starved of data (default:
+    /// `[zombie] starved_pcie_mib_per_s`, 100; 0: none is).
+    #[arg(long, value_name = "MIB_PER_S", value_parser = parse_starved_pcie)]
+    pub starved_pcie: Option<u64>,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
+
+/// The longest `zombies --wait`.
+pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(3_600);
+
+fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_window(s)?;
+    if d > MAX_WAIT {
+        return Err("must be at most 1h".into());
+    }
+    Ok(d)
+}
+
+fn parse_starved_pcie(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(v) if v <= crate::config::MAX_STARVED_PCIE_MIB_PER_S => Ok(v),
+        _ => Err("expected a whole number of MiB/s from 0 to 1048576".into()),
+    }
+}
+
+/// `apron savings [--reclaim-after 2h] [--zombie-after 30m] [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct SavingsArgs {
+    /// Reclaim a GPU once idle this long in a row (default: `[reclaim] for`
+    /// of the config, 2h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+    pub reclaim_after: Option<std::time::Duration>,
+
+    /// End a zombie once it has held memory on its idle GPU this long
+    /// (default: `[zombie] min_idle` of the config, 10m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+    pub zombie_after: Option<std::time::Duration>,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
+
+/// `apron alerts [--at T]`.
+#[derive(Debug, Clone, Args)]
+pub struct AlertsArgs {
+    /// Check the rules as of this time instead of now: YYYY-MM-DD (midnight
+    /// UTC) or an RFC 3339 time. What would have fired then.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time)]
+    pub at: Option<i64>,
+}
 
 /// `apron pick --host H [--window 5m]`.
 #[derive(Debug, Clone, Args)]

@@ -26,6 +26,9 @@
 //! [zombie]
 //! min_mem_mib = 256      # GPU memory a zombie holds, MiB; 0–1,048,576 (1 TiB)
 //! min_idle = "10m"       # unbroken idle time on its GPU; up to 366 days
+//! starved_pcie_mib_per_s = 100  # a process whose idle GPU moved at least this
+//!                        # over PCIe meanwhile (MiB/s, in and out) is starved
+//!                        # of data, not a zombie; 0–1,048,576, 0: none is
 //!
 //! [reclaim]
 //! for = "2h"             # unbroken idle time of a reclaim candidate; up to 366 days
@@ -49,6 +52,7 @@
 //! uids = [1001]
 //! k8s_namespaces = ["vision-*"]   # glob patterns
 //! slurm_accounts = ["vision"]
+//! budget_per_month = 5000         # in `currency` a calendar month (UTC); 0–10,000,000,000
 //! ```
 //!
 //! Every number must be finite and within the range shown, which is wide
@@ -208,6 +212,10 @@ pub struct Team {
     /// Slurm accounts, exactly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slurm_accounts: Vec<String>,
+    /// What the team may spend in a calendar month (UTC), in `currency`, up
+    /// to [`MAX_BUDGET_PER_MONTH`]; none when absent.
+    #[serde(default, deserialize_with = "budget_per_month", skip_serializing_if = "Option::is_none")]
+    pub budget_per_month: Option<f64>,
 }
 
 /// A glob pattern over Kubernetes namespace names (`*`, `?`, `[a-z]`),
@@ -254,6 +262,12 @@ pub struct Zombie {
     /// written `"10m"`).
     #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
     pub min_idle: Duration,
+    /// PCIe traffic (MiB/s, received and sent together, the GPU's mean over
+    /// the idle stretch) at or above which a process holding memory on an
+    /// idle GPU is starved of data, not a zombie, up to
+    /// [`MAX_STARVED_PCIE_MIB_PER_S`] (default 100; 0: none is).
+    #[serde(deserialize_with = "starved_pcie_mib_per_s")]
+    pub starved_pcie_mib_per_s: u64,
 }
 
 /// `[reclaim]`.
@@ -323,7 +337,7 @@ impl Default for Energy {
 
 impl Default for Zombie {
     fn default() -> Self {
-        Zombie { min_mem_mib: 256, min_idle: Duration::from_mins(10) }
+        Zombie { min_mem_mib: 256, min_idle: Duration::from_mins(10), starved_pcie_mib_per_s: 100 }
     }
 }
 
@@ -572,11 +586,19 @@ pub const MAX_PURCHASE_PRICE: f64 = 10_000_000_000.0;
 /// The range of `[[gpu_cost]] lifetime_years`: from five weeks to 50 years.
 pub const LIFETIME_YEARS: std::ops::RangeInclusive<f64> = 0.1..=50.0;
 
+/// The highest `[[team]] budget_per_month`, in `currency`: as the highest
+/// purchase price, above any team's month in any currency.
+pub const MAX_BUDGET_PER_MONTH: f64 = 10_000_000_000.0;
+
 /// The highest `[[gpu_cost]] ops_per_gpu_hour`, in `currency`.
 pub const MAX_OPS_PER_GPU_HOUR: f64 = 1_000_000.0;
 
 /// The highest `[zombie] min_mem_mib`: 1 TiB, more than any GPU holds.
 pub const MAX_MIN_MEM_MIB: u64 = 1 << 20;
+
+/// The highest `[zombie] starved_pcie_mib_per_s`: 1 TiB/s, past any PCIe
+/// link.
+pub const MAX_STARVED_PCIE_MIB_PER_S: u64 = 1 << 20;
 
 /// The longest duration the file may give (`min_idle`, `for`): 366 days.
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * DAY_SECS);
@@ -614,6 +636,10 @@ fn lifetime_years<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::
     within(deserializer, *LIFETIME_YEARS.start(), *LIFETIME_YEARS.end())
 }
 
+fn budget_per_month<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    within(deserializer, 0.0, MAX_BUDGET_PER_MONTH).map(Some)
+}
+
 fn ops_per_gpu_hour<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
     within(deserializer, 0.0, MAX_OPS_PER_GPU_HOUR)
 }
@@ -646,6 +672,19 @@ fn min_mem_mib<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Err
         Err(de::Error::custom(format!(
             "must be at most {} (1 TiB)",
             apron_reports::grouped(MAX_MIN_MEM_MIB as f64, 0)
+        )))
+    }
+}
+
+/// An integer from zero to [`MAX_STARVED_PCIE_MIB_PER_S`].
+fn starved_pcie_mib_per_s<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let v = deserializer.deserialize_any(WholeNumber)?;
+    if v <= MAX_STARVED_PCIE_MIB_PER_S {
+        Ok(v)
+    } else {
+        Err(de::Error::custom(format!(
+            "must be at most {} (1 TiB/s)",
+            apron_reports::grouped(MAX_STARVED_PCIE_MIB_PER_S as f64, 0)
         )))
     }
 }

@@ -17,7 +17,7 @@ use map::HashMap;
 use apron_schemas::Table;
 use std::collections::BTreeSet;
 
-use apron_schemas::time::{DAY_MS, HOUR_MINUTES, MINUTE_MS};
+use apron_schemas::time::{DAY_MS, HOUR_MINUTES, HOUR_SECS, MINUTE_MS};
 
 use crate::config::rate_per_second;
 use crate::config::{Config, gpu_cost_for};
@@ -40,7 +40,7 @@ use cube::{Cube, Key, Sums};
 use file::{BucketFile, BucketTable};
 use minutes::{State, Teams, shares};
 use read::Names;
-use runs::Stretch;
+use runs::{Freed, Stretch};
 use stretches::{ReclaimRow, ZombieRow};
 
 /// The owner of a minute no process holds, in team and user.
@@ -62,10 +62,40 @@ pub struct Ledger {
     pub reclaim: Vec<ReclaimRow>,
     /// What the reclaim stretches add up to.
     pub reclaim_sum: ReclaimSum,
-    /// Zombie stretches, most memory-minutes first (as `queries/zombies.sql`).
+    /// Stretches of processes holding memory on idle GPUs, most
+    /// memory-minutes first: the zombies of `queries/zombies.sql` and the
+    /// data-starved of `queries/starved.sql` together, each with its GPU's
+    /// PCIe traffic, by which `crate::figures::zombies` tells them apart.
     pub zombies: Vec<ZombieRow>,
+    /// What reclaiming each GPU once idle `reclaim_min_minutes` in a row
+    /// would have freed, per team whose share it was (only teams with
+    /// something freed), most money first.
+    pub reclaimed: Vec<Reclaimed>,
+    /// What ending each of [`Ledger::zombies`] (in its order) once it had
+    /// held memory on its idle GPU `zombie_min_minutes` would have freed.
+    pub zombie_freed: Vec<ZombieFreed>,
     /// What the rollups hold in the period; `None` when they hold nothing.
     pub coverage: Option<LedgerCoverage>,
+}
+
+/// What reclaiming GPUs by the rule would have freed of one team's GPU
+/// time ([`Ledger::reclaimed`]): GPU-hours (a MIG instance's by its share of
+/// its GPU) and their exact cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reclaimed {
+    pub team: String,
+    pub gpu_hours: f64,
+    pub cost: f64,
+}
+
+/// What ending one zombie stretch by the rule would have freed
+/// ([`Ledger::zombie_freed`]): its share of the minutes past the rule, and
+/// of those the ones reclaiming its GPU would not have freed anyway; each
+/// as (GPU-hours, exact cost).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ZombieFreed {
+    pub freed: (f64, f64),
+    pub alone: (f64, f64),
 }
 
 /// What the reclaim stretches add up to, each GPU-minute counted by its
@@ -236,6 +266,23 @@ struct Pass {
     file: BucketFile,
     runs: runs::Runs,
     energy_unknown_seconds: f64,
+    /// What reclaiming GPUs after the reclaim rule would have freed, by team.
+    reclaimed: HashMap<u32, Freed>,
+    /// Where the pass's time goes, for `APRON_LOG=debug`.
+    timings: Timings,
+}
+
+/// Time spent in each step of the pass over the days.
+#[derive(Debug, Default)]
+struct Timings {
+    /// Making the engine's rows into parts, and noting what they cover.
+    parts: std::time::Duration,
+    /// Summing the parts into GPU- and process-minutes.
+    minutes: std::time::Duration,
+    /// Pricing, attributing, following the stretches.
+    attributing: std::time::Duration,
+    /// Writing `cost_buckets`.
+    writing: std::time::Duration,
 }
 
 impl Pass {
@@ -255,6 +302,8 @@ impl Pass {
             file: BucketFile::create(Cube::schema())?,
             runs: runs::Runs::new(rules),
             energy_unknown_seconds: 0.0,
+            reclaimed: HashMap::default(),
+            timings: Timings::default(),
         })
     }
 
@@ -273,11 +322,16 @@ impl Pass {
         // The buffers are the pass's, kept from day to day.
         let mut buffers = std::mem::take(&mut self.buffers);
         let Buffers { gpu_parts, proc_parts, gpus, procs } = &mut buffers;
+        let at = std::time::Instant::now();
         day.parts(&mut self.names, gpu_parts, proc_parts)?;
         self.seen.parts(gpu_parts);
+        self.timings.parts += at.elapsed();
+        let at = std::time::Instant::now();
         let threshold = self.config.idle.threshold_pct;
         minutes::gpu_minutes(gpu_parts, &self.names, threshold, gpus);
         minutes::proc_minutes(proc_parts, &mut self.names, &mut self.teams, &self.config, procs);
+        self.timings.minutes += at.elapsed();
+        let at = std::time::Instant::now();
         let (price, pue) = (self.config.energy.price_per_kwh, self.config.energy.pue);
         // The rows of one GPU's bucket: minutes come GPU by GPU, in time
         // order, so a bucket's rows are complete when the next one starts.
@@ -331,18 +385,61 @@ impl Pass {
                 }
             }
             self.runs.minute(g, on);
+            self.savings(g, on, gpu_seconds, cost);
         }
         self.cube.extend(bucket);
         for p in procs.iter() {
             self.runs.seen(p);
         }
+        self.timings.attributing += at.elapsed();
+        let at = std::time::Instant::now();
         self.buffers = buffers;
         self.cube.drain_into(&self.names, BATCH_ROWS, &mut self.file)?;
+        self.timings.writing += at.elapsed();
         Ok(())
     }
 
+    /// What ending the stretches early would have freed of this minute
+    /// (`gpu_seconds` costing `cost`): the whole minute, for its owners'
+    /// teams, once its GPU has been idle longer than the reclaim rule; and
+    /// the share of each process that has held memory on it idle longer
+    /// than the zombie rule, kept with that process's stretch (whether it is
+    /// a zombie or starved of data is known at the stretch's end).
+    fn savings(&mut self, g: &minutes::GpuMinute, on: &[minutes::ProcMinute], gpu_seconds: f64, cost: f64) {
+        let rules = self.runs.rules();
+        let Some(idle) = self.runs.idle_for(g.gpu, g.minute) else { return };
+        let reclaimed = idle > rules.reclaim_min_minutes;
+        if g.state == State::IdleEmpty || on.is_empty() {
+            if reclaimed {
+                self.reclaimed.entry(self.unallocated).or_default().add(gpu_seconds, cost);
+            }
+            return;
+        }
+        for (o, share) in on.iter().zip(shares(g.state, on)) {
+            let (seconds, money) = (gpu_seconds * share, cost * share);
+            if reclaimed {
+                self.reclaimed.entry(o.team).or_default().add(seconds, money);
+            }
+            let key = (o.gpu, o.pid, o.start);
+            if self.runs.holding_for(key, g.minute).is_some_and(|m| m > rules.zombie_min_minutes) {
+                self.runs.free(key, seconds, money, !reclaimed);
+            }
+        }
+    }
+
     fn finish(self) -> Result<Ledger, Error> {
-        let Pass { names, mut cube, mut file, mut runs, energy_unknown_seconds, seen, .. } = self;
+        let Pass {
+            names,
+            mut cube,
+            mut file,
+            mut runs,
+            energy_unknown_seconds,
+            seen,
+            reclaimed,
+            timings,
+            ..
+        } = self;
+        tracing::debug!(?timings, "the pass's steps");
         cube.drain_into(&names, BATCH_ROWS, &mut file)?;
         let coverage = match (seen.first_minute, seen.last_minute) {
             (Some(first_minute), Some(last_minute)) => Some(LedgerCoverage {
@@ -384,7 +481,7 @@ impl Pass {
                 b.idle_since,
             ))
         });
-        let mut zombies: Vec<(i64, ZombieRow)> = runs
+        let mut zombies: Vec<(i64, ZombieRow, ZombieFreed)> = runs
             .zombies
             .iter()
             .map(|(key @ (gpu, pid, start), s)| {
@@ -401,11 +498,16 @@ impl Pass {
                     idle_since: s.since,
                     idle_minutes: s.minutes,
                     still_running: runs.last_seen.get(key).copied() == newest(*gpu),
+                    activity_pct: s.about.traffic.activity_pct(),
+                    pcie_rx_mib_per_s: s.about.traffic.rx_mib_per_s(),
+                    pcie_tx_mib_per_s: s.about.traffic.tx_mib_per_s(),
                 };
-                (s.about.mem_max.unwrap_or(0).saturating_mul(s.minutes), row)
+                let hours = |f: Freed| (f.seconds / HOUR_SECS as f64, f.cost);
+                let freed = ZombieFreed { freed: hours(s.about.freed), alone: hours(s.about.freed_alone) };
+                (s.about.mem_max.unwrap_or(0).saturating_mul(s.minutes), row, freed)
             })
             .collect();
-        zombies.sort_by(|(wa, a), (wb, b)| {
+        zombies.sort_by(|(wa, a, _), (wb, b, _)| {
             (wb, &a.host, a.gpu_index, a.pid, a.idle_since).cmp(&(
                 wa,
                 &b.host,
@@ -414,13 +516,25 @@ impl Pass {
                 b.idle_since,
             ))
         });
+        let mut reclaimed: Vec<Reclaimed> = reclaimed
+            .into_iter()
+            .map(|(team, f)| Reclaimed {
+                team: names.name(team).to_owned(),
+                gpu_hours: f.seconds / HOUR_SECS as f64,
+                cost: f.cost,
+            })
+            .collect();
+        reclaimed.sort_by(|a, b| b.cost.total_cmp(&a.cost).then_with(|| a.team.cmp(&b.team)));
+        let zombie_freed = zombies.iter().map(|(_, _, f)| *f).collect();
         Ok(Ledger {
             buckets: file.finish()?,
+            reclaimed,
+            zombie_freed,
             energy_unknown_seconds,
             rules: runs.rules(),
             reclaim,
             reclaim_sum,
-            zombies: zombies.into_iter().map(|(_, r)| r).collect(),
+            zombies: zombies.into_iter().map(|(_, r, _)| r).collect(),
             coverage,
         })
     }

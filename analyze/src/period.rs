@@ -139,7 +139,8 @@ pub fn show_ms(ms: i64) -> String {
     }
 }
 
-fn midnight_ms(day: NaiveDate) -> i64 {
+/// The first millisecond of `day` (UTC).
+pub fn midnight_ms(day: NaiveDate) -> i64 {
     day.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp_millis())
 }
 

@@ -16,6 +16,12 @@ pub const RECLAIM: &str = include_str!("../../queries/reclaim.sql");
 /// `queries/zombies.sql`: processes holding memory on idle GPUs.
 pub const ZOMBIES: &str = include_str!("../../queries/zombies.sql");
 
+/// `queries/starved.sql`: processes on idle GPUs that move data over PCIe.
+pub const STARVED: &str = include_str!("../../queries/starved.sql");
+
+/// `queries/process_jobs.sql`: the pod and Slurm job of each process in a span.
+pub const PROCESS_JOBS: &str = include_str!("../../queries/process_jobs.sql");
+
 /// `queries/gpu_minutes_from_raw.sql`: `gpu_minutes` rows from raw samples.
 pub const GPU_MINUTES_FROM_RAW: &str = include_str!("../../queries/gpu_minutes_from_raw.sql");
 
@@ -49,11 +55,17 @@ pub const SAMPLES_BETWEEN: &str = include_str!("../../queries/samples_between.sq
 /// `queries/spend.sql`: cost per team.
 pub const SPEND: &str = include_str!("../../queries/spend.sql");
 
+/// `queries/budget_hours.sql`: each team's cost hour by hour, for budgets.
+pub const BUDGET_HOURS: &str = include_str!("../../queries/budget_hours.sql");
+
 /// `queries/idle_cost.sql`: idle cost by team, user, host or GPU.
 pub const IDLE_COST: &str = include_str!("../../queries/idle_cost.sql");
 
 /// `queries/windows.sql`: the hour-of-week profile.
 pub const WINDOWS: &str = include_str!("../../queries/windows.sql");
+
+/// `queries/window_gpus.sql`: each GPU's idle share per hour of the week.
+pub const WINDOW_GPUS: &str = include_str!("../../queries/window_gpus.sql");
 
 /// `queries/fleet_state.sql`: GPUs per state over time.
 pub const FLEET_STATE: &str = include_str!("../../queries/fleet_state.sql");
@@ -67,6 +79,7 @@ pub const GPU_DAYS: &str = include_str!("../../queries/gpu_days.sql");
 /// Every embedded query by name (the file name without `.sql`).
 pub const ALL: &[(&str, &str)] = &[
     ("alerts", ALERTS),
+    ("budget_hours", BUDGET_HOURS),
     ("coverage", COVERAGE),
     ("fleet_state", FLEET_STATE),
     ("gpu_days", GPU_DAYS),
@@ -80,11 +93,14 @@ pub const ALL: &[(&str, &str)] = &[
     ("newest_sample", NEWEST_SAMPLE),
     ("pick", PICK),
     ("power", POWER),
+    ("process_jobs", PROCESS_JOBS),
     ("proc_minute_states", PROC_MINUTE_STATES),
     ("proc_minutes_from_raw", PROC_MINUTES_FROM_RAW),
     ("reclaim", RECLAIM),
     ("samples_between", SAMPLES_BETWEEN),
     ("spend", SPEND),
+    ("starved", STARVED),
+    ("window_gpus", WINDOW_GPUS),
     ("windows", WINDOWS),
     ("zombies", ZOMBIES),
 ];

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use apron_schemas::time::{HOUR_SECS, MINUTE_SECS};
+use apron_schemas::time::{HOUR_SECS, MINUTE_MS, MINUTE_SECS};
 
 use crate::cli::{GlobalArgs, PeriodArgs};
 use crate::config::Config;
@@ -36,6 +36,9 @@ pub struct Report {
     pub energy_unknown_hours: f64,
     /// The period's ledger, once the costs are registered.
     pub ledger: Option<Ledger>,
+    /// The time the report was asked for (ms since the epoch): whether a
+    /// period, or a month, is over.
+    pub now_ms: i64,
 }
 
 impl Report {
@@ -58,7 +61,16 @@ impl Report {
         let session = open(global, &period).await?;
         let coverage = Coverage::of(&session, &period, now_ms).await?;
         let header = Header::new(&period, &coverage, &session, &config);
-        Ok(Report { config, session, period, coverage, header, energy_unknown_hours: 0.0, ledger: None })
+        Ok(Report {
+            config,
+            session,
+            period,
+            coverage,
+            header,
+            energy_unknown_hours: 0.0,
+            ledger: None,
+            now_ms,
+        })
     }
 
     /// [`Report::prepare`] and [`Report::with_costs`] in one pass: the
@@ -75,6 +87,20 @@ impl Report {
     /// [`Report::prepare_costs`] without printing the config warnings.
     pub async fn prepare_costs_quietly(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
         let (report, ledger) = Self::prepare_ledger(global, period, Report::config_rules).await?;
+        report.attach(ledger)
+    }
+
+    /// [`Report::prepare_costs`] with the ledger's stretches found by the
+    /// rules `rules_of` gives for the config (`savings`).
+    pub async fn prepare_costs_by(
+        global: &GlobalArgs,
+        period: &PeriodArgs,
+        rules_of: impl FnOnce(&Config) -> Rules,
+    ) -> Result<Report, Error> {
+        let (report, ledger) = Self::prepare_ledger(global, period, rules_of).await?;
+        for warning in config_warnings(&report.config, &report.coverage) {
+            eprintln!("{warning}");
+        }
         report.attach(ledger)
     }
 
@@ -128,8 +154,16 @@ impl Report {
             None => Coverage::of(&session, &period, now_ms).await?,
         };
         let header = Header::new(&period, &coverage, &session, &config);
-        let report =
-            Report { config, session, period, coverage, header, energy_unknown_hours: 0.0, ledger: None };
+        let report = Report {
+            config,
+            session,
+            period,
+            coverage,
+            header,
+            energy_unknown_hours: 0.0,
+            ledger: None,
+            now_ms,
+        };
         Ok((report, ledger))
     }
 
@@ -155,6 +189,15 @@ impl Report {
         }
         self.ledger = Some(ledger);
         Ok(self)
+    }
+
+    /// Where the period's data ends (ms since the epoch): the end of its
+    /// last recorded minute, as the ledger saw it, else the last sample.
+    pub fn data_end_ms(&self) -> i64 {
+        match self.ledger.as_ref().and_then(|l| l.coverage.as_ref()) {
+            Some(seen) => seen.last_minute + MINUTE_MS,
+            None => self.coverage.last_ms,
+        }
     }
 
     /// The stretch rules of the config: what `zombies` and `reclaim` find by default.

@@ -126,6 +126,26 @@ impl Fixture {
         self.apron_with(&self.config, args)
     }
 
+    /// The rows `apron --format json ARGS…` printed and its stderr lines
+    /// (the header), or what went wrong.
+    pub fn json(
+        &self,
+        config: &Path,
+        args: &[&str],
+    ) -> Result<(Vec<serde_json::Value>, Vec<String>), String> {
+        let mut all = vec!["--format", "json"];
+        all.extend_from_slice(args);
+        let out = self.apron_with(config, &all);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let lines = stderr.lines().map(str::to_owned).collect();
+        match serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout) {
+            Ok(rows) => Ok((rows, lines)),
+            Err(e) => {
+                Err(format!("apron {}: {} ({e}), stderr: {}", args.join(" "), out.status, stderr.trim()))
+            }
+        }
+    }
+
     /// Runs `apron --data DATA --config config ARGS…` and returns what it did.
     pub fn apron_with(&self, config: &Path, args: &[&str]) -> Output {
         Command::new(crate::bin("apron"))

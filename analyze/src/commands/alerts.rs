@@ -1,5 +1,5 @@
-//! `apron alerts`: the default alert rules checked now, with the thresholds
-//! of the config ([`crate::figures::alerts`]). Prints the rules that fire
+//! `apron alerts`: the default alert rules checked now (or `--at` a time),
+//! with the thresholds and budgets of the config ([`crate::figures::alerts`]). Prints the rules that fire
 //! and ends with exit code 1 when any does, 0 when none does (printing
 //! nothing, so cron mails only when there is something to say).
 
@@ -16,10 +16,11 @@ use crate::output::write_rows;
 use crate::session::Session;
 
 /// Checks the rules over `global.data` and prints those that fire.
-pub async fn run<W: Write>(global: &GlobalArgs, _args: &AlertsArgs, out: W) -> Result<Outcome, Error> {
+pub async fn run<W: Write>(global: &GlobalArgs, args: &AlertsArgs, out: W) -> Result<Outcome, Error> {
     let config = Config::load(global.config.as_deref())?;
     let session = Session::open(&global.data, global.memory_limit()).await?;
-    let alerts = alerts(&session, &config, Utc::now().timestamp_millis()).await?;
+    let at = args.at.unwrap_or_else(|| Utc::now().timestamp_millis());
+    let alerts = alerts(&session, &config, at).await?;
     if !alerts.firing() {
         return Ok(Outcome::Done);
     }

@@ -144,9 +144,17 @@ pub fn demo_config() -> String {
         if let Some(account) = team.slurm_account {
             text.push_str(&format!("slurm_accounts = [\"{account}\"]\n"));
         }
+        if let Some((_, budget)) = DEMO_BUDGETS.iter().find(|(name, _)| *name == team.name) {
+            text.push_str(&format!("budget_per_month = {budget}\n"));
+        }
     }
     text
 }
+
+/// The demo teams' monthly budgets (USD): about what a simulated month
+/// costs each, so that some teams end it over budget and some within.
+const DEMO_BUDGETS: [(&str, u32); 5] =
+    [("vision", 2500), ("nlp", 5000), ("speech", 3000), ("research", 2000), ("recsys", 1200)];
 
 /// The first day of the last full UTC month.
 fn last_full_month() -> NaiveDate {

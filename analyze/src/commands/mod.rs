@@ -24,8 +24,10 @@ pub mod pick;
 pub mod portable;
 pub mod reclaim;
 pub mod report;
+pub mod savings;
 pub mod spend;
 pub mod sql;
+pub mod starved;
 pub mod windows;
 pub mod zombies;
 
@@ -40,7 +42,9 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::Pick(args) => done(pick::run(&cli.global, args, out).await),
         Command::Alerts(args) => alerts::run(&cli.global, args, out).await,
         Command::Reclaim(args) => done(reclaim::run(&cli.global, args, out).await),
+        Command::Savings(args) => done(savings::run(&cli.global, args, out).await),
         Command::Zombies(args) => done(zombies::run(&cli.global, args, out).await),
+        Command::Starved(args) => done(starved::run(&cli.global, args, out).await),
         Command::Spend(args) => done(spend::run(&cli.global, args, out).await),
         Command::IdleCost(args) => done(idle_cost::run(&cli.global, args, out).await),
         Command::Windows(args) => done(windows::run(&cli.global, args, out).await),

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use apron_reports::{ChartName, Figure, Section, TableData, grouped};
-use apron_schemas::time::HOUR_MINUTES;
+use apron_schemas::time::{DAY_MS, HOUR_MINUTES};
 use chrono::{Datelike, NaiveDate};
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
@@ -24,7 +24,7 @@ use crate::charts;
 use crate::cli::{GlobalArgs, IdleBy, PeriodArgs, ReportArgs};
 use crate::commands::Report;
 use crate::error::{Error, OutputError, SessionError};
-use crate::figures::{idle_cost, reclaim, spend, windows, zombies};
+use crate::figures::{actions, idle_cost, reclaim, savings, spend, windows, zombies};
 use crate::header::hours;
 use crate::output::Rows;
 use crate::period::Period;
@@ -69,6 +69,11 @@ pub struct Headline {
     pub reclaim_for: std::time::Duration,
     /// The recurring idle windows, in words.
     pub windows: Vec<String>,
+    /// The actions worth most money ([`actions::actions`]): what, worth, how.
+    pub actions: Vec<(String, f64, String)>,
+    /// What reclaiming and ending zombies by the config's rules would have
+    /// freed (currency).
+    pub saved: f64,
     /// The currency.
     pub currency: String,
     /// One line for each GPU model no `[[gpu_cost]]` entry priced
@@ -109,6 +114,14 @@ impl Headline {
         ));
         if let Some(w) = self.windows.first() {
             lines.push(format!("  idle window    {w}"));
+        }
+        lines.push(format!(
+            "  would save     {} by reclaiming idle GPUs and ending zombies",
+            money(self.saved)
+        ));
+        for (i, (what, worth, how)) in self.actions.iter().enumerate() {
+            let label = if i == 0 { "  act first     " } else { "                " };
+            lines.push(format!("{label}{}. {what}: {} ({how})", i + 1, money(*worth)));
         }
         lines.extend(self.unpriced.iter().cloned());
         lines.extend(self.energy_unknown.iter().cloned());
@@ -158,7 +171,8 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let idle_gpus = idle_cost::idle_cost(&report, IdleBy::Gpu).await?;
     step("idle windows");
     let profile = windows::profile(&report).await?;
-    let window_lines = profile.idle_windows(60.0, 2, &currency).sentences();
+    let idle_windows = profile.idle_windows(60.0, 2, &currency);
+    let window_lines = idle_windows.sentences();
     step("zombies");
     let zombies =
         zombies::zombies(&report, report.config.zombie.min_idle, report.config.zombie.min_mem_mib).await?;
@@ -166,6 +180,18 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     let reclaim = reclaim::reclaim(&report, report.config.reclaim.idle_for).await?;
     step("the previous month");
     let previous = previous_month(global, month).await?;
+    let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);
+    let savings = savings::savings(&report, &spend, reclaim_after, zombie_after)?;
+    let days = (report.period.end_ms - report.period.start_ms) as f64 / DAY_MS as f64;
+    let actions = actions::actions(
+        &month.format("%Y-%m").to_string(),
+        days,
+        &savings,
+        zombies.processes(),
+        idle_windows.windows.first(),
+        spend.budgets.as_ref(),
+        &currency,
+    );
 
     std::fs::create_dir_all(out_dir)
         .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
@@ -198,6 +224,9 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
     };
     let (spend_rows, idle_team_rows, idle_gpu_rows) =
         (printed(&spend)?, printed(&idle_teams)?, printed(&idle_gpus)?);
+    // The budget columns only when there are budgets (their own section).
+    let spend_rows = if spend.budgets.is_some() { spend_rows } else { without_budget_columns(&spend_rows)? };
+    let savings_rows = printed(&savings)?;
     let (zombie_rows, reclaim_rows) = (printed(&zombies)?, printed(&reclaim)?);
     let mean = totals.mean_gpus(report.period.elapsed_hours(i64::MAX));
     let unpriced: Vec<String> = crate::header::unpriced(&report.config, &report.coverage)
@@ -255,7 +284,27 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         ),
         None => format!("There is no data for the month before {month_name} to compare with."),
     };
-    let mut sections = vec![
+    let mut sections = vec![actions_section(&actions, &currency)];
+    if let Some(b) = &spend.budgets {
+        sections.push(Section {
+            heading: "Budgets".into(),
+            paragraphs: b
+                .rows
+                .iter()
+                .map(|r| r.sentence(&currency, b.over))
+                .chain(std::iter::once(if b.over {
+                    "Each team's spend in the month against its budget_per_month.".to_owned()
+                } else {
+                    "The forecast assumes the rest of the month goes as the month so far went, \
+                     hour of the week by hour of the week."
+                        .to_owned()
+                }))
+                .collect(),
+            table: Some(table("budgets", &printed(b)?, usize::MAX)),
+            chart: None,
+        });
+    }
+    sections.extend([
         Section {
             heading: "Spend by team".into(),
             paragraphs: vec![
@@ -394,6 +443,27 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
             chart: None,
         },
         Section {
+            heading: "What it would save".into(),
+            paragraphs: vec![
+                format!(
+                    "Had GPUs been reclaimed after {} idle and zombies ended after {}, {} of GPU time ({} GPU-hours) \
+                     would have been freed: {:.1}% of the {} idle cost. Reclaiming alone: {}; ending zombies alone: {} \
+                     (each GPU-minute counted once in the total).",
+                    humantime::format_duration(reclaim_after),
+                    humantime::format_duration(zombie_after),
+                    money(savings.total.freed_cost),
+                    hours(savings.total.freed_gpu_hours),
+                    savings.total.of_idle_pct().unwrap_or(0.0),
+                    money(savings.total.idle_cost),
+                    money(savings.total.reclaim_cost),
+                    money(savings.total.zombie_cost)
+                ),
+                format!("Other rules: apron savings --month {} --reclaim-after 4h --zombie-after 1h", month.format("%Y-%m")),
+            ],
+            table: Some(table("savings", &savings_rows, usize::MAX)),
+            chart: None,
+        },
+        Section {
             heading: "Power and energy".into(),
             paragraphs: vec![format!(
                 "The GPUs drew {} kWh ({} with the data centre's overhead, PUE {}).",
@@ -404,7 +474,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
             table: None,
             chart: Some(ChartName::Power),
         },
-    ];
+    ]);
     sections.push(Section {
         heading: "About these figures".into(),
         paragraphs: vec![
@@ -460,10 +530,49 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         reclaim_hours,
         reclaim_for: report.config.reclaim.idle_for,
         windows: window_lines,
+        actions: actions.iter().map(|a| (a.what.clone(), a.worth, a.how.clone())).collect(),
+        saved: savings.total.freed_cost,
         currency,
         unpriced,
         index: out_dir.join("index.html"),
     })
+}
+
+/// The report's first section: the actions worth most money.
+fn actions_section(actions: &[actions::Action], currency: &str) -> Section {
+    let worth = format!("worth ({currency})");
+    let rows: Vec<Vec<String>> = actions
+        .iter()
+        .map(|a| vec![a.what.clone(), format!("{:.2}", a.worth), a.because.clone(), a.how.clone()])
+        .collect();
+    Section {
+        heading: "Actions worth most this month".into(),
+        paragraphs: vec![if actions.is_empty() {
+            "Nothing to act on: no idle stretch, zombie, idle window or budget overrun was worth money this month."
+                .to_owned()
+        } else {
+            "What acting would be worth in the month, most first, and the command that lists what to act on. \
+             apron does none of it itself."
+                .to_owned()
+        }],
+        table: (!actions.is_empty()).then(|| TableData {
+            name: "actions".into(),
+            columns: vec!["action".to_owned(), worth, "because".to_owned(), "how".to_owned()],
+            numeric: vec![false, true, false, false],
+            shown: None,
+            rows,
+        }),
+        chart: None,
+    }
+}
+
+/// `spend`'s printed rows without the budget columns.
+fn without_budget_columns(batch: &RecordBatch) -> Result<RecordBatch, Error> {
+    let schema = batch.schema();
+    let keep: Vec<usize> = (0..schema.fields().len())
+        .filter(|&i| !["budget", "budget_used_pct", "forecast"].contains(&schema.field(i).name().as_str()))
+        .collect();
+    batch.project(&keep).map_err(|e| SessionError::Execute { source: e.into() }.into())
 }
 
 /// Whether a report may be written into `out_dir`: a new or empty folder,

@@ -14,6 +14,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) ->
     let mut report = Report::prepare_costs(global, &args.period).await?;
     let spend = spend(&report).await?;
     report.header.push(spend.totals.header_line(&report.config.currency));
+    for line in spend.budget_lines(&report.config) {
+        report.header.push(line);
+    }
     report.header.print(global.format, &mut out)?;
     write_rows(global.format, &spend, out)?;
     Ok(())

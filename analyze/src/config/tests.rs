@@ -377,3 +377,24 @@ fn a_gpu_second_costs_its_write_off_and_its_operation() {
     };
     assert!((rate_per_second(&cost) - 1.001).abs() < 1e-12);
 }
+
+#[test]
+fn the_starved_threshold_is_whole_mib_per_second_up_to_a_tib() {
+    assert_eq!(Config::default().zombie.starved_pcie_mib_per_s, 100);
+    let c = parse("[zombie]\nstarved_pcie_mib_per_s = 0\n").expect("0 turns it off");
+    assert_eq!(c.zombie.starved_pcie_mib_per_s, 0);
+    let c = parse("[zombie]\nstarved_pcie_mib_per_s = 1048576\n").expect("1 TiB/s");
+    assert_eq!(c.zombie.starved_pcie_mib_per_s, 1 << 20);
+    let printed = c.to_toml().expect("prints");
+    assert!(printed.contains("starved_pcie_mib_per_s = 1048576"), "{printed}");
+    assert_eq!(
+        refusal("[zombie]\nstarved_pcie_mib_per_s = 1048577\n"),
+        "apron.toml:2: `starved_pcie_mib_per_s` must be at most 1,048,576 (1 TiB/s)"
+    );
+    assert_eq!(
+        refusal("[zombie]\nstarved_pcie_mib_per_s = -1\n"),
+        "apron.toml:2: `starved_pcie_mib_per_s` must not be negative"
+    );
+    let line = refusal("[zombie]\nstarved_pcie_mib_per_s = 2.5\n");
+    assert!(line.starts_with("apron.toml:2: `starved_pcie_mib_per_s`"), "{line}");
+}

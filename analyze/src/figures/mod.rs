@@ -14,8 +14,13 @@
 //! - [`idle_cost`]: idle cost by team, user, host or GPU;
 //! - [`windows`]: the hour-of-week profile and the recurring idle windows;
 //! - [`zombies`]: processes holding memory on idle GPUs, with their team;
+//! - [`starved`]: processes on idle GPUs that move data over PCIe: starved
+//!   of input, not zombies;
 //! - [`reclaim`]: GPUs idle for a long stretch;
 //! - [`alerts`]: the alert rules firing now;
+//! - [`budgets`]: each team's month against its budget, and its forecast;
+//! - [`savings`]: what reclaiming idle GPUs and ending zombies would free;
+//! - [`actions`]: the month's steps worth most money, as the report leads;
 //! - [`fleet_state`], [`power`], [`gpu_days`]: the time and GPU series
 //!   only the charts draw.
 
@@ -27,13 +32,17 @@ use crate::error::{Error, SessionError};
 pub use crate::report_context::Report;
 use crate::session::Session;
 
+pub mod actions;
 pub mod alerts;
+pub mod budgets;
 pub mod fleet_state;
 pub mod gpu_days;
 pub mod idle_cost;
 pub mod power;
 pub mod reclaim;
+pub mod savings;
 pub mod spend;
+pub mod starved;
 pub mod windows;
 pub mod zombies;
 
@@ -64,14 +73,18 @@ mod tests {
     #[test]
     fn dependencies_point_from_commands_to_figures_never_back() {
         let figures = [
+            "actions",
             "alerts",
+            "budgets",
             "fleet_state",
             "gpu_days",
             "idle_cost",
             "mod",
             "power",
             "reclaim",
+            "savings",
             "spend",
+            "starved",
             "windows",
             "zombies",
         ];
@@ -86,7 +99,9 @@ mod tests {
     #[test]
     fn commands_of_figures_parse_call_and_print() {
         // No SQL, no reading of a result, no rounding: those are the figures'.
-        for name in ["alerts", "chart", "idle_cost", "reclaim", "report", "spend", "windows", "zombies"] {
+        for name in
+            ["alerts", "chart", "idle_cost", "reclaim", "report", "spend", "starved", "windows", "zombies"]
+        {
             let text = source(&format!("commands/{name}.rs"));
             for computing in
                 ["queries::", "sql_with_params", "Columns", "rounding::", " team_of(", "f64_column"]

@@ -8,8 +8,10 @@ use apron_reports::money;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
+use super::budgets::{self, Budgets};
 use super::{Report, query, unreadable};
 use crate::columns::{self, Columns, batch_of};
+use crate::config::Config;
 use crate::error::Error;
 use crate::header::hours;
 use crate::output::Rows;
@@ -45,6 +47,15 @@ pub struct SpendRow {
     pub unknown_cost: f64,
     /// Its cost as a share of the fleet's (%), from the rounded costs.
     pub share_pct: f64,
+    /// Its `budget_per_month`, when the period is a calendar month and the
+    /// team has one ([`super::budgets`]).
+    pub budget: Option<f64>,
+    /// Its cost as a share of the budget (%); `None` without a budget or
+    /// for a budget of 0.
+    pub budget_used_pct: Option<f64>,
+    /// What it will have spent by the month's end ([`super::budgets`]);
+    /// its cost when the month is over.
+    pub forecast: Option<f64>,
 }
 
 /// The fleet totals of a spend result.
@@ -136,6 +147,23 @@ pub struct Spend {
     pub rows: Vec<SpendRow>,
     /// The fleet.
     pub totals: Totals,
+    /// The budgets, when the config has some and the period is a calendar
+    /// month.
+    pub budgets: Option<Budgets>,
+}
+
+impl Spend {
+    /// The header lines of the budgets: each team's, or where to see them
+    /// when the period is not a calendar month.
+    pub fn budget_lines(&self, config: &Config) -> Vec<String> {
+        match &self.budgets {
+            Some(b) => b.header_lines(&config.currency),
+            None if budgets::any(config) => {
+                vec!["Budgets:  per calendar month: give --month YYYY-MM to see them".to_owned()]
+            }
+            None => Vec::new(),
+        }
+    }
 }
 
 /// The spend of `report` (which has `minute_costs` registered): money
@@ -161,7 +189,14 @@ pub async fn spend(report: &Report) -> Result<Spend, Error> {
         unknown_gpu_hours: exact.iter().map(|r| r.unknown_gpu_hours).sum(),
         energy_kwh: exact.iter().map(|r| r.energy_kwh.unwrap_or(0.0)).sum(),
     };
-    let rows = exact
+    let mut budgets = match budgets::month_of(&report.period) {
+        Some(month) if budgets::any(&report.config) => {
+            let data_end = report.data_end_ms();
+            Some(budgets::budgets(&report.session, &report.config, month, data_end, report.now_ms).await?)
+        }
+        _ => None,
+    };
+    let mut rows: Vec<SpendRow> = exact
         .into_iter()
         .zip(cost.iter().zip(&split))
         .map(|(row, (cents, parts))| SpendRow {
@@ -173,7 +208,23 @@ pub async fn spend(report: &Report) -> Result<Spend, Error> {
             ..row
         })
         .collect();
-    Ok(Spend { rows, totals })
+    if let Some(b) = &mut budgets {
+        // Spent as the rows print it (to the cent, keeping the total), and
+        // what is still to come on top.
+        for team in &mut b.rows {
+            let cost = rows.iter().find(|r| r.team == team.team).map_or(0.0, |r| r.cost);
+            team.forecast = cost + (team.forecast - team.spent);
+            team.spent = cost;
+        }
+        for row in &mut rows {
+            if let Some(team) = b.of(&row.team) {
+                row.budget = Some(team.budget);
+                row.budget_used_pct = team.used_pct();
+                row.forecast = Some(team.forecast);
+            }
+        }
+    }
+    Ok(Spend { rows, totals, budgets })
 }
 
 /// The rows of `queries/spend.sql` as it gives them (money not yet rounded).
@@ -210,6 +261,9 @@ fn read(batch: &RecordBatch) -> Result<Vec<SpendRow>, ArrowError> {
             unknown_cost: unknown_cost[i].unwrap_or(0.0),
             // Computed from the rounded costs, so the shares match them.
             share_pct: 0.0,
+            budget: None,
+            budget_used_pct: None,
+            forecast: None,
         })
         .collect())
 }
@@ -232,6 +286,12 @@ impl Rows for Spend {
             ("idle_cost", columns::float(r.iter().map(|row| row.idle_cost))),
             ("unknown_cost", columns::float(r.iter().map(|row| row.unknown_cost))),
             ("share_pct", columns::float(r.iter().map(|row| round_to(row.share_pct, 1)))),
+            ("budget", columns::float(r.iter().map(|row| row.budget))),
+            (
+                "budget_used_pct",
+                columns::float(r.iter().map(|row| row.budget_used_pct.map(|p| round_to(p, 1)))),
+            ),
+            ("forecast", columns::float(r.iter().map(|row| row.forecast.map(|f| round_to(f, 2))))),
         ])
     }
 }
@@ -254,6 +314,9 @@ mod tests {
             idle_cost,
             unknown_cost: 0.0,
             share_pct: 200.0 / 3.0,
+            budget: None,
+            budget_used_pct: None,
+            forecast: None,
         }
     }
 
@@ -273,6 +336,7 @@ mod tests {
         let spend = Spend {
             rows: vec![row("vision", 10.0, Some(1.23456), 100.0, 25.0), row("nlp", 0.5, None, 50.0, 12.5)],
             totals,
+            budgets: None,
         };
         let batch = spend.to_batch().expect("columns of one length");
         let schema = batch.schema();
@@ -291,7 +355,10 @@ mod tests {
                 "busy_cost",
                 "idle_cost",
                 "unknown_cost",
-                "share_pct"
+                "share_pct",
+                "budget",
+                "budget_used_pct",
+                "forecast"
             ]
         );
         let c = Columns::of(&batch);

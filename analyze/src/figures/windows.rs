@@ -4,6 +4,9 @@
 //! and $1,240 a week".
 //!
 //! Finding the windows is [`find_windows`], a pure function of the profile.
+//! Which GPUs of each host are idle in a window is [`idle_gpus`], a pure
+//! function of each GPU's own week (`queries/window_gpus.sql`, read by
+//! [`gpu_weeks`]); `apron windows --cron` schedules a job on them.
 
 use apron_reports::{grouped, money};
 use datafusion::arrow::array::RecordBatch;
@@ -18,6 +21,9 @@ use crate::rounding::round_to;
 
 /// Day names, Monday first.
 pub const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+
+/// Hours in a week: hour of the week 0 is Monday 00:00 UTC, 167 Sunday 23:00.
+pub const HOURS_PER_WEEK: usize = 168;
 
 /// One hour of the week in the profile.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,6 +47,30 @@ pub struct Cell {
     pub weeks: i64,
 }
 
+/// A run of consecutive hours of the week: from hour of the week `start`
+/// (0 = Monday 00:00 UTC) for `hours` hours, on into the next week past
+/// Sunday 24:00.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Run {
+    /// Its first hour of the week, 0–167.
+    pub start: usize,
+    /// Its length in hours, 1–168.
+    pub hours: usize,
+}
+
+impl Run {
+    /// The hours of the week it covers, in order, each 0–167.
+    pub fn hours_of_week(&self) -> impl Iterator<Item = usize> {
+        (self.start..self.start + self.hours).map(|h| h % HOURS_PER_WEEK)
+    }
+
+    /// The hour of the week it ends at (its last hour's end), 0–167: for
+    /// `Sat 20:00 – Mon 06:00`, Monday 06:00.
+    pub fn end(&self) -> usize {
+        (self.start + self.hours) % HOURS_PER_WEEK
+    }
+}
+
 /// A recurring idle window: a run of hours of the week, on one or more
 /// consecutive days.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +85,18 @@ pub struct Window {
     pub idle_gpu_hours_per_week: f64,
     /// Their cost, a typical week (currency).
     pub idle_cost_per_week: f64,
+}
+
+/// A recurring idle window and the hours of the week it covers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecurringWindow {
+    /// The window as the reports state it.
+    pub window: Window,
+    /// Its runs, earliest start first: one per day it recurs on, all of
+    /// one length (`Mon–Fri 00:00–06:00`: five runs of 6 h), or one run
+    /// (`Sat 00:00 – Mon 08:00`: 56 h from Saturday 00:00; every hour of
+    /// the week: 168 h from Monday 00:00).
+    pub runs: Vec<Run>,
 }
 
 impl Window {
@@ -75,6 +117,11 @@ impl Window {
 /// `min_share_pct`, at least `min_hours` long; runs of the same hours on
 /// consecutive days are one window ("Mon–Fri 00:00–06:00"). Costliest first.
 pub fn find_windows(cells: &[Cell], min_share_pct: f64, min_hours: usize) -> Vec<Window> {
+    find_recurring(cells, min_share_pct, min_hours).into_iter().map(|r| r.window).collect()
+}
+
+/// [`find_windows`], each window with its runs of hours.
+pub fn find_recurring(cells: &[Cell], min_share_pct: f64, min_hours: usize) -> Vec<RecurringWindow> {
     let mut week: [Option<&Cell>; 168] = [None; 168];
     for c in cells {
         if c.day < 7 && c.hour < 24 {
@@ -83,7 +130,8 @@ pub fn find_windows(cells: &[Cell], min_share_pct: f64, min_hours: usize) -> Vec
     }
     let idle = |h: usize| week[h % 168].is_some_and(|c| c.idle_share_pct >= min_share_pct);
     if (0..168).all(idle) {
-        return vec![summarise("every hour of the week".to_owned(), (0..168).filter_map(|h| week[h]))];
+        let window = summarise("every hour of the week".to_owned(), (0..168).filter_map(|h| week[h]));
+        return vec![RecurringWindow { window, runs: vec![Run { start: 0, hours: HOURS_PER_WEEK }] }];
     }
     // Runs start after a non-idle hour; start scanning at one.
     let Some(origin) = (0..168).find(|&h| !idle(h)) else { return Vec::new() };
@@ -110,14 +158,16 @@ pub fn find_windows(cells: &[Cell], min_share_pct: f64, min_hours: usize) -> Vec
             _ => groups.push(vec![run]),
         }
     }
-    let mut windows: Vec<Window> = groups
+    let mut windows: Vec<RecurringWindow> = groups
         .iter()
         .map(|g| {
             let label = label(g);
-            summarise(label, g.iter().flat_map(|&(s, l)| (s..s + l).filter_map(|h| week[h % 168])))
+            let window =
+                summarise(label, g.iter().flat_map(|&(s, l)| (s..s + l).filter_map(|h| week[h % 168])));
+            RecurringWindow { window, runs: g.iter().map(|&(start, hours)| Run { start, hours }).collect() }
         })
         .collect();
-    windows.sort_by(|a, b| b.idle_cost_per_week.total_cmp(&a.idle_cost_per_week));
+    windows.sort_by(|a, b| b.window.idle_cost_per_week.total_cmp(&a.window.idle_cost_per_week));
     windows
 }
 
@@ -173,6 +223,12 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// The recurring idle windows of the profile with their runs
+    /// ([`find_recurring`]), costliest first.
+    pub fn recurring_windows(&self, min_share_pct: f64, min_hours: usize) -> Vec<RecurringWindow> {
+        find_recurring(&self.cells, min_share_pct, min_hours)
+    }
+
     /// The recurring idle windows of the profile ([`find_windows`]), money
     /// in `currency`.
     pub fn idle_windows(&self, min_share_pct: f64, min_hours: usize, currency: &str) -> IdleWindows {
@@ -289,6 +345,115 @@ impl Rows for IdleWindows {
     }
 }
 
+/// What a GPU of the data is to CUDA, which `CUDA_VISIBLE_DEVICES` must
+/// name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partition {
+    /// A whole GPU, named by its NVML index.
+    Whole,
+    /// A GPU in MIG mode (some MIG instance of the period belongs to it):
+    /// CUDA runs on its instances, not on it.
+    MigMode,
+    /// A MIG instance (`MIG-…`).
+    MigInstance,
+}
+
+/// One GPU's week (`queries/window_gpus.sql`): how idle it was in each hour
+/// of the week.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuWeek {
+    /// Its host.
+    pub host: String,
+    /// Its NVML index at its latest minute in the period (a MIG instance:
+    /// its parent's).
+    pub gpu_index: i32,
+    /// Its UUID (`GPU-…`, `MIG-…`).
+    pub gpu_uuid: String,
+    /// Whole GPU, GPU in MIG mode, or MIG instance.
+    pub partition: Partition,
+    /// Idle share of its recorded time (%) in each hour of the week,
+    /// Monday 00:00 first ([`HOURS_PER_WEEK`] of them); `None` where it was
+    /// never recorded.
+    pub idle_share_pct: Vec<Option<f64>>,
+}
+
+/// The GPUs of one host that a window may hand to a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostGpus {
+    /// The host.
+    pub host: String,
+    /// The NVML indices of its idle whole GPUs, ascending.
+    pub gpu_indices: Vec<i32>,
+}
+
+/// Each host's GPUs idle in the window of `runs`, hosts by name: the whole
+/// GPUs recorded in every hour of the window and at least `min_share_pct` idle
+/// in each (the rule of the windows themselves, applied to one GPU: an hour
+/// in which the GPU is busy, or was never recorded, keeps it out). MIG
+/// instances and GPUs in MIG mode are left out: a CUDA process sees at most
+/// one MIG device, so they cannot join a job's GPUs. A host with no such
+/// GPU is left out.
+pub fn idle_gpus(runs: &[Run], gpus: &[GpuWeek], min_share_pct: f64) -> Vec<HostGpus> {
+    let mut hosts: Vec<HostGpus> = Vec::new();
+    let hours: Vec<usize> = runs.iter().flat_map(Run::hours_of_week).collect();
+    for gpu in gpus.iter().filter(|g| g.partition == Partition::Whole) {
+        let idle =
+            |h: &usize| gpu.idle_share_pct.get(*h).copied().flatten().is_some_and(|s| s >= min_share_pct);
+        if hours.is_empty() || !hours.iter().all(idle) {
+            continue;
+        }
+        match hosts.iter_mut().find(|h| h.host == gpu.host) {
+            Some(h) => h.gpu_indices.push(gpu.gpu_index),
+            None => hosts.push(HostGpus { host: gpu.host.clone(), gpu_indices: vec![gpu.gpu_index] }),
+        }
+    }
+    for h in &mut hosts {
+        h.gpu_indices.sort_unstable();
+        h.gpu_indices.dedup();
+    }
+    hosts.sort_by(|a, b| a.host.cmp(&b.host));
+    hosts
+}
+
+/// Each GPU's week in `report`'s period (which has `cost_buckets`
+/// registered), by host, index and UUID.
+pub async fn gpu_weeks(report: &Report) -> Result<Vec<GpuWeek>, Error> {
+    let batch = query(&report.session, queries::WINDOW_GPUS, Vec::new()).await?;
+    read_gpu_weeks(&batch).map_err(unreadable)
+}
+
+fn read_gpu_weeks(batch: &RecordBatch) -> Result<Vec<GpuWeek>, ArrowError> {
+    let c = Columns::of(batch);
+    let (host, index, uuid) = (c.text("host")?, c.i32("gpu_index")?, c.text("gpu_uuid")?);
+    let (parent, mig_mode) = (c.text_opt("parent_gpu_uuid")?, c.bool("mig_mode")?);
+    let (dow, hour, share) = (c.text("dow")?, c.i32("hour")?, c.f64_opt("idle_share_pct")?);
+    let mut weeks: Vec<GpuWeek> = Vec::new();
+    for i in 0..c.len() {
+        let same = weeks.last().is_some_and(|w| w.host == host[i] && w.gpu_uuid == uuid[i]);
+        if !same {
+            let partition = match (&parent[i], mig_mode[i]) {
+                (Some(_), _) => Partition::MigInstance,
+                (None, true) => Partition::MigMode,
+                (None, false) => Partition::Whole,
+            };
+            weeks.push(GpuWeek {
+                host: host[i].clone(),
+                gpu_index: index[i],
+                gpu_uuid: uuid[i].clone(),
+                partition,
+                idle_share_pct: vec![None; HOURS_PER_WEEK],
+            });
+        }
+        let (Some(day), Ok(h)) = (DAYS.iter().position(|d| *d == dow[i]), usize::try_from(hour[i])) else {
+            continue;
+        };
+        if let (Some(week), true) = (weeks.last_mut(), h < 24) {
+            week.idle_share_pct[day * 24 + h] = share[i];
+        }
+    }
+    Ok(weeks)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,6 +536,98 @@ mod tests {
         let printed = profile.to_batch().expect("columns of one length");
         assert_eq!(printed.num_rows(), 168);
         assert_eq!(Columns::of(&printed).text("dow").expect("days")[167], "Sun");
+    }
+
+    #[test]
+    fn windows_know_their_runs_over_midnight_and_the_week() {
+        // The weekend runs on into Monday 06:00; Tue–Fri nights.
+        let found = find_recurring(&week(|d, h| d >= 5 || h < 6), 60.0, 2);
+        assert_eq!(found[0].window.label, "Sat 00:00 – Mon 06:00");
+        assert_eq!(found[0].runs, [Run { start: 120, hours: 54 }]);
+        assert_eq!(found[0].runs[0].end(), 6, "ends Monday 06:00");
+        assert_eq!(found[0].runs[0].hours_of_week().collect::<Vec<_>>().len(), 54);
+        assert_eq!(found[0].runs[0].hours_of_week().last(), Some(5));
+        let nights: Vec<Run> = (1..5).map(|d| Run { start: d * 24, hours: 6 }).collect();
+        assert_eq!(found[1].runs, nights);
+        // Overnight, Mon–Thu 22:00–06:00.
+        let cells = week(|d, h| (d < 4 && h >= 22) || ((1..5).contains(&d) && h < 6));
+        let found = find_recurring(&cells, 60.0, 2);
+        let overnight: Vec<Run> = (0..4).map(|d| Run { start: d * 24 + 22, hours: 8 }).collect();
+        assert_eq!(found[0].runs, overnight);
+        // Sunday night into Monday: the run starts on Sunday and ends in the next week.
+        let found = find_recurring(&week(|d, h| (d == 6 && h >= 20) || (d == 0 && h < 4)), 60.0, 2);
+        assert_eq!(found[0].window.label, "Sun 20:00 – Mon 04:00");
+        assert_eq!(found[0].runs, [Run { start: 164, hours: 8 }]);
+        assert_eq!(found[0].runs[0].end(), 4);
+        let all = find_recurring(&week(|_, _| true), 60.0, 2);
+        assert_eq!(all[0].runs, [Run { start: 0, hours: 168 }]);
+        // find_windows is find_recurring's windows.
+        let cells = week(|d, h| d >= 5 || h < 6);
+        let windows: Vec<Window> = find_recurring(&cells, 60.0, 2).into_iter().map(|r| r.window).collect();
+        assert_eq!(find_windows(&cells, 60.0, 2), windows);
+    }
+
+    /// A GPU of `host` whose idle share in hour of the week `h` is `share(h)`.
+    fn gpu(host: &str, index: i32, partition: Partition, share: impl Fn(usize) -> Option<f64>) -> GpuWeek {
+        GpuWeek {
+            host: host.to_owned(),
+            gpu_index: index,
+            gpu_uuid: format!("GPU-{host}-{index}"),
+            partition,
+            idle_share_pct: (0..HOURS_PER_WEEK).map(share).collect(),
+        }
+    }
+
+    #[test]
+    fn a_gpu_joins_a_window_when_every_hour_of_it_is_idle_enough() {
+        // Sat 20:00 – Mon 04:00.
+        let runs = [Run { start: 140, hours: 32 }];
+        let in_window = |h: usize| !(4..140).contains(&h);
+        let gpus = vec![
+            gpu("b", 2, Partition::Whole, |_| Some(100.0)),
+            gpu("b", 0, Partition::Whole, move |h| Some(if in_window(h) { 60.0 } else { 0.0 })),
+            // One hour of the window (Monday 03:00) below the share.
+            gpu("b", 1, Partition::Whole, |h| Some(if h == 3 { 59.9 } else { 100.0 })),
+            // One hour of the window never recorded.
+            gpu("a", 0, Partition::Whole, |h| (h != 150).then_some(100.0)),
+            gpu("a", 1, Partition::Whole, |_| Some(100.0)),
+            // MIG: left out however idle.
+            gpu("c", 0, Partition::MigMode, |_| Some(100.0)),
+            gpu("c", 0, Partition::MigInstance, |_| Some(100.0)),
+        ];
+        let hosts = idle_gpus(&runs, &gpus, 60.0);
+        assert_eq!(
+            hosts,
+            [
+                HostGpus { host: "a".into(), gpu_indices: vec![1] },
+                HostGpus { host: "b".into(), gpu_indices: vec![0, 2] },
+            ]
+        );
+        assert!(idle_gpus(&[], &gpus, 60.0).is_empty(), "no hours, no GPUs");
+    }
+
+    #[test]
+    fn gpu_weeks_are_read_gpu_by_gpu() {
+        let batch = batch_of(vec![
+            ("host", columns::text(["n1", "n1", "n1", "n1"])),
+            ("gpu_index", columns::int32([0, 0, 1, 1])),
+            ("gpu_uuid", columns::text(["GPU-a", "GPU-a", "GPU-p", "MIG-x"])),
+            ("parent_gpu_uuid", columns::text([None, None, None, Some("GPU-p")])),
+            ("mig_mode", columns::boolean([false, false, true, false])),
+            ("dow", columns::text(["Mon", "Sun", "Mon", "Mon"])),
+            ("hour", columns::int32([0, 23, 5, 5])),
+            ("weeks", columns::int64([2, 2, 2, 2])),
+            ("idle_share_pct", columns::float([Some(75.0), None, Some(10.0), Some(100.0)])),
+        ])
+        .expect("columns of one length");
+        let weeks = read_gpu_weeks(&batch).expect("readable");
+        assert_eq!(weeks.len(), 3);
+        assert_eq!(weeks[0].partition, Partition::Whole);
+        assert_eq!(weeks[0].idle_share_pct[0], Some(75.0));
+        assert_eq!(weeks[0].idle_share_pct[167], None);
+        assert_eq!(weeks[0].idle_share_pct.iter().flatten().count(), 1);
+        assert_eq!((weeks[1].partition, weeks[1].idle_share_pct[5]), (Partition::MigMode, Some(10.0)));
+        assert_eq!((weeks[2].partition, weeks[2].gpu_index), (Partition::MigInstance, 1));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! One day's rollup rows made into GPU-minutes and process-minutes, as
 //! `queries/gpu_minute_states.sql` and `queries/proc_minute_states.sql`
 //! define them: the parts of a minute (one per file that holds some of it)
-//! summed, its activity, energy and state, and each process's memory-time,
+//! summed, its activity, PCIe traffic, energy and state, and each process's memory-time,
 //! user as shown and team.
 
 use crate::ledger::map::HashMap;
@@ -34,6 +34,9 @@ pub struct GpuMinute {
     pub profile: Option<u32>,
     pub slices: Option<i32>,
     pub total_slices: Option<i32>,
+    /// Mean PCIe traffic out of and into the GPU (bytes/s; `None`: unknown).
+    pub pcie_tx: Option<f64>,
+    pub pcie_rx: Option<f64>,
 }
 
 /// One process on one GPU over one UTC minute.
@@ -77,6 +80,20 @@ impl Mean {
     }
 }
 
+/// Sorts `rows` by `key`, keeping the order of rows with equal keys, as
+/// `sort_by_key` does, but moving each (large) row once: the positions are
+/// sorted, then the rows put in their order. Rows already in order (a
+/// file's usually are) are left as they are.
+fn sort_stably<T: Copy, K: Ord>(rows: &mut [T], key: impl Fn(&T) -> K) {
+    if rows.is_sorted_by_key(&key) {
+        return;
+    }
+    let mut order: Vec<(K, usize)> = rows.iter().enumerate().map(|(i, r)| (key(r), i)).collect();
+    order.sort_unstable();
+    let sorted: Vec<T> = order.iter().map(|&(_, i)| rows[i]).collect();
+    rows.copy_from_slice(&sorted);
+}
+
 /// The larger of two optional numbers, as SQL's `max` (nulls ignored).
 pub fn max_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     match (a, b) {
@@ -97,13 +114,14 @@ fn max_text(names: &Names, a: Option<u32>, b: Option<u32>) -> Option<u32> {
 /// The GPU-minutes of `parts` into `out` (emptied first), sorted by GPU
 /// then minute. `threshold` is the idle threshold (%).
 pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &mut Vec<GpuMinute>) {
-    // Each file's rows are in this order already: a stable sort merges the runs.
-    parts.sort_by_key(|p| (p.gpu, p.minute));
+    // Each file's rows are in this order already; the engine may interleave files.
+    sort_stably(parts, |p| (p.gpu, p.minute));
     out.clear();
     for group in parts.chunk_by(|a, b| (a.gpu, a.minute) == (b.gpu, b.minute)) {
         let first = group[0];
         let (mut host, mut index, mut model) = (first.host, first.index, first.model);
         let (mut seconds, mut util, mut sm) = (0.0, Mean::default(), Mean::default());
+        let (mut pcie_tx, mut pcie_rx) = (Mean::default(), Mean::default());
         let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
         let (mut parent, mut profile, mut slices, mut total_slices) = (None, None, None, None);
         for p in group {
@@ -119,6 +137,8 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             seconds += p.seconds;
             util.add(p.util, p.seconds);
             sm.add(p.sm, p.seconds);
+            pcie_tx.add(p.pcie_tx, p.seconds);
+            pcie_rx.add(p.pcie_rx, p.seconds);
             match p.energy.or(p.power.map(|mw| mw * p.seconds / 1000.0)) {
                 Some(j) => energy += j,
                 None => unknown_seconds += p.seconds,
@@ -145,6 +165,8 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             profile,
             slices,
             total_slices,
+            pcie_tx: pcie_tx.get(),
+            pcie_rx: pcie_rx.get(),
         });
     }
     if out.iter().any(|g| g.total_slices.is_some()) {
@@ -232,7 +254,7 @@ pub fn proc_minutes(
     config: &Config,
     out: &mut Vec<ProcMinute>,
 ) {
-    parts.sort_by_key(|p| (p.gpu, p.minute, p.pid, p.start));
+    sort_stably(parts, |p| (p.gpu, p.minute, p.pid, p.start));
     out.clear();
     for group in parts.chunk_by(|a, b| (a.gpu, a.minute, a.pid, a.start) == (b.gpu, b.minute, b.pid, b.start))
     {
@@ -295,4 +317,20 @@ pub fn shares(state: State, on: &[ProcMinute]) -> impl Iterator<Item = f64> + '_
             1.0 / count
         }
     })
+}
+
+#[cfg(test)]
+mod sort_tests {
+    use super::sort_stably;
+
+    #[test]
+    fn rows_with_equal_keys_keep_their_order() {
+        // (key, arrival): two interleaved runs, as two files read at once.
+        let mut rows = [(2, 0), (1, 1), (2, 2), (1, 3), (3, 4), (1, 5)];
+        sort_stably(&mut rows, |r| r.0);
+        assert_eq!(rows, [(1, 1), (1, 3), (1, 5), (2, 0), (2, 2), (3, 4)]);
+        let mut sorted = [(1, 9), (1, 8), (2, 7)];
+        sort_stably(&mut sorted, |r| r.0);
+        assert_eq!(sorted, [(1, 9), (1, 8), (2, 7)], "rows in order are left as they are");
+    }
 }

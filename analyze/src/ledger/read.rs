@@ -77,6 +77,9 @@ pub struct GpuPart {
     pub profile: Option<u32>,
     pub slices: Option<i32>,
     pub total_slices: Option<i32>,
+    /// PCIe traffic out of and into the GPU (bytes/s), where known.
+    pub pcie_tx: Option<f64>,
+    pub pcie_rx: Option<f64>,
 }
 
 /// One `proc_minutes` row.
@@ -267,6 +270,8 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
     let held = boolean(batch, "proc_held")?;
     let (parent, profile) = (text(batch, "parent_gpu_uuid")?, text(batch, "mig_profile")?);
     let (slices, total_slices) = (int32(batch, "mig_slices")?, int32(batch, "mig_total_slices")?);
+    let (pcie_tx, pcie_rx) =
+        (float(batch, "pcie_tx_bytes_per_s_mean")?, float(batch, "pcie_rx_bytes_per_s_mean")?);
     let (uuid, host, model) = (ids(&uuid, names)?, ids(&host, names)?, ids(&model, names)?);
     let (parent, profile) = (ids(&parent, names)?, ids(&profile, names)?);
     out.reserve(batch.num_rows());
@@ -287,6 +292,8 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
             profile: profile[i],
             slices: opt(&slices, i, |i| slices.value(i)),
             total_slices: opt(&total_slices, i, |i| total_slices.value(i)),
+            pcie_tx: opt(&pcie_tx, i, |i| pcie_tx.value(i)),
+            pcie_rx: opt(&pcie_rx, i, |i| pcie_rx.value(i)),
         });
     }
     Ok(())

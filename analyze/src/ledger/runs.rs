@@ -3,7 +3,10 @@
 //! (`queries/reclaim.sql`) and a process holding memory on an idle GPU long
 //! enough to be a zombie (`queries/zombies.sql`), by those queries' rules:
 //! a minute missing, busy or of unknown activity breaks a stretch, and so
-//! does a change of the GPU's host or index.
+//! does a change of the GPU's host or index. A process's stretch also
+//! sums what its GPU did meanwhile ([`Traffic`]), which tells a zombie from
+//! a process starved of data (`queries/starved.sql`); the reports tell the
+//! two apart ([`crate::figures::zombies`]).
 
 use std::collections::BTreeSet;
 
@@ -51,6 +54,73 @@ pub struct Held {
     pub comm: Option<u32>,
     pub user: u32,
     pub team: u32,
+    /// What its GPU did over the stretch.
+    pub traffic: Traffic,
+    /// What ending it after the zombie rule would have freed: its share of
+    /// its minutes past the rule, and of those the minutes reclaiming its
+    /// GPU would not have freed anyway ([`Runs::free`]).
+    pub freed: Freed,
+    pub freed_alone: Freed,
+}
+
+/// GPU-seconds and their cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Freed {
+    pub seconds: f64,
+    pub cost: f64,
+}
+
+impl Freed {
+    /// Adds `seconds` costing `cost`.
+    pub fn add(&mut self, seconds: f64, cost: f64) {
+        self.seconds += seconds;
+        self.cost += cost;
+    }
+}
+
+/// What a GPU did over the minutes of a stretch, as sums of value ×
+/// seconds and of the seconds where the value is known, from which
+/// `queries/starved.sql`'s seconds-weighted means come.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Traffic {
+    seconds: f64,
+    activity: f64,
+    rx: f64,
+    rx_seconds: f64,
+    tx: f64,
+    tx_seconds: f64,
+}
+
+/// Bytes in a MiB.
+const MIB: f64 = 1_048_576.0;
+
+impl Traffic {
+    /// These sums with the GPU-minute `g`'s added.
+    pub fn with(self, g: &GpuMinute) -> Traffic {
+        let weighted = |sum: f64, known: f64, value: Option<f64>| match value {
+            Some(v) => (sum + v * g.seconds, known + g.seconds),
+            None => (sum, known),
+        };
+        let (activity, _) = weighted(self.activity, 0.0, g.activity);
+        let (rx, rx_seconds) = weighted(self.rx, self.rx_seconds, g.pcie_rx);
+        let (tx, tx_seconds) = weighted(self.tx, self.tx_seconds, g.pcie_tx);
+        Traffic { seconds: self.seconds + g.seconds, activity, rx, rx_seconds, tx, tx_seconds }
+    }
+
+    /// The GPU's mean activity (%); `None` without a recorded second.
+    pub fn activity_pct(&self) -> Option<f64> {
+        (self.seconds > 0.0).then(|| self.activity / self.seconds)
+    }
+
+    /// Mean PCIe traffic into the GPU (MiB/s); `None` when unknown throughout.
+    pub fn rx_mib_per_s(&self) -> Option<f64> {
+        (self.rx_seconds > 0.0).then(|| self.rx / self.rx_seconds / MIB)
+    }
+
+    /// Mean PCIe traffic out of the GPU (MiB/s); `None` when unknown throughout.
+    pub fn tx_mib_per_s(&self) -> Option<f64> {
+        (self.tx_seconds > 0.0).then(|| self.tx / self.tx_seconds / MIB)
+    }
 }
 
 /// A process: GPU, pid, start.
@@ -115,13 +185,26 @@ impl Runs {
             let min_mem = self.rules.zombie_min_mem_bytes;
             for p in procs.iter().filter(|p| p.held && p.mem_max.is_none_or(|m| m >= min_mem)) {
                 let key = (p.gpu, p.pid, p.start);
-                let now = Held { mem_max: p.mem_max, comm: p.comm, user: p.user, team: p.team };
+                let traffic = Traffic::default().with(g);
+                let (freed, freed_alone) = (Freed::default(), Freed::default());
+                let now = Held {
+                    mem_max: p.mem_max,
+                    comm: p.comm,
+                    user: p.user,
+                    team: p.team,
+                    traffic,
+                    freed,
+                    freed_alone,
+                };
                 match self.holding.get_mut(&key) {
                     Some(s) if continues(s, g) => {
                         s.last = g.minute;
                         s.minutes += 1;
                         s.gpu_minutes += g.capacity_share;
-                        s.about = Held { mem_max: max_opt(s.about.mem_max, p.mem_max), ..now };
+                        let traffic = s.about.traffic.with(g);
+                        let (freed, freed_alone) = (s.about.freed, s.about.freed_alone);
+                        let mem_max = max_opt(s.about.mem_max, p.mem_max);
+                        s.about = Held { mem_max, traffic, freed, freed_alone, ..now };
                     }
                     _ => {
                         if let Some(old) = self.holding.insert(key, start(g, now)) {
@@ -129,6 +212,31 @@ impl Runs {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// How many minutes GPU `gpu` has been idle in a row up to `minute`
+    /// (counting it), if it is idle then: call after [`Runs::minute`].
+    pub fn idle_for(&self, gpu: u32, minute: i64) -> Option<i64> {
+        self.idle.get(&gpu).filter(|s| s.last == minute).map(|s| s.minutes)
+    }
+
+    /// How many minutes process `key` has held memory on its idle GPU in a
+    /// row up to `minute` (counting it), if it did then: call after
+    /// [`Runs::minute`].
+    pub fn holding_for(&self, key: Process, minute: i64) -> Option<i64> {
+        self.holding.get(&key).filter(|s| s.last == minute).map(|s| s.minutes)
+    }
+
+    /// Adds to what ending process `key`'s open stretch would have freed:
+    /// `seconds` costing `cost`, `alone` when reclaiming its GPU would not
+    /// have freed them.
+    pub fn free(&mut self, key: Process, seconds: f64, cost: f64, alone: bool) {
+        if let Some(s) = self.holding.get_mut(&key) {
+            s.about.freed.add(seconds, cost);
+            if alone {
+                s.about.freed_alone.add(seconds, cost);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The stretches the ledger finds, as the reports show them: a GPU idle
 //! long enough to reclaim, a process holding memory on an idle GPU (the
-//! rows of `queries/reclaim.sql` and `queries/zombies.sql`).
+//! rows of `queries/reclaim.sql`, and of `queries/zombies.sql` and
+//! `queries/starved.sql`, which the GPU's PCIe traffic tells apart).
 
 /// One idle stretch of one GPU.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,4 +52,13 @@ pub struct ZombieRow {
     pub idle_minutes: i64,
     /// Whether the process is in its GPU's newest recorded minute.
     pub still_running: bool,
+    /// The GPU's mean activity over the stretch (%: utilization, else SM
+    /// activity); `None` only where not computed (a row read back from
+    /// `queries/zombies.sql`, which does not give it).
+    pub activity_pct: Option<f64>,
+    /// The GPU's mean PCIe traffic in and out over the stretch (MiB/s,
+    /// each over the minutes where it is known); `None` when unknown
+    /// throughout (a MIG instance's traffic is its parent's).
+    pub pcie_rx_mib_per_s: Option<f64>,
+    pub pcie_tx_mib_per_s: Option<f64>,
 }

@@ -265,18 +265,41 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
                 .await
                 .expect("coverage");
         assert_eq!((from_ledger.first_ms, from_ledger.last_ms), (views.first_ms, views.last_ms));
-        let zombies = rows(
-            &session,
-            queries::ZOMBIES,
-            vec![
+        // The zombies and the data-starved, told apart by their traffic at
+        // a threshold that splits this fleet's stretches, and at none.
+        let traffic = |r: &ZombieRow| r.pcie_rx_mib_per_s.unwrap_or(0.0) + r.pcie_tx_mib_per_s.unwrap_or(0.0);
+        let mut split: Vec<f64> = ledger.zombies.iter().map(traffic).collect();
+        split.sort_by(f64::total_cmp);
+        let threshold = split[split.len() / 2].ceil().max(1.0) as u64;
+        for threshold in [threshold, 0] {
+            let params = vec![
                 ScalarValue::Int64(Some(rules.zombie_min_mem_bytes)),
                 ScalarValue::Int64(Some(rules.zombie_min_minutes)),
-            ],
-        )
-        .await;
-        let from_views = zombie_rows(&zombies);
-        assert!(!from_views.is_empty(), "the fleet has zombies");
-        assert_eq!(ledger.zombies, from_views);
+                ScalarValue::Int64(Some(threshold as i64)),
+            ];
+            let (starved, zombies): (Vec<ZombieRow>, Vec<ZombieRow>) = ledger
+                .zombies
+                .iter()
+                .cloned()
+                .partition(|r| crate::figures::zombies::is_starved(r, threshold));
+            let from_views = zombie_rows(&rows(&session, queries::ZOMBIES, params.clone()).await);
+            assert!(!from_views.is_empty(), "the fleet has zombies");
+            assert_eq!(zombies.into_iter().map(untrafficked).collect::<Vec<_>>(), from_views);
+            let from_views = zombie_rows(&rows(&session, queries::STARVED, params).await);
+            assert_eq!(starved.len(), from_views.len(), "starved at {threshold} MiB/s");
+            assert!(threshold == 0 || !starved.is_empty(), "the fleet has stretches with traffic");
+            for (a, b) in starved.iter().zip(&from_views) {
+                assert_eq!(untrafficked(a.clone()), untrafficked(b.clone()));
+                for (x, y) in [
+                    (a.activity_pct, b.activity_pct),
+                    (a.pcie_rx_mib_per_s, b.pcie_rx_mib_per_s),
+                    (a.pcie_tx_mib_per_s, b.pcie_tx_mib_per_s),
+                ] {
+                    let (x, y) = (x.expect("known"), y.expect("known"));
+                    assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "{a:?} vs {b:?}");
+                }
+            }
+        }
         let reclaim =
             rows(&session, queries::RECLAIM, vec![ScalarValue::Int64(Some(rules.reclaim_min_minutes))]).await;
         let from_views = reclaim_rows(&reclaim);
@@ -320,10 +343,18 @@ fn zombie_rows(batches: &[RecordBatch]) -> Vec<ZombieRow> {
                 idle_since: since[i],
                 idle_minutes: minutes[i],
                 still_running: running[i],
+                activity_pct: c.f64_opt("activity_pct").ok().and_then(|v| v[i]),
+                pcie_rx_mib_per_s: c.f64_opt("pcie_rx_mib_per_s").ok().and_then(|v| v[i]),
+                pcie_tx_mib_per_s: c.f64_opt("pcie_tx_mib_per_s").ok().and_then(|v| v[i]),
             });
         }
     }
     out
+}
+
+/// `row` without what `queries/zombies.sql` does not give: the traffic.
+fn untrafficked(row: ZombieRow) -> ZombieRow {
+    ZombieRow { activity_pct: None, pcie_rx_mib_per_s: None, pcie_tx_mib_per_s: None, ..row }
 }
 
 fn reclaim_rows(batches: &[RecordBatch]) -> Vec<ReclaimRow> {

@@ -1,0 +1,34 @@
+//! `apron starved`: processes that held GPU memory while their GPU sat idle
+//! by the activity rule but moved data over PCIe: starved of input, not
+//! zombies ([`crate::figures::starved`]), with the GPU's activity and
+//! traffic over the stretch.
+
+use std::io::Write;
+
+use crate::cli::{GlobalArgs, StarvedArgs};
+use crate::commands::Report;
+use crate::error::Error;
+use crate::figures::zombies::held_idle;
+use crate::output::write_rows;
+use crate::report_context::rules;
+
+/// Lists the data-starved stretches, most memory-minutes first.
+pub async fn run<W: Write>(global: &GlobalArgs, args: &StarvedArgs, mut out: W) -> Result<(), Error> {
+    // The same pass as `zombies`' finds the stretches; the traffic tells them apart.
+    let (min_idle, min_mem) = (args.min_idle, args.min_mem);
+    let report = Report::prepare_stretches(global, &args.period, |c| {
+        rules(
+            min_idle.unwrap_or(c.zombie.min_idle),
+            min_mem.unwrap_or(c.zombie.min_mem_mib),
+            c.reclaim.idle_for,
+        )
+    })
+    .await?;
+    report.header.print(global.format, &mut out)?;
+    let min_idle = args.min_idle.unwrap_or(report.config.zombie.min_idle);
+    let min_mem_mib = args.min_mem.unwrap_or(report.config.zombie.min_mem_mib);
+    let threshold = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
+    let (_, starved) = held_idle(&report, min_idle, min_mem_mib, threshold).await?;
+    write_rows(global.format, &starved, out)?;
+    Ok(())
+}
