@@ -38,7 +38,7 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::logical_expr::LogicalPlanBuilder;
 use datafusion::object_store;
 use datafusion::parquet::errors::ParquetError;
-use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use datafusion::physical_plan::{ExecutionPlan, collect_partitioned, execute_stream};
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
@@ -284,6 +284,28 @@ impl Session {
         })
         .await?;
         Ok((schema, batches))
+    }
+
+    /// Runs `df` and returns its batches in the order of the plan's output
+    /// partitions, each partition's in its order: for a plain scan, the
+    /// files' rows in the order the files are listed and hold them (where
+    /// [`Session::collect`] interleaves the partitions as they come). The
+    /// partitions still run at once.
+    pub async fn collect_in_order(&self, df: DataFrame) -> Result<Vec<RecordBatch>, Error> {
+        let task_ctx = Arc::new(df.task_ctx());
+        let mut files = None;
+        let ran = panic_guard::contain(async {
+            let plan = df.create_physical_plan().await?;
+            files = Some(self.scanned_files(&plan));
+            let partitions = collect_partitioned(plan, task_ctx).await?;
+            Ok::<Vec<RecordBatch>, DataFusionError>(partitions.into_iter().flatten().collect())
+        })
+        .await;
+        match ran {
+            Ok(Ok(batches)) => Ok(batches),
+            Ok(Err(err)) => Err(self.execute_error(err, files.as_deref()).into()),
+            Err(panic) => Err(self.execute_error(reader_panicked(panic), files.as_deref()).into()),
+        }
     }
 
     /// Runs `df` and returns every row in one batch, with the schema the

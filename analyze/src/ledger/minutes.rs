@@ -114,8 +114,10 @@ fn max_text(names: &Names, a: Option<u32>, b: Option<u32>) -> Option<u32> {
 /// The GPU-minutes of `parts` into `out` (emptied first), sorted by GPU
 /// then minute. `threshold` is the idle threshold (%).
 pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &mut Vec<GpuMinute>) {
-    // Each file's rows are in this order already; the engine may interleave files.
-    sort_stably(parts, |p| (p.gpu, p.minute));
+    // Each file's rows are in this order already, and the files come one
+    // after the other (`Session::collect_in_order`): a stable sort merges
+    // the runs, if any.
+    parts.sort_by_key(|p| (p.gpu, p.minute));
     out.clear();
     for group in parts.chunk_by(|a, b| (a.gpu, a.minute) == (b.gpu, b.minute)) {
         let first = group[0];

@@ -140,7 +140,9 @@ pub async fn day(session: &Session, slice: &Slice) -> Result<Day, Error> {
                 return Ok(Vec::new());
             }
             let df = session.sql_with_params(sql, params).await?;
-            Ok::<_, Error>(session.collect(df).await?.1)
+            // In file order: a gpu_minutes file's rows are already by GPU
+            // and minute, as the pass takes them.
+            session.collect_in_order(df).await
         }
     };
     // The two tables are read at once.
