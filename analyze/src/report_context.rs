@@ -77,11 +77,7 @@ impl Report {
     /// header's coverage comes from the ledger's pass, not from reading
     /// the rollups again. Config warnings go to stderr.
     pub async fn prepare_costs(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
-        let report = Self::prepare_costs_quietly(global, period).await?;
-        for warning in config_warnings(&report.config, &report.coverage) {
-            eprintln!("{warning}");
-        }
-        Ok(report)
+        Self::prepare_costs_by(global, period, Report::config_rules).await
     }
 
     /// [`Report::prepare_costs`] without printing the config warnings.

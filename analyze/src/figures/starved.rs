@@ -4,7 +4,7 @@
 //! zombies'; [`super::zombies::held_idle`] tells the two apart, so a
 //! stretch is in one list or the other, never both.
 
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::error::ArrowError;
 
 use crate::columns::{self, batch_of};
@@ -21,29 +21,38 @@ pub struct Starved {
     pub rows: Vec<ZombieRow>,
 }
 
+/// The columns of a stretch of memory held on an idle GPU, in order, as
+/// `zombies` prints them; `starved` adds the GPU's traffic after them.
+pub fn held_idle_columns(r: &[ZombieRow]) -> Vec<(&'static str, ArrayRef)> {
+    vec![
+        ("host", columns::text(r.iter().map(|row| row.host.as_str()))),
+        ("gpu_index", columns::int32(r.iter().map(|row| row.gpu_index))),
+        ("gpu_uuid", columns::text(r.iter().map(|row| row.gpu_uuid.as_str()))),
+        ("pid", columns::int32(r.iter().map(|row| row.pid))),
+        ("proc_start", columns::timestamp_ms(r.iter().map(|row| row.proc_start))),
+        ("comm", columns::text(r.iter().map(|row| row.comm.as_deref()))),
+        ("user", columns::text(r.iter().map(|row| row.user.as_deref()))),
+        ("team", columns::text(r.iter().map(|row| row.team.as_str()))),
+        ("used_mem_bytes", columns::int64(r.iter().map(|row| row.used_mem_bytes))),
+        ("idle_since", columns::timestamp_ms(r.iter().map(|row| row.idle_since))),
+        ("idle_minutes", columns::int64(r.iter().map(|row| row.idle_minutes))),
+        ("still_running", columns::boolean(r.iter().map(|row| row.still_running))),
+    ]
+}
+
 impl Rows for Starved {
     /// The zombies' columns, then the GPU's mean activity (%) and PCIe
     /// traffic in and out (MiB/s) over the stretch, to a tenth.
     fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
         let r = &self.rows;
         let tenth = |v: Option<f64>| v.map(|v| round_to(v, 1));
-        batch_of(vec![
-            ("host", columns::text(r.iter().map(|row| row.host.as_str()))),
-            ("gpu_index", columns::int32(r.iter().map(|row| row.gpu_index))),
-            ("gpu_uuid", columns::text(r.iter().map(|row| row.gpu_uuid.as_str()))),
-            ("pid", columns::int32(r.iter().map(|row| row.pid))),
-            ("proc_start", columns::timestamp_ms(r.iter().map(|row| row.proc_start))),
-            ("comm", columns::text(r.iter().map(|row| row.comm.as_deref()))),
-            ("user", columns::text(r.iter().map(|row| row.user.as_deref()))),
-            ("team", columns::text(r.iter().map(|row| row.team.as_str()))),
-            ("used_mem_bytes", columns::int64(r.iter().map(|row| row.used_mem_bytes))),
-            ("idle_since", columns::timestamp_ms(r.iter().map(|row| row.idle_since))),
-            ("idle_minutes", columns::int64(r.iter().map(|row| row.idle_minutes))),
-            ("still_running", columns::boolean(r.iter().map(|row| row.still_running))),
+        let mut columns = held_idle_columns(r);
+        columns.extend([
             ("activity_pct", columns::float(r.iter().map(|row| tenth(row.activity_pct)))),
             ("pcie_rx_mib_per_s", columns::float(r.iter().map(|row| tenth(row.pcie_rx_mib_per_s)))),
             ("pcie_tx_mib_per_s", columns::float(r.iter().map(|row| tenth(row.pcie_tx_mib_per_s)))),
-        ])
+        ]);
+        batch_of(columns)
     }
 }
 

@@ -17,9 +17,9 @@ use apron_schemas::time::{HOUR_MS, MINUTE_MS};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
-use super::starved::Starved;
+use super::starved::{Starved, held_idle_columns};
 use super::{Report, query, unreadable};
-use crate::columns::{self, Columns, batch_of};
+use crate::columns::{Columns, batch_of};
 use crate::error::Error;
 use crate::ledger::Ledger;
 use crate::output::Rows;
@@ -180,21 +180,7 @@ impl ProcessJobs {
 
 impl Rows for Zombies {
     fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
-        let r = &self.rows;
-        batch_of(vec![
-            ("host", columns::text(r.iter().map(|row| row.host.as_str()))),
-            ("gpu_index", columns::int32(r.iter().map(|row| row.gpu_index))),
-            ("gpu_uuid", columns::text(r.iter().map(|row| row.gpu_uuid.as_str()))),
-            ("pid", columns::int32(r.iter().map(|row| row.pid))),
-            ("proc_start", columns::timestamp_ms(r.iter().map(|row| row.proc_start))),
-            ("comm", columns::text(r.iter().map(|row| row.comm.as_deref()))),
-            ("user", columns::text(r.iter().map(|row| row.user.as_deref()))),
-            ("team", columns::text(r.iter().map(|row| row.team.as_str()))),
-            ("used_mem_bytes", columns::int64(r.iter().map(|row| row.used_mem_bytes))),
-            ("idle_since", columns::timestamp_ms(r.iter().map(|row| row.idle_since))),
-            ("idle_minutes", columns::int64(r.iter().map(|row| row.idle_minutes))),
-            ("still_running", columns::boolean(r.iter().map(|row| row.still_running))),
-        ])
+        batch_of(held_idle_columns(&self.rows))
     }
 }
 
