@@ -94,6 +94,8 @@ fn help_of_apron_and_every_command() {
         "export-sql",
         "import",
         "demo",
+        "completions",
+        "man-pages",
     ];
     assert_eq!(commands, expected);
 }
@@ -101,7 +103,7 @@ fn help_of_apron_and_every_command() {
 #[test]
 fn help_of_apron_recorder_and_every_command() {
     let commands = snapshot_helps("apron-recorder");
-    assert_eq!(commands, ["simulate", "ship", "compact"]);
+    assert_eq!(commands, ["simulate", "ship", "compact", "completions", "man-pages"]);
 }
 
 /// One bad-input case: a name, and `apron`'s arguments (`{DATA}`,
@@ -123,6 +125,18 @@ const CASES: &[Case] = &[
     Case { name: "bad --window", args: &["pick", "--host", "h1", "--window", "soon"] },
     Case { name: "conflicting period flags", args: &["spend", "--month", "2026-11", "--last", "7d"] },
     Case { name: "sql without a query", args: &["sql"] },
+    Case { name: "misspelt command", args: &["spnd", "--month", "2026-11"] },
+    Case { name: "misspelt flag", args: &["spend", "--mnth", "2026-11"] },
+    Case { name: "a duration without its unit", args: &["spend", "--last", "30"] },
+    Case { name: "a size that is not one", args: &["zombies", "--min-mem", "lots"] },
+    Case {
+        name: "a flag the demo does not use",
+        args: &["demo", "--data", "{TMP}/d", "--out", "{TMP}/demo"],
+    },
+    Case {
+        name: "a flag the report does not use",
+        args: &["report", "--month", "2026-11", "--format", "csv", "--out", "{TMP}/r"],
+    },
     // The commands for other engines.
     Case { name: "ddl for an unknown engine", args: &["ddl", "--engine", "oracle", "--location", "/data"] },
     Case { name: "ddl at a relative location", args: &["ddl", "--engine", "spark", "--location", "data"] },
@@ -228,8 +242,15 @@ fn bad_input_is_one_line_and_exit_2() {
         // The fixture's data and config, unless the case names its own
         // (clap refuses an option given twice).
         let mut args: Vec<&str> = Vec::new();
+        // Only the ones the command uses: the others are refused.
+        let uses: &[&str] = match case.args.iter().find(|a| !a.starts_with('-')) {
+            Some(&("demo" | "ddl" | "export-sql")) => &[],
+            Some(&"export-config") => &["--config"],
+            Some(&"import") => &["--data"],
+            _ => &["--data", "--config"],
+        };
         for (flag, value) in [("--data", "{DATA}"), ("--config", "{CONFIG}")] {
-            if !case.args.contains(&flag) {
+            if uses.contains(&flag) && !case.args.contains(&flag) {
                 args.extend([flag, value]);
             }
         }

@@ -158,10 +158,35 @@ pub enum Command {
     /// row stops the import before anything is written.
     Import(ImportArgs),
 
-    /// Simulate a month of a realistic fleet into a temporary data folder,
-    /// write its report, and print the headline figures: what apron does,
-    /// in one command, without a GPU.
+    /// Simulate a month of a realistic fleet into OUT/data, write its report
+    /// and config into OUT, and print the headline figures and commands to
+    /// explore it: what apron does, in one command, without a GPU.
     Demo(DemoArgs),
+
+    /// Print the shell completion script for apron, e.g. `apron completions
+    /// bash > ~/.local/share/bash-completion/completions/apron` (zsh: a file
+    /// `_apron` in a folder of $fpath; fish: ~/.config/fish/completions/apron.fish).
+    Completions(CompletionsArgs),
+
+    /// Write apron's manual pages (apron.1 and one per command, apron-spend.1,
+    /// …) into --out DIR, e.g. ~/.local/share/man/man1, then `man apron-spend`.
+    ManPages(ManPagesArgs),
+}
+
+/// `apron completions SHELL`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum)]
+    pub shell: apron_cli::docs::Shell,
+}
+
+/// `apron man-pages --out DIR`.
+#[derive(Debug, Clone, Args)]
+pub struct ManPagesArgs {
+    /// The folder to write the pages into (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// `apron chart NAME [period] --out FILE.png`.
@@ -219,7 +244,8 @@ pub struct DemoArgs {
     #[arg(long)]
     pub force: bool,
 
-    /// The month to simulate, YYYY-MM. Default: the last full month.
+    /// The month to simulate, YYYY-MM. Default: 2026-11, the month the
+    /// README's examples use.
     #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
     pub month: Option<NaiveDate>,
 
@@ -234,11 +260,11 @@ pub struct DemoArgs {
     /// Time between simulated samples. The recorder samples every second;
     /// the demo samples less often to finish in a minute or two, which
     /// changes no figure but the row count.
-    #[arg(long, default_value = "10s", value_parser = parse_window)]
+    #[arg(long, default_value = "10s", value_parser = seconds)]
     pub interval: std::time::Duration,
 
-    /// Keep the simulated data in this folder instead of a temporary one
-    /// (to query it afterwards with `apron --data DIR …`).
+    /// Simulate into this folder instead of OUT/data (query it afterwards
+    /// with `apron --data DIR --config OUT/apron.toml …`).
     #[arg(long, value_name = "DIR")]
     pub keep_data: Option<PathBuf>,
 }
@@ -299,7 +325,7 @@ pub struct NvidiaSmiArgs {
 
     /// The time each row stands for. Default: the median spacing of each
     /// GPU's (or process's) consecutive samples.
-    #[arg(long, value_parser = parse_window)]
+    #[arg(long, value_parser = seconds)]
     pub interval: Option<std::time::Duration>,
 
     /// The GPU model of rows without a name column (e.g. "NVIDIA H100 80GB HBM3").
@@ -320,7 +346,7 @@ pub struct PynvmlArgs {
 
     /// The time each row stands for. Default: the median spacing of the
     /// samples (30s for the guide's logger).
-    #[arg(long, value_parser = parse_window)]
+    #[arg(long, value_parser = seconds)]
     pub interval: Option<std::time::Duration>,
 
     /// The GPUs' model, which the log does not record (e.g. "NVIDIA H100 80GB HBM3").
@@ -345,7 +371,7 @@ pub struct PrometheusArgs {
 
     /// The time each row stands for: gauges are averaged over it, counters
     /// taken at its end.
-    #[arg(long, default_value = "60s", value_parser = parse_window)]
+    #[arg(long, default_value = "60s", value_parser = seconds)]
     pub step: std::time::Duration,
 }
 
@@ -451,7 +477,7 @@ pub struct PeriodArgs {
     pub to: Option<i64>,
 
     /// The period ending now (e.g. 7d, 12h). Default: 30d.
-    #[arg(long, value_parser = parse_window)]
+    #[arg(long, value_parser = days)]
     pub last: Option<std::time::Duration>,
 }
 
@@ -563,7 +589,7 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 pub struct ReclaimArgs {
     /// Shortest idle stretch to report (default: `[reclaim] for` of the
     /// config, 2h).
-    #[arg(long = "for", value_parser = parse_window)]
+    #[arg(long = "for", value_parser = hours)]
     pub idle_for: Option<std::time::Duration>,
 
     /// The period.
@@ -576,11 +602,12 @@ pub struct ReclaimArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ZombiesArgs {
     /// Shortest idle stretch (default: `[zombie] min_idle` of the config, 10m).
-    #[arg(long, value_parser = parse_window)]
+    #[arg(long, value_parser = minutes)]
     pub min_idle: Option<std::time::Duration>,
 
-    /// Least GPU memory held, MiB (default: `[zombie] min_mem_mib`, 256).
-    #[arg(long, value_name = "MIB")]
+    /// Least GPU memory held: MiB (256) or a size (1GiB, 512M) (default:
+    /// `[zombie] min_mem_mib`, 256).
+    #[arg(long, value_name = "MIB", value_parser = apron_cli::units::mib)]
     pub min_mem: Option<u64>,
 
     /// PCIe traffic, MiB/s in and out, at or above which the GPU's mean
@@ -611,11 +638,12 @@ pub struct ZombiesArgs {
 #[derive(Debug, Clone, Args)]
 pub struct StarvedArgs {
     /// Shortest idle stretch (default: `[zombie] min_idle` of the config, 10m).
-    #[arg(long, value_parser = parse_window)]
+    #[arg(long, value_parser = minutes)]
     pub min_idle: Option<std::time::Duration>,
 
-    /// Least GPU memory held, MiB (default: `[zombie] min_mem_mib`, 256).
-    #[arg(long, value_name = "MIB")]
+    /// Least GPU memory held: MiB (256) or a size (1GiB, 512M) (default:
+    /// `[zombie] min_mem_mib`, 256).
+    #[arg(long, value_name = "MIB", value_parser = apron_cli::units::mib)]
     pub min_mem: Option<u64>,
 
     /// PCIe traffic, MiB/s in and out, at or above which the GPU's mean
@@ -633,7 +661,7 @@ pub struct StarvedArgs {
 pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(3_600);
 
 fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
-    let d = parse_window(s)?;
+    let d = seconds(s)?;
     if d > MAX_WAIT {
         return Err("must be at most 1h".into());
     }
@@ -652,12 +680,12 @@ fn parse_starved_pcie(s: &str) -> Result<u64, String> {
 pub struct SavingsArgs {
     /// Reclaim a GPU once idle this long in a row (default: `[reclaim] for`
     /// of the config, 2h).
-    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+    #[arg(long, value_name = "DURATION", value_parser = hours)]
     pub reclaim_after: Option<std::time::Duration>,
 
     /// End a zombie once it has held memory on its idle GPU this long
     /// (default: `[zombie] min_idle` of the config, 10m).
-    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+    #[arg(long, value_name = "DURATION", value_parser = minutes)]
     pub zombie_after: Option<std::time::Duration>,
 
     /// The period.
@@ -682,16 +710,38 @@ pub struct PickArgs {
     pub host: String,
 
     /// How far back to average utilization (e.g. 30s, 5m, 1h).
-    #[arg(long, default_value = "5m", value_parser = parse_window)]
+    #[arg(long, default_value = "5m", value_parser = minutes)]
     pub window: std::time::Duration,
 }
 
-fn parse_window(s: &str) -> Result<std::time::Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h)"))?;
+/// A duration flag's value, longer than zero; a bare number is refused
+/// with the unit the flag most likely meant ([`apron_cli::units::duration`]).
+fn duration(s: &str, likely: apron_cli::units::Likely) -> Result<std::time::Duration, String> {
+    let d = apron_cli::units::duration(s, likely)?;
     if d.is_zero() {
         return Err("must be longer than zero".into());
     }
     Ok(d)
+}
+
+/// A duration whose bare number means seconds (`--wait 30`: 30s).
+fn seconds(s: &str) -> Result<std::time::Duration, String> {
+    duration(s, apron_cli::units::Likely::Seconds)
+}
+
+/// A duration whose bare number means minutes (`--min-idle 10`: 10m).
+fn minutes(s: &str) -> Result<std::time::Duration, String> {
+    duration(s, apron_cli::units::Likely::Minutes)
+}
+
+/// A duration whose bare number means hours (`--for 2`: 2h).
+fn hours(s: &str) -> Result<std::time::Duration, String> {
+    duration(s, apron_cli::units::Likely::Hours)
+}
+
+/// A duration whose bare number means days (`--last 30`: 30d).
+fn days(s: &str) -> Result<std::time::Duration, String> {
+    duration(s, apron_cli::units::Likely::Days)
 }
 
 /// `apron config [period]`: the global options (`--config`, `--format`,
@@ -739,39 +789,59 @@ pub struct SqlArgs {
 
 /// What `apron` does with a command line clap did not turn into a [`Cli`]:
 /// `--help` and `--version` print as clap writes them and succeed; any other
-/// error prints one line (clap's first line and a pointer to `--help`) on
-/// stderr and fails with [`EXIT_FAILURE`].
+/// error prints [`clap_error_line`] on stderr and fails with [`EXIT_FAILURE`].
 pub fn exit_for_clap_error(err: &clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    match err.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => match err.print() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(_) => ExitCode::from(EXIT_FAILURE),
-        },
-        _ => {
-            eprintln!("{}", clap_error_line(err));
-            ExitCode::from(EXIT_FAILURE)
-        }
+    use clap::CommandFactory;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    apron_cli::errors::exit(err, &Cli::command(), &args)
+}
+
+/// The one line `apron` prints for the command line `args` (after `apron`)
+/// that clap refused: clap's message, its suggestion, and the help to read:
+/// `error: unrecognized subcommand 'spnd'; did you mean 'spend'? (see 'apron --help')`.
+pub fn clap_error_line(err: &clap::Error, args: &[&str]) -> String {
+    use clap::CommandFactory;
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    apron_cli::errors::one_line(err, &apron_cli::errors::command_path(&Cli::command(), &args))
+}
+
+/// The global options a command does not use, so that giving one on the
+/// command line is refused rather than ignored (`apron demo --data DIR`
+/// would otherwise simulate somewhere else than the user thinks).
+fn unused_globals(command: &str) -> &'static [&'static str] {
+    match command {
+        // The demo simulates into its own folder, with its own config, and
+        // prints a headline; the docs print what clap knows.
+        "demo" => &["data", "config", "format"],
+        "completions" | "man-pages" | "ddl" | "export-sql" => &["data", "config", "format", "memory_limit"],
+        // They write PNG, HTML, Markdown and CSV files, whatever --format.
+        "chart" | "report" => &["format"],
+        "export-config" => &["data", "format", "memory_limit"],
+        "import" => &["config", "format", "memory_limit"],
+        _ => &[],
     }
 }
 
-/// The one line `apron` prints for a refused command line:
-/// `error: unexpected argument '--frob' found (see 'apron --help')`.
-///
-/// That is clap's message up to its first blank line (the tips and the usage
-/// block after it are left out), joined onto one line, so a message that
-/// lists what is missing on a second line keeps the list.
-pub fn clap_error_line(err: &clap::Error) -> String {
-    let rendered = err.render().to_string();
-    let message: Vec<&str> =
-        rendered.lines().map(str::trim).skip_while(|l| l.is_empty()).take_while(|l| !l.is_empty()).collect();
-    let message = message.join(" ");
-    let message = match message.as_str() {
-        "" => "error: invalid arguments".to_owned(),
-        m if m.starts_with("error:") => m.to_owned(),
-        m => format!("error: {m}"),
-    };
-    format!("{message} (see 'apron --help')")
+/// The line refusing a global option given on the command line that the
+/// command does not use (one set in the environment, `APRON_DATA`, is
+/// not refused: it is meant for every command). `None` when there is none.
+pub fn unused_global(matches: &clap::ArgMatches) -> Option<String> {
+    use clap::CommandFactory;
+    let (command, sub) = matches.subcommand()?;
+    let unused = unused_globals(command);
+    Cli::command()
+        .get_arguments()
+        .filter(|a| unused.contains(&a.get_id().as_str()))
+        .find(|a| sub.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|a| {
+            let flag = a.get_long().map_or_else(|| a.get_id().to_string(), |l| format!("--{l}"));
+            let why = match (command, flag.as_str()) {
+                ("demo", "--data") => ": it simulates into OUT/data, or --keep-data DIR",
+                ("demo", "--config") => ": it writes and uses OUT/apron.toml",
+                _ => "",
+            };
+            format!("error: `apron {command}` does not use {flag}{why} (see 'apron {command} --help')")
+        })
 }
 
 #[cfg(test)]
@@ -804,7 +874,6 @@ mod tests {
         let cli = Cli::try_parse_from(["apron", "sql", "-f", "q.sql"]).expect("parses");
         let Command::Sql(args) = cli.command else { panic!("sql parses as sql") };
         assert_eq!(args.file, Some(PathBuf::from("q.sql")));
-        assert!(Cli::try_parse_from(["apron", "sql"]).is_err());
         assert!(Cli::try_parse_from(["apron", "sql", "SELECT 1", "-f", "q.sql"]).is_err());
     }
 
@@ -819,18 +888,62 @@ mod tests {
 
     #[test]
     fn a_refused_command_line_is_one_line() {
-        let err = Cli::try_parse_from(["apron", "--frob", "sql", "SELECT 1"]).expect_err("unknown flag");
-        let line = clap_error_line(&err);
-        assert_eq!(line, "error: unexpected argument '--frob' found (see 'apron --help')");
-        let err = Cli::try_parse_from(["apron", "--format", "xml", "sql", "x"]).expect_err("bad value");
-        let line = clap_error_line(&err);
-        assert!(line.starts_with("error: invalid value 'xml' for '--format <FORMAT>'"), "{line}");
-        assert!(!line.contains('\n'));
-        let err = Cli::try_parse_from(["apron", "sql"]).expect_err("no query");
+        let refused = |args: &[&str]| {
+            let err = Cli::try_parse_from(args).expect_err("refused");
+            clap_error_line(&err, &args[1..])
+        };
         assert_eq!(
-            clap_error_line(&err),
-            "error: the following required arguments were not provided: <QUERY|--file <FILE>> \
-             (see 'apron --help')"
+            refused(&["apron", "--frob"]),
+            "error: unexpected argument '--frob' found (see 'apron --help')"
         );
+        let line = refused(&["apron", "--format", "xml", "sql", "x"]);
+        assert!(line.starts_with("error: invalid value 'xml' for '--format <FORMAT>'"), "{line}");
+        assert!(line.ends_with("(see 'apron sql --help')"), "{line}");
+        assert!(!line.contains('\n'));
+        assert_eq!(
+            refused(&["apron", "pick"]),
+            "error: the following required arguments were not provided: --host <HOST> (see 'apron pick --help')"
+        );
+        assert_eq!(
+            refused(&["apron", "spend", "--last", "30"]),
+            "error: invalid value '30' for '--last <LAST>': a duration needs a unit: did you mean 30d (30 days)? \
+             (examples: 30s, 5m, 2h, 7d, 1h30m) (see 'apron spend --help')"
+        );
+        assert_eq!(
+            refused(&["apron", "idle-cost", "--by", "tem"]),
+            "error: invalid value 'tem' for '--by <BY>' [possible values: team, user, host, gpu]; did you mean 'team'? \
+             (see 'apron idle-cost --help')"
+        );
+    }
+
+    #[test]
+    fn a_global_option_a_command_does_not_use_is_refused() {
+        let refused =
+            |args: &[&str]| unused_global(&Cli::command().try_get_matches_from(args).expect("parses"));
+        assert_eq!(
+            refused(&["apron", "demo", "--data", "x"]).as_deref(),
+            Some(
+                "error: `apron demo` does not use --data: it simulates into OUT/data, or --keep-data DIR \
+                  (see 'apron demo --help')"
+            )
+        );
+        assert_eq!(
+            refused(&["apron", "--format", "csv", "report", "--month", "2026-11", "--out", "r"]).as_deref(),
+            Some("error: `apron report` does not use --format (see 'apron report --help')")
+        );
+        assert_eq!(refused(&["apron", "demo", "--memory-limit", "1G"]), None);
+        assert_eq!(refused(&["apron", "spend", "--data", "x", "--format", "csv"]), None);
+    }
+
+    #[test]
+    fn durations_and_sizes_as_typed() {
+        let cli = Cli::try_parse_from(["apron", "zombies", "--min-mem", "1GiB", "--min-idle", "1h30m"])
+            .expect("parses");
+        let Command::Zombies(args) = cli.command else { panic!("zombies") };
+        assert_eq!(args.min_mem, Some(1024));
+        assert_eq!(args.min_idle, Some(std::time::Duration::from_secs(5400)));
+        let cli = Cli::try_parse_from(["apron", "spend", "--last", "30d"]).expect("parses");
+        let Command::Spend(args) = cli.command else { panic!("spend") };
+        assert_eq!(args.period.last, Some(std::time::Duration::from_secs(30 * 86_400)));
     }
 }

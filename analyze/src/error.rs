@@ -436,6 +436,16 @@ pub enum OutputError {
         source: Box<dyn StdError + Send + Sync>,
     },
 
+    /// `apron man-pages` could not write a page or make the folder.
+    #[error("cannot write the manual pages to {}", path.display())]
+    ManPages {
+        /// The folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A report file (page, table) or the report folder could not be
     /// written.
     #[error("cannot write the report to {}", path.display())]

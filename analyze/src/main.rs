@@ -4,11 +4,19 @@
 use std::process::ExitCode;
 
 use apron_analyze::{Cli, EXIT_FAILURE, cli, logging, one_line};
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() -> ExitCode {
     limit_malloc_arenas();
-    let cli = match Cli::try_parse() {
+    let matches = match Cli::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(err) => return cli::exit_for_clap_error(&err),
+    };
+    if let Some(line) = cli::unused_global(&matches) {
+        eprintln!("{line}");
+        return ExitCode::from(EXIT_FAILURE);
+    }
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(err) => return cli::exit_for_clap_error(&err),
     };

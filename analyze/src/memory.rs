@@ -127,30 +127,13 @@ impl FromStr for MemoryLimit {
                 "not a size such as 512M, 2G or 1.5GiB (the value of --memory-limit or {MEMORY_LIMIT_ENV})"
             )
         };
-        let text = text.trim();
-        let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-        let (number, unit) = text.split_at(split);
-        // Digits, with at most one point that has a digit on some side:
-        // `1.5`, `2.`, `.5`; not `.`, `1.2.3`, `-1`, `1e9`, `inf`.
-        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
-            return Err(bad());
+        match apron_cli::units::bytes(text, 1) {
+            Ok(bytes) => Self::from_bytes(bytes),
+            Err(apron_cli::units::SizeError::NotASize) => Err(bad()),
+            Err(apron_cli::units::SizeError::TooLarge) => {
+                Err(format!("{} is larger than any machine's memory", text.trim()))
+            }
         }
-        let factor: u64 = match unit.trim_start().to_ascii_lowercase().as_str() {
-            "" | "b" => 1,
-            "k" | "kb" | "kib" => 1 << 10,
-            "m" | "mb" | "mib" => 1 << 20,
-            "g" | "gb" | "gib" => 1 << 30,
-            "t" | "tb" | "tib" => 1 << 40,
-            _ => return Err(bad()),
-        };
-        let value: f64 = number.parse().map_err(|_| bad())?;
-        let bytes = value * factor as f64;
-        // Any size a machine has fits a u64 exactly enough; past 2^63 is a typo.
-        if !bytes.is_finite() || bytes >= 2f64.powi(63) {
-            return Err(format!("{text} is larger than any machine's memory"));
-        }
-        // Truncation to whole bytes is the intent.
-        Self::from_bytes(bytes as u64)
     }
 }
 

@@ -51,6 +51,9 @@ impl Period {
     /// days before `--to`), or the `--last` (default 30 days) up to now.
     /// Fails when the start is not before the end.
     pub fn choose(choice: &PeriodChoice, now_ms: i64) -> Result<Period, Error> {
+        // A period ending now ends on a whole second: milliseconds would
+        // mean nothing in its label.
+        let now_ms = now_ms - now_ms.rem_euclid(1_000);
         let span = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let period = if let Some(first) = choice.month {
             let next = Period::next_month(first);

@@ -1,11 +1,12 @@
 //! `apron-recorder`: parses arguments and calls the library.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use apron_cli::units::Likely;
 use apron_recorder::maintenance;
 use apron_recorder::record::{RecordOptions, SourceKind, record};
 use apron_recorder::retention::RetentionPolicy;
@@ -27,21 +28,21 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = SourceKind::Nvml)]
     source: SourceKind,
     /// Time between samples (e.g. 1s, 500ms).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = seconds)]
     interval: Duration,
     /// How long each file spans before it closes (files also close at UTC midnight).
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = minutes)]
     rotate: Duration,
     /// How often the write-ahead log is synced to disk: a power loss loses at
     /// most about this much (a killed recorder loses nothing already sampled).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = seconds)]
     sync: Duration,
     /// Most rows held in memory while the disk refuses writes (full,
     /// read-only); past it the oldest are dropped and counted.
     #[arg(long, default_value_t = apron_store::writer::DEFAULT_MAX_ROWS)]
     buffer_rows: usize,
     /// How often the one-line health summary is logged.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = minutes)]
     health_every: Duration,
     /// Host name to record under (default: this machine's host name).
     #[arg(long)]
@@ -67,7 +68,7 @@ struct Cli {
     ship: Option<String>,
     /// How often shipping looks for closed days not shipped yet (failures
     /// back off from twice this, up to 64 times or 15 minutes).
-    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    #[arg(long, default_value = "1m", value_parser = minutes)]
     ship_every: Duration,
     /// Serve the last tick at http://ADDRESS/metrics in the Prometheus text
     /// format, with dcgm-exporter's names and labels, plus each GPU's state
@@ -119,10 +120,10 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Time between simulated samples.
-        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        #[arg(long, default_value = "1s", value_parser = seconds)]
         interval: Duration,
         /// How long each file spans (default: a day, as compaction leaves it).
-        #[arg(long, default_value = "24h", value_parser = parse_duration)]
+        #[arg(long, default_value = "24h", value_parser = minutes)]
         rotate: Duration,
     },
     /// Uploads the closed days of the data folder to object storage (backfill).
@@ -164,14 +165,41 @@ enum Command {
         #[command(flatten)]
         retention: RetentionArgs,
     },
+    /// Prints the shell completion script for apron-recorder, e.g.
+    /// `apron-recorder completions bash >
+    /// ~/.local/share/bash-completion/completions/apron-recorder`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: apron_cli::docs::Shell,
+    },
+    /// Writes apron-recorder's manual pages (apron-recorder.1 and one per
+    /// command) into --out DIR, e.g. ~/.local/share/man/man1.
+    ManPages {
+        /// The folder to write the pages into (made if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 1s, 500ms, 10m, 24h)"))?;
+/// A duration of at least 1ms; a bare number is refused with the unit it
+/// likely meant.
+fn duration(s: &str, likely: Likely) -> Result<Duration, String> {
+    let d = apron_cli::units::duration(s, likely)?;
     if d < Duration::from_millis(1) {
         return Err("must be at least 1ms".into());
     }
     Ok(d)
+}
+
+/// A duration whose bare number means seconds (`--interval 1`: 1s).
+fn seconds(s: &str) -> Result<Duration, String> {
+    duration(s, Likely::Seconds)
+}
+
+/// A duration whose bare number means minutes (`--rotate 10`: 10m).
+fn minutes(s: &str) -> Result<Duration, String> {
+    duration(s, Likely::Minutes)
 }
 
 fn parse_gpu_count(s: &str) -> Result<usize, String> {
@@ -191,7 +219,7 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 }
 
 fn parse_retention(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 90d, 1095d, 3y)"))?;
+    let d = apron_cli::units::duration(s, Likely::Days)?;
     if d < Duration::from_secs(DAY_SECS) {
         return Err("must be at least 1d".into());
     }
@@ -205,7 +233,7 @@ fn parse_date(s: &str) -> Result<NaiveDate, String> {
 fn main() -> ExitCode {
     let matches = match Cli::command().try_get_matches() {
         Ok(m) => m,
-        Err(e) => return clap_exit(e),
+        Err(e) => return clap_exit(&e),
     };
     if let Some(line) = unused_recording_flag(&matches) {
         eprintln!("{line}");
@@ -213,7 +241,7 @@ fn main() -> ExitCode {
     }
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(e) => return clap_exit(e),
+        Err(e) => return clap_exit(&e),
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -246,22 +274,15 @@ fn unused_recording_flag(matches: &clap::ArgMatches) -> Option<String> {
             let flag = a.get_long().map_or_else(|| a.get_id().to_string(), |l| format!("--{l}"));
             format!(
                 "error: {flag} is a recording option; `apron-recorder {command}` does not use it \
-                 (see apron-recorder {command} --help)"
+                 (see 'apron-recorder {command} --help')"
             )
         })
 }
 
 /// Prints help and version as usual; for a usage mistake, one line naming it.
-fn clap_exit(e: clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = e.print();
-        return ExitCode::SUCCESS;
-    }
-    let text = e.render().to_string();
-    let first = text.lines().next().unwrap_or("error: invalid arguments");
-    eprintln!("{first} (see apron-recorder --help)");
-    ExitCode::from(2)
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    apron_cli::errors::exit(e, &Cli::command(), &args)
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -292,6 +313,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             run_compact(&layout, host.as_deref(), (!no_retention).then_some(&policy))
         }
         Some(Command::Ship { to, from }) => run_ship(&layout, &to, from),
+        Some(Command::Completions { shell }) => {
+            let script = apron_cli::docs::completions(&mut Cli::command(), "apron-recorder", shell);
+            match std::io::stdout().lock().write_all(&script) {
+                // The reader went away (`| head`): it has what it wanted.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(()),
+            }
+        }
+        Some(Command::ManPages { out }) => {
+            let pages = apron_cli::docs::man_pages(Cli::command(), &out)
+                .with_context(|| format!("cannot write the manual pages to {}", out.display()))?;
+            println!("{} manual pages written to {}", pages.len(), out.display());
+            Ok(())
+        }
         None => {
             // A bad URL is refused before recording starts.
             let ship = cli.ship.as_deref().map(apron_store::remote::Remote::from_url).transpose()?;

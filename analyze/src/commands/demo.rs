@@ -3,9 +3,13 @@
 //! teams: H100, A100 and L40S hosts, four H100s shared as MIG instances;
 //! training, serving, notebooks, zombies, idle nights and weekends) with
 //! the store's simulator and writer
-//! into a temporary data folder, writes a config that prices the GPUs and
+//! into OUT/data, writes OUT/apron.toml, a config that prices the GPUs and
 //! maps five of the teams (the sixth shows up as `unassigned`), writes the
-//! monthly report, and prints its headline figures and where it is.
+//! monthly report, and prints its headline figures, where it is, and
+//! commands to explore the data with, as they run from here.
+//!
+//! The month is November 2026 unless `--month` says otherwise: the README's
+//! examples run on it as written (`tests/readme.rs`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,7 +19,7 @@ use apron_schemas::DataLayout;
 use apron_schemas::time::DAY_SECS;
 use apron_store::simulate::{SimulateOptions, simulate};
 use apron_store::source::sim::teams;
-use chrono::{Datelike, NaiveDate, Utc};
+use chrono::NaiveDate;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{DemoArgs, GlobalArgs};
@@ -28,23 +32,12 @@ const UNMAPPED_TEAM: &str = "platform";
 /// Simulates, reports, and prints the headline.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> Result<(), Error> {
     let started = Instant::now();
-    let month = args.month.unwrap_or_else(last_full_month);
+    let month = args.month.unwrap_or_else(demo_month);
     let days = days_in_month(month);
     let days = args.days.map_or(days, |d| d.clamp(1, days));
     if args.hosts == 0 {
         return Err(InputError::Usage { message: "--hosts must be at least 1".into() }.into());
     }
-    let temp;
-    let data: PathBuf = match &args.keep_data {
-        Some(dir) => dir.clone(),
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("apron-demo-data-")
-                .tempdir()
-                .map_err(|e| Error::Simulate { data: std::env::temp_dir(), source: Box::new(e) })?;
-            temp.path().to_path_buf()
-        }
-    };
     let report_err = |path: &Path| {
         let path = path.to_path_buf();
         move |e: std::io::Error| OutputError::Report { path, source: Box::new(e) }
@@ -55,6 +48,10 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
         .map_err(|e| OutputError::Report { path: args.out.clone(), source: Box::new(e) })?;
     let config_path = args.out.join("apron.toml");
     std::fs::write(&config_path, demo_config()).map_err(report_err(&config_path))?;
+    let data = match &args.keep_data {
+        Some(dir) => dir.clone(),
+        None => fresh_data_folder(&args.out.join(DATA_FOLDER))?,
+    };
 
     let gpus = args.hosts * 8;
     simulate_fleet(&data, gpus, month, days, args.interval)?;
@@ -72,16 +69,8 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
         text.push('\n');
     }
     text.push_str(&format!("Config: {} (prices and team rules used)\n", config_path.display()));
-    match &args.keep_data {
-        Some(dir) => text.push_str(&format!(
-            "Data kept in {}: try `apron --data {} --config {} spend --month {}`\n",
-            dir.display(),
-            dir.display(),
-            config_path.display(),
-            month.format("%Y-%m")
-        )),
-        None => text.push_str("The simulated data was temporary; keep it with --keep-data DIR.\n"),
-    }
+    text.push_str(&format!("Data:   {}\n", data.display()));
+    text.push_str(&explore(&args.out, &data, month));
     out.write_all(text.as_bytes()).map_err(|source| Error::from(OutputError::Write { source }))
 }
 
@@ -156,11 +145,105 @@ pub fn demo_config() -> String {
 const DEMO_BUDGETS: [(&str, u32); 5] =
     [("vision", 2500), ("nlp", 5000), ("speech", 3000), ("research", 2000), ("recsys", 1200)];
 
-/// The first day of the last full UTC month.
-fn last_full_month() -> NaiveDate {
-    let today = Utc::now().date_naive();
-    let first = today.with_day(1).unwrap_or(today);
-    crate::period::Period::previous_month(first).unwrap_or(first)
+/// The month the demo simulates unless told otherwise: the one the
+/// README's examples name.
+pub const DEMO_MONTH: (i32, u32) = (2026, 11);
+
+/// The first day of [`DEMO_MONTH`].
+fn demo_month() -> NaiveDate {
+    NaiveDate::from_ymd_opt(DEMO_MONTH.0, DEMO_MONTH.1, 1).unwrap_or(NaiveDate::MIN)
+}
+
+/// The demo's data folder inside its report folder.
+pub const DATA_FOLDER: &str = "data";
+
+/// The folders apron's tables and write-ahead log live in, at a data
+/// folder's top.
+const TABLE_FOLDERS: [&str; 5] = ["gpu_samples", "proc_samples", "gpu_minutes", "proc_minutes", "wal"];
+
+/// `dir`, emptied of an earlier demo's data (which the same seed would
+/// write again), or refused when it holds anything else.
+fn fresh_data_folder(dir: &Path) -> Result<PathBuf, Error> {
+    let refuse = |message: String| Error::from(InputError::Usage { message });
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            for entry in entries {
+                let entry =
+                    entry.map_err(|e| Error::Simulate { data: dir.to_path_buf(), source: Box::new(e) })?;
+                let name = entry.file_name();
+                if !TABLE_FOLDERS.iter().any(|t| name == *t) {
+                    return Err(refuse(format!(
+                        "{} holds {} besides an earlier demo's data; give the demo another --out",
+                        dir.display(),
+                        name.to_string_lossy()
+                    )));
+                }
+                std::fs::remove_dir_all(entry.path())
+                    .map_err(|e| Error::Simulate { data: dir.to_path_buf(), source: Box::new(e) })?;
+            }
+            Ok(dir.to_path_buf())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(dir.to_path_buf()),
+        Err(e) => Err(Error::Simulate { data: dir.to_path_buf(), source: Box::new(e) }),
+    }
+}
+
+/// The demo's closing lines: commands over its data that run as printed,
+/// from the folder the demo ran in: this very binary (by its path unless
+/// it is the `apron` on PATH), in the report folder, where `apron` finds
+/// `./data` and `./apron.toml` by itself.
+fn explore(out: &Path, data: &Path, month: NaiveDate) -> String {
+    let apron = binary_as_typed();
+    let month = month.format("%Y-%m");
+    let mut text =
+        String::from("\nExplore the data (apron reads ./data and ./apron.toml in the demo's folder):\n");
+    let flags = if data == out.join(DATA_FOLDER) {
+        text.push_str(&format!("  cd {}\n", shell_word(&out.display().to_string())));
+        String::new()
+    } else {
+        format!(
+            " --data {} --config {}",
+            shell_word(&data.display().to_string()),
+            shell_word(&out.join("apron.toml").display().to_string())
+        )
+    };
+    for command in [
+        format!("spend --month {month}"),
+        format!("zombies --month {month}"),
+        format!("windows --month {month} --show windows"),
+        "sql \"SELECT host, round(avg(gpu_util_pct_mean), 1) AS util_pct FROM gpu_minutes GROUP BY host ORDER BY host\""
+            .to_owned(),
+        format!("sql --month {month}    # an interactive SQL shell; .help lists its commands"),
+    ] {
+        text.push_str(&format!("  {apron}{flags} {command}\n"));
+    }
+    if apron != "apron" {
+        text.push_str(
+            "To type `apron` instead: cargo install --path analyze (see the README's Installing)\n",
+        );
+    }
+    text
+}
+
+/// How to run this binary from here: `apron` when that is what PATH finds,
+/// else its full path.
+fn binary_as_typed() -> String {
+    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else { return "apron".into() };
+    let on_path = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("apron")).find(|p| p.is_file()));
+    match on_path.and_then(|p| std::fs::canonicalize(p).ok()) {
+        Some(found) if found == me => "apron".into(),
+        _ => shell_word(&me.display().to_string()),
+    }
+}
+
+/// `word` as one word for a POSIX shell: as is when it needs no quoting.
+fn shell_word(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c)) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 fn days_in_month(first: NaiveDate) -> u32 {

@@ -17,6 +17,7 @@ pub mod alerts;
 pub mod chart;
 pub mod config;
 pub mod demo;
+pub mod docs;
 pub mod idle_cost;
 pub mod import;
 mod outcome;
@@ -55,5 +56,7 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::ExportSql(args) => done(portable::export_sql(args, out)),
         Command::Import(args) => done(import::run(&cli.global, args, out).await),
         Command::Demo(args) => done(demo::run(&cli.global, args, out).await),
+        Command::Completions(args) => done(docs::completions(args, out)),
+        Command::ManPages(args) => done(docs::man_pages(args, out)),
     }
 }
