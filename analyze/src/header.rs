@@ -268,7 +268,7 @@ impl Header {
                 hours(coverage.unrecorded_hours)
             ),
         ];
-        lines.extend(data_end_line(period, coverage, chrono::Utc::now().timestamp_millis()));
+        lines.extend(data_end_line(coverage, chrono::Utc::now().timestamp_millis()));
         lines.extend(unpriced(config, coverage).iter().map(|u| u.line(config)));
         Header { lines }
     }
@@ -301,20 +301,17 @@ impl Header {
 /// bucket's up to a day.
 const DATA_END_SLACK_MS: i64 = 10 * MINUTE_MS;
 
-/// When the data stops well before the period ends, or before `now_ms`
-/// for a period reaching past now (a finished month, a copy of old data, a
-/// node that stopped recording): when, and that a stretch "still" running
-/// or idle (`still_running`, `still_idle`) is so at that time, not now.
-pub fn data_end_line(period: &Period, coverage: &Coverage, now_ms: i64) -> Option<String> {
-    let (end_ms, end) =
-        if period.end_ms <= now_ms { (period.end_ms, "the period's end") } else { (now_ms, "now") };
-    let gap = Period { start_ms: coverage.last_ms, end_ms };
-    (gap.end_ms - gap.start_ms > DATA_END_SLACK_MS).then(|| {
+/// When the period's last sample is well before `now_ms` (a finished
+/// month, a copy of old data, a node that stopped recording): that a
+/// stretch "still" running or idle (`still_running`, `still_idle`) is so at
+/// that sample, not now. The line names the time, not how long ago, so that
+/// two runs print the same.
+pub fn data_end_line(coverage: &Coverage, now_ms: i64) -> Option<String> {
+    (now_ms - coverage.last_ms > DATA_END_SLACK_MS).then(|| {
         format!(
-            "Ends:     the data ends {} UTC, {} before {end}: still running or idle (still_running, \
-             still_idle) means at that time",
-            show_ms(coverage.last_ms),
-            gap.length()
+            "Still:    still running or idle (still_running, still_idle) means at the period's last sample, \
+             {} UTC, not now",
+            show_ms(coverage.last_ms)
         )
     })
 }
@@ -348,37 +345,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn data_that_ends_long_before_the_period_or_now_says_when() {
-        let day = apron_schemas::time::DAY_MS;
-        // November 2026, the data's last sample 2026-11-28 12:00:00.
-        let november = Period { start_ms: 1_793_491_200_000, end_ms: 1_793_491_200_000 + 30 * day };
-        let coverage = |last_ms| Coverage {
-            first_ms: november.start_ms,
-            last_ms,
+    fn data_that_ends_long_before_now_says_what_still_means() {
+        // The last sample 2026-11-28 12:00:00.
+        let last = 1_793_491_200_000 + 27 * apron_schemas::time::DAY_MS + 12 * HOUR_SECS as i64 * 1_000;
+        let coverage = Coverage {
+            first_ms: 0,
+            last_ms: last,
             gpus: 1,
             recorded_hours: 0.0,
             unrecorded_hours: 0.0,
             models: Vec::new(),
             model_hours: Vec::new(),
         };
-        let last = november.end_ms - 2 * day - day / 2;
         assert_eq!(
-            data_end_line(&november, &coverage(last), november.end_ms + 3 * day).as_deref(),
+            data_end_line(&coverage, last + 3 * apron_schemas::time::DAY_MS).as_deref(),
             Some(
-                "Ends:     the data ends 2026-11-28 12:00 UTC, 60 h before the period's end: still running or \
-                 idle (still_running, still_idle) means at that time"
+                "Still:    still running or idle (still_running, still_idle) means at the period's last \
+                 sample, 2026-11-28 12:00 UTC, not now"
             )
         );
-        // A month still running: measured to now.
-        let now = november.end_ms - 5 * day;
-        let line = data_end_line(&november, &coverage(now - 2 * day), now).expect("two days");
-        assert!(line.contains("2 days before now"), "{line}");
         // Data a few minutes old says nothing.
-        assert_eq!(data_end_line(&november, &coverage(now - 5 * MINUTE_MS), now), None);
-        assert_eq!(
-            data_end_line(&november, &coverage(november.end_ms - 10_000), november.end_ms + day),
-            None
-        );
+        assert_eq!(data_end_line(&coverage, last + 5 * MINUTE_MS), None);
+        assert_eq!(data_end_line(&coverage, last + 11 * MINUTE_MS).map(|_| ()), Some(()));
     }
 
     #[test]

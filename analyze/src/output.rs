@@ -7,13 +7,19 @@
 //! (`crate::figures`) print through [`write_rows`], as the batch their
 //! [`Rows::to_batch`] states:
 //!
-//! - `table`: aligned columns with a header; a null shows as `NULL`, so it
-//!   never looks like a measured 0; an empty result shows its header. The
-//!   column widths come from the first [`TABLE_WIDTH_ROWS`] rows; the rows
-//!   after them are printed batch by batch in those widths (a longer value
-//!   widens its own line only), so a table of millions of rows streams in
-//!   bounded memory like the other formats.
-//! - `csv`: a header line, then one line per row; a null is an empty field.
+//! - `table`: aligned columns with a header, numbers right-aligned; a null
+//!   shows as `NULL`, so it never looks like a measured 0; an empty result
+//!   shows its header. A named report's table ([`Style::report`]) shows
+//!   money as money in the config's currency (`$1,234.56`), hours and other
+//!   decimals with two places and percentages with one, by the column's
+//!   name ([`Kind::of`]); `apron sql` shows numbers as computed
+//!   ([`Style::plain`]). The column widths come from the first
+//!   [`TABLE_WIDTH_ROWS`] rows; the rows after them are printed batch by
+//!   batch in those widths (a longer value widens its own line only), so a
+//!   table of millions of rows streams in bounded memory like the other
+//!   formats.
+//! - `csv`: a header line, then one line per row; a null is an empty field;
+//!   numbers in full, whatever the style.
 //! - `json`: one JSON array of objects keyed by column name (`[]` when there
 //!   are no rows); a null is `null`, never a missing key.
 //!
@@ -22,11 +28,11 @@
 
 use std::io::Write;
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float64Type, SchemaRef, TimeUnit, TimestampMillisecondType};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-use datafusion::arrow::util::pretty::pretty_format_batches_with_options;
 use datafusion::arrow::{csv, json};
 
 use crate::error::{Error, OutputError};
@@ -53,6 +59,103 @@ impl Format {
             Format::Table => "table",
             Format::Csv => "csv",
             Format::Json => "json",
+        }
+    }
+}
+
+/// What a column's numbers are, by its name: apron names each column with
+/// its unit (`idle_cost`, `gpu_hours`, `share_pct`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `cost`, `…_cost`, `…_cost_…`, `budget`, `forecast`, `spent`.
+    Money,
+    /// `…_hours`, `…_hours_…`.
+    Hours,
+    /// `…_pct`, `…_pct_…`.
+    Percent,
+    /// Anything else.
+    Other,
+}
+
+impl Kind {
+    /// The kind of the column `name`.
+    pub fn of(name: &str) -> Kind {
+        let has = |unit: &str| {
+            name == unit
+                || name.ends_with(&format!("_{unit}"))
+                || name.contains(&format!("_{unit}_"))
+                || name.starts_with(&format!("{unit}_"))
+        };
+        if has("cost") || matches!(name, "budget" | "forecast" | "spent") {
+            Kind::Money
+        } else if has("hours") {
+            Kind::Hours
+        } else if has("pct") {
+            Kind::Percent
+        } else {
+            Kind::Other
+        }
+    }
+}
+
+/// How a table shows its numbers (csv and json always keep them in full).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Style {
+    /// The config's currency for a named report's money columns; `None`:
+    /// numbers as computed.
+    currency: Option<String>,
+}
+
+impl Style {
+    /// Numbers as computed, right-aligned: `apron sql`'s results.
+    pub fn plain() -> Style {
+        Style { currency: None }
+    }
+
+    /// A named report's table: money in `currency` with cents and
+    /// thousands separators, hours and other decimals with two places,
+    /// percentages with one.
+    pub fn report(currency: &str) -> Style {
+        Style { currency: Some(currency.to_owned()) }
+    }
+
+    /// The text of each value of the column `name`, or `None` where arrow's
+    /// own display is the style: a decimal by its [`Kind`]; a count of
+    /// bytes, minutes or seconds with thousands separators; a time to the
+    /// second (the milliseconds of a process's start tell a person nothing).
+    /// A null is `NULL`.
+    fn column(&self, name: &str, column: &dyn Array) -> Option<Vec<String>> {
+        use apron_reports::{grouped, money};
+        let currency = self.currency.as_deref()?;
+        let texts = |value: &dyn Fn(usize) -> String| {
+            (0..column.len()).map(|i| if column.is_null(i) { "NULL".to_owned() } else { value(i) }).collect()
+        };
+        match column.data_type() {
+            DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+                let floats = cast(column, &DataType::Float64).ok()?;
+                let floats = floats.as_primitive::<Float64Type>();
+                let kind = Kind::of(name);
+                Some(texts(&|i| match kind {
+                    Kind::Money => money(floats.value(i), currency),
+                    Kind::Percent => grouped(floats.value(i), 1),
+                    Kind::Hours | Kind::Other => grouped(floats.value(i), 2),
+                }))
+            }
+            t if t.is_integer() && ["_bytes", "_minutes", "_seconds"].iter().any(|u| name.ends_with(u)) => {
+                let floats = cast(column, &DataType::Float64).ok()?;
+                let floats = floats.as_primitive::<Float64Type>();
+                Some(texts(&|i| grouped(floats.value(i), 0)))
+            }
+            DataType::Timestamp(TimeUnit::Millisecond, Some(_)) => {
+                let times = column.as_primitive::<TimestampMillisecondType>();
+                Some(texts(&|i| {
+                    chrono::DateTime::from_timestamp_millis(times.value(i)).map_or_else(
+                        || times.value(i).to_string(),
+                        |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                    )
+                }))
+            }
+            _ => None,
         }
     }
 }
@@ -88,11 +191,18 @@ impl<W: Write> std::fmt::Debug for BatchWriter<W> {
 }
 
 impl<W: Write> BatchWriter<W> {
-    /// A writer of rows with `schema` in `format` to `out`.
+    /// A writer of rows with `schema` in `format` to `out`, numbers as
+    /// computed ([`Style::plain`]).
     pub fn new(format: Format, schema: SchemaRef, out: W) -> Self {
+        Self::styled(format, schema, out, &Style::plain())
+    }
+
+    /// A writer of rows with `schema` in `format` to `out`, a table's
+    /// numbers shown in `style`.
+    pub fn styled(format: Format, schema: SchemaRef, out: W, style: &Style) -> Self {
         let inner = match format {
             Format::Table => {
-                Inner::Table(TableWriter { out, schema, head: Vec::new(), head_rows: 0, body: None })
+                Inner::Table(TableWriter { out, schema, style: style.clone(), head: Vec::new(), body: None })
             }
             Format::Csv => Inner::Csv { out, schema, header: true },
             Format::Json => Inner::Json(
@@ -134,36 +244,76 @@ impl<W: Write> BatchWriter<W> {
     }
 }
 
-/// A table being written: the first rows held back to size the columns,
-/// then each batch as it comes.
+/// A table being written: the first rows held back (as text) to size the
+/// columns, then each batch as it comes.
 struct TableWriter<W: Write> {
     out: W,
     schema: SchemaRef,
-    /// The rows held back, while `body` is `None`.
-    head: Vec<RecordBatch>,
-    head_rows: usize,
-    /// Once the head is printed: each column's width and the border line.
-    body: Option<(Vec<usize>, String)>,
+    style: Style,
+    /// The rows held back, each a cell's text per column, while `body` is
+    /// `None`.
+    head: Vec<Vec<String>>,
+    /// Once the head is printed: the columns' widths and sides.
+    body: Option<Layout>,
+}
+
+/// The columns of a printed table.
+struct Layout {
+    widths: Vec<usize>,
+    /// Whether each column is aligned right (numbers).
+    right: Vec<bool>,
+}
+
+impl Layout {
+    /// `+------+-----+`.
+    fn border(&self) -> String {
+        let dashes: Vec<String> = self.widths.iter().map(|w| "-".repeat(w + 2)).collect();
+        format!("+{}+\n", dashes.join("+"))
+    }
+
+    /// One row's lines: each cell padded to its column's width on its side;
+    /// a value that is wider widens its own line only; a value with line
+    /// breaks takes a line for each.
+    fn row(&self, cells: &[String]) -> String {
+        use unicode_width::UnicodeWidthStr;
+        let cell_lines: Vec<Vec<&str>> = cells.iter().map(|c| c.split('\n').collect()).collect();
+        let height = cell_lines.iter().map(Vec::len).max().unwrap_or(1);
+        let mut text = String::new();
+        for line in 0..height {
+            text.push('|');
+            for ((lines, width), right) in cell_lines.iter().zip(&self.widths).zip(&self.right) {
+                let value = lines.get(line).copied().unwrap_or("");
+                let pad = " ".repeat(width.saturating_sub(value.width()));
+                text.push(' ');
+                if *right {
+                    text.push_str(&pad);
+                    text.push_str(value);
+                } else {
+                    text.push_str(value);
+                    text.push_str(&pad);
+                }
+                text.push_str(" |");
+            }
+            text.push('\n');
+        }
+        text
+    }
 }
 
 impl<W: Write> TableWriter<W> {
-    fn options() -> FormatOptions<'static> {
-        FormatOptions::default().with_display_error(true).with_null("NULL")
-    }
-
     fn write(&mut self, batch: &RecordBatch) -> Result<(), Error> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        let rows = cells(batch, &self.style)?;
         match &self.body {
-            Some((widths, _)) => {
-                let text = rows_in_widths(batch, widths)?;
+            Some(layout) => {
+                let text: String = rows.iter().map(|row| layout.row(row)).collect();
                 self.out.write_all(text.as_bytes()).map_err(|source| OutputError::Write { source }.into())
             }
             None => {
-                self.head.push(batch.clone());
-                self.head_rows += batch.num_rows();
-                if self.head_rows >= TABLE_WIDTH_ROWS { self.print_head() } else { Ok(()) }
+                self.head.extend(rows);
+                if self.head.len() >= TABLE_WIDTH_ROWS { self.print_head() } else { Ok(()) }
             }
         }
     }
@@ -171,70 +321,67 @@ impl<W: Write> TableWriter<W> {
     /// Prints the header and the rows held back, without the last border,
     /// and keeps their widths for the rows to come.
     fn print_head(&mut self) -> Result<(), Error> {
-        let table = self.head_table()?;
-        let (top, bottom) = table.rsplit_once('\n').unwrap_or(("", table.as_str()));
-        let widths =
-            bottom.trim_matches('+').split('+').map(|dashes| dashes.len().saturating_sub(2)).collect();
-        writeln!(self.out, "{top}").map_err(|source| OutputError::Write { source })?;
-        self.body = Some((widths, bottom.to_owned()));
-        self.head = Vec::new();
+        use unicode_width::UnicodeWidthStr;
+        let names: Vec<String> = self.schema.fields().iter().map(|f| f.name().clone()).collect();
+        let widest = |column: usize| {
+            self.head
+                .iter()
+                .flat_map(|row| row[column].split('\n'))
+                .chain(names[column].split('\n'))
+                .map(UnicodeWidthStr::width)
+                .max()
+                .unwrap_or(0)
+        };
+        let layout = Layout {
+            widths: (0..names.len()).map(widest).collect(),
+            right: self.schema.fields().iter().map(|f| is_number(f.data_type())).collect(),
+        };
+        let mut text = layout.border();
+        text.push_str(&layout.row(&names));
+        text.push_str(&layout.border());
+        for row in std::mem::take(&mut self.head) {
+            text.push_str(&layout.row(&row));
+        }
+        self.out.write_all(text.as_bytes()).map_err(|source| OutputError::Write { source })?;
+        self.body = Some(layout);
         Ok(())
     }
 
-    /// The rows held back as arrow draws a table (an empty result: its
-    /// header alone).
-    fn head_table(&mut self) -> Result<String, Error> {
-        if self.head.is_empty() {
-            self.head.push(RecordBatch::new_empty(std::sync::Arc::clone(&self.schema)));
-        }
-        let table = pretty_format_batches_with_options(&self.head, &Self::options())
-            .map_err(|e| format_error(Format::Table, e))?;
-        Ok(table.to_string())
-    }
-
     fn finish(mut self) -> Result<W, Error> {
-        match &self.body {
-            Some((_, border)) => writeln!(self.out, "{border}"),
-            None => {
-                let table = self.head_table()?;
-                writeln!(self.out, "{table}")
-            }
+        if self.body.is_none() {
+            self.print_head()?;
         }
-        .map_err(|source| OutputError::Write { source })?;
+        let border = self.body.as_ref().map(Layout::border).unwrap_or_default();
+        self.out.write_all(border.as_bytes()).map_err(|source| OutputError::Write { source })?;
         Ok(self.out)
     }
 }
 
-/// The rows of `batch` as table lines in `widths` (each cell padded to its
-/// column's width; a value that is wider widens its own line; a value with
-/// line breaks takes a line for each, as arrow's tables do).
-fn rows_in_widths(batch: &RecordBatch, widths: &[usize]) -> Result<String, Error> {
-    use unicode_width::UnicodeWidthStr;
-    let options = TableWriter::<std::io::Sink>::options();
-    let formatters = batch
+/// Whether a column of `data_type` holds numbers (aligned right).
+fn is_number(data_type: &DataType) -> bool {
+    data_type.is_numeric()
+}
+
+/// The text of every cell of `batch`, row by row: a null as `NULL`, a
+/// column in `style` ([`Style::column`]), anything else as arrow shows it
+/// (times as RFC 3339 instants ending in `Z`).
+fn cells(batch: &RecordBatch, style: &Style) -> Result<Vec<Vec<String>>, Error> {
+    let options = FormatOptions::default().with_display_error(true).with_null("NULL");
+    let schema = batch.schema();
+    let columns: Vec<Vec<String>> = batch
         .columns()
         .iter()
-        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format_error(Format::Table, e))?;
-    let mut text = String::new();
-    for row in 0..batch.num_rows() {
-        let cells: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
-        let cell_lines: Vec<Vec<&str>> = cells.iter().map(|c| c.split('\n').collect()).collect();
-        let height = cell_lines.iter().map(Vec::len).max().unwrap_or(1);
-        for line in 0..height {
-            text.push('|');
-            for (lines, width) in cell_lines.iter().zip(widths) {
-                let value = lines.get(line).copied().unwrap_or("");
-                text.push(' ');
-                text.push_str(value);
-                text.push_str(&" ".repeat(width.saturating_sub(value.width())));
-                text.push_str(" |");
+        .zip(schema.fields())
+        .map(|(column, field)| match style.column(field.name(), column.as_ref()) {
+            Some(texts) => Ok(texts),
+            None => {
+                let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
+                Ok((0..column.len()).map(|i| formatter.value(i).to_string()).collect())
             }
-            text.push('\n');
-        }
-    }
-    Ok(text)
+        })
+        .collect::<Result<_, ArrowError>>()
+        .map_err(|e| format_error(Format::Table, e))?;
+    Ok((0..batch.num_rows()).map(|row| columns.iter().map(|c| c[row].clone()).collect()).collect())
 }
 
 /// Formats `batch` as CSV lines (after the header, the first time) and
@@ -275,10 +422,13 @@ pub trait Rows {
     fn to_batch(&self) -> Result<RecordBatch, ArrowError>;
 }
 
-/// Writes `rows` to `out` in `format`, completely.
-pub fn write_rows<W: Write>(format: Format, rows: &impl Rows, out: W) -> Result<W, Error> {
+/// Writes `rows` to `out` in `format`, completely, a table's numbers in
+/// `style`.
+pub fn write_rows<W: Write>(format: Format, style: &Style, rows: &impl Rows, out: W) -> Result<W, Error> {
     let batch = rows.to_batch().map_err(|e| format_error(format, e))?;
-    write_batches(format, batch.schema(), &[batch], out)
+    let mut writer = BatchWriter::styled(format, batch.schema(), out, style);
+    writer.write(&batch)?;
+    writer.finish()
 }
 
 /// An Arrow writer error: a failed write to the output stays an I/O error
@@ -327,7 +477,8 @@ mod tests {
     fn table_aligns_and_shows_null_apart_from_zero() {
         let (schema, batch) = sample();
         let text = render(Format::Table, &[batch], schema);
-        assert!(text.contains("| 2026-11-30T01:45:00Z     | node07 | 0    |"), "{text}");
+        assert!(text.contains("| ts                       | host   | util |"), "{text}");
+        assert!(text.contains("| 2026-11-30T01:45:00Z     | node07 |    0 |"), "{text}");
         assert!(text.contains("| 2026-11-30T01:45:00.250Z | a,b    | NULL |"), "{text}");
     }
 
@@ -367,13 +518,14 @@ mod tests {
         let n = TABLE_WIDTH_ROWS as i64;
         let batches = [batch(0, n, "ab"), batch(n, 2, "ab"), batch(n + 2, 1, "a\nlonger one")];
         let streamed = render(Format::Table, &batches, schema.clone());
-        // Arrow draws the same table from every row at once (the widths of
-        // the first rows hold for the rest).
+        // The same table drawn from every row at once (the widths of the
+        // first rows hold for the rest).
         let whole = render(Format::Table, &[batch(0, n + 2, "ab")], schema.clone());
+        assert!(whole.starts_with("+----+------+\n|  n | name |\n+----+------+\n|  0 | ab   |\n"), "{whole}");
         let mut lines: Vec<&str> = streamed.lines().collect();
         let last_row = [lines.remove(lines.len() - 3), lines.remove(lines.len() - 2)];
         assert_eq!(lines.join("\n"), whole.trim_end(), "the first rows and the border");
-        assert_eq!(last_row, ["| 2  | a    |", "|    | longer one |"]);
+        assert_eq!(last_row, ["|  2 | a    |", "|    | longer one |"]);
 
         // Once the head is printed, a batch goes out as it comes.
         let mut writer = BatchWriter::new(Format::Table, schema.clone(), Vec::new());
@@ -382,7 +534,77 @@ mod tests {
         assert!(table.head.is_empty() && !table.out.is_empty(), "the head is printed, not held");
         writer.write(&batch(n, 1, "x")).expect("writes");
         let Inner::Table(table) = &writer.inner else { panic!("a table") };
-        assert!(String::from_utf8_lossy(&table.out).ends_with("| 0  | x    |\n"));
+        assert!(String::from_utf8_lossy(&table.out).ends_with("|  0 | x    |\n"));
+    }
+
+    #[test]
+    fn a_report_table_shows_money_hours_and_percents_csv_keeps_full_numbers() {
+        use datafusion::arrow::array::{Float64Array, Int64Array};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("team", DataType::Utf8, false),
+            Field::new("gpu_hours", DataType::Float64, false),
+            Field::new("idle_cost", DataType::Float64, true),
+            Field::new("share_pct", DataType::Float64, false),
+            Field::new("used_mem_bytes", DataType::Int64, false),
+            Field::new("pid", DataType::Int64, false),
+            Field::new("since", DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), false),
+        ]));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec!["nlp", "vision"])),
+            Arc::new(Float64Array::from(vec![6415.78, 0.0])),
+            Arc::new(Float64Array::from(vec![Some(7230.3), None])),
+            Arc::new(Float64Array::from(vec![26.2, 0.0])),
+            Arc::new(Int64Array::from(vec![55_595_499_520, 0])),
+            Arc::new(Int64Array::from(vec![28374, 7])),
+            Arc::new(
+                TimestampMillisecondArray::from(vec![1_796_003_100_250, 1_796_003_100_000])
+                    .with_timezone("UTC"),
+            ),
+        ];
+        let batch = RecordBatch::try_new(schema.clone(), columns).expect("columns match");
+        let styled = |style: &Style| {
+            let mut writer = BatchWriter::styled(Format::Table, schema.clone(), Vec::new(), style);
+            writer.write(&batch).expect("writes");
+            String::from_utf8(writer.finish().expect("finishes")).expect("UTF-8")
+        };
+        let euro = styled(&Style::report("EUR"));
+        assert!(
+            euro.contains(
+                "| nlp    |  6,415.78 | €7,230.30 |      26.2 | 55,595,499,520 | 28374 | 2026-11-30T01:45:00Z |"
+            ),
+            "{euro}"
+        );
+        assert!(
+            euro.contains("| vision |      0.00 |      NULL |       0.0 |              0 |     7 |"),
+            "{euro}"
+        );
+        // `apron sql`: as computed, right-aligned.
+        let plain = styled(&Style::plain());
+        assert!(
+            plain.contains("| nlp    |   6415.78 |    7230.3 |      26.2 |    55595499520 | 28374 |"),
+            "{plain}"
+        );
+        let csv = render(Format::Csv, &[batch], schema);
+        assert!(csv.contains("nlp,6415.78,7230.3,26.2,55595499520,28374,2026-11-30T01:45:00.250Z"), "{csv}");
+    }
+
+    #[test]
+    fn column_kinds_follow_the_names_units() {
+        for (name, kind) in [
+            ("cost", Kind::Money),
+            ("idle_cost", Kind::Money),
+            ("idle_cost_per_week", Kind::Money),
+            ("budget", Kind::Money),
+            ("forecast", Kind::Money),
+            ("gpu_hours", Kind::Hours),
+            ("idle_gpu_hours_per_week", Kind::Hours),
+            ("share_pct", Kind::Percent),
+            ("budget_used_pct", Kind::Percent),
+            ("energy_kwh", Kind::Other),
+            ("costume", Kind::Other),
+        ] {
+            assert_eq!(Kind::of(name), kind, "{name}");
+        }
     }
 
     #[test]

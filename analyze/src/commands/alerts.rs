@@ -12,7 +12,7 @@ use crate::commands::outcome::Outcome;
 use crate::config::Config;
 use crate::error::Error;
 use crate::figures::alerts::alerts;
-use crate::output::write_rows;
+use crate::output::{Style, write_rows};
 use crate::session::Session;
 
 /// Checks the rules over `global.data` and prints those that fire.
@@ -24,6 +24,6 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &AlertsArgs, out: W) -> Re
     if !alerts.firing() {
         return Ok(Outcome::Done);
     }
-    write_rows(global.format, &alerts, out)?;
+    write_rows(global.format, &Style::report(&config.currency), &alerts, out)?;
     Ok(Outcome::AlertsFired)
 }

@@ -8,7 +8,7 @@ use crate::cli::{GlobalArgs, IdleCostArgs};
 use crate::commands::Report;
 use crate::error::Error;
 use crate::figures::idle_cost::idle_cost;
-use crate::output::write_rows;
+use crate::output::{Style, write_rows};
 
 /// Prints the idle cost per group.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &IdleCostArgs, mut out: W) -> Result<(), Error> {
@@ -16,6 +16,6 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &IdleCostArgs, mut out: W)
     let idle = idle_cost(&report, args.by).await?;
     report.header.push(idle.header_line(&report.config.currency));
     report.header.print(global.format, &mut out)?;
-    write_rows(global.format, &idle, out)?;
+    write_rows(global.format, &Style::report(&report.config.currency), &idle, out)?;
     Ok(())
 }

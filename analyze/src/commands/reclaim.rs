@@ -8,7 +8,7 @@ use crate::cli::{GlobalArgs, ReclaimArgs};
 use crate::commands::Report;
 use crate::error::Error;
 use crate::figures::reclaim::reclaim;
-use crate::output::write_rows;
+use crate::output::{Style, write_rows};
 use crate::report_context::rules;
 
 /// Lists the idle stretches, longest first.
@@ -21,6 +21,11 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) 
     .await?;
     report.header.print(global.format, &mut out)?;
     let idle_for = args.idle_for.unwrap_or(report.config.reclaim.idle_for);
-    write_rows(global.format, &reclaim(&report, idle_for).await?, out)?;
+    write_rows(
+        global.format,
+        &Style::report(&report.config.currency),
+        &reclaim(&report, idle_for).await?,
+        out,
+    )?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use crate::commands::Report;
 use crate::error::Error;
 use crate::figures::savings::savings;
 use crate::figures::spend::spend;
-use crate::output::write_rows;
+use crate::output::{Style, write_rows};
 use crate::report_context::rules;
 
 /// Prints what the rules would have freed, per team and in total.
@@ -31,6 +31,6 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SavingsArgs, mut out: W) 
     report.header.push(spend.totals.header_line(&report.config.currency));
     report.header.push(savings.header_line(&report.config.currency));
     report.header.print(global.format, &mut out)?;
-    write_rows(global.format, &savings, out)?;
+    write_rows(global.format, &Style::report(&report.config.currency), &savings, out)?;
     Ok(())
 }

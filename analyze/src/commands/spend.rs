@@ -7,7 +7,7 @@ use crate::cli::{GlobalArgs, SpendArgs};
 use crate::commands::Report;
 use crate::error::Error;
 use crate::figures::spend::spend;
-use crate::output::write_rows;
+use crate::output::{Style, write_rows};
 
 /// Prints the spend per team.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) -> Result<(), Error> {
@@ -18,6 +18,6 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) ->
         report.header.push(line);
     }
     report.header.print(global.format, &mut out)?;
-    write_rows(global.format, &spend, out)?;
+    write_rows(global.format, &Style::report(&report.config.currency), &spend, out)?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use crate::cli::{GlobalArgs, StarvedArgs};
 use crate::commands::Report;
 use crate::error::Error;
 use crate::figures::zombies::held_idle;
-use crate::output::write_rows;
+use crate::output::{Style, write_rows};
 use crate::report_context::rules;
 
 /// Lists the data-starved stretches, most memory-minutes first.
@@ -29,6 +29,6 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &StarvedArgs, mut out: W) 
     let min_mem_mib = args.min_mem.unwrap_or(report.config.zombie.min_mem_mib);
     let threshold = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
     let (_, starved) = held_idle(&report, min_idle, min_mem_mib, threshold).await?;
-    write_rows(global.format, &starved, out)?;
+    write_rows(global.format, &Style::report(&report.config.currency), &starved, out)?;
     Ok(())
 }

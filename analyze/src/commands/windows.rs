@@ -10,7 +10,7 @@ use crate::cli::{GlobalArgs, WindowsArgs, WindowsShow};
 use crate::commands::Report;
 use crate::error::{Error, InputError, OutputError};
 use crate::figures::windows::{gpu_weeks, profile};
-use crate::output::write_rows;
+use crate::output::{Style, write_rows};
 
 pub mod cron;
 
@@ -47,8 +47,12 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &WindowsArgs, mut out: W) 
     }
     report.header.print(global.format, &mut out)?;
     match args.show {
-        WindowsShow::Profile => write_rows(global.format, &profile, out)?,
-        WindowsShow::Windows => write_rows(global.format, &windows, out)?,
+        WindowsShow::Profile => {
+            write_rows(global.format, &Style::report(&report.config.currency), &profile, out)?
+        }
+        WindowsShow::Windows => {
+            write_rows(global.format, &Style::report(&report.config.currency), &windows, out)?
+        }
     };
     Ok(())
 }

@@ -9,7 +9,7 @@ use crate::cli::{GlobalArgs, ZombiesArgs};
 use crate::commands::Report;
 use crate::error::{Error, OutputError};
 use crate::figures::zombies::{held_idle, running};
-use crate::output::write_rows;
+use crate::output::{Style, write_rows};
 use crate::report_context::rules;
 
 pub mod script;
@@ -41,6 +41,6 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) 
         return out.write_all(text.as_bytes()).map_err(|source| OutputError::Write { source }.into());
     }
     report.header.print(global.format, &mut out)?;
-    write_rows(global.format, &zombies, out)?;
+    write_rows(global.format, &Style::report(&report.config.currency), &zombies, out)?;
     Ok(())
 }
