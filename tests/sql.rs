@@ -387,8 +387,10 @@ fn null_and_zero_stay_apart() {
     let csv = succeed(fleet.apron(&["--format", "csv", "sql", sql]));
     assert_eq!(csv, "gpu_util_pct,power_mw\n0,90000\n,\n");
     let table = succeed(fleet.apron(&["--format", "table", "sql", sql]));
-    assert!(table.contains("| 0            | 90000    |"), "{table}");
-    assert!(table.contains("| NULL         | NULL     |"), "{table}");
+    // Numbers right-aligned, a null apart from 0.
+    assert!(table.contains("| gpu_util_pct | power_mw |"), "{table}");
+    assert!(table.contains("|            0 |    90000 |"), "{table}");
+    assert!(table.contains("|         NULL |     NULL |"), "{table}");
 
     let rows = fleet.json("SELECT sm_util_pct, mem_util_pct FROM proc_samples ORDER BY ts");
     assert_eq!(
