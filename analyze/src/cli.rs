@@ -204,6 +204,12 @@ pub struct ReportArgs {
     /// report (apron's files in it are replaced; nothing else is touched).
     #[arg(long)]
     pub force: bool,
+
+    /// Embed the charts and the tables' CSVs in index.html as data: URLs,
+    /// so the page alone is the whole report, one file to mail (the PNG and
+    /// CSV files are written beside it all the same).
+    #[arg(long)]
+    pub self_contained: bool,
 }
 
 /// `apron demo [--out DIR]`.
@@ -218,6 +224,12 @@ pub struct DemoArgs {
     /// report (apron's files in it are replaced; nothing else is touched).
     #[arg(long)]
     pub force: bool,
+
+    /// Embed the charts and the tables' CSVs in index.html as data: URLs,
+    /// so the page alone is the whole report, one file to mail (the PNG and
+    /// CSV files are written beside it all the same).
+    #[arg(long)]
+    pub self_contained: bool,
 
     /// The month to simulate, YYYY-MM. Default: the last full month.
     #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
