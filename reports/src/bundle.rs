@@ -31,7 +31,7 @@ mod markdown;
 mod report;
 mod table;
 
-pub use columns::{COLUMNS, Column, Kind, column};
+pub use columns::{COLUMNS, Column, ColumnKind, column};
 pub use report::{Figure, Report, Section};
 pub use table::TableData;
 

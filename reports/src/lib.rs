@@ -20,8 +20,8 @@ mod number;
 mod time;
 
 pub use bundle::{
-    Assets, BundleError, BundleFiles, COLUMNS, Column, Figure, Kind, MARKER, OutDirState, Report, Section,
-    TableData, column, mark_out_dir, out_dir_state, write_bundle,
+    Assets, BundleError, BundleFiles, COLUMNS, Column, ColumnKind, Figure, MARKER, OutDirState, Report,
+    Section, TableData, column, mark_out_dir, out_dir_state, write_bundle,
 };
 pub use chart::{
     ChartContext, ChartError, ChartName, FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, TeamCost,

@@ -1,10 +1,10 @@
 //! Every column a report table may have: its title on the page and in the
-//! summary (with its unit), and how its cells read there ([`Kind`]).
+//! summary (with its unit), and how its cells read there ([`ColumnKind`]).
 //!
 //! A table names its columns as its CSV header does (`idle_cost`,
 //! `share_pct`: data names, snake_case with the unit in them); the page and
 //! the summary show [`Column::title`] (`Idle cost ($)`, `Share (%)`) and
-//! each cell through [`Kind::display`] (`$1,234.56`, `12.5`). This table is
+//! each cell through [`ColumnKind::display`] (`$1,234.56`, `12.5`). This table is
 //! the one place a title is said: [`write_bundle`](super::write_bundle)
 //! refuses a table with a column that is not in it, so a new report column
 //! without a title fails every test that writes a report instead of
@@ -17,7 +17,7 @@ use crate::number::{currency_unit, grouped, money};
 /// How a column's cells read on the page and in the summary, and how they
 /// align. The CSV holds every cell as the caller gave it, whatever its kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum ColumnKind {
     /// Words (a reason, a command line, a list of users): left-aligned,
     /// shown as given, wrapped where the page is narrow.
     Text,
@@ -36,20 +36,22 @@ pub enum Kind {
     /// title ends with the currency's symbol or code, `Idle cost ($)`.
     Money,
     /// A number in the unit its title names (GPU-hours, hours, %, kWh,
-    /// GiB): right-aligned, thousands separated, one decimal, `1,234.5`.
+    /// GiB): right-aligned, thousands separated, with the decimals the
+    /// cell has (the caller writes a column with fixed decimals, so the
+    /// page shows what the CSV holds): `1234.50` reads `1,234.50`.
     Amount,
 }
 
-impl Kind {
+impl ColumnKind {
     /// Whether the column is right-aligned (it holds numbers).
     pub fn is_numeric(self) -> bool {
-        matches!(self, Kind::Id | Kind::Money | Kind::Amount)
+        matches!(self, ColumnKind::Id | ColumnKind::Money | ColumnKind::Amount)
     }
 
     /// Whether its cells are kept on one line on the page (numbers, names,
     /// times), so only words and long identifiers wrap.
     pub fn keeps_one_line(self) -> bool {
-        matches!(self, Kind::Name | Kind::Time) || self.is_numeric()
+        matches!(self, ColumnKind::Name | ColumnKind::Time) || self.is_numeric()
     }
 
     /// `cell` (as the CSV holds it) as a reader sees it in a column of this
@@ -59,14 +61,17 @@ impl Kind {
     pub fn display<'a>(self, cell: &'a str, currency: &str) -> Cow<'a, str> {
         let number = || cell.trim().parse::<f64>().ok().filter(|v| v.is_finite());
         match self {
-            Kind::Text | Kind::Name | Kind::Id | Kind::Time => Cow::Borrowed(cell),
-            Kind::Flag => match cell {
+            ColumnKind::Text | ColumnKind::Name | ColumnKind::Id | ColumnKind::Time => Cow::Borrowed(cell),
+            ColumnKind::Flag => match cell {
                 "true" => Cow::Borrowed("yes"),
                 "false" => Cow::Borrowed("no"),
                 _ => Cow::Borrowed(cell),
             },
-            Kind::Money => number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(money(v, currency))),
-            Kind::Amount => number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(grouped(v, 1))),
+            ColumnKind::Money => number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(money(v, currency))),
+            ColumnKind::Amount => {
+                let decimals = cell.trim().split_once('.').map_or(0, |(_, fraction)| fraction.len());
+                number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(grouped(v, decimals)))
+            }
         }
     }
 }
@@ -81,7 +86,7 @@ pub struct Column {
     /// their currency from [`Column::title`].
     pub label: &'static str,
     /// How its cells read.
-    pub kind: Kind,
+    pub kind: ColumnKind,
 }
 
 impl Column {
@@ -89,69 +94,69 @@ impl Column {
     /// `currency` `"USD"`, `"Idle cost (CHF)"` for `"CHF"`, `"Share (%)"`.
     pub fn title(&self, currency: &str) -> String {
         match (self.kind, currency_unit(currency)) {
-            (Kind::Money, Some(unit)) => format!("{} ({unit})", self.label),
+            (ColumnKind::Money, Some(unit)) => format!("{} ({unit})", self.label),
             _ => self.label.to_owned(),
         }
     }
 }
 
-const fn col(name: &'static str, label: &'static str, kind: Kind) -> Column {
+const fn col(name: &'static str, label: &'static str, kind: ColumnKind) -> Column {
     Column { name, label, kind }
 }
 
 /// Every column of every report table, by name.
 pub const COLUMNS: &[Column] = &[
     // Who and where.
-    col("team", "Team", Kind::Name),
-    col("host", "Host", Kind::Name),
-    col("gpu_index", "GPU", Kind::Id),
-    col("gpu_uuid", "GPU UUID", Kind::Text),
-    col("user", "User", Kind::Name),
-    col("comm", "Process", Kind::Name),
-    col("pid", "PID", Kind::Id),
-    col("held_by", "Held by", Kind::Text),
+    col("team", "Team", ColumnKind::Name),
+    col("host", "Host", ColumnKind::Name),
+    col("gpu_index", "GPU", ColumnKind::Id),
+    col("gpu_uuid", "GPU UUID", ColumnKind::Text),
+    col("user", "User", ColumnKind::Name),
+    col("comm", "Process", ColumnKind::Name),
+    col("pid", "PID", ColumnKind::Id),
+    col("held_by", "Held by", ColumnKind::Text),
     // Time on the GPUs.
-    col("gpu_hours", "GPU-hours", Kind::Amount),
-    col("busy_gpu_hours", "Busy GPU-hours", Kind::Amount),
-    col("idle_gpu_hours", "Idle GPU-hours", Kind::Amount),
-    col("idle_held_gpu_hours", "Idle-held GPU-hours", Kind::Amount),
-    col("idle_empty_gpu_hours", "Idle-empty GPU-hours", Kind::Amount),
-    col("unknown_gpu_hours", "Unknown GPU-hours", Kind::Amount),
-    col("reclaim_gpu_hours", "Reclaim GPU-hours", Kind::Amount),
-    col("zombie_gpu_hours", "Zombie GPU-hours", Kind::Amount),
-    col("freed_gpu_hours", "Freed GPU-hours", Kind::Amount),
-    col("idle_hours", "Idle (hours)", Kind::Amount),
-    col("idle_since", "Idle since (UTC)", Kind::Time),
-    col("proc_start", "Process start (UTC)", Kind::Time),
-    col("still_running", "Still running", Kind::Flag),
-    col("still_idle", "Still idle", Kind::Flag),
+    col("gpu_hours", "GPU-hours", ColumnKind::Amount),
+    col("busy_gpu_hours", "Busy GPU-hours", ColumnKind::Amount),
+    col("idle_gpu_hours", "Idle GPU-hours", ColumnKind::Amount),
+    col("idle_held_gpu_hours", "Idle-held GPU-hours", ColumnKind::Amount),
+    col("idle_empty_gpu_hours", "Idle-empty GPU-hours", ColumnKind::Amount),
+    col("unknown_gpu_hours", "Unknown GPU-hours", ColumnKind::Amount),
+    col("reclaim_gpu_hours", "Reclaim GPU-hours", ColumnKind::Amount),
+    col("zombie_gpu_hours", "Zombie GPU-hours", ColumnKind::Amount),
+    col("freed_gpu_hours", "Freed GPU-hours", ColumnKind::Amount),
+    col("idle_hours", "Idle (hours)", ColumnKind::Amount),
+    col("idle_since", "Idle since (UTC)", ColumnKind::Time),
+    col("proc_start", "Process start (UTC)", ColumnKind::Time),
+    col("still_running", "Still running", ColumnKind::Flag),
+    col("still_idle", "Still idle", ColumnKind::Flag),
     // Energy and memory.
-    col("energy_kwh", "Energy (kWh)", Kind::Amount),
-    col("used_mem_gib", "Memory (GiB)", Kind::Amount),
+    col("energy_kwh", "Energy (kWh)", ColumnKind::Amount),
+    col("used_mem_gib", "Memory (GiB)", ColumnKind::Amount),
     // Money.
-    col("cost", "Cost", Kind::Money),
-    col("busy_cost", "Busy cost", Kind::Money),
-    col("idle_cost", "Idle cost", Kind::Money),
-    col("unknown_cost", "Unknown cost", Kind::Money),
-    col("reclaim_cost", "Reclaim cost", Kind::Money),
-    col("zombie_cost", "Zombie cost", Kind::Money),
-    col("freed_cost", "Freed cost", Kind::Money),
-    col("share_pct", "Share (%)", Kind::Amount),
-    col("freed_pct_of_idle", "Freed of idle (%)", Kind::Amount),
+    col("cost", "Cost", ColumnKind::Money),
+    col("busy_cost", "Busy cost", ColumnKind::Money),
+    col("idle_cost", "Idle cost", ColumnKind::Money),
+    col("unknown_cost", "Unknown cost", ColumnKind::Money),
+    col("reclaim_cost", "Reclaim cost", ColumnKind::Money),
+    col("zombie_cost", "Zombie cost", ColumnKind::Money),
+    col("freed_cost", "Freed cost", ColumnKind::Money),
+    col("share_pct", "Share (%)", ColumnKind::Amount),
+    col("freed_pct_of_idle", "Freed of idle (%)", ColumnKind::Amount),
     // Budgets.
-    col("budget", "Budget", Kind::Money),
-    col("spent", "Spent", Kind::Money),
-    col("used_pct", "Used (%)", Kind::Amount),
-    col("budget_used_pct", "Budget used (%)", Kind::Amount),
-    col("forecast", "Forecast", Kind::Money),
-    col("forecast_pct", "Forecast (%)", Kind::Amount),
-    col("exceeded_at", "Over budget since (UTC)", Kind::Time),
-    col("forecast_exceeded_at", "Forecast over budget at (UTC)", Kind::Time),
+    col("budget", "Budget", ColumnKind::Money),
+    col("spent", "Spent", ColumnKind::Money),
+    col("used_pct", "Used (%)", ColumnKind::Amount),
+    col("budget_used_pct", "Budget used (%)", ColumnKind::Amount),
+    col("forecast", "Forecast", ColumnKind::Money),
+    col("forecast_pct", "Forecast (%)", ColumnKind::Amount),
+    col("exceeded_at", "Over budget since (UTC)", ColumnKind::Time),
+    col("forecast_exceeded_at", "Forecast over budget at (UTC)", ColumnKind::Time),
     // Actions.
-    col("action", "Action", Kind::Text),
-    col("worth", "Worth", Kind::Money),
-    col("because", "Because", Kind::Text),
-    col("how", "Command", Kind::Text),
+    col("action", "Action", ColumnKind::Text),
+    col("worth", "Worth", ColumnKind::Money),
+    col("because", "Because", ColumnKind::Text),
+    col("how", "Command", ColumnKind::Text),
 ];
 
 /// The column named `name`, if a report table may have it.
@@ -202,7 +207,7 @@ mod tests {
             if let Some(unit) = unit {
                 assert!(c.label.ends_with(unit), "{}: {:?} should end with {unit}", c.name, c.label);
             }
-            if c.kind == Kind::Money {
+            if c.kind == ColumnKind::Money {
                 assert!(!c.label.contains('('), "{}: the currency is added to money titles", c.name);
             }
         }
@@ -210,18 +215,31 @@ mod tests {
 
     #[test]
     fn cells_read_as_numbers_money_and_words() {
-        assert_eq!(Kind::Money.display("1234.5", "USD"), "$1,234.50");
-        assert_eq!(Kind::Money.display("-3", "CHF"), "-3.00 CHF");
-        assert_eq!(Kind::Money.display("", "USD"), "", "null stays empty");
-        assert_eq!(Kind::Amount.display("23040", "USD"), "23,040.0");
-        assert_eq!(Kind::Amount.display("102.64", "USD"), "102.6");
-        assert_eq!(Kind::Amount.display("n/a", "USD"), "n/a");
-        assert_eq!(Kind::Id.display("4242", "USD"), "4242");
-        assert_eq!(Kind::Flag.display("true", "USD"), "yes");
-        assert_eq!(Kind::Flag.display("false", "USD"), "no");
-        assert_eq!(Kind::Text.display("12.5", "USD"), "12.5");
-        assert!(Kind::Money.is_numeric() && Kind::Amount.is_numeric() && Kind::Id.is_numeric());
-        assert!(!Kind::Text.is_numeric() && !Kind::Time.is_numeric() && !Kind::Flag.is_numeric());
-        assert!(Kind::Name.keeps_one_line() && Kind::Money.keeps_one_line() && !Kind::Text.keeps_one_line());
+        assert_eq!(ColumnKind::Money.display("1234.5", "USD"), "$1,234.50");
+        assert_eq!(ColumnKind::Money.display("-3", "CHF"), "-3.00 CHF");
+        assert_eq!(ColumnKind::Money.display("", "USD"), "", "null stays empty");
+        assert_eq!(ColumnKind::Amount.display("23040.00", "USD"), "23,040.00");
+        assert_eq!(ColumnKind::Amount.display("1234567.8", "USD"), "1,234,567.8");
+        assert_eq!(ColumnKind::Amount.display("102.6", "USD"), "102.6");
+        assert_eq!(ColumnKind::Amount.display("-0.08", "USD"), "-0.08");
+        assert_eq!(ColumnKind::Amount.display("7", "USD"), "7");
+        assert_eq!(ColumnKind::Amount.display("n/a", "USD"), "n/a");
+        assert_eq!(ColumnKind::Id.display("4242", "USD"), "4242");
+        assert_eq!(ColumnKind::Flag.display("true", "USD"), "yes");
+        assert_eq!(ColumnKind::Flag.display("false", "USD"), "no");
+        assert_eq!(ColumnKind::Text.display("12.5", "USD"), "12.5");
+        assert!(
+            ColumnKind::Money.is_numeric() && ColumnKind::Amount.is_numeric() && ColumnKind::Id.is_numeric()
+        );
+        assert!(
+            !ColumnKind::Text.is_numeric()
+                && !ColumnKind::Time.is_numeric()
+                && !ColumnKind::Flag.is_numeric()
+        );
+        assert!(
+            ColumnKind::Name.keeps_one_line()
+                && ColumnKind::Money.keeps_one_line()
+                && !ColumnKind::Text.keeps_one_line()
+        );
     }
 }

@@ -5,8 +5,8 @@
 //! of each file in `urls`). Every piece of text from the report is escaped;
 //! table columns get their titles and cells their format from `columns.rs`.
 //!
-//! The page uses the window's width: tables wrap their titles and text
-//! cells (never a number) so that at 1280 px no table is wider than the
+//! The page uses the window's width: tables wrap their titles and words
+//! (never a number, a name or a time) so that at 1280 px no table is wider than the
 //! page; printed, nothing scrolls, a table row, a chart or a headline
 //! figure is never split across pages, and a heading stays with what follows.
 

@@ -26,8 +26,8 @@ fn report() -> Report {
                     name: "spend".to_owned(),
                     columns: vec!["team".to_owned(), "cost".to_owned(), "share_pct".to_owned()],
                     rows: vec![
-                        vec!["vision, \"core\"".to_owned(), "54500".to_owned(), "66.71".to_owned()],
-                        vec!["speech".to_owned(), "27200.5".to_owned(), "33.29".to_owned()],
+                        vec!["vision, \"core\"".to_owned(), "54500".to_owned(), "66.7".to_owned()],
+                        vec!["speech".to_owned(), "27200.5".to_owned(), "33.3".to_owned()],
                     ],
                     shown: None,
                 }),
@@ -135,10 +135,7 @@ fn csv_round_trips_commas_quotes_and_newlines() {
     let dir = tempfile::tempdir().unwrap();
     write_bundle(&report(), dir.path(), Assets::Linked).unwrap();
     let raw = read(&dir.path().join("spend.csv"));
-    assert_eq!(
-        raw,
-        "team,cost,share_pct\r\n\"vision, \"\"core\"\"\",54500,66.71\r\nspeech,27200.5,33.29\r\n"
-    );
+    assert_eq!(raw, "team,cost,share_pct\r\n\"vision, \"\"core\"\"\",54500,66.7\r\nspeech,27200.5,33.3\r\n");
     for table in report().sections.iter().filter_map(|s| s.table.clone()) {
         let mut reader = csv::Reader::from_path(dir.path().join(table.file_name())).unwrap();
         let headers: Vec<String> = reader.headers().unwrap().iter().map(str::to_owned).collect();
