@@ -164,6 +164,19 @@ fn the_monthly_report_holds_every_file_with_the_figures_of_the_reports() {
     let summary = std::fs::read_to_string(dir.join("summary.md")).expect("read summary.md");
     assert!(summary.contains(&cost), "summary.md has the fleet cost {cost}");
 
+    // The tables read as a person reads them: titles with units, money as
+    // money, numbers right-aligned; the CSV keeps names and plain numbers
+    // (above: spend.csv's cost column is "0.97", …).
+    assert!(html.contains(r#"<th scope="col" class="num">Cost ($)</th>"#), "a titled money column");
+    assert!(html.contains(r#"<td class="line">nlp</td>"#), "nlp's spend row");
+    assert!(summary.contains("\n| Team | GPU-hours | Busy GPU-hours | Idle-held GPU-hours |"), "{summary}");
+    // nlp's row (tests/reports.rs): $0.97 of the fleet's $2.80 is 34.6%.
+    let nlp = summary.lines().find(|l| l.starts_with("| nlp |")).expect("nlp's spend row in summary.md");
+    assert_eq!(
+        nlp,
+        "| nlp | 0.13 | 0.13 | 0.00 | 0.00 | 0.00 | 0.04 | $0.97 | $0.97 | $0.00 | $0.00 | 34.6 |"
+    );
+
     // Again into the same folder: the same files, the same tables.
     let csvs: Vec<String> =
         CSVS.iter().map(|c| std::fs::read_to_string(dir.join(c)).expect("read")).collect();

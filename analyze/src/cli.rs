@@ -229,6 +229,12 @@ pub struct ReportArgs {
     /// report (apron's files in it are replaced; nothing else is touched).
     #[arg(long)]
     pub force: bool,
+
+    /// Embed the charts and the tables' CSVs in index.html as data: URLs,
+    /// so the page alone is the whole report, one file to mail (the PNG and
+    /// CSV files are written beside it all the same).
+    #[arg(long)]
+    pub self_contained: bool,
 }
 
 /// `apron demo [--out DIR]`.
@@ -243,6 +249,12 @@ pub struct DemoArgs {
     /// report (apron's files in it are replaced; nothing else is touched).
     #[arg(long)]
     pub force: bool,
+
+    /// Embed the charts and the tables' CSVs in index.html as data: URLs,
+    /// so the page alone is the whole report, one file to mail (the PNG and
+    /// CSV files are written beside it all the same).
+    #[arg(long)]
+    pub self_contained: bool,
 
     /// The month to simulate, YYYY-MM. Default: 2026-11, the month the
     /// README's examples use.

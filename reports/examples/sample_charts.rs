@@ -69,7 +69,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         .collect();
     apron_reports::power(&power, &ctx, &out.join(ChartName::Power.file_name()))?;
 
-    let files = apron_reports::write_bundle(&report(&ctx, &teams, energy), &out)?;
+    let files =
+        apron_reports::write_bundle(&report(&ctx, &teams, energy), &out, apron_reports::Assets::Linked)?;
     for path in files.paths() {
         println!("{}", path.display());
     }
@@ -161,10 +162,9 @@ fn report(ctx: &ChartContext, teams: &[TeamCost], energy_kwh: f64) -> Report {
             let total = t.busy_cost + t.idle_cost;
             vec![
                 t.team.clone(),
-                money(t.busy_cost, &ctx.currency),
-                money(t.idle_cost, &ctx.currency),
-                money(total, &ctx.currency),
-                format!("{:.0}%", t.idle_cost / total * 100.0),
+                format!("{:.2}", t.busy_cost),
+                format!("{:.2}", t.idle_cost),
+                format!("{total:.2}"),
             ]
         })
         .collect();
@@ -208,9 +208,8 @@ fn report(ctx: &ChartContext, teams: &[TeamCost], energy_kwh: f64) -> Report {
                 paragraphs: vec!["Research-sandbox spent more on idle GPUs than on busy ones.".to_owned()],
                 table: Some(TableData {
                     name: "spend".to_owned(),
-                    columns: ["Team", "Busy", "Idle", "Total", "Idle share"].map(str::to_owned).to_vec(),
+                    columns: ["team", "busy_cost", "idle_cost", "cost"].map(str::to_owned).to_vec(),
                     rows: spend_rows,
-                    numeric: vec![false, true, true, true, true],
                     shown: None,
                 }),
                 chart: Some(ChartName::TeamSpend),
@@ -234,20 +233,19 @@ fn report(ctx: &ChartContext, teams: &[TeamCost], energy_kwh: f64) -> Report {
                 paragraphs: vec!["node03 sat nearly idle all month; node06 was down Nov 18–21.".to_owned()],
                 table: Some(TableData {
                     name: "idle-hosts".to_owned(),
-                    columns: ["Host", "Mean utilization", "Note"].map(str::to_owned).to_vec(),
+                    columns: ["host", "idle_gpu_hours", "because"].map(str::to_owned).to_vec(),
                     rows: vec![
                         vec![
                             "node03".to_owned(),
-                            "5%".to_owned(),
+                            "5120.5".to_owned(),
                             "reserved, \"rarely used\", by speech".to_owned(),
                         ],
                         vec![
                             "node06".to_owned(),
-                            "48%".to_owned(),
+                            "768".to_owned(),
                             "down for maintenance, 4 days".to_owned(),
                         ],
                     ],
-                    numeric: vec![false, true, false],
                     shown: None,
                 }),
                 chart: Some(ChartName::GpuDays),

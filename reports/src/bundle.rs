@@ -1,32 +1,37 @@
 //! The monthly report bundle: one folder a manager can open, zip or mail.
 //!
-//! [`write_bundle`] writes `index.html` (one self-contained page: inline
-//! CSS, no scripts, no external assets), `summary.md` (the same content in
-//! Markdown), `<name>.csv` for every table, and the marker [`MARKER`] that
-//! tells a later run the folder is a report's ([`out_dir_state`]), so a
-//! report never overwrites a folder that is not one unless told. Charts appear as relative
-//! `<img src="fleet-state.png">` links; the caller renders them into the
-//! same folder with the [chart functions](crate::chart) before or after,
-//! this module never draws. The caller also computes every figure and
-//! formats every cell: this module only lays text out and escapes it.
+//! [`write_bundle`] writes `index.html` (one page: inline CSS, no scripts,
+//! nothing from elsewhere), `summary.md` (the same content in Markdown),
+//! `<name>.csv` for every table, and the marker [`MARKER`] that tells a
+//! later run the folder is a report's ([`out_dir_state`]), so a report never
+//! overwrites a folder that is not one unless told. Charts appear as
+//! relative `<img src="fleet-state.png">` links ([`Assets::Linked`]) or
+//! embedded in the page ([`Assets::Embedded`]: one file to mail); the caller
+//! renders them into the same folder with the [chart functions](crate::chart)
+//! before (embedded) or before or after (linked): this module never draws.
+//! The caller also computes every figure and gives every table cell as its
+//! CSV holds it; the page and the summary title each column and format each
+//! cell by the column's entry in [`COLUMNS`] (`$1,234.56`, `1,234.5`).
 //!
 //! What a report says ([`Report`], [`TableData`]) is defined in `report.rs`
 //! and `table.rs`, which the renderers beside them read without importing
-//! this module back.
+//! this module back; `columns.rs` holds the columns' titles and kinds.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::atomic;
 use crate::chart::ChartName;
 
+mod columns;
 mod csv_table;
 mod html;
 mod markdown;
 mod report;
 mod table;
 
+pub use columns::{COLUMNS, Column, ColumnKind, column};
 pub use report::{Figure, Report, Section};
 pub use table::TableData;
 
@@ -37,6 +42,20 @@ pub const MARKER: &str = ".apron-report";
 /// What the marker file says, for a person who finds it.
 const MARKER_TEXT: &str = "This folder holds a report written by apron (index.html). \
                            A later `apron report` or `apron demo` into it replaces its files.\n";
+
+/// How `index.html` refers to the files beside it: the chart PNGs and the
+/// table CSVs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Assets {
+    /// Relative links (`<img src="fleet-state.png">`): the page shows its
+    /// charts when the folder is opened or served whole.
+    #[default]
+    Linked,
+    /// Embedded as `data:` URLs (`data:image/png;base64,…`, and each CSV
+    /// link likewise): `index.html` alone is the whole report, one file to
+    /// mail. The PNGs and CSVs are still written beside it.
+    Embedded,
+}
 
 /// What a folder a report is to be written into holds now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +149,15 @@ pub enum BundleError {
         /// The shared name.
         name: String,
     },
+    /// A column has no title in [`COLUMNS`]: the page would show its raw
+    /// name.
+    #[error("table '{table}': column '{column}' has no title in apron_reports' COLUMNS")]
+    UntitledColumn {
+        /// The table's name.
+        table: String,
+        /// The column's name.
+        column: String,
+    },
     /// A row is shorter or longer than the table's columns.
     #[error("table '{table}': row {row} has {cells} cells but the table has {columns} columns")]
     RaggedRow {
@@ -153,6 +181,15 @@ pub enum BundleError {
         #[source]
         source: csv::Error,
     },
+    /// A chart to embed could not be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
     /// A file could not be written.
     #[error("cannot write {path}")]
     Write {
@@ -166,15 +203,20 @@ pub enum BundleError {
 
 /// Writes `report` into `out_dir` (created if missing): [`MARKER`], every
 /// table as `<name>.csv`, then `summary.md`, then `index.html`, each
-/// replaced atomically, so re-running overwrites cleanly. Whether `out_dir`
-/// may be written into is the caller's decision ([`out_dir_state`]). The report is checked
-/// before anything is written: a bad table name or a ragged row writes
-/// nothing. When this returns `Ok`, every listed file is complete on disk.
-pub fn write_bundle(report: &Report, out_dir: &Path) -> Result<BundleFiles, BundleError> {
+/// replaced atomically, so re-running overwrites cleanly. With
+/// [`Assets::Embedded`] the page embeds the chart PNGs found in `out_dir`
+/// and the CSVs. Whether `out_dir` may be written into is the caller's
+/// decision ([`out_dir_state`]). The report is checked before anything is
+/// written: a bad table name, a column without a title or a ragged row
+/// writes nothing. When this returns `Ok`, every listed file is complete on
+/// disk.
+pub fn write_bundle(report: &Report, out_dir: &Path, assets: Assets) -> Result<BundleFiles, BundleError> {
     check(report)?;
     mark_out_dir(out_dir)?;
 
     let mut csv = Vec::new();
+    // The page's URL of each file it links, where it is not the file's name.
+    let mut urls = HashMap::new();
     for table in report.sections.iter().filter_map(|s| s.table.as_ref()) {
         let path = out_dir.join(table.file_name());
         let bytes = csv_table::render(table).map_err(|source| BundleError::Csv {
@@ -183,27 +225,52 @@ pub fn write_bundle(report: &Report, out_dir: &Path) -> Result<BundleFiles, Bund
             source,
         })?;
         write(&path, &bytes)?;
+        if assets == Assets::Embedded {
+            urls.insert(table.file_name(), data_url("text/csv;charset=utf-8", &bytes));
+        }
         csv.push(path);
     }
     let markdown = out_dir.join("summary.md");
     write(&markdown, markdown::render(report).as_bytes())?;
-    let html = out_dir.join("index.html");
-    write(&html, html::render(report).as_bytes())?;
 
-    let missing_charts = report
-        .sections
-        .iter()
-        .filter_map(|s| s.chart)
-        .filter(|chart| !out_dir.join(chart.file_name()).is_file())
-        .collect();
+    let mut missing_charts = Vec::new();
+    for chart in report.sections.iter().filter_map(|s| s.chart) {
+        let path = out_dir.join(chart.file_name());
+        match assets {
+            Assets::Linked if path.is_file() => {}
+            Assets::Embedded => match std::fs::read(&path) {
+                Ok(png) => {
+                    urls.insert(chart.file_name(), data_url("image/png", &png));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => missing_charts.push(chart),
+                Err(source) => return Err(BundleError::Read { path, source }),
+            },
+            Assets::Linked => missing_charts.push(chart),
+        }
+    }
+    let footer = match assets {
+        Assets::Linked => "Made by apron. Charts are PNG files beside this page; tables are also CSV files.",
+        Assets::Embedded => {
+            "Made by apron. This page holds its charts and its tables' CSV files;              they were also written as files beside it."
+        }
+    };
+    let html = out_dir.join("index.html");
+    write(&html, html::render(report, &urls, footer).as_bytes())?;
     Ok(BundleFiles { html, markdown, csv, missing_charts })
+}
+
+/// `bytes` as a `data:` URL of `mime`, base64-encoded.
+fn data_url(mime: &str, bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    format!("data:{mime};base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     atomic::write_atomic(path, bytes).map_err(|source| BundleError::Write { path: path.to_owned(), source })
 }
 
-/// Table names are file stems and unique; rows match their columns.
+/// Table names are file stems and unique; every column has a title; rows
+/// match their columns.
 fn check(report: &Report) -> Result<(), BundleError> {
     let mut names = HashSet::new();
     for section in &report.sections {
@@ -219,6 +286,9 @@ fn check(report: &Report) -> Result<(), BundleError> {
         }
         if !names.insert(table.name.as_str()) {
             return Err(BundleError::DuplicateTable { name: table.name.clone() });
+        }
+        if let Some(untitled) = table.columns.iter().find(|name| column(name).is_none()) {
+            return Err(BundleError::UntitledColumn { table: table.name.clone(), column: untitled.clone() });
         }
         if let Some((i, row)) =
             table.rows.iter().enumerate().find(|(_, row)| row.len() != table.columns.len())

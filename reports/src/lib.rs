@@ -20,12 +20,12 @@ mod number;
 mod time;
 
 pub use bundle::{
-    BundleError, BundleFiles, Figure, MARKER, OutDirState, Report, Section, TableData, mark_out_dir,
-    out_dir_state, write_bundle,
+    Assets, BundleError, BundleFiles, COLUMNS, Column, ColumnKind, Figure, MARKER, OutDirState, Report,
+    Section, TableData, column, mark_out_dir, out_dir_state, write_bundle,
 };
 pub use chart::{
     ChartContext, ChartError, ChartName, FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, TeamCost,
     UnknownChart, fleet_state, gpu_days, hour_of_week, idle_cost, power, team_spend,
 };
 pub use fonts::FontError;
-pub use number::{grouped, money, money_whole};
+pub use number::{currency_unit, grouped, money, money_whole};

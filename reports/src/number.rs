@@ -49,18 +49,35 @@ pub fn money_whole(amount: f64, currency: &str) -> String {
     with_currency(grouped(amount, 0), currency)
 }
 
-fn with_currency(number: String, currency: &str) -> String {
+/// How a money amount's currency reads in a title or after a number: the
+/// symbol for `$`, `€` and `£` (`"USD"` → `"$"`), else the code as given,
+/// trimmed (`"CHF"`); `None` for an empty code.
+pub fn currency_unit(currency: &str) -> Option<String> {
     let code = currency.trim();
-    let symbol = match code.to_ascii_uppercase().as_str() {
+    match symbol(code) {
+        Some(symbol) => Some(symbol.to_string()),
+        None if code.is_empty() => None,
+        None => Some(code.to_owned()),
+    }
+}
+
+/// The symbol written before an amount of `code`, for the codes that have
+/// one everybody reads.
+fn symbol(code: &str) -> Option<char> {
+    match code.to_ascii_uppercase().as_str() {
         "USD" => Some('$'),
         "EUR" => Some('€'),
         "GBP" => Some('£'),
         _ => None,
-    };
+    }
+}
+
+fn with_currency(number: String, currency: &str) -> String {
+    let code = currency.trim();
     if number == "n/a" {
         return number;
     }
-    match (symbol, number.strip_prefix('-')) {
+    match (symbol(code), number.strip_prefix('-')) {
         (Some(symbol), Some(positive)) => format!("-{symbol}{positive}"),
         (Some(symbol), None) => format!("{symbol}{number}"),
         (None, _) if code.is_empty() => number,
@@ -96,6 +113,15 @@ mod tests {
         assert_eq!(money(-1240.5, "CHF"), "-1,240.50 CHF");
         assert_eq!(money(f64::NAN, "USD"), "n/a");
         assert_eq!(money(5.0, ""), "5.00");
+    }
+
+    #[test]
+    fn currency_units_are_symbols_or_codes() {
+        assert_eq!(currency_unit("USD").as_deref(), Some("$"));
+        assert_eq!(currency_unit("eur").as_deref(), Some("€"));
+        assert_eq!(currency_unit("GBP").as_deref(), Some("£"));
+        assert_eq!(currency_unit(" CHF ").as_deref(), Some("CHF"));
+        assert_eq!(currency_unit(""), None);
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! Shared helpers of apron's end-to-end tests: the paths of the built
 //! binaries and of the fake `libnvidia-ml.so`, built on first use, and the
 //! hand-built fleet the cost reports are checked on ([`scenario`]), and
-//! what a chart PNG looks like ([`png`]), and checks that collect their
-//! failures ([`checks`]).
+//! what a chart PNG looks like ([`png`]), checks that collect their
+//! failures ([`checks`]), and a headless browser for the report
+//! ([`browser`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod browser;
 pub mod checks;
 pub mod png;
 pub mod prometheus;

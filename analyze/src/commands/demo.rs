@@ -23,7 +23,7 @@ use chrono::NaiveDate;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{DemoArgs, GlobalArgs};
-use crate::commands::report::write_report;
+use crate::commands::report::{assets, write_report};
 use crate::error::{Error, InputError, OutputError};
 
 /// The simulated team left out of the demo config, to show `unassigned`.
@@ -56,7 +56,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
     let gpus = args.hosts * 8;
     simulate_fleet(&data, gpus, month, days, args.interval)?;
     let global = GlobalArgs { data: data.clone(), config: Some(config_path.clone()), ..global.clone() };
-    let headline = write_report(&global, month, &args.out).await?;
+    let headline = write_report(&global, month, &args.out, assets(args.self_contained)).await?;
 
     let mut text = format!(
         "Simulated {gpus} GPUs on {} hosts for {days} days of {} ({} s).\n",

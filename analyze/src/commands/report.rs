@@ -12,7 +12,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use apron_reports::{ChartName, Figure, Section, TableData, grouped};
+use apron_reports::{Assets, ChartName, Figure, Section, TableData, grouped};
 use apron_schemas::time::{DAY_MS, HOUR_MINUTES};
 use chrono::{Datelike, NaiveDate};
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
@@ -133,16 +133,28 @@ impl Headline {
 /// Writes the report and prints where it is.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReportArgs, mut out: W) -> Result<(), Error> {
     check_out_dir(&args.out, args.force)?;
-    let headline = write_report(global, args.month, &args.out).await?;
+    let headline = write_report(global, args.month, &args.out, assets(args.self_contained)).await?;
     for line in headline.lines() {
         writeln!(out, "{line}").map_err(|source| OutputError::Write { source })?;
     }
     Ok(())
 }
 
+/// How the page refers to its charts and CSVs: embedded with
+/// `--self-contained`, else linked.
+pub(crate) fn assets(self_contained: bool) -> Assets {
+    if self_contained { Assets::Embedded } else { Assets::Linked }
+}
+
 /// Writes the report of `month` over `global.data` into `out_dir`, with a
-/// progress bar on a terminal, and returns its headline.
-pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path) -> Result<Headline, Error> {
+/// progress bar on a terminal, and returns its headline. `assets` says
+/// whether the page embeds its charts and CSVs or links them.
+pub async fn write_report(
+    global: &GlobalArgs,
+    month: NaiveDate,
+    out_dir: &Path,
+    assets: Assets,
+) -> Result<Headline, Error> {
     // Steps: the data, spend, idle cost, windows, zombies, reclaim, the
     // previous month, each chart, the page.
     let steps = 7 + ChartName::ALL.len() as u64 + 1;
@@ -284,7 +296,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         ),
         None => format!("There is no data for the month before {month_name} to compare with."),
     };
-    let mut sections = vec![actions_section(&actions, &currency)];
+    let mut sections = vec![actions_section(&actions)];
     if let Some(b) = &spend.budgets {
         sections.push(Section {
             heading: "Budgets".into(),
@@ -511,7 +523,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
         headline: headline_figures,
         sections,
     };
-    apron_reports::write_bundle(&bundle, out_dir)
+    apron_reports::write_bundle(&bundle, out_dir, assets)
         .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
     progress.finish_and_clear();
     Ok(Headline {
@@ -539,8 +551,7 @@ pub async fn write_report(global: &GlobalArgs, month: NaiveDate, out_dir: &Path)
 }
 
 /// The report's first section: the actions worth most money.
-fn actions_section(actions: &[actions::Action], currency: &str) -> Section {
-    let worth = format!("worth ({currency})");
+fn actions_section(actions: &[actions::Action]) -> Section {
     let rows: Vec<Vec<String>> = actions
         .iter()
         .map(|a| vec![a.what.clone(), format!("{:.2}", a.worth), a.because.clone(), a.how.clone()])
@@ -557,8 +568,7 @@ fn actions_section(actions: &[actions::Action], currency: &str) -> Section {
         }],
         table: (!actions.is_empty()).then(|| TableData {
             name: "actions".into(),
-            columns: vec!["action".to_owned(), worth, "because".to_owned(), "how".to_owned()],
-            numeric: vec![false, true, false, false],
+            columns: ["action", "worth", "because", "how"].map(str::to_owned).to_vec(),
             shown: None,
             rows,
         }),
@@ -640,8 +650,9 @@ fn display_column(batch: &RecordBatch, name: &str) -> Vec<String> {
     (0..column.len()).map(|i| cell(column.as_ref(), name, i)).collect()
 }
 
-/// One cell for the page and the CSV: money and hours with fixed decimals,
-/// times to the minute, null as empty.
+/// One cell as the CSV holds it: money and hours with fixed decimals,
+/// times to the minute, null as empty. The page and the summary show it by
+/// its column's kind ([`apron_reports::COLUMNS`]): `$1,234.56`, `1,234.5`.
 fn cell(column: &dyn Array, name: &str, i: usize) -> String {
     if column.is_null(i) {
         return String::new();
@@ -690,12 +701,6 @@ fn picked(name: &str, batch: &RecordBatch, picks: &[(&str, &str, Unit)], shown: 
             }
         })
         .collect();
-    let numeric = picks
-        .iter()
-        .map(|(source, _, unit)| {
-            *unit != Unit::AsIs || batch.column_by_name(source).is_some_and(|c| c.data_type().is_numeric())
-        })
-        .collect();
     let rows = (0..batch.num_rows())
         .map(|i| columns.iter().map(|c| c.get(i).cloned().unwrap_or_default()).collect())
         .collect();
@@ -703,7 +708,6 @@ fn picked(name: &str, batch: &RecordBatch, picks: &[(&str, &str, Unit)], shown: 
         name: name.to_owned(),
         columns: picks.iter().map(|(_, heading, _)| (*heading).to_owned()).collect(),
         rows,
-        numeric,
         shown: (shown < batch.num_rows()).then_some(shown),
     }
 }
@@ -720,17 +724,10 @@ fn scaled(raw: &[String], factor: f64) -> Vec<String> {
 fn table(name: &str, batch: &RecordBatch, shown: usize) -> TableData {
     let schema = batch.schema();
     let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let numeric = schema.fields().iter().map(|f| f.data_type().is_numeric()).collect();
     let rows = (0..batch.num_rows())
         .map(|i| {
             schema.fields().iter().zip(batch.columns()).map(|(f, c)| cell(c.as_ref(), f.name(), i)).collect()
         })
         .collect();
-    TableData {
-        name: name.to_owned(),
-        columns,
-        rows,
-        numeric,
-        shown: (shown < batch.num_rows()).then_some(shown),
-    }
+    TableData { name: name.to_owned(), columns, rows, shown: (shown < batch.num_rows()).then_some(shown) }
 }

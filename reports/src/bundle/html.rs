@@ -1,10 +1,19 @@
-//! The report as one self-contained HTML page: inline CSS, no scripts, no
-//! fonts or images from elsewhere; charts are relative `<img>` links to
-//! the PNGs beside it. Every piece of text from the report is escaped.
+//! The report as one HTML page: inline CSS, no scripts, no fonts or images
+//! from elsewhere. Charts and the CSV links are relative links to the files
+//! beside it, or `data:` URLs when the bundle is written with
+//! [`Assets::Embedded`](super::Assets::Embedded) (the caller passes the URL
+//! of each file in `urls`). Every piece of text from the report is escaped;
+//! table columns get their titles and cells their format from `columns.rs`.
+//!
+//! The page uses the window's width: tables wrap their titles and words
+//! (never a number, a name or a time) so that at 1280 px no table is wider than the
+//! page; printed, nothing scrolls, a table row, a chart or a headline
+//! figure is never split across pages, and a heading stays with what follows.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use super::columns::{self, Column};
 use super::report::{Report, Section};
 use super::table::TableData;
 
@@ -13,42 +22,61 @@ const CSS: &str = r#"
 * { box-sizing: border-box; }
 body { margin: 0; background: #f3f4f6; color: #1f2328;
   font: 16px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1120px; margin: 0 auto; padding: 32px 24px 48px; }
+main { margin: 0 auto; padding: 28px clamp(10px, 2.5vw, 32px) 48px; }
 h1 { font-size: 30px; line-height: 1.2; margin: 0 0 6px; }
-.meta { color: #57606a; font-size: 14px; margin: 0 0 28px; }
+.meta { color: #57606a; font-size: 14px; margin: 0 0 24px; }
 .meta span { white-space: nowrap; }
-.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(210px, 1fr)); gap: 16px; margin: 0 0 32px; }
-.figure { background: #fff; border-radius: 10px; padding: 18px 20px; border-top: 4px solid #0072b2;
+.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 14px; margin: 0 0 28px; }
+.figure { background: #fff; border-radius: 10px; padding: 16px 18px; border-top: 4px solid #0072b2;
   box-shadow: 0 1px 3px rgba(0, 0, 0, .08); }
 .figure .label { font-size: 14px; color: #57606a; }
-.figure .value { font-size: 34px; font-weight: 700; line-height: 1.2; margin-top: 4px;
+.figure .value { font-size: 30px; font-weight: 700; line-height: 1.2; margin-top: 4px;
   font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
 .figure .change { font-size: 14px; color: #57606a; margin-top: 6px; }
-section.part { background: #fff; border-radius: 10px; padding: 22px 26px; margin: 0 0 24px;
+section.part { background: #fff; border-radius: 10px; padding: 20px clamp(10px, 1.8vw, 24px); margin: 0 0 22px;
   box-shadow: 0 1px 3px rgba(0, 0, 0, .08); }
 h2 { font-size: 21px; margin: 0 0 8px; }
-p { margin: 0 0 10px; }
+p { margin: 0 0 10px; max-width: 110ch; }
 figure.chart { margin: 16px 0; }
-figure.chart img { display: block; width: 100%; height: auto; border: 1px solid #e5e7eb; border-radius: 6px; }
-.table { overflow-x: auto; margin: 16px 0 6px; }
-table { border-collapse: collapse; width: 100%; font-size: 14px; font-variant-numeric: tabular-nums; }
-th, td { padding: 7px 12px; border-bottom: 1px solid #e5e7eb; text-align: left; vertical-align: top; }
-td { white-space: nowrap; }
-th { background: #f6f8fa; font-weight: 600; border-bottom: 2px solid #d0d7de; }
-th.num, td.num { text-align: right; white-space: nowrap; }
+figure.chart img { display: block; width: 100%; max-width: 1200px; height: auto;
+  border: 1px solid #e5e7eb; border-radius: 6px; }
+.table { overflow-x: auto; margin: 14px 0 6px; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; line-height: 1.35;
+  font-variant-numeric: tabular-nums; }
+th, td { padding: 5px 7px; border-bottom: 1px solid #e5e7eb; text-align: left; vertical-align: top; }
+td { overflow-wrap: break-word; }
+th { background: #f6f8fa; font-weight: 600; border-bottom: 2px solid #d0d7de; vertical-align: bottom;
+  hyphens: manual; }
+th.num, td.num { text-align: right; }
+td.num, td.line { white-space: nowrap; overflow-wrap: normal; }
 tbody tr:nth-child(even) td { background: #fafbfc; }
 .csv { font-size: 13px; color: #57606a; }
 a { color: #0969da; }
 footer { color: #6e7781; font-size: 13px; text-align: center; margin-top: 32px; }
 @media print {
-  body { background: #fff; }
-  main { max-width: none; padding: 0; }
-  .figure, section.part { box-shadow: none; border: 1px solid #d0d7de; break-inside: avoid; }
+  body { background: #fff; font-size: 11pt; }
+  main { padding: 0; }
+  .figures { gap: 8px; margin-bottom: 16px; }
+  .figure, section.part { box-shadow: none; border-radius: 0; }
+  .figure { border: 1px solid #d0d7de; border-top: 3px solid #0072b2; break-inside: avoid; }
+  section.part { padding: 0; margin: 0 0 18px; }
+  h1, h2 { break-after: avoid; }
+  .lead { break-inside: avoid; }
+  p { orphans: 2; widows: 2; }
+  figure.chart, tr { break-inside: avoid; }
+  figure.chart img { max-width: 100%; }
+  thead { display: table-header-group; }
+  .table { overflow: visible; }
+  table { font-size: 9pt; }
+  tbody tr:nth-child(even) td { background: none; }
+  a { color: inherit; }
 }
 "#;
 
-/// The page for `report`.
-pub(super) fn render(report: &Report) -> String {
+/// The page for `report`. `urls` maps a file of the folder (`team-spend.png`,
+/// `spend.csv`) to the URL the page uses for it instead of its relative name;
+/// `footer` is the page's last line.
+pub(super) fn render(report: &Report, urls: &HashMap<String, String>, footer: &str) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let title = escape(&report.title);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -87,62 +115,92 @@ pub(super) fn render(report: &Report) -> String {
     }
 
     let mut ids: HashMap<String, usize> = HashMap::new();
+    let page = Page { currency: &report.currency, urls };
     for section in &report.sections {
-        push_section(&mut out, section, &mut ids);
+        page.push_section(&mut out, section, &mut ids);
     }
-    out.push_str(
-        "<footer>Made by apron. Charts are PNG files beside this page; tables are also CSV files.</footer>\n",
-    );
+    let _ = writeln!(out, "<footer>{}</footer>", escape(footer));
     out.push_str("</main>\n</body>\n</html>\n");
     out
 }
 
-fn push_section(out: &mut String, section: &Section, ids: &mut HashMap<String, usize>) {
-    let id = unique_id(&section.heading, ids);
-    let _ = writeln!(out, "<section class=\"part\" id=\"{id}\">\n<h2>{}</h2>", escape(&section.heading));
-    for paragraph in &section.paragraphs {
-        let _ = writeln!(out, "<p>{}</p>", escape(paragraph));
-    }
-    if let Some(chart) = section.chart {
-        let _ = writeln!(
-            out,
-            "<figure class=\"chart\"><img src=\"{}\" alt=\"{}\"></figure>",
-            escape(&chart.file_name()),
-            escape(chart.title())
-        );
-    }
-    if let Some(table) = &section.table {
-        push_table(out, table);
-    }
-    out.push_str("</section>\n");
+/// What every section of one page shares.
+struct Page<'a> {
+    currency: &'a str,
+    urls: &'a HashMap<String, String>,
 }
 
-fn push_table(out: &mut String, table: &TableData) {
-    let class = |col: usize| if table.is_numeric(col) { " class=\"num\"" } else { "" };
-    out.push_str("<div class=\"table\"><table>\n<thead><tr>");
-    for (col, heading) in table.columns.iter().enumerate() {
-        // `idle_held_gpu_hours` reads, and wraps, as "idle held gpu hours".
-        let _ = write!(out, "<th scope=\"col\"{}>{}</th>", class(col), escape(&heading.replace('_', " ")));
+impl Page<'_> {
+    /// The escaped URL of the folder's file `name`.
+    fn url(&self, name: &str) -> String {
+        escape(self.urls.get(name).map_or(name, String::as_str))
     }
-    out.push_str("</tr></thead>\n<tbody>\n");
-    for row in table.shown_rows() {
-        out.push_str("<tr>");
-        for (col, cell) in row.iter().enumerate() {
-            let _ = write!(out, "<td{}>{}</td>", class(col), escape(cell));
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</tbody>\n</table></div>\n");
-    let file = escape(&table.file_name());
-    let shown = table.shown_rows().len();
-    if shown < table.rows.len() {
+
+    fn push_section(&self, out: &mut String, section: &Section, ids: &mut HashMap<String, usize>) {
+        let id = unique_id(&section.heading, ids);
+        // The heading, its text and its chart are one block a printed page
+        // does not split; a long table after them may break between rows.
         let _ = writeln!(
             out,
-            "<p class=\"csv\">The first {shown} of {} rows; all of them as CSV: <a href=\"{file}\">{file}</a></p>",
-            table.rows.len()
+            "<section class=\"part\" id=\"{id}\">\n<div class=\"lead\">\n<h2>{}</h2>",
+            escape(&section.heading)
         );
-    } else {
-        let _ = writeln!(out, "<p class=\"csv\">This table as CSV: <a href=\"{file}\">{file}</a></p>");
+        for paragraph in &section.paragraphs {
+            let _ = writeln!(out, "<p>{}</p>", escape(paragraph));
+        }
+        if let Some(chart) = section.chart {
+            let _ = writeln!(
+                out,
+                "<figure class=\"chart\"><img src=\"{}\" alt=\"{}\"></figure>",
+                self.url(&chart.file_name()),
+                escape(chart.title())
+            );
+        }
+        out.push_str("</div>\n");
+        if let Some(table) = &section.table {
+            self.push_table(out, table);
+        }
+        out.push_str("</section>\n");
+    }
+
+    fn push_table(&self, out: &mut String, table: &TableData) {
+        let columns: Vec<&Column> = table
+            .columns
+            .iter()
+            .map(|name| columns::column(name).expect("write_bundle checks that every column has a title"))
+            .collect();
+        let class = |c: &Column| match (c.kind.is_numeric(), c.kind.keeps_one_line()) {
+            (true, _) => " class=\"num\"",
+            (false, true) => " class=\"line\"",
+            (false, false) => "",
+        };
+        out.push_str("<div class=\"table\"><table>\n<thead><tr>");
+        for c in &columns {
+            let th_class = if c.kind.is_numeric() { " class=\"num\"" } else { "" };
+            let _ = write!(out, "<th scope=\"col\"{th_class}>{}</th>", escape(&c.title(self.currency)));
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for row in table.shown_rows() {
+            out.push_str("<tr>");
+            for (c, cell) in columns.iter().zip(row) {
+                let _ = write!(out, "<td{}>{}</td>", class(c), escape(&c.kind.display(cell, self.currency)));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody>\n</table></div>\n");
+        let name = table.file_name();
+        let link =
+            format!("<a href=\"{}\" download=\"{}\">{}</a>", self.url(&name), escape(&name), escape(&name));
+        let shown = table.shown_rows().len();
+        if shown < table.rows.len() {
+            let _ = writeln!(
+                out,
+                "<p class=\"csv\">The first {shown} of {} rows; all of them as CSV: {link}</p>",
+                table.rows.len()
+            );
+        } else {
+            let _ = writeln!(out, "<p class=\"csv\">This table as CSV: {link}</p>");
+        }
     }
 }
 

@@ -1,10 +1,14 @@
 //! The report as Markdown (`summary.md`): the same content as the page,
-//! for a wiki, a chat message or a terminal. Tables become pipe tables,
-//! charts image links to the PNGs beside it; report text is escaped so it
-//! reads literally.
+//! for a wiki, a chat message or a terminal. Tables become pipe tables with
+//! the page's column titles and cell formats (`columns.rs`), numbers
+//! right-aligned; charts image links to the PNGs beside it. Report text is
+//! escaped so it reads literally, and only where Markdown would read it as
+//! markup: `12.50` and `still_idle` stay as they are, a `|` in a table cell
+//! or a line that would start a list does not.
 
 use std::fmt::Write as _;
 
+use super::columns::{self, Column};
 use super::report::{Report, Section};
 use super::table::TableData;
 
@@ -33,12 +37,12 @@ pub(super) fn render(report: &Report) -> String {
         out.push('\n');
     }
     for section in &report.sections {
-        push_section(&mut out, section);
+        push_section(&mut out, section, &report.currency);
     }
     out
 }
 
-fn push_section(out: &mut String, section: &Section) {
+fn push_section(out: &mut String, section: &Section, currency: &str) {
     let _ = writeln!(out, "## {}\n", inline(&section.heading));
     for paragraph in &section.paragraphs {
         let _ = writeln!(out, "{}\n", block(paragraph));
@@ -47,19 +51,27 @@ fn push_section(out: &mut String, section: &Section) {
         let _ = writeln!(out, "![{}]({})\n", inline(chart.title()), chart.file_name());
     }
     if let Some(table) = &section.table {
-        push_table(out, table);
+        push_table(out, table, currency);
     }
 }
 
-fn push_table(out: &mut String, table: &TableData) {
+fn push_table(out: &mut String, table: &TableData, currency: &str) {
+    let columns: Vec<&Column> = table
+        .columns
+        .iter()
+        .map(|name| columns::column(name).expect("write_bundle checks that every column has a title"))
+        .collect();
     let row =
         |cells: &mut dyn Iterator<Item = String>| format!("| {} |", cells.collect::<Vec<_>>().join(" | "));
-    let _ = writeln!(out, "{}", row(&mut table.columns.iter().map(|c| inline(c))));
-    let rule =
-        (0..table.columns.len()).map(|col| if table.is_numeric(col) { "---:" } else { "---" }.to_owned());
+    let _ = writeln!(out, "{}", row(&mut columns.iter().map(|c| cell(&c.title(currency)))));
+    let rule = columns.iter().map(|c| if c.kind.is_numeric() { "---:" } else { "---" }.to_owned());
     let _ = writeln!(out, "{}", row(&mut rule.into_iter()));
     for cells in table.shown_rows() {
-        let _ = writeln!(out, "{}", row(&mut cells.iter().map(|c| inline(c))));
+        let _ = writeln!(
+            out,
+            "{}",
+            row(&mut columns.iter().zip(cells).map(|(c, text)| cell(&c.kind.display(text, currency))))
+        );
     }
     let shown = table.shown_rows().len();
     if shown < table.rows.len() {
@@ -74,42 +86,62 @@ fn push_table(out: &mut String, table: &TableData) {
     }
 }
 
-/// Characters Markdown may read as markup anywhere in a line (`|` only
-/// in tables, but escaping it elsewhere is harmless).
-fn is_special(c: char) -> bool {
-    matches!(c, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~')
+/// `text` as one table cell: on one line, inline markup and `|` escaped.
+fn cell(text: &str) -> String {
+    inline(text).replace('|', r"\|")
 }
 
-/// `text` on one line with markup characters escaped.
+/// `text` on one line, inside a line (a heading, a list item, a cell):
+/// inline markup escaped.
 fn inline(text: &str) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    escape_line(&one_line)
+    escape(&one_line, false)
 }
 
 /// A paragraph: line breaks kept, blank lines dropped (they would split
-/// it), each line escaped.
+/// it), each line escaped, its start included.
 fn block(text: &str) -> String {
-    text.lines().map(str::trim).filter(|l| !l.is_empty()).map(escape_line).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| escape(l, true))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
-fn escape_line(line: &str) -> String {
+/// `line` with what Markdown reads as markup escaped, and only that:
+/// backticks, brackets, tildes; `*` and `_` where they could open or close
+/// emphasis (not in `still_idle` or `4 * 2`); `<` before what could be a
+/// tag; `&` before what could be an entity; `\` before punctuation or at
+/// the end. At the start of a line (`line_start`), also what would start a
+/// block: a heading (`#`), a quote (`>`), a list item (`- `, `+ `, `1. `,
+/// `1) `), a rule or a heading underline (`---`, `===`).
+fn escape(line: &str, line_start: bool) -> String {
+    let chars: Vec<char> = line.chars().collect();
     let mut out = String::with_capacity(line.len() + 8);
-    // A line that starts like a heading, a list item or a heading
-    // underline would become one.
-    let mut chars = line.chars();
-    let first = chars.next();
-    let second = chars.next();
-    let block_marker = match first {
-        Some('#') => true,
-        Some(c @ ('-' | '+' | '=')) => second.is_none_or(char::is_whitespace) || line.chars().all(|x| x == c),
-        _ => false,
-    };
-    if block_marker {
+    let word = |i: Option<usize>| i.and_then(|i| chars.get(i)).is_some_and(|c| c.is_alphanumeric());
+    let space = |i: Option<usize>| i.and_then(|i| chars.get(i)).is_none_or(|c| c.is_whitespace());
+    if line_start && starts_block(&chars) {
         out.push('\\');
     }
-    let digits = line.chars().take_while(char::is_ascii_digit).count();
-    for (i, c) in line.chars().enumerate() {
-        if is_special(c) || (digits > 0 && i == digits && matches!(c, '.' | ')')) {
+    let digits = if line_start { chars.iter().take_while(|c| c.is_ascii_digit()).count() } else { 0 };
+    for (i, &c) in chars.iter().enumerate() {
+        let (before, after) = (i.checked_sub(1), Some(i + 1));
+        let special = match c {
+            '`' | '[' | ']' | '~' => true,
+            '\\' => chars.get(i + 1).is_none_or(char::is_ascii_punctuation),
+            '*' => !(space(before) && space(after)),
+            '_' => !(word(before) && word(after)),
+            '<' => chars.get(i + 1).is_some_and(|n| n.is_ascii_alphabetic() || matches!(n, '/' | '!' | '?')),
+            '&' => {
+                let name =
+                    chars[i + 1..].iter().take_while(|n| n.is_ascii_alphanumeric() || **n == '#').count();
+                name > 0 && chars.get(i + 1 + name) == Some(&';')
+            }
+            '.' | ')' => digits > 0 && i == digits && space(after),
+            _ => false,
+        };
+        if special {
             out.push('\\');
         }
         out.push(c);
@@ -117,18 +149,43 @@ fn escape_line(line: &str) -> String {
     out
 }
 
+/// Whether a line starting with `chars` would start a heading, a quote, a
+/// bullet, a rule or a heading underline (ordered lists are the digits'
+/// case in [`escape`]). A `*` there is escaped anyway.
+fn starts_block(chars: &[char]) -> bool {
+    match chars.first() {
+        Some('#' | '>') => true,
+        Some(&c @ ('-' | '+' | '=')) => {
+            chars.get(1).is_none_or(|n| n.is_whitespace()) || chars.iter().all(|&x| x == c || x == ' ')
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn markup_is_escaped() {
-        assert_eq!(inline("a_b *c* [d](e) <f> | g"), r"a\_b \*c\* \[d\](e) \<f\> \| g");
-        assert_eq!(inline("1. not a list"), r"1\. not a list");
-        assert_eq!(inline("- not a bullet"), r"\- not a bullet");
-        assert_eq!(inline("-$5.00"), "-$5.00");
-        assert_eq!(inline("---"), r"\---");
-        assert_eq!(inline("Wow! node #3"), "Wow! node #3");
+    fn markup_is_escaped_where_markdown_reads_it() {
+        assert_eq!(inline("a _b_ *c* [d](e) <f> | g"), r"a \_b\_ \*c\* \[d\](e) \<f> | g");
+        assert_eq!(cell("a | b"), r"a \| b", "a pipe ends a cell");
+        assert_eq!(inline("still_idle marks 4 * 2 GPUs"), "still_idle marks 4 * 2 GPUs");
+        assert_eq!(
+            inline("9276.35 GPU-hours, 1. not a list inside a line"),
+            "9276.35 GPU-hours, 1. not a list inside a line"
+        );
+        assert_eq!(
+            inline("Tom & Jerry &amp; `x` ~y~ C:\\data \\*"),
+            r"Tom & Jerry \&amp; \`x\` \~y\~ C:\data \\\*"
+        );
+        assert_eq!(block("1. not a list"), r"1\. not a list");
+        assert_eq!(block("1.5 GPUs, 2026-11-02"), "1.5 GPUs, 2026-11-02");
+        assert_eq!(block("- not a bullet"), r"\- not a bullet");
+        assert_eq!(block("> not a quote"), r"\> not a quote");
+        assert_eq!(block("-$5.00"), "-$5.00");
+        assert_eq!(block("---"), r"\---");
+        assert_eq!(block("Wow! node #3"), "Wow! node #3");
         assert_eq!(inline("two\nlines"), "two lines");
         assert_eq!(block("one\n\n# two"), "one\n\\# two");
     }

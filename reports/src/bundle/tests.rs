@@ -24,12 +24,11 @@ fn report() -> Report {
                 paragraphs: vec!["Teams & <script>alert('x')</script> spent \"a lot\".".to_owned()],
                 table: Some(TableData {
                     name: "spend".to_owned(),
-                    columns: vec!["Team".to_owned(), "Total".to_owned()],
+                    columns: vec!["team".to_owned(), "cost".to_owned(), "share_pct".to_owned()],
                     rows: vec![
-                        vec!["vision, \"core\"".to_owned(), "$54,500.00".to_owned()],
-                        vec!["speech".to_owned(), "$27,200.00".to_owned()],
+                        vec!["vision, \"core\"".to_owned(), "54500".to_owned(), "66.7".to_owned()],
+                        vec!["speech".to_owned(), "27200.5".to_owned(), "33.3".to_owned()],
                     ],
-                    numeric: vec![false, true],
                     shown: None,
                 }),
                 chart: Some(ChartName::TeamSpend),
@@ -39,9 +38,8 @@ fn report() -> Report {
                 paragraphs: vec![],
                 table: Some(TableData {
                     name: "idle-hosts".to_owned(),
-                    columns: vec!["Host".to_owned(), "Note".to_owned()],
-                    rows: vec![vec!["node03".to_owned(), "line one\nline two".to_owned()]],
-                    numeric: vec![],
+                    columns: vec!["host".to_owned(), "because".to_owned()],
+                    rows: vec![vec!["node03".to_owned(), "line one\nline two | 3".to_owned()]],
                     shown: Some(5),
                 }),
                 chart: Some(ChartName::GpuDays),
@@ -67,7 +65,7 @@ fn file_names(dir: &Path) -> Vec<String> {
 fn writes_page_summary_and_one_csv_per_table() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("reports").join("2026-11");
-    let files = write_bundle(&report(), &out).unwrap();
+    let files = write_bundle(&report(), &out, Assets::Linked).unwrap();
     assert_eq!(files.html, out.join("index.html"));
     assert_eq!(files.markdown, out.join("summary.md"));
     assert_eq!(files.csv, vec![out.join("spend.csv"), out.join("idle-hosts.csv")]);
@@ -77,9 +75,9 @@ fn writes_page_summary_and_one_csv_per_table() {
 }
 
 #[test]
-fn the_page_is_self_contained_and_escaped() {
+fn the_page_is_escaped_and_loads_nothing_from_elsewhere() {
     let dir = tempfile::tempdir().unwrap();
-    write_bundle(&report(), dir.path()).unwrap();
+    write_bundle(&report(), dir.path(), Assets::Linked).unwrap();
     let html = read(&dir.path().join("index.html"));
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("<title>GPU report &lt;November&gt;</title>"));
@@ -91,9 +89,20 @@ fn the_page_is_self_contained_and_escaped() {
     assert!(html.contains(r#"<img src="gpu-days.png""#));
     assert!(html.contains(r#"<div class="value">$12,400.00</div>"#));
     assert!(html.contains(r#"<div class="change">+12% vs October</div>"#));
-    assert!(html.contains(r#"<td class="num">$54,500.00</td>"#));
-    assert!(html.contains("<td>vision, &quot;core&quot;</td>"));
-    assert!(html.contains(r#"<a href="spend.csv">spend.csv</a>"#));
+    assert!(
+        html.contains(r#"<td class="num">$54,500.00</td><td class="num">66.7</td>"#),
+        "money, fixed decimals"
+    );
+    assert!(html.contains(r#"<td class="num">$27,200.50</td>"#));
+    assert!(html.contains(r#"<td class="line">vision, &quot;core&quot;</td>"#), "a name stays on one line");
+    assert!(
+        html.contains(r#"<th scope="col">Team</th><th scope="col" class="num">Cost ($)</th><th scope="col" class="num">Share (%)</th>"#),
+        "titles with units, numbers right-aligned"
+    );
+    assert!(html.contains(r#"<th scope="col">Host</th><th scope="col">Because</th>"#));
+    assert!(html.contains(r#"<a href="spend.csv" download="spend.csv">spend.csv</a>"#));
+    assert!(!html.contains("data:"), "nothing embedded unless asked");
+    assert!(html.contains("Charts are PNG files beside this page"));
     assert!(html.contains("Period: 2026-11-01 00:00 – 2026-12-01 00:00 UTC"));
     assert!(html.contains("Config: /etc/apron/apron.toml"));
     for external in ["http://", "https://", "<link", "@import", "url("] {
@@ -104,24 +113,29 @@ fn the_page_is_self_contained_and_escaped() {
 #[test]
 fn the_summary_says_the_same_in_markdown() {
     let dir = tempfile::tempdir().unwrap();
-    write_bundle(&report(), dir.path()).unwrap();
+    write_bundle(&report(), dir.path(), Assets::Linked).unwrap();
     let md = read(&dir.path().join("summary.md"));
-    assert!(md.starts_with("# GPU report \\<November\\>\n"));
+    assert!(md.starts_with("# GPU report \\<November>\n"));
     assert!(md.contains("- **Idle cost:** $12,400.00 (+12% vs October)\n"));
     assert!(md.contains("- **Mean utilization:** 41%\n"));
     assert!(md.contains("## Spend by team\n"));
     assert!(md.contains("![Spend by team: busy and idle](team-spend.png)"));
-    assert!(md.contains("| Team | Total |\n| --- | ---: |\n| vision, \"core\" | $54,500.00 |\n"));
-    assert!(md.contains("| node03 | line one line two |"), "a cell stays on one line");
+    assert!(md.contains(
+        "| Team | Cost ($) | Share (%) |\n| --- | ---: | ---: |\n| vision, \"core\" | $54,500.00 | 66.7 |\n| speech | $27,200.50 | 33.3 |\n"
+    ));
+    assert!(
+        md.contains("\n| node03 | line one line two \\| 3 |\n"),
+        "a cell stays on one line, its pipe escaped"
+    );
     assert!(md.contains("[spend.csv](spend.csv)"));
 }
 
 #[test]
 fn csv_round_trips_commas_quotes_and_newlines() {
     let dir = tempfile::tempdir().unwrap();
-    write_bundle(&report(), dir.path()).unwrap();
+    write_bundle(&report(), dir.path(), Assets::Linked).unwrap();
     let raw = read(&dir.path().join("spend.csv"));
-    assert_eq!(raw, "Team,Total\r\n\"vision, \"\"core\"\"\",\"$54,500.00\"\r\nspeech,\"$27,200.00\"\r\n");
+    assert_eq!(raw, "team,cost,share_pct\r\n\"vision, \"\"core\"\"\",54500,66.7\r\nspeech,27200.5,33.3\r\n");
     for table in report().sections.iter().filter_map(|s| s.table.clone()) {
         let mut reader = csv::Reader::from_path(dir.path().join(table.file_name())).unwrap();
         let headers: Vec<String> = reader.headers().unwrap().iter().map(str::to_owned).collect();
@@ -141,7 +155,7 @@ fn a_report_folder_is_told_apart_from_others() {
     assert_eq!(out_dir_state(&out).unwrap(), OutDirState::Empty);
     std::fs::write(out.join("notes.txt"), b"mine").unwrap();
     assert_eq!(out_dir_state(&out).unwrap(), OutDirState::Other);
-    write_bundle(&report(), &out).unwrap();
+    write_bundle(&report(), &out, Assets::Linked).unwrap();
     assert_eq!(out_dir_state(&out).unwrap(), OutDirState::Report);
     assert_eq!(out_dir_state(&out.join("notes.txt")).unwrap(), OutDirState::NotAFolder);
     let marked = dir.path().join("marked");
@@ -152,23 +166,28 @@ fn a_report_folder_is_told_apart_from_others() {
 #[test]
 fn csv_cells_never_become_formulas() {
     let mut r = report();
-    r.sections[0].table.as_mut().unwrap().rows =
-        vec![vec!["=1+2".to_owned(), "-3.25".to_owned()], vec!["@cmd".to_owned(), "-x".to_owned()]];
+    r.sections[0].table.as_mut().unwrap().rows = vec![
+        vec!["=1+2".to_owned(), "-3.25".to_owned(), "1".to_owned()],
+        vec!["@cmd".to_owned(), "-x".to_owned(), "2".to_owned()],
+    ];
     let dir = tempfile::tempdir().unwrap();
-    write_bundle(&r, dir.path()).unwrap();
-    assert_eq!(read(&dir.path().join("spend.csv")), "Team,Total\r\n'=1+2,-3.25\r\n'@cmd,'-x\r\n");
+    write_bundle(&r, dir.path(), Assets::Linked).unwrap();
+    assert_eq!(
+        read(&dir.path().join("spend.csv")),
+        "team,cost,share_pct\r\n'=1+2,-3.25,1\r\n'@cmd,'-x,2\r\n"
+    );
     // The page and the summary show the names as they are.
-    assert!(read(&dir.path().join("index.html")).contains("<td>=1+2</td>"));
+    assert!(read(&dir.path().join("index.html")).contains(r#"<td class="line">=1+2</td>"#));
 }
 
 #[test]
 fn running_again_overwrites_and_leaves_no_temp_files() {
     let dir = tempfile::tempdir().unwrap();
-    write_bundle(&report(), dir.path()).unwrap();
+    write_bundle(&report(), dir.path(), Assets::Linked).unwrap();
     std::fs::write(dir.path().join("team-spend.png"), b"a chart").unwrap();
     let mut second = report();
     second.headline[0].value = "$99.00".to_owned();
-    let files = write_bundle(&second, dir.path()).unwrap();
+    let files = write_bundle(&second, dir.path(), Assets::Linked).unwrap();
     let html = read(&dir.path().join("index.html"));
     assert!(html.contains("$99.00") && !html.contains("$12,400.00"));
     assert_eq!(files.missing_charts, vec![ChartName::GpuDays]);
@@ -190,14 +209,18 @@ fn bad_tables_are_refused_before_anything_is_written() {
         (|r| r.sections[1].table.as_mut().unwrap().name = "spend".to_owned(), "two tables are named 'spend'"),
         (
             |r| r.sections[0].table.as_mut().unwrap().rows[1].push("extra".to_owned()),
-            "table 'spend': row 2 has 3 cells but the table has 2 columns",
+            "table 'spend': row 2 has 4 cells but the table has 3 columns",
+        ),
+        (
+            |r| r.sections[1].table.as_mut().unwrap().columns[1] = "Note".to_owned(),
+            "table 'idle-hosts': column 'Note' has no title",
         ),
     ];
     for (spoil, message) in cases {
         let dir = tempfile::tempdir().unwrap();
         let mut bad = report();
         spoil(&mut bad);
-        let err = write_bundle(&bad, dir.path()).unwrap_err();
+        let err = write_bundle(&bad, dir.path(), Assets::Linked).unwrap_err();
         assert!(err.to_string().contains(message), "{err}");
         assert!(file_names(dir.path()).is_empty(), "nothing written for: {message}");
     }
@@ -208,7 +231,7 @@ fn an_unwritable_folder_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");
     std::fs::write(&file, b"x").unwrap();
-    let err = write_bundle(&report(), &file.join("out")).unwrap_err();
+    let err = write_bundle(&report(), &file.join("out"), Assets::Linked).unwrap_err();
     assert!(matches!(err, BundleError::CreateDir { .. }), "{err:?}");
     assert!(err.to_string().contains("a-file"), "{err}");
 }
@@ -218,9 +241,9 @@ fn a_long_table_shows_its_first_rows_and_keeps_all_in_the_csv() {
     let dir = tempfile::tempdir().unwrap();
     let mut r = report();
     let table = r.sections[0].table.as_mut().unwrap();
-    table.rows = (0..30).map(|i| vec![format!("team-{i:02}"), format!("{i}.00")]).collect();
+    table.rows = (0..30).map(|i| vec![format!("team-{i:02}"), format!("{i}.00"), "1".to_owned()]).collect();
     table.shown = Some(10);
-    write_bundle(&r, dir.path()).unwrap();
+    write_bundle(&r, dir.path(), Assets::Linked).unwrap();
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(html.contains("team-09") && !html.contains("team-10"), "only the first 10 rows are shown");
     assert!(html.contains("The first 10 of 30 rows"));
@@ -228,4 +251,70 @@ fn a_long_table_shows_its_first_rows_and_keeps_all_in_the_csv() {
     assert!(markdown.contains("team-09") && !markdown.contains("team-10"));
     let csv = std::fs::read_to_string(dir.path().join("spend.csv")).unwrap();
     assert_eq!(csv.lines().count(), 31, "the CSV has the header and every row");
+}
+
+#[test]
+fn the_summary_escapes_only_what_markdown_reads_as_markup() {
+    let mut r = report();
+    r.sections[1].paragraphs =
+        vec!["9276.35 GPU-hours idle; still_idle marks them.".to_owned(), "1. starts like a list".to_owned()];
+    r.sections[1].table.as_mut().unwrap().rows =
+        vec![vec!["node_03".to_owned(), "apron reclaim --month 2026-11 | sort".to_owned()]];
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(&r, dir.path(), Assets::Linked).unwrap();
+    let md = read(&dir.path().join("summary.md"));
+    let lines: Vec<&str> = md.lines().collect();
+    assert!(lines.contains(&"9276.35 GPU-hours idle; still_idle marks them."), "{md}");
+    assert!(lines.contains(&r"1\. starts like a list"), "{md}");
+    assert!(lines.contains(&r"| node_03 | apron reclaim --month 2026-11 \| sort |"), "{md}");
+    assert!(lines.contains(&"| vision, \"core\" | $54,500.00 | 66.7 |"), "{md}");
+}
+
+/// A stand-in for a chart's PNG: the page embeds the bytes as they are.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\nnot really";
+
+#[test]
+fn an_embedded_page_holds_its_charts_and_csvs() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("team-spend.png"), PNG).unwrap();
+    let files = write_bundle(&report(), dir.path(), Assets::Embedded).unwrap();
+    let html = read(&files.html);
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    assert!(html.contains(&format!(
+        r#"<img src="data:image/png;base64,{}" alt="Spend by team: busy and idle">"#,
+        b64(PNG)
+    )));
+    let csv = std::fs::read(dir.path().join("spend.csv")).unwrap();
+    assert!(html.contains(&format!(
+        r#"<a href="data:text/csv;charset=utf-8;base64,{}" download="spend.csv">spend.csv</a>"#,
+        b64(&csv)
+    )));
+    assert!(html.contains("This page holds its charts and its tables&#39; CSV files"));
+    // The chart that was not there stays a link, and is reported.
+    assert_eq!(files.missing_charts, vec![ChartName::GpuDays]);
+    assert!(html.contains(r#"<img src="gpu-days.png""#));
+    // The files are written beside the page all the same.
+    assert_eq!(
+        file_names(dir.path()),
+        vec![MARKER, "idle-hosts.csv", "index.html", "spend.csv", "summary.md", "team-spend.png"]
+    );
+    assert!(read(&files.markdown).contains("![Spend by team: busy and idle](team-spend.png)"));
+}
+
+#[test]
+fn every_column_title_is_shown_on_the_page_and_in_the_summary() {
+    // One table with every column there is, each cell the column's name.
+    let mut r = report();
+    let names: Vec<String> = COLUMNS.iter().map(|c| c.name.to_owned()).collect();
+    r.sections[0].table.as_mut().unwrap().columns = names.clone();
+    r.sections[0].table.as_mut().unwrap().rows = vec![names];
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(&r, dir.path(), Assets::Linked).unwrap();
+    let (html, md) = (read(&dir.path().join("index.html")), read(&dir.path().join("summary.md")));
+    for c in COLUMNS {
+        let title = c.title("USD");
+        assert!(html.contains(&format!(">{}</th>", html::escape(&title))), "{title}");
+        assert!(md.contains(&format!("| {title} |")), "{title}");
+    }
 }

@@ -1,0 +1,245 @@
+//! Every column a report table may have: its title on the page and in the
+//! summary (with its unit), and how its cells read there ([`ColumnKind`]).
+//!
+//! A table names its columns as its CSV header does (`idle_cost`,
+//! `share_pct`: data names, snake_case with the unit in them); the page and
+//! the summary show [`Column::title`] (`Idle cost ($)`, `Share (%)`) and
+//! each cell through [`ColumnKind::display`] (`$1,234.56`, `12.5`). This table is
+//! the one place a title is said: [`write_bundle`](super::write_bundle)
+//! refuses a table with a column that is not in it, so a new report column
+//! without a title fails every test that writes a report instead of
+//! showing up in snake_case.
+
+use std::borrow::Cow;
+
+use crate::number::{currency_unit, grouped, money};
+
+/// How a column's cells read on the page and in the summary, and how they
+/// align. The CSV holds every cell as the caller gave it, whatever its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKind {
+    /// Words (a reason, a command line, a list of users): left-aligned,
+    /// shown as given, wrapped where the page is narrow.
+    Text,
+    /// A short name (team, host, user, process): left-aligned, shown as
+    /// given, kept on one line.
+    Name,
+    /// A number that names something (GPU index, process id): right-aligned,
+    /// shown as given (no thousands separators: `4242`, not `4,242`).
+    Id,
+    /// A time, as the caller wrote it (`2026-11-02 10:00`): left-aligned,
+    /// kept on one line.
+    Time,
+    /// `true` or `false`, shown as `yes` or `no`: left-aligned.
+    Flag,
+    /// An amount of the report's currency: right-aligned, `$1,234.56`. The
+    /// title ends with the currency's symbol or code, `Idle cost ($)`.
+    Money,
+    /// A number in the unit its title names (GPU-hours, hours, %, kWh,
+    /// GiB): right-aligned, thousands separated, with the decimals the
+    /// cell has (the caller writes a column with fixed decimals, so the
+    /// page shows what the CSV holds): `1234.50` reads `1,234.50`.
+    Amount,
+}
+
+impl ColumnKind {
+    /// Whether the column is right-aligned (it holds numbers).
+    pub fn is_numeric(self) -> bool {
+        matches!(self, ColumnKind::Id | ColumnKind::Money | ColumnKind::Amount)
+    }
+
+    /// Whether its cells are kept on one line on the page (numbers, names,
+    /// times), so only words and long identifiers wrap.
+    pub fn keeps_one_line(self) -> bool {
+        matches!(self, ColumnKind::Name | ColumnKind::Time) || self.is_numeric()
+    }
+
+    /// `cell` (as the CSV holds it) as a reader sees it in a column of this
+    /// kind; amounts of money in `currency` (an ISO 4217 code). A cell that
+    /// is not a number where one is expected (empty for null, `n/a`) is
+    /// shown as it is.
+    pub fn display<'a>(self, cell: &'a str, currency: &str) -> Cow<'a, str> {
+        let number = || cell.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+        match self {
+            ColumnKind::Text | ColumnKind::Name | ColumnKind::Id | ColumnKind::Time => Cow::Borrowed(cell),
+            ColumnKind::Flag => match cell {
+                "true" => Cow::Borrowed("yes"),
+                "false" => Cow::Borrowed("no"),
+                _ => Cow::Borrowed(cell),
+            },
+            ColumnKind::Money => number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(money(v, currency))),
+            ColumnKind::Amount => {
+                let decimals = cell.trim().split_once('.').map_or(0, |(_, fraction)| fraction.len());
+                number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(grouped(v, decimals)))
+            }
+        }
+    }
+}
+
+/// One report column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column {
+    /// The column's name in the table and its CSV header, e.g. `"idle_cost"`.
+    pub name: &'static str,
+    /// What a reader calls it, with its unit unless it is money, e.g.
+    /// `"Idle cost"`, `"Share (%)"`, `"Energy (kWh)"`; money columns get
+    /// their currency from [`Column::title`].
+    pub label: &'static str,
+    /// How its cells read.
+    pub kind: ColumnKind,
+}
+
+impl Column {
+    /// The title the page and the summary show, e.g. `"Idle cost ($)"` for
+    /// `currency` `"USD"`, `"Idle cost (CHF)"` for `"CHF"`, `"Share (%)"`.
+    pub fn title(&self, currency: &str) -> String {
+        match (self.kind, currency_unit(currency)) {
+            (ColumnKind::Money, Some(unit)) => format!("{} ({unit})", self.label),
+            _ => self.label.to_owned(),
+        }
+    }
+}
+
+const fn col(name: &'static str, label: &'static str, kind: ColumnKind) -> Column {
+    Column { name, label, kind }
+}
+
+/// Every column of every report table, by name.
+pub const COLUMNS: &[Column] = &[
+    // Who and where.
+    col("team", "Team", ColumnKind::Name),
+    col("host", "Host", ColumnKind::Name),
+    col("gpu_index", "GPU", ColumnKind::Id),
+    col("gpu_uuid", "GPU UUID", ColumnKind::Text),
+    col("user", "User", ColumnKind::Name),
+    col("comm", "Process", ColumnKind::Name),
+    col("pid", "PID", ColumnKind::Id),
+    col("held_by", "Held by", ColumnKind::Text),
+    // Time on the GPUs.
+    col("gpu_hours", "GPU-hours", ColumnKind::Amount),
+    col("busy_gpu_hours", "Busy GPU-hours", ColumnKind::Amount),
+    col("idle_gpu_hours", "Idle GPU-hours", ColumnKind::Amount),
+    col("idle_held_gpu_hours", "Idle-held GPU-hours", ColumnKind::Amount),
+    col("idle_empty_gpu_hours", "Idle-empty GPU-hours", ColumnKind::Amount),
+    col("unknown_gpu_hours", "Unknown GPU-hours", ColumnKind::Amount),
+    col("reclaim_gpu_hours", "Reclaim GPU-hours", ColumnKind::Amount),
+    col("zombie_gpu_hours", "Zombie GPU-hours", ColumnKind::Amount),
+    col("freed_gpu_hours", "Freed GPU-hours", ColumnKind::Amount),
+    col("idle_hours", "Idle (hours)", ColumnKind::Amount),
+    col("idle_since", "Idle since (UTC)", ColumnKind::Time),
+    col("proc_start", "Process start (UTC)", ColumnKind::Time),
+    col("still_running", "Still running", ColumnKind::Flag),
+    col("still_idle", "Still idle", ColumnKind::Flag),
+    // Energy and memory.
+    col("energy_kwh", "Energy (kWh)", ColumnKind::Amount),
+    col("used_mem_gib", "Memory (GiB)", ColumnKind::Amount),
+    // Money.
+    col("cost", "Cost", ColumnKind::Money),
+    col("busy_cost", "Busy cost", ColumnKind::Money),
+    col("idle_cost", "Idle cost", ColumnKind::Money),
+    col("unknown_cost", "Unknown cost", ColumnKind::Money),
+    col("reclaim_cost", "Reclaim cost", ColumnKind::Money),
+    col("zombie_cost", "Zombie cost", ColumnKind::Money),
+    col("freed_cost", "Freed cost", ColumnKind::Money),
+    col("share_pct", "Share (%)", ColumnKind::Amount),
+    col("freed_pct_of_idle", "Freed of idle (%)", ColumnKind::Amount),
+    // Budgets.
+    col("budget", "Budget", ColumnKind::Money),
+    col("spent", "Spent", ColumnKind::Money),
+    col("used_pct", "Used (%)", ColumnKind::Amount),
+    col("budget_used_pct", "Budget used (%)", ColumnKind::Amount),
+    col("forecast", "Forecast", ColumnKind::Money),
+    col("forecast_pct", "Forecast (%)", ColumnKind::Amount),
+    col("exceeded_at", "Over budget since (UTC)", ColumnKind::Time),
+    col("forecast_exceeded_at", "Forecast over budget at (UTC)", ColumnKind::Time),
+    // Actions.
+    col("action", "Action", ColumnKind::Text),
+    col("worth", "Worth", ColumnKind::Money),
+    col("because", "Because", ColumnKind::Text),
+    col("how", "Command", ColumnKind::Text),
+];
+
+/// The column named `name`, if a report table may have it.
+pub fn column(name: &str) -> Option<&'static Column> {
+    COLUMNS.iter().find(|c| c.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn titles_carry_units() {
+        let title = |name: &str, currency: &str| column(name).expect("a known column").title(currency);
+        assert_eq!(title("gpu_hours", "USD"), "GPU-hours");
+        assert_eq!(title("idle_cost", "USD"), "Idle cost ($)");
+        assert_eq!(title("idle_cost", "EUR"), "Idle cost (€)");
+        assert_eq!(title("idle_cost", "CHF"), "Idle cost (CHF)");
+        assert_eq!(title("idle_cost", ""), "Idle cost");
+        assert_eq!(title("share_pct", "USD"), "Share (%)");
+        assert_eq!(title("energy_kwh", "USD"), "Energy (kWh)");
+        assert!(column("no_such_column").is_none());
+    }
+
+    #[test]
+    fn the_table_says_each_column_once_and_each_unit_in_its_title() {
+        let mut names = HashSet::new();
+        for c in COLUMNS {
+            assert!(names.insert(c.name), "{} is listed twice", c.name);
+            assert!(!c.label.contains('_') && c.label != c.name, "{}: a title, not the name", c.name);
+            // The name's unit suffix and the title's unit say the same.
+            let unit = if c.name.ends_with("_pct") || c.name.contains("_pct_") {
+                Some("(%)")
+            } else if c.name.ends_with("_kwh") {
+                Some("(kWh)")
+            } else if c.name.ends_with("_gib") {
+                Some("(GiB)")
+            } else if c.name.ends_with("gpu_hours") {
+                Some("GPU-hours")
+            } else if c.name.ends_with("_hours") {
+                Some("(hours)")
+            } else if c.name.ends_with("_at") || c.name.ends_with("_since") || c.name.ends_with("_start") {
+                Some("(UTC)")
+            } else {
+                None
+            };
+            if let Some(unit) = unit {
+                assert!(c.label.ends_with(unit), "{}: {:?} should end with {unit}", c.name, c.label);
+            }
+            if c.kind == ColumnKind::Money {
+                assert!(!c.label.contains('('), "{}: the currency is added to money titles", c.name);
+            }
+        }
+    }
+
+    #[test]
+    fn cells_read_as_numbers_money_and_words() {
+        assert_eq!(ColumnKind::Money.display("1234.5", "USD"), "$1,234.50");
+        assert_eq!(ColumnKind::Money.display("-3", "CHF"), "-3.00 CHF");
+        assert_eq!(ColumnKind::Money.display("", "USD"), "", "null stays empty");
+        assert_eq!(ColumnKind::Amount.display("23040.00", "USD"), "23,040.00");
+        assert_eq!(ColumnKind::Amount.display("1234567.8", "USD"), "1,234,567.8");
+        assert_eq!(ColumnKind::Amount.display("102.6", "USD"), "102.6");
+        assert_eq!(ColumnKind::Amount.display("-0.08", "USD"), "-0.08");
+        assert_eq!(ColumnKind::Amount.display("7", "USD"), "7");
+        assert_eq!(ColumnKind::Amount.display("n/a", "USD"), "n/a");
+        assert_eq!(ColumnKind::Id.display("4242", "USD"), "4242");
+        assert_eq!(ColumnKind::Flag.display("true", "USD"), "yes");
+        assert_eq!(ColumnKind::Flag.display("false", "USD"), "no");
+        assert_eq!(ColumnKind::Text.display("12.5", "USD"), "12.5");
+        assert!(
+            ColumnKind::Money.is_numeric() && ColumnKind::Amount.is_numeric() && ColumnKind::Id.is_numeric()
+        );
+        assert!(
+            !ColumnKind::Text.is_numeric()
+                && !ColumnKind::Time.is_numeric()
+                && !ColumnKind::Flag.is_numeric()
+        );
+        assert!(
+            ColumnKind::Name.keeps_one_line()
+                && ColumnKind::Money.keeps_one_line()
+                && !ColumnKind::Text.keeps_one_line()
+        );
+    }
+}
