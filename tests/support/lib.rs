@@ -2,7 +2,8 @@
 //! binaries and of the fake `libnvidia-ml.so`, built on first use, and the
 //! hand-built fleet the cost reports are checked on ([`scenario`]), and
 //! what a chart PNG looks like ([`png`]), and checks that collect their
-//! failures ([`checks`]).
+//! failures ([`checks`]), and a pseudo-terminal to drive the shell of
+//! `apron sql` ([`pty`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 pub mod checks;
 pub mod png;
 pub mod prometheus;
+pub mod pty;
 pub mod s3;
 pub mod scenario;
 pub mod spark;
