@@ -820,8 +820,17 @@ mod tests {
         let cli = Cli::try_parse_from(["apron", "sql", "-f", "q.sql"]).expect("parses");
         let Command::Sql(args) = cli.command else { panic!("sql parses as sql") };
         assert_eq!(args.file, Some(PathBuf::from("q.sql")));
-        assert!(Cli::try_parse_from(["apron", "sql"]).is_err());
         assert!(Cli::try_parse_from(["apron", "sql", "SELECT 1", "-f", "q.sql"]).is_err());
+        // Neither: the shell, or the statements of standard input.
+        let cli = Cli::try_parse_from(["apron", "sql", "--month", "2026-11"]).expect("parses");
+        let Command::Sql(args) = cli.command else { panic!("sql parses as sql") };
+        assert_eq!((args.query, args.file), (None, None));
+        // --out and --param go with one query.
+        let cli = Cli::try_parse_from(["apron", "sql", "SELECT 1", "--out", "r.csv"]).expect("parses");
+        let Command::Sql(args) = cli.command else { panic!("sql parses as sql") };
+        assert_eq!(args.out, Some(PathBuf::from("r.csv")));
+        assert!(Cli::try_parse_from(["apron", "sql", "--out", "r.csv"]).is_err());
+        assert!(Cli::try_parse_from(["apron", "sql", "--param", "1=a"]).is_err());
     }
 
     #[test]
@@ -842,7 +851,7 @@ mod tests {
         let line = clap_error_line(&err);
         assert!(line.starts_with("error: invalid value 'xml' for '--format <FORMAT>'"), "{line}");
         assert!(!line.contains('\n'));
-        let err = Cli::try_parse_from(["apron", "sql"]).expect_err("no query");
+        let err = Cli::try_parse_from(["apron", "sql", "--out", "r.csv"]).expect_err("no query");
         assert_eq!(
             clap_error_line(&err),
             "error: the following required arguments were not provided: <QUERY|--file <FILE>> \
