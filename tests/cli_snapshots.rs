@@ -124,7 +124,7 @@ const CASES: &[Case] = &[
     Case { name: "bad --by", args: &["idle-cost", "--by", "nobody"] },
     Case { name: "bad --window", args: &["pick", "--host", "h1", "--window", "soon"] },
     Case { name: "conflicting period flags", args: &["spend", "--month", "2026-11", "--last", "7d"] },
-    Case { name: "sql without a query", args: &["sql"] },
+    Case { name: "sql --out without a query", args: &["sql", "--out", "{TMP}/result.csv"] },
     Case { name: "misspelt command", args: &["spnd", "--month", "2026-11"] },
     Case { name: "misspelt flag", args: &["spend", "--mnth", "2026-11"] },
     Case { name: "a duration without its unit", args: &["spend", "--last", "30"] },
@@ -187,6 +187,7 @@ const CASES: &[Case] = &[
     Case { name: "--param missing", args: &["sql", "SELECT $1, $2, $host", "--param", "2=b"] },
     Case { name: "--param given twice", args: &["sql", "SELECT $1", "--param", "1=a", "--param", "$1=b"] },
     // Other option values and the output.
+    Case { name: "sql --out of an unknown kind", args: &["sql", "SELECT 1", "--out", "{TMP}/result.xlsx"] },
     Case { name: "unknown chart", args: &["chart", "nope", "--out", "{TMP}/x.png"] },
     Case { name: "demo without hosts", args: &["demo", "--hosts", "0", "--out", "{TMP}/demo"] },
     Case {

@@ -655,7 +655,7 @@ fn bad_flags_are_one_line_with_a_pointer_to_help() {
     for (args, names) in [
         (&["--frobnicate", "sql", "SELECT 1"][..], "--frobnicate"),
         (&["--format", "xml", "sql", "SELECT 1"][..], "xml"),
-        (&["sql"][..], "<QUERY|--file <FILE>>"),
+        (&["sql", "--out", "r.csv"][..], "<QUERY|--file <FILE>>"),
         (&["sql", "SELECT 1", "-f", "q.sql"][..], "--file"),
         (&["frobnicate"][..], "frobnicate"),
         (&[][..], "subcommand"),

@@ -72,7 +72,8 @@ pub enum Command {
     /// partitioned by date and host; minute_costs, every GPU-minute of the
     /// period priced and attributed, and cost_buckets, its sums per minute,
     /// GPU, state and owner), with its $1 or $name placeholders bound by
-    /// --param.
+    /// --param; or, without a query, a shell (or the statements of standard
+    /// input) over the same tables.
     Sql(SqlArgs),
 
     /// Print the effective configuration (--config FILE, else ./apron.toml,
@@ -767,16 +768,31 @@ pub struct ConfigArgs {
     pub period: PeriodArgs,
 }
 
-/// `apron sql QUERY | sql -f FILE`.
+/// `apron sql [QUERY | -f FILE] [--out FILE]`.
 #[derive(Debug, Clone, Args)]
-#[command(group(ArgGroup::new("source").required(true).args(["query", "file"])))]
+#[command(group(ArgGroup::new("source").args(["query", "file"])))]
 pub struct SqlArgs {
-    /// The query, e.g. "SELECT host, count(*) FROM gpu_samples GROUP BY host".
+    /// The query, e.g. "SELECT host, count(*) FROM gpu_samples GROUP BY
+    /// host". Without a query or --file: on a terminal, an interactive shell
+    /// (.help lists its commands); else the statements standard input holds
+    /// (`apron sql < queries.sql`), each ended by `;`, each result printed in
+    /// turn, dot commands such as `.format csv` on lines of their own. The
+    /// first statement that fails stops them: its error names it, exit code
+    /// 2.
     pub query: Option<String>,
 
     /// Read the query from FILE ("-" for standard input).
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<PathBuf>,
+
+    /// Write the result to FILE instead of printing it, in the format its
+    /// extension names: .parquet, .csv, .json (one array, as --format json),
+    /// .ndjson or .jsonl (one object per line). Rows are written as the
+    /// query yields them, into a temporary file beside FILE that replaces
+    /// FILE once complete: a query that fails leaves FILE as it was. Prints
+    /// how many rows it wrote.
+    #[arg(long, value_name = "FILE", requires = "source")]
+    pub out: Option<PathBuf>,
 
     /// Bind VALUE to the query's placeholder $NAME: `--param 1=2026-11-01`
     /// binds $1, `--param host=gpu-07` binds $host. Repeat it for each
@@ -786,7 +802,7 @@ pub struct SqlArgs {
     /// Int64, a decimal number (2.5, 1e3) a Float64, anything else text
     /// (Utf8). Values are bound, never pasted into the SQL; cast in the
     /// query for another type (CAST($1 AS VARCHAR)).
-    #[arg(long = "param", value_name = "NAME=VALUE")]
+    #[arg(long = "param", value_name = "NAME=VALUE", requires = "source")]
     pub params: Vec<String>,
 
     /// The period of the views minute_costs (every GPU-minute priced and
@@ -887,6 +903,16 @@ mod tests {
         let Command::Sql(args) = cli.command else { panic!("sql parses as sql") };
         assert_eq!(args.file, Some(PathBuf::from("q.sql")));
         assert!(Cli::try_parse_from(["apron", "sql", "SELECT 1", "-f", "q.sql"]).is_err());
+        // Neither: the shell, or the statements of standard input.
+        let cli = Cli::try_parse_from(["apron", "sql", "--month", "2026-11"]).expect("parses");
+        let Command::Sql(args) = cli.command else { panic!("sql parses as sql") };
+        assert_eq!((args.query, args.file), (None, None));
+        // --out and --param go with one query.
+        let cli = Cli::try_parse_from(["apron", "sql", "SELECT 1", "--out", "r.csv"]).expect("parses");
+        let Command::Sql(args) = cli.command else { panic!("sql parses as sql") };
+        assert_eq!(args.out, Some(PathBuf::from("r.csv")));
+        assert!(Cli::try_parse_from(["apron", "sql", "--out", "r.csv"]).is_err());
+        assert!(Cli::try_parse_from(["apron", "sql", "--param", "1=a"]).is_err());
     }
 
     #[test]

@@ -77,35 +77,6 @@ pub async fn register_states(session: &Session, config: &Config, period: &Period
     Ok(())
 }
 
-/// Registers what a query `text` reads of the views above, for `period`
-/// under `config`: `minute_costs` (with the states) when it names it, else
-/// the states when it names one of them, else nothing.
-pub async fn register_for_query(
-    session: &Session,
-    config: impl FnOnce() -> Result<Config, Error>,
-    period: impl FnOnce() -> Result<Period, Error>,
-    text: &str,
-) -> Result<(), Error> {
-    let text = text.to_ascii_lowercase();
-    let costs = text.contains("minute_costs");
-    if !costs && !text.contains("gpu_minute_states") && !text.contains("proc_minute_states") {
-        // A query that calls an `apron_` function or reads a config table
-        // gets them from the config.
-        if text.contains("apron_") {
-            let config = config()?;
-            register_functions(session, &config);
-            crate::config_tables::register(session, &config)?;
-        }
-        return Ok(());
-    }
-    let (config, period) = (config()?, period()?);
-    if costs {
-        register_minute_costs(session, &config, &period).await
-    } else {
-        register_states(session, &config, &period).await
-    }
-}
-
 /// Registers `minute_costs` for `period` under `config` (with the functions
 /// and views it needs), as a view: each query that reads it computes it
 /// again (`apron sql`; the reports read the ledger's `cost_buckets`).

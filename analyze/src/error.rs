@@ -74,6 +74,21 @@ pub enum Error {
     #[error(transparent)]
     Chart(#[from] apron_reports::ChartError),
 
+    /// A statement or dot command of a script `apron sql` read from its
+    /// standard input failed, and the script stopped there.
+    #[error("statement {number} (line {line}: {excerpt})")]
+    Statement {
+        /// Its place among the script's statements and dot commands, from 1.
+        number: usize,
+        /// The line it starts on, from 1.
+        line: usize,
+        /// Its first words.
+        excerpt: String,
+        /// Why it failed.
+        #[source]
+        source: Box<Error>,
+    },
+
     /// The async runtime the queries run on could not start.
     #[error("cannot start the query runtime")]
     Runtime {
@@ -402,6 +417,14 @@ pub enum OutputError {
         source: io::Error,
     },
 
+    /// The terminal of `apron sql`'s shell could not be read or set up.
+    #[error("cannot read the terminal")]
+    Terminal {
+        /// The operating system's reason.
+        #[source]
+        source: io::Error,
+    },
+
     /// The result could not be formatted.
     #[error("cannot format the result as {format}")]
     Format {
@@ -410,6 +433,25 @@ pub enum OutputError {
         /// Arrow's reason.
         #[source]
         source: datafusion::arrow::error::ArrowError,
+    },
+
+    /// `apron sql --out FILE` could not write FILE (or the temporary file
+    /// beside it); FILE is as it was.
+    #[error("cannot write {}", path.display())]
+    File {
+        /// The file as given.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+
+    /// Ctrl-C stopped `apron sql --out FILE` before FILE was complete; FILE
+    /// is as it was.
+    #[error("interrupted (Ctrl-C): {} was not written", path.display())]
+    Interrupted {
+        /// The file as given.
+        path: PathBuf,
     },
 
     /// `--out` of `report` or `demo` holds files of its own and no earlier
@@ -502,6 +544,17 @@ pub enum InputError {
         missing: Vec<String>,
     },
 
+    /// `apron sql --out FILE` with an extension that names no format.
+    #[error("--out {}: {}; it takes {accepted}", path.display(), extension_text(extension.as_deref()))]
+    OutExtension {
+        /// The file as given.
+        path: PathBuf,
+        /// Its extension, without the dot; `None` when it has none.
+        extension: Option<String>,
+        /// The extensions taken, in words.
+        accepted: &'static str,
+    },
+
     /// An option's value the command cannot use.
     #[error("{message}")]
     Usage {
@@ -515,6 +568,13 @@ fn param_list(lead: &str, names: &[String]) -> String {
         "it takes no parameters".to_owned()
     } else {
         format!("{lead} {}", names.join(", "))
+    }
+}
+
+fn extension_text(extension: Option<&str>) -> String {
+    match extension {
+        Some(extension) => format!("unknown extension .{extension}"),
+        None => "no extension".to_owned(),
     }
 }
 

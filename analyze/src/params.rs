@@ -1,6 +1,6 @@
 //! The `--param NAME=VALUE` values of `apron sql`: how one is parsed, what
 //! type its value gets, and how the set is checked against the query's
-//! placeholders before it is bound.
+//! placeholders and bound to the planned query ([`bind_to`]).
 //!
 //! The value is bound to `$NAME` as a typed DataFusion [`ScalarValue`] and
 //! never formatted into the SQL text. Its type is read from its form, in
@@ -15,8 +15,9 @@ use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::prelude::DataFrame;
 
-use crate::error::InputError;
+use crate::error::{Error, InputError, SessionError};
 use crate::period;
 
 /// One `--param NAME=VALUE`, parsed.
@@ -121,6 +122,18 @@ fn placeholder_order(name: &str) -> (u8, u64, &str) {
         Ok(n) => (0, n, ""),
         Err(_) => (1, 0, bare),
     }
+}
+
+/// `df` with its placeholders bound to the values `given`: each
+/// placeholder needs one, and each one a placeholder.
+pub fn bind_to(df: DataFrame, given: Vec<Param>) -> Result<DataFrame, Error> {
+    let placeholders: HashSet<String> =
+        placeholders(df.logical_plan()).map_err(|source| SessionError::Query { source })?;
+    if placeholders.is_empty() && given.is_empty() {
+        return Ok(df);
+    }
+    let values = bind(given, &placeholders)?;
+    Ok(df.with_param_values(values).map_err(|source| SessionError::Query { source })?)
 }
 
 #[cfg(test)]

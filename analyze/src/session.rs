@@ -42,6 +42,7 @@ use datafusion::physical_plan::{ExecutionPlan, collect_partitioned, execute_stre
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
+use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect, dialect_from_str};
 use futures::StreamExt;
 
 use crate::error::{Error, SessionError};
@@ -325,6 +326,24 @@ impl Session {
         let mut writer = BatchWriter::new(format, schema, out);
         self.run(df, |batch| writer.write(&batch)).await?;
         writer.finish()
+    }
+
+    /// Runs `df`, handing each batch to `sink` as the engine yields it
+    /// (nothing is collected first); the first error of `sink` stops the
+    /// query and is returned as is. When it returns `Ok`, every batch was
+    /// handed over.
+    pub async fn each_batch(
+        &self,
+        df: DataFrame,
+        sink: impl FnMut(RecordBatch) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        self.run(df, sink).await
+    }
+
+    /// The SQL dialect the session parses statements in.
+    pub fn dialect(&self) -> Box<dyn Dialect> {
+        let name = self.ctx.state().config().options().sql_parser.dialect;
+        dialect_from_str(name.as_ref()).unwrap_or_else(|| Box::new(GenericDialect {}))
     }
 
     /// Plans and runs `df`, handing each batch to `sink` as it comes. A

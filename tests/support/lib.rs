@@ -2,8 +2,8 @@
 //! binaries and of the fake `libnvidia-ml.so`, built on first use, and the
 //! hand-built fleet the cost reports are checked on ([`scenario`]), and
 //! what a chart PNG looks like ([`png`]), checks that collect their
-//! failures ([`checks`]), and a headless browser for the report
-//! ([`browser`]).
+//! failures ([`checks`]), a headless browser for the report ([`browser`]),
+//! and a pseudo-terminal to drive the shell of `apron sql` ([`pty`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -14,6 +14,7 @@ pub mod browser;
 pub mod checks;
 pub mod png;
 pub mod prometheus;
+pub mod pty;
 pub mod s3;
 pub mod scenario;
 pub mod spark;

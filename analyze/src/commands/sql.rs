@@ -1,67 +1,84 @@
-//! `apron sql QUERY | sql -f FILE [--param NAME=VALUE …]`: one ad-hoc
-//! read-only query over the data folder, its placeholders bound to the
-//! `--param` values ([`crate::params`]), printed in the chosen format.
+//! `apron sql QUERY | sql -f FILE [--param NAME=VALUE …] [--out FILE]`:
+//! one ad-hoc read-only query over the data folder, its placeholders bound
+//! to the `--param` values ([`crate::params`]), printed in the chosen
+//! format or written to a file ([`out_file`]); and `apron sql` alone, the
+//! same session for many statements ([`console`]): an interactive shell on
+//! a terminal ([`shell`]), else the statements of standard input
+//! ([`script`]).
 //!
 //! So that every `queries/*.sql` runs on its own as its header says, a query
 //! whose text names `minute_costs`, `gpu_minute_states` or
 //! `proc_minute_states` gets those views registered for the period
 //! flags and the config, one that names `cost_buckets` gets the period's
 //! ledger ([`crate::ledger`]) per minute, and one that names an `apron_` function
-//! (`apron_team`, `apron_gpu_rate`) gets those functions from the config:
-//! `apron sql -f queries/spend.sql --month 2026-11` runs a report's SQL as
-//! is. The config is read only then, so a plain query needs none.
+//! (`apron_team`, `apron_gpu_rate`) gets those functions from the config
+//! ([`views`]): `apron sql -f queries/spend.sql --month 2026-11` runs a
+//! report's SQL as is. The config is read only then, so a plain query needs
+//! none.
 
-use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 
-use apron_schemas::time::MINUTE_MS;
 use datafusion::prelude::DataFrame;
 
 use crate::cli::{GlobalArgs, SqlArgs};
-use crate::config::Config;
-use crate::error::{Error, InputError, SessionError};
-use crate::ledger::Ledger;
+use crate::error::{Error, InputError, OutputError};
 use crate::params::{self, Param};
-use crate::period::Period;
 use crate::session::Session;
 
-/// Runs of a query whose files vanished under it (compaction swapping a
-/// partition in) before it gives up.
-const MAX_TRIES: u32 = 3;
+mod complete;
+mod console;
+mod dot;
+mod out_file;
+mod rerun;
+mod script;
+mod shell;
+mod statements;
+mod views;
 
-/// Registers `cost_buckets` for `period` under `config`, per minute.
-async fn register_cost_buckets(session: &Session, config: Config, period: &Period) -> Result<(), Error> {
-    let rules = crate::report_context::rules(
-        config.zombie.min_idle,
-        config.zombie.min_mem_mib,
-        config.reclaim.idle_for,
-    );
-    let ledger = Ledger::compute(session, &config, period, MINUTE_MS, rules).await?;
-    ledger.register(session)
-}
+use out_file::FileFormat;
+use rerun::{Counting, MAX_TRIES, vanished};
+use views::Registered;
 
-/// Reads the query (from the command line, a file, or standard input for
-/// `-f -`), runs it over `global.data` and prints the rows to `out`.
+/// Runs `apron sql` with `args`: the query of the argument or `-f FILE`
+/// (standard input for `-f -`), printed to `out` or written to `--out
+/// FILE`; without either, the shell on a terminal, else the statements
+/// standard input holds.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Result<(), Error> {
+    // An --out the command cannot write is refused before anything is read.
+    let out_format = args.out.as_deref().map(FileFormat::of).transpose()?;
+    if args.query.is_none() && args.file.is_none() {
+        let mut console = console::Console::open(global, &args.period).await?;
+        let stdin = std::io::stdin();
+        return if stdin.is_terminal() {
+            shell::run(&mut console, out).await
+        } else {
+            script::run(&mut console, stdin.lock(), out).await
+        };
+    }
     // The query first: a missing query file is reported even without data.
     let query = query_text(args)?;
     // A malformed --param is refused before any data is read.
     let params = params::parse_all(&args.params)?;
-    let mut out = Counting { inner: out, written: 0 };
+    match (&args.out, out_format) {
+        (Some(path), Some(format)) => write_file(global, args, &query, &params, path, format, out).await,
+        _ => print(global, args, &query, &params, out).await,
+    }
+}
+
+/// Runs `query` and prints its rows to `out` in `global.format`.
+async fn print<W: Write>(
+    global: &GlobalArgs,
+    args: &SqlArgs,
+    query: &str,
+    params: &[Param],
+    out: W,
+) -> Result<(), Error> {
+    let mut out = Counting::new(out);
     let mut tries = 0;
     loop {
         tries += 1;
-        let session = Session::open(&global.data, global.memory_limit()).await?;
-        let config = || Config::load(global.config.as_deref());
-        let period = || Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis());
-        crate::cost::register_for_query(&session, config, period, &query).await?;
-        if query.to_ascii_lowercase().contains("cost_buckets") {
-            let config = Config::load(global.config.as_deref())?;
-            let period = Period::choose(&args.period.choice(), chrono::Utc::now().timestamp_millis())?;
-            register_cost_buckets(&session, config, &period).await?;
-        }
-        let df = bind(session.sql(&query).await?, params.clone())?;
+        let (session, df) = plan(global, args, query, params).await?;
         let printed = session.print(df, global.format, &mut out).await.map(drop);
         match printed {
             // A file listed for this query was replaced meanwhile (a day
@@ -75,52 +92,56 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Resul
     }
 }
 
-/// `df` with its placeholders bound to the `--param` values `given`: each
-/// placeholder needs one, and each one a placeholder.
-fn bind(df: DataFrame, given: Vec<Param>) -> Result<DataFrame, Error> {
-    let placeholders: HashSet<String> =
-        params::placeholders(df.logical_plan()).map_err(|source| SessionError::Query { source })?;
-    if placeholders.is_empty() && given.is_empty() {
-        return Ok(df);
-    }
-    let values = params::bind(given, &placeholders)?;
-    Ok(df.with_param_values(values).map_err(|source| SessionError::Query { source })?)
-}
-
-/// A writer that counts the bytes written through it.
-struct Counting<W> {
-    inner: W,
-    written: u64,
-}
-
-impl<W: Write> Write for Counting<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.written += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// Whether `err` comes from a data file that disappeared between the
-/// listing and the read.
-fn vanished(err: &Error) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = cur {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::NotFound
-        {
-            return true;
+/// Runs `query` and writes its rows to `path` in `format`, then says how
+/// many on `out`. Ctrl-C stops it, leaving `path` as it was.
+async fn write_file<W: Write>(
+    global: &GlobalArgs,
+    args: &SqlArgs,
+    query: &str,
+    params: &[Param],
+    path: &Path,
+    format: FileFormat,
+    mut out: W,
+) -> Result<(), Error> {
+    let mut tries = 0;
+    let rows = loop {
+        tries += 1;
+        let written = async {
+            let (session, df) = plan(global, args, query, params).await?;
+            out_file::write(&session, df, path, format).await
+        };
+        let written = tokio::select! {
+            // Listening before the query starts, so no Ctrl-C is missed.
+            biased;
+            _ = tokio::signal::ctrl_c() => Err(OutputError::Interrupted { path: path.to_path_buf() }.into()),
+            written = written => written,
+        };
+        match written {
+            // As in `print`; nothing of a failed try is left.
+            Err(e) if tries < MAX_TRIES && vanished(&e) => {
+                tracing::debug!(error = %e, "a data file vanished during the query; running it again");
+            }
+            result => break result?,
         }
-        if let Some(datafusion::object_store::Error::NotFound { .. }) = e.downcast_ref() {
-            return true;
-        }
-        cur = e.source();
-    }
-    false
+    };
+    let noun = if rows == 1 { "row" } else { "rows" };
+    writeln!(out, "wrote {rows} {noun} to {}", path.display())
+        .and_then(|()| out.flush())
+        .map_err(|source| OutputError::Write { source }.into())
+}
+
+/// Opens the data folder, registers the views `query` names and plans it
+/// with `params` bound. No file is read yet.
+async fn plan(
+    global: &GlobalArgs,
+    args: &SqlArgs,
+    query: &str,
+    params: &[Param],
+) -> Result<(Session, DataFrame), Error> {
+    let session = Session::open(&global.data, global.memory_limit()).await?;
+    views::register_named(&session, global, &args.period, query, &mut Registered::default()).await?;
+    let df = params::bind_to(session.sql(query).await?, params.to_vec())?;
+    Ok((session, df))
 }
 
 /// The query text of `args`: the argument, or the contents of `-f FILE`.
@@ -136,7 +157,7 @@ fn query_text(args: &SqlArgs) -> Result<String, Error> {
         }
         (None, Some(path)) => Ok(std::fs::read_to_string(path)
             .map_err(|source| InputError::ReadQuery { path: path.clone(), source })?),
-        // clap requires one of the two; an empty query gets DataFusion's
+        // `run` opens the shell then; an empty query gets DataFusion's
         // "no statement" error like any other empty text.
         (None, None) => Ok(String::new()),
     }
@@ -148,24 +169,11 @@ mod tests {
     use crate::cli::PeriodArgs;
 
     #[test]
-    fn a_file_gone_between_listing_and_reading_is_told_apart() {
-        let gone = Error::from(InputError::ReadQuery {
-            path: "x".into(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory"),
-        });
-        assert!(vanished(&gone));
-        let denied = Error::from(InputError::ReadQuery {
-            path: "x".into(),
-            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
-        });
-        assert!(!vanished(&denied));
-    }
-
-    #[test]
     fn a_missing_query_file_is_named() {
         let args = SqlArgs {
             query: None,
             file: Some("/nonexistent/q.sql".into()),
+            out: None,
             params: Vec::new(),
             period: PeriodArgs::default(),
         };
@@ -179,12 +187,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("q.sql");
         std::fs::write(&path, "SELECT 2").expect("write");
-        let from_file =
-            SqlArgs { query: None, file: Some(path), params: Vec::new(), period: PeriodArgs::default() };
+        let from_file = SqlArgs {
+            query: None,
+            file: Some(path),
+            out: None,
+            params: Vec::new(),
+            period: PeriodArgs::default(),
+        };
         assert_eq!(query_text(&from_file).expect("reads"), "SELECT 2");
         let inline = SqlArgs {
             query: Some("SELECT 1".into()),
             file: None,
+            out: None,
             params: Vec::new(),
             period: PeriodArgs::default(),
         };
