@@ -179,7 +179,7 @@ fn bad_memory_limits_are_one_line_naming_the_flag_and_the_value() {
             assert_eq!(
                 line,
                 format!(
-                    "error: invalid value '{value}' for '--memory-limit <SIZE>': {not_a_size} (see 'apron --help')"
+                    "error: invalid value '{value}' for '--memory-limit <SIZE>': {not_a_size} (see 'apron sql --help')"
                 )
             );
         }
@@ -188,7 +188,7 @@ fn bad_memory_limits_are_one_line_naming_the_flag_and_the_value() {
     assert_eq!(
         line,
         "error: invalid value '512' for '--memory-limit <SIZE>': 512 B is below the least memory limit, \
-         1 MiB (a size needs its unit: 512M, 2G) (see 'apron --help')"
+         1 MiB (a size needs its unit: 512M, 2G) (see 'apron sql --help')"
     );
     let line = fail_one_line(&apron(Some("99999999T"), None), "huge");
     assert!(line.contains("larger than any machine's memory"), "{line}");

@@ -652,17 +652,17 @@ fn statements_that_write_are_refused() {
 #[test]
 fn bad_flags_are_one_line_with_a_pointer_to_help() {
     let fleet = Fleet::new();
-    for (args, names) in [
-        (&["--frobnicate", "sql", "SELECT 1"][..], "--frobnicate"),
-        (&["--format", "xml", "sql", "SELECT 1"][..], "xml"),
-        (&["sql", "--out", "r.csv"][..], "<QUERY|--file <FILE>>"),
-        (&["sql", "SELECT 1", "-f", "q.sql"][..], "--file"),
-        (&["frobnicate"][..], "frobnicate"),
-        (&[][..], "subcommand"),
+    for (args, names, help) in [
+        (&["--frobnicate", "sql", "SELECT 1"][..], "--frobnicate", "apron sql"),
+        (&["--format", "xml", "sql", "SELECT 1"][..], "xml", "apron sql"),
+        (&["sql", "--out", "r.csv"][..], "<QUERY|--file <FILE>>", "apron sql"),
+        (&["sql", "SELECT 1", "-f", "q.sql"][..], "--file", "apron sql"),
+        (&["frobnicate"][..], "frobnicate", "apron"),
+        (&[][..], "subcommand", "apron"),
     ] {
         let line = fail(fleet.apron(args));
         assert!(line.contains(names), "{args:?}: {line}");
-        assert!(line.ends_with("(see 'apron --help')"), "{args:?}: {line}");
+        assert!(line.ends_with(&format!("(see '{help} --help')")), "{args:?}: {line}");
     }
 }
 

@@ -197,7 +197,7 @@ fn the_shell_runs_statements_and_dot_commands_keeps_history_and_completes() {
     term.expect("apron> ", ANSWER);
     term.send("SELECT 6 * 7 AS answer;\r");
     let timed = term.expect("apron> ", ANSWER);
-    assert!(timed.contains("| 42     |"), "{timed}");
+    assert!(timed.contains("|     42 |"), "{timed}");
     let time = timed.split("time: ").nth(1).and_then(|t| t.split(" s").next()).unwrap_or_default();
     let (whole, decimals) = time.split_once('.').unwrap_or_default();
     assert!(
@@ -212,7 +212,7 @@ fn the_shell_runs_statements_and_dot_commands_keeps_history_and_completes() {
     term.expect("FROM proc_samples", ANSWER);
     term.send(";\r");
     let completed = term.expect("apron> ", ANSWER);
-    assert!(completed.contains("| 138   |"), "{completed}");
+    assert!(completed.contains("|   138 |"), "{completed}");
 
     // Ctrl-D leaves.
     term.send("\x04");
@@ -239,7 +239,7 @@ fn the_shell_runs_statements_and_dot_commands_keeps_history_and_completes() {
     term.expect("FROM proc_samples;", ANSWER);
     term.send("\r");
     let again = term.expect("apron> ", ANSWER);
-    assert!(again.contains("| 138   |"), "{again}");
+    assert!(again.contains("|   138 |"), "{again}");
     term.send(".quit\r");
     assert!(term.wait(ANSWER).success());
 }
@@ -269,7 +269,7 @@ fn ctrl_c_cancels_the_running_query_not_the_shell() {
     term.expect("apron> ", ANSWER);
     term.send("SELECT 40 + 2 AS answer;\r");
     let answer = term.expect("apron> ", ANSWER);
-    assert!(answer.contains("| 42     |"), "the shell answers the next query: {answer}");
+    assert!(answer.contains("|     42 |"), "the shell answers the next query: {answer}");
     term.send(".quit\r");
     assert!(term.wait(ANSWER).success());
 }
@@ -287,7 +287,7 @@ fn a_history_that_cannot_be_written_is_one_warning() {
     assert!(warnings[0].contains("cannot keep the history in"), "{start}");
     term.send("SELECT 1 AS one;\r");
     let answer = term.expect("apron> ", ANSWER);
-    assert!(answer.contains("| 1   |"), "{answer}");
+    assert!(answer.contains("|   1 |"), "{answer}");
     assert!(!answer.contains("warning:"), "said once: {answer}");
     term.send("\x04");
     assert!(term.wait(ANSWER).success());
