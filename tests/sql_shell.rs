@@ -218,11 +218,12 @@ fn the_shell_runs_statements_and_dot_commands_keeps_history_and_completes() {
     term.send("\x04");
     assert!(term.wait(ANSWER).success());
 
-    // The history is in the file, a statement over lines as one entry.
+    // The history is in the file, a statement over lines as one entry (its
+    // line breaks written `<\n>`, as the line editor writes them).
     let file = state.join("apron").join("history");
     let history = std::fs::read_to_string(&file).expect("the history file");
     for entry in
-        ["SELECT count(*) AS n\\nFROM gpu_samples;", ".schema gpu_samples", "SELECT 6 * 7 AS answer;"]
+        ["SELECT count(*) AS n<\\n>FROM gpu_samples;", ".schema gpu_samples", "SELECT 6 * 7 AS answer;"]
     {
         assert!(history.lines().any(|l| l == entry), "{entry:?} in {history}");
     }

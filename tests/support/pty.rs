@@ -2,7 +2,9 @@
 //! terminal would: the program's standard input, output and error are the
 //! terminal, it is the terminal's session leader (so `\x03` typed is a
 //! SIGINT to it, as Ctrl-C is), and every wait for its output is bounded,
-//! so a program that hangs fails the test instead of blocking it.
+//! so a program that hangs fails the test instead of blocking it. It
+//! answers the program's questions for the cursor's place (`ESC [ 6 n`),
+//! as a terminal does, which a line editor asks before it draws its prompt.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -20,7 +22,14 @@ pub struct Terminal {
     output: String,
     /// Where the next [`Terminal::expect`] starts looking in `output`.
     seen: usize,
+    /// Where `output` has questions for the cursor's place not answered yet.
+    asked: usize,
 }
+
+/// The question for the cursor's place (Device Status Report 6).
+const CURSOR_QUERY: &str = "\x1b[6n";
+/// The rows of the terminal.
+const ROWS: u16 = 50;
 
 impl Terminal {
     /// Starts `command` on a new terminal of 50 rows and 200 columns.
@@ -32,7 +41,7 @@ impl Terminal {
             assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
             assert_eq!(libc::grantpt(fd), 0, "grantpt");
             assert_eq!(libc::unlockpt(fd), 0, "unlockpt");
-            let size = libc::winsize { ws_row: 50, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0 };
+            let size = libc::winsize { ws_row: ROWS, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0 };
             assert_eq!(libc::ioctl(fd, libc::TIOCSWINSZ, &size), 0, "TIOCSWINSZ");
             File::from_raw_fd(fd)
         };
@@ -60,7 +69,7 @@ impl Terminal {
         }
         let child = command.spawn().expect("the program starts");
         drop(slave);
-        Terminal { master, child, output: String::new(), seen: 0 }
+        Terminal { master, child, output: String::new(), seen: 0, asked: 0 }
     }
 
     /// Types `text` (`\r` is Enter, `\t` Tab, `\x03` Ctrl-C, `\x04` Ctrl-D).
@@ -115,8 +124,25 @@ impl Terminal {
             Ok(0) | Err(_) => false,
             Ok(n) => {
                 self.output.push_str(&String::from_utf8_lossy(&buf[..n]));
+                self.answer_cursor_queries();
                 true
             }
+        }
+    }
+
+    /// Answers each question for the cursor's place printed since the last
+    /// answer: the row is the lines printed before it (the last row once
+    /// they fill the screen), the column what follows the last line break.
+    fn answer_cursor_queries(&mut self) {
+        while let Some(at) = self.output[self.asked..].find(CURSOR_QUERY) {
+            let at = self.asked + at;
+            let before = &self.output[..at];
+            let lines = before.matches('\n').count();
+            let row = u16::try_from(lines).unwrap_or(u16::MAX).min(ROWS - 1) + 1;
+            let line = &before[before.rfind(['\n', '\r']).map_or(0, |i| i + 1)..];
+            let column = line.chars().count() + 1;
+            self.asked = at + CURSOR_QUERY.len();
+            self.send(&format!("\x1b[{row};{column}R"));
         }
     }
 

@@ -5,15 +5,13 @@
 //! SQL keywords of the parser, and the dot commands at the start of a
 //! line.
 //!
-//! Only completion: no hints, colours or validation (a statement ends at
-//! its `;`, which [`super::statements`] finds).
+//! Only completion: no hints or colours (where a statement ends is
+//! [`super::shell`]'s validator's, through [`super::statements`]).
+
+use std::sync::{Arc, PoisonError, RwLock};
 
 use datafusion::sql::sqlparser::keywords::ALL_KEYWORDS;
-use rustyline::completion::{Completer, Pair};
-use rustyline::highlight::Highlighter;
-use rustyline::hint::Hinter;
-use rustyline::validate::Validator;
-use rustyline::{Context, Helper};
+use reedline::{Completer, Span, Suggestion};
 
 use crate::session::Session;
 
@@ -91,18 +89,23 @@ impl Vocabulary {
     }
 }
 
-/// What the shell's line editor is given: completion over a
-/// [`Vocabulary`].
-#[derive(Debug, Default)]
-pub(crate) struct ShellHelper {
-    /// The names completed; replaced after each statement.
-    pub(crate) vocabulary: Vocabulary,
+/// The shell's line editor's completer: completion over a
+/// [`Vocabulary`] the shell replaces after each statement.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ShellCompleter {
+    /// The names completed; shared with the shell, which replaces them.
+    pub(crate) vocabulary: Arc<RwLock<Vocabulary>>,
 }
 
-impl Completer for ShellHelper {
-    type Candidate = Pair;
+impl ShellCompleter {
+    /// Replaces the names completed.
+    pub(crate) fn set(&self, vocabulary: Vocabulary) {
+        *self.vocabulary.write().unwrap_or_else(PoisonError::into_inner) = vocabulary;
+    }
 
-    fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+    /// Where the word before `pos` in `line` starts, and its completions.
+    fn candidates(&self, line: &str, pos: usize) -> (usize, Vec<String>) {
+        let vocabulary = self.vocabulary.read().unwrap_or_else(PoisonError::into_inner);
         let before = &line[..pos];
         let start = before
             .char_indices()
@@ -121,52 +124,51 @@ impl Completer for ShellHelper {
                 .filter(|c| c.starts_with(trimmed))
                 .map(str::to_owned)
                 .collect();
-            return Ok((start, pairs(names)));
+            return (start, names);
         } else if trimmed.starts_with(".schema") {
-            self.vocabulary.complete_table(word)
+            vocabulary.complete_table(word)
         } else if word.is_empty() {
             Vec::new()
         } else {
-            self.vocabulary.complete_word(word)
+            vocabulary.complete_word(word)
         };
-        Ok((start, pairs(names)))
+        (start, names)
     }
 }
 
-fn pairs(names: Vec<String>) -> Vec<Pair> {
-    names.into_iter().map(|n| Pair { display: n.clone(), replacement: n }).collect()
+impl Completer for ShellCompleter {
+    fn complete(&mut self, line: &str, pos: usize) -> Vec<Suggestion> {
+        let (start, names) = self.candidates(line, pos);
+        names
+            .into_iter()
+            .map(|value| Suggestion { value, span: Span::new(start, pos), ..Suggestion::default() })
+            .collect()
+    }
 }
-
-impl Hinter for ShellHelper {
-    type Hint = String;
-}
-
-impl Highlighter for ShellHelper {}
-
-impl Validator for ShellHelper {}
-
-impl Helper for ShellHelper {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn helper() -> ShellHelper {
+    fn completer() -> ShellCompleter {
         let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        ShellHelper {
-            vocabulary: Vocabulary {
-                tables: names(&["gpu_minutes", "gpu_samples", "proc_samples"]),
-                columns: names(&["gpu_util_pct", "host", "ts"]),
-                functions: names(&["sum", "substr"]),
-            },
-        }
+        let completer = ShellCompleter::default();
+        completer.set(Vocabulary {
+            tables: names(&["gpu_minutes", "gpu_samples", "proc_samples"]),
+            columns: names(&["gpu_util_pct", "host", "ts"]),
+            functions: names(&["sum", "substr"]),
+        });
+        completer
     }
 
     fn complete(line: &str) -> (usize, Vec<String>) {
-        let history = rustyline::history::DefaultHistory::new();
-        let ctx = Context::new(&history);
-        let (start, pairs) = helper().complete(line, line.len(), &ctx).expect("completes");
-        (start, pairs.into_iter().map(|p| p.replacement).collect())
+        let suggestions = completer().complete(line, line.len());
+        let starts: Vec<usize> = suggestions.iter().map(|s| s.span.start).collect();
+        assert!(suggestions.iter().all(|s| s.span.end == line.len()), "{suggestions:?}");
+        // Every suggestion replaces the same word (none: where the cursor is).
+        let start = starts.first().copied().unwrap_or(line.len());
+        assert!(starts.iter().all(|s| *s == start), "{suggestions:?}");
+        (start, suggestions.into_iter().map(|s| s.value).collect())
     }
 
     #[test]

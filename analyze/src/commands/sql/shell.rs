@@ -1,29 +1,35 @@
 //! `apron sql` on a terminal without a query: an interactive shell over one
-//! [`Console`], with rustyline's line editing, a history kept in a file
-//! ([`history_path`]), completion ([`super::complete`]), statements over
-//! several lines (ended by `;`, a continuation prompt meanwhile) and the dot
+//! [`Console`], with reedline's line editing, a history kept in a file
+//! ([`history_path`]), completion ([`super::complete`]) in a menu on Tab,
+//! statements over several lines (ended by `;`, a continuation prompt
+//! meanwhile, the lines one entry to edit and in the history) and the dot
 //! commands ([`super::dot`]).
 //!
 //! A statement that fails prints the one-line error `apron sql QUERY`
 //! would print, and the shell goes on. Ctrl-C while a statement runs
 //! cancels it (its future is dropped, which stops the engine's tasks) and
-//! the shell goes on; at the prompt it clears the line. Ctrl-D or `.quit`
-//! leaves.
+//! the shell goes on (the line editor has the terminal in raw mode only
+//! while it reads, so Ctrl-C meanwhile is a SIGINT); at the prompt it
+//! clears the line. Ctrl-D or `.quit` leaves.
 
+use std::borrow::Cow;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use rustyline::Editor;
-use rustyline::config::{CompletionType, Config};
-use rustyline::error::ReadlineError;
-use rustyline::history::FileHistory;
+use datafusion::sql::sqlparser::dialect::{GenericDialect, dialect_from_str};
+use reedline::{
+    ColumnarMenu, Emacs, FileBackedHistory, KeyCode, KeyModifiers, MenuBuilder, Prompt, PromptEditMode,
+    PromptHistorySearch, PromptHistorySearchStatus, Reedline, ReedlineEvent, ReedlineMenu, Signal,
+    ValidationResult, Validator, default_emacs_keybindings,
+};
 
 use crate::error::{Error, OutputError, one_line};
 
-use super::complete::{ShellHelper, Vocabulary};
+use super::complete::{ShellCompleter, Vocabulary};
 use super::console::{Console, Flow};
 use super::dot;
+use super::statements::Splitter;
 
 /// The prompt where a statement starts.
 const PROMPT: &str = "apron> ";
@@ -35,21 +41,41 @@ const CANCELLED: &str = "\nquery cancelled (Ctrl-C)";
 /// Entries the history keeps.
 const HISTORY_SIZE: usize = 10_000;
 
+/// The completion menu's name, which Tab opens.
+const COMPLETION_MENU: &str = "completion_menu";
+
 /// Runs the shell on `console` until Ctrl-D or `.quit`, printing results to
 /// `out` and errors and notes on stderr. Fails only when the terminal
 /// cannot be read or the output written.
 pub(crate) async fn run<W: Write>(console: &mut Console<'_>, mut out: W) -> Result<(), Error> {
     catch_interrupts();
-    let config = Config::builder()
-        .auto_add_history(false)
-        .history_ignore_space(true)
-        .completion_type(CompletionType::List)
-        .max_history_size(HISTORY_SIZE)
-        .map_err(terminal_error)?
-        .build();
-    let mut editor: Editor<ShellHelper, FileHistory> = Editor::with_config(config).map_err(terminal_error)?;
-    editor.set_helper(Some(ShellHelper { vocabulary: Vocabulary::read(console.session()).await }));
-    let mut history = History::open(&mut editor);
+    let completer = ShellCompleter::default();
+    completer.set(Vocabulary::read(console.session()).await);
+    let dialect = console.session().context().state().config().options().sql_parser.dialect.to_string();
+    let (history, mut history_path) = History::open();
+    // Tab opens the menu of completions, or completes at once when there
+    // is one (or their common start); again, the next one in the menu.
+    let mut keys = default_emacs_keybindings();
+    keys.add_binding(
+        KeyModifiers::NONE,
+        KeyCode::Tab,
+        ReedlineEvent::UntilFound(vec![
+            ReedlineEvent::Menu(COMPLETION_MENU.to_owned()),
+            ReedlineEvent::MenuNext,
+        ]),
+    );
+    keys.add_binding(KeyModifiers::SHIFT, KeyCode::BackTab, ReedlineEvent::MenuPrevious);
+    let mut editor = Reedline::create()
+        .with_history(history)
+        .with_completer(Box::new(completer.clone()))
+        .with_quick_completions(true)
+        .with_partial_completions(true)
+        .with_menu(ReedlineMenu::EngineCompleter(Box::new(
+            ColumnarMenu::default().with_name(COMPLETION_MENU),
+        )))
+        .with_edit_mode(Box::new(Emacs::new(keys)))
+        .with_validator(Box::new(StatementEnd { dialect }))
+        .with_ansi_colors(false);
     writeln!(
         out,
         "apron sql over {} ({}). End statements with ;  .help for help, Ctrl-D to leave.",
@@ -59,22 +85,24 @@ pub(crate) async fn run<W: Write>(console: &mut Console<'_>, mut out: W) -> Resu
     .and_then(|()| out.flush())
     .map_err(|source| OutputError::Write { source })?;
 
-    let mut splitter = console.splitter();
     loop {
-        let prompt = if splitter.is_pending() { CONTINUE } else { PROMPT };
-        let line = match editor.readline(prompt) {
-            Ok(line) => line,
-            Err(ReadlineError::Interrupted) => {
-                splitter.clear();
-                continue;
-            }
-            Err(ReadlineError::Eof) => break,
-            Err(err) => return Err(terminal_error(err)),
+        let entry = match editor.read_line(&ShellPrompt) {
+            Ok(Signal::Success(entry)) => entry,
+            // The line editor cleared the line.
+            Ok(Signal::CtrlC) => continue,
+            Ok(Signal::CtrlD) => break,
+            Err(err) => return Err(OutputError::Terminal { source: err }.into()),
         };
-        if !splitter.is_pending() && line.trim_start().starts_with('.') {
-            splitter.skip_line();
-            history.add(&mut editor, line.trim());
-            let done = match dot::parse(&line) {
+        // Each entry is in the file as soon as it is typed, so a shell
+        // killed keeps it.
+        if let Some(path) = &history_path
+            && let Err(err) = editor.sync_history()
+        {
+            warn(path, &err);
+            history_path = None;
+        }
+        if entry.trim_start().starts_with('.') {
+            let done = match dot::parse(&entry) {
                 Ok(dot) => cancellable(console.dot(dot, &mut out)).await,
                 Err(err) => Some(Err(err)),
             };
@@ -87,8 +115,11 @@ pub(crate) async fn run<W: Write>(console: &mut Console<'_>, mut out: W) -> Resu
             }
             continue;
         }
-        for statement in splitter.push_line(&line) {
-            history.add(&mut editor, &format!("{};", statement.text));
+        // The validator let the entry through: it ends with a statement's
+        // `;`, or holds no statement.
+        let mut splitter = console.splitter();
+        let statements: Vec<_> = entry.split('\n').flat_map(|line| splitter.push_line(line)).collect();
+        for statement in statements {
             let done = cancellable(console.execute(&statement.text, &mut out)).await;
             // What a failed or cancelled statement printed comes before
             // what is said about it.
@@ -99,12 +130,62 @@ pub(crate) async fn run<W: Write>(console: &mut Console<'_>, mut out: W) -> Resu
                 None => eprintln!("{CANCELLED}"),
             }
             // A statement that named a view registered it.
-            if let Some(helper) = editor.helper_mut() {
-                helper.vocabulary = Vocabulary::read(console.session()).await;
-            }
+            completer.set(Vocabulary::read(console.session()).await);
         }
     }
     Ok(())
+}
+
+/// The shell's prompts: [`PROMPT`] where a statement starts, [`CONTINUE`]
+/// on the lines that continue it.
+struct ShellPrompt;
+
+impl Prompt for ShellPrompt {
+    fn render_prompt_left(&self) -> Cow<'_, str> {
+        Cow::Borrowed(PROMPT)
+    }
+
+    fn render_prompt_right(&self) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+
+    fn render_prompt_indicator(&self, _mode: PromptEditMode) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+
+    fn render_prompt_multiline_indicator(&self) -> Cow<'_, str> {
+        Cow::Borrowed(CONTINUE)
+    }
+
+    fn render_prompt_history_search_indicator(&self, search: PromptHistorySearch) -> Cow<'_, str> {
+        let failing = match search.status {
+            PromptHistorySearchStatus::Passing => "",
+            PromptHistorySearchStatus::Failing => "failing ",
+        };
+        Cow::Owned(format!("({failing}reverse-search: {}) ", search.term))
+    }
+}
+
+/// Enter ends the entry when it is a dot command or ends its statements
+/// with `;` (as [`Splitter`] finds them, in the session's dialect);
+/// otherwise it starts a line that continues the statement.
+struct StatementEnd {
+    /// The name of the session's SQL dialect.
+    dialect: String,
+}
+
+impl Validator for StatementEnd {
+    fn validate(&self, entry: &str) -> ValidationResult {
+        if entry.trim_start().starts_with('.') {
+            return ValidationResult::Complete;
+        }
+        let dialect = dialect_from_str(&self.dialect).unwrap_or_else(|| Box::new(GenericDialect {}));
+        let mut splitter = Splitter::new(dialect);
+        for line in entry.split('\n') {
+            splitter.push_line(line);
+        }
+        if splitter.is_pending() { ValidationResult::Incomplete } else { ValidationResult::Complete }
+    }
 }
 
 /// Runs `work` until it ends (`Some`) or Ctrl-C cancels it (`None`).
@@ -140,14 +221,6 @@ fn flush<W: Write>(out: &mut W) -> Result<(), Error> {
     out.flush().map_err(|source| OutputError::Write { source }.into())
 }
 
-fn terminal_error(err: ReadlineError) -> Error {
-    let source = match err {
-        ReadlineError::Io(io) => io,
-        other => std::io::Error::other(other.to_string()),
-    };
-    OutputError::Terminal { source }.into()
-}
-
 /// Where the shell keeps its history: `$XDG_STATE_HOME/apron/history`
 /// (an absolute `$XDG_STATE_HOME` only, as the XDG spec says), else
 /// `$HOME/.local/state/apron/history`; `None` without either.
@@ -160,44 +233,23 @@ pub(crate) fn history_path(xdg_state_home: Option<OsString>, home: Option<OsStri
 
 /// The history file: read at the start, each new entry appended at once
 /// (so a shell killed keeps what was typed). A file that cannot be read or
-/// written is one warning, then the shell goes on without it.
-struct History {
-    path: Option<PathBuf>,
-}
+/// written is one warning, then the shell goes on with a history in memory.
+struct History;
 
 impl History {
-    /// Loads the history file into `editor`, making its folder.
-    fn open(editor: &mut Editor<ShellHelper, FileHistory>) -> Self {
+    /// The history, read from its file (its folder made), and the file's
+    /// path; without a file, a history in memory and `None`.
+    fn open() -> (Box<FileBackedHistory>, Option<PathBuf>) {
+        let memory = || Box::new(FileBackedHistory::new(HISTORY_SIZE).expect("a history of 10,000 entries"));
         let Some(path) = history_path(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME")) else {
-            return Self { path: None };
+            return (memory(), None);
         };
-        if let Some(dir) = path.parent()
-            && let Err(err) = std::fs::create_dir_all(dir)
-        {
-            warn(&path, &err);
-            return Self { path: None };
-        }
-        match editor.load_history(&path) {
-            Ok(()) => {}
-            Err(ReadlineError::Io(err)) if err.kind() == std::io::ErrorKind::NotFound => {}
+        match FileBackedHistory::with_file(HISTORY_SIZE, path.clone()) {
+            Ok(history) => (Box::new(history), Some(path)),
             Err(err) => {
                 warn(&path, &err);
-                return Self { path: None };
+                (memory(), None)
             }
-        }
-        Self { path: Some(path) }
-    }
-
-    /// Adds `entry` to the history and appends it to the file.
-    fn add(&mut self, editor: &mut Editor<ShellHelper, FileHistory>, entry: &str) {
-        if editor.add_history_entry(entry).is_err() {
-            return;
-        }
-        if let Some(path) = &self.path
-            && let Err(err) = editor.append_history(path)
-        {
-            warn(path, &err);
-            self.path = None;
         }
     }
 }
