@@ -161,6 +161,17 @@ fn shell(fx: &Fixture, state: &Path, home: &Path) -> Terminal {
 /// How long any one answer of the shell may take before the test fails.
 const ANSWER: Duration = Duration::from_secs(60);
 
+/// The shell's answer to what was just typed: what it printed up to
+/// `needle` (a part of the answer, not of what was typed) and on to the
+/// next prompt. Waiting for the prompt alone would not do: the line editor
+/// paints a prompt again as it pleases (once the terminal has said where
+/// its cursor is, and over an entry when Enter ends it).
+fn reply(term: &mut Terminal, needle: &str) -> String {
+    let mut text = term.expect(needle, ANSWER);
+    text.push_str(&term.expect("apron> ", ANSWER));
+    text
+}
+
 #[test]
 fn the_shell_runs_statements_and_dot_commands_keeps_history_and_completes() {
     let fx = Fixture::new();
@@ -173,30 +184,30 @@ fn the_shell_runs_statements_and_dot_commands_keeps_history_and_completes() {
     term.send("SELECT count(*) AS n\r");
     term.expect("...> ", ANSWER);
     term.send("FROM gpu_samples;\r");
-    let answer = term.expect("apron> ", ANSWER);
+    let answer = reply(&mut term, "| 168 |");
     assert!(answer.contains("| 168 |"), "{answer}");
 
     term.send(".tables\r");
-    let tables = term.expect("apron> ", ANSWER);
+    let tables = reply(&mut term, "| proc_samples ");
     for table in ["gpu_minutes", "gpu_samples", "proc_minutes", "proc_samples"] {
         assert!(tables.contains(&format!("| {table} ")), "{tables}");
     }
 
     term.send(".schema gpu_samples\r");
-    let schema = term.expect("apron> ", ANSWER);
+    let schema = reply(&mut term, "| host ");
     assert!(schema.contains("| column_name "), "{schema}");
     assert!(schema.contains("| gpu_util_pct "), "{schema}");
     assert!(schema.contains("| host "), "{schema}");
 
     // A bad statement is its one-line error, and the shell goes on.
     term.send("SELECT nope FROM gpu_samples;\r");
-    let error = term.expect("apron> ", ANSWER);
+    let error = reply(&mut term, "error: ");
     assert!(error.contains("error: invalid query: Schema error: No field named nope"), "{error}");
 
     term.send(".timer on\r");
     term.expect("apron> ", ANSWER);
     term.send("SELECT 6 * 7 AS answer;\r");
-    let timed = term.expect("apron> ", ANSWER);
+    let timed = reply(&mut term, "time: ");
     assert!(timed.contains("|     42 |"), "{timed}");
     let time = timed.split("time: ").nth(1).and_then(|t| t.split(" s").next()).unwrap_or_default();
     let (whole, decimals) = time.split_once('.').unwrap_or_default();
@@ -211,7 +222,7 @@ fn the_shell_runs_statements_and_dot_commands_keeps_history_and_completes() {
     term.send("SELECT count(*) AS procs FROM proc_sa\t");
     term.expect("FROM proc_samples", ANSWER);
     term.send(";\r");
-    let completed = term.expect("apron> ", ANSWER);
+    let completed = reply(&mut term, "|   138 |");
     assert!(completed.contains("|   138 |"), "{completed}");
 
     // Ctrl-D leaves.
@@ -239,7 +250,7 @@ fn the_shell_runs_statements_and_dot_commands_keeps_history_and_completes() {
     term.send("\x1b[B");
     term.expect("FROM proc_samples;", ANSWER);
     term.send("\r");
-    let again = term.expect("apron> ", ANSWER);
+    let again = reply(&mut term, "|   138 |");
     assert!(again.contains("|   138 |"), "{again}");
     term.send(".quit\r");
     assert!(term.wait(ANSWER).success());
@@ -269,7 +280,7 @@ fn ctrl_c_cancels_the_running_query_not_the_shell() {
     assert!(cancelled, "Ctrl-C did not cancel the query:\n{}", term.output());
     term.expect("apron> ", ANSWER);
     term.send("SELECT 40 + 2 AS answer;\r");
-    let answer = term.expect("apron> ", ANSWER);
+    let answer = reply(&mut term, "|     42 |");
     assert!(answer.contains("|     42 |"), "the shell answers the next query: {answer}");
     term.send(".quit\r");
     assert!(term.wait(ANSWER).success());
@@ -287,7 +298,7 @@ fn a_history_that_cannot_be_written_is_one_warning() {
     assert_eq!(warnings.len(), 1, "{start}");
     assert!(warnings[0].contains("cannot keep the history in"), "{start}");
     term.send("SELECT 1 AS one;\r");
-    let answer = term.expect("apron> ", ANSWER);
+    let answer = reply(&mut term, "|   1 |");
     assert!(answer.contains("|   1 |"), "{answer}");
     assert!(!answer.contains("warning:"), "said once: {answer}");
     term.send("\x04");
