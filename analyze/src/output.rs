@@ -67,26 +67,40 @@ impl Format {
 /// its unit (`idle_cost`, `gpu_hours`, `share_pct`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// `cost`, `…_cost`, `…_cost_…`, `budget`, `forecast`, `spent`.
+    /// An amount of the config's currency.
     Money,
-    /// `…_hours`, `…_hours_…`.
+    /// Hours or GPU-hours.
     Hours,
-    /// `…_pct`, `…_pct_…`.
+    /// A percentage.
     Percent,
     /// Anything else.
     Other,
 }
 
 impl Kind {
-    /// The kind of the column `name`.
+    /// The kind of the column `name`. A column the report's page has
+    /// ([`apron_reports::COLUMNS`]) is read as the page reads it, so a
+    /// column is money on the terminal exactly when it is money on the page
+    /// (`worth`, `spent`); any other column by the unit its name ends with
+    /// (`…_cost`, `…_cost_…`, `…_hours`, `…_pct`), as the page's table names
+    /// its columns.
     pub fn of(name: &str) -> Kind {
+        use apron_reports::ColumnKind;
+        if let Some(column) = apron_reports::column(name) {
+            return match column.kind {
+                ColumnKind::Money => Kind::Money,
+                ColumnKind::Amount if column.label.ends_with("(%)") => Kind::Percent,
+                ColumnKind::Amount if name.ends_with("_hours") => Kind::Hours,
+                _ => Kind::Other,
+            };
+        }
         let has = |unit: &str| {
             name == unit
                 || name.ends_with(&format!("_{unit}"))
                 || name.contains(&format!("_{unit}_"))
                 || name.starts_with(&format!("{unit}_"))
         };
-        if has("cost") || matches!(name, "budget" | "forecast" | "spent") {
+        if has("cost") {
             Kind::Money
         } else if has("hours") {
             Kind::Hours
@@ -602,8 +616,32 @@ mod tests {
             ("budget_used_pct", Kind::Percent),
             ("energy_kwh", Kind::Other),
             ("costume", Kind::Other),
+            // The page's money columns without `cost` in their names.
+            ("worth", Kind::Money),
+            ("spent", Kind::Money),
+            ("freed_pct_of_idle", Kind::Percent),
+            ("idle_hours", Kind::Hours),
+            ("gpu_index", Kind::Other),
         ] {
             assert_eq!(Kind::of(name), kind, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_column_is_money_on_the_terminal_exactly_when_it_is_on_the_page() {
+        for column in apron_reports::COLUMNS {
+            assert_eq!(
+                Kind::of(column.name) == Kind::Money,
+                column.kind == apron_reports::ColumnKind::Money,
+                "{}",
+                column.name
+            );
+            assert_eq!(
+                Kind::of(column.name) == Kind::Percent,
+                column.label.ends_with("(%)"),
+                "{}",
+                column.name
+            );
         }
     }
 
