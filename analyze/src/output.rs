@@ -288,29 +288,55 @@ impl Layout {
     /// One row's lines: each cell padded to its column's width on its side;
     /// a value that is wider widens its own line only; a value with line
     /// breaks takes a line for each.
-    fn row(&self, cells: &[String]) -> String {
-        use unicode_width::UnicodeWidthStr;
-        let cell_lines: Vec<Vec<&str>> = cells.iter().map(|c| c.split('\n').collect()).collect();
-        let height = cell_lines.iter().map(Vec::len).max().unwrap_or(1);
-        let mut text = String::new();
-        for line in 0..height {
-            text.push('|');
-            for ((lines, width), right) in cell_lines.iter().zip(&self.widths).zip(&self.right) {
-                let value = lines.get(line).copied().unwrap_or("");
-                let pad = " ".repeat(width.saturating_sub(value.width()));
-                text.push(' ');
-                if *right {
-                    text.push_str(&pad);
-                    text.push_str(value);
-                } else {
-                    text.push_str(value);
-                    text.push_str(&pad);
-                }
-                text.push_str(" |");
+    fn row(&self, cells: &[String], text: &mut String) {
+        if cells.iter().any(|c| c.contains('\n')) {
+            let cell_lines: Vec<Vec<&str>> = cells.iter().map(|c| c.split('\n').collect()).collect();
+            let height = cell_lines.iter().map(Vec::len).max().unwrap_or(1);
+            for line in 0..height {
+                self.line(text, cell_lines.iter().map(|lines| lines.get(line).copied().unwrap_or("")));
             }
-            text.push('\n');
+        } else {
+            self.line(text, cells.iter().map(String::as_str));
         }
-        text
+    }
+
+    /// One line of a row onto `text`: `| a |   1 |`.
+    fn line<'a>(&self, text: &mut String, values: impl Iterator<Item = &'a str>) {
+        text.push('|');
+        for ((value, width), right) in values.zip(&self.widths).zip(&self.right) {
+            let pad = width.saturating_sub(display_width(value));
+            text.push(' ');
+            if *right {
+                spaces(text, pad);
+                text.push_str(value);
+            } else {
+                text.push_str(value);
+                spaces(text, pad);
+            }
+            text.push_str(" |");
+        }
+        text.push('\n');
+    }
+}
+
+/// The columns `value` takes on a terminal: its length when it is all
+/// printable ASCII (numbers, names, times: nearly every cell, and the
+/// cheap case), else as Unicode says (wide characters, combining marks).
+fn display_width(value: &str) -> usize {
+    if value.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        value.len()
+    } else {
+        unicode_width::UnicodeWidthStr::width(value)
+    }
+}
+
+/// Appends `n` spaces to `text`.
+fn spaces(text: &mut String, mut n: usize) {
+    const SPACES: &str = "                                                                ";
+    while n > 0 {
+        let run = n.min(SPACES.len());
+        text.push_str(&SPACES[..run]);
+        n -= run;
     }
 }
 
@@ -322,7 +348,11 @@ impl<W: Write> TableWriter<W> {
         let rows = cells(batch, &self.style)?;
         match &self.body {
             Some(layout) => {
-                let text: String = rows.iter().map(|row| layout.row(row)).collect();
+                let mut text =
+                    String::with_capacity(rows.len() * layout.widths.iter().map(|w| w + 3).sum::<usize>());
+                for row in &rows {
+                    layout.row(row, &mut text);
+                }
                 self.out.write_all(text.as_bytes()).map_err(|source| OutputError::Write { source }.into())
             }
             None => {
@@ -335,14 +365,13 @@ impl<W: Write> TableWriter<W> {
     /// Prints the header and the rows held back, without the last border,
     /// and keeps their widths for the rows to come.
     fn print_head(&mut self) -> Result<(), Error> {
-        use unicode_width::UnicodeWidthStr;
         let names: Vec<String> = self.schema.fields().iter().map(|f| f.name().clone()).collect();
         let widest = |column: usize| {
             self.head
                 .iter()
                 .flat_map(|row| row[column].split('\n'))
                 .chain(names[column].split('\n'))
-                .map(UnicodeWidthStr::width)
+                .map(display_width)
                 .max()
                 .unwrap_or(0)
         };
@@ -351,10 +380,10 @@ impl<W: Write> TableWriter<W> {
             right: self.schema.fields().iter().map(|f| is_number(f.data_type())).collect(),
         };
         let mut text = layout.border();
-        text.push_str(&layout.row(&names));
+        layout.row(&names, &mut text);
         text.push_str(&layout.border());
         for row in std::mem::take(&mut self.head) {
-            text.push_str(&layout.row(&row));
+            layout.row(&row, &mut text);
         }
         self.out.write_all(text.as_bytes()).map_err(|source| OutputError::Write { source })?;
         self.body = Some(layout);
@@ -395,7 +424,11 @@ fn cells(batch: &RecordBatch, style: &Style) -> Result<Vec<Vec<String>>, Error> 
         })
         .collect::<Result<_, ArrowError>>()
         .map_err(|e| format_error(Format::Table, e))?;
-    Ok((0..batch.num_rows()).map(|row| columns.iter().map(|c| c[row].clone()).collect()).collect())
+    // Each column's texts moved, not copied, into the rows.
+    let mut columns: Vec<_> = columns.into_iter().map(Vec::into_iter).collect();
+    Ok((0..batch.num_rows())
+        .map(|_| columns.iter_mut().map(|c| c.next().unwrap_or_default()).collect())
+        .collect())
 }
 
 /// Formats `batch` as CSV lines (after the header, the first time) and
@@ -643,6 +676,19 @@ mod tests {
                 column.name
             );
         }
+    }
+
+    #[test]
+    fn a_cells_width_is_what_the_terminal_shows() {
+        use unicode_width::UnicodeWidthStr;
+        for value in
+            ["", "42", "node-01", "2026-11-30T01:45:00Z", "a\tb", "a\r\nb", "Zürich", "東京", "e\u{301}"]
+        {
+            assert_eq!(display_width(value), value.width(), "{value:?}");
+        }
+        let mut text = String::new();
+        spaces(&mut text, 150);
+        assert_eq!(text, " ".repeat(150));
     }
 
     #[test]
