@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use apron_tests::png::check_chart;
-use apron_tests::{bin, files_under, number_after};
+use apron_tests::{bin, files_under, number_after, stdout_of};
 use serde_json::Value;
 
 /// The month simulated: fixed, so the test does not depend on today.
@@ -72,22 +72,14 @@ fn a_two_day_demo_writes_the_bundle_and_its_figures_are_spends() {
     let tmp = tempfile::tempdir().expect("a temporary folder");
     let out_dir = tmp.path().join("demo");
     let data = tmp.path().join("data");
-    let out = Command::new(bin("apron"))
-        .args(["demo", "--month", MONTH, "--days", "2", "--out"])
-        .arg(&out_dir)
-        .arg("--keep-data")
-        .arg(&data)
-        .current_dir(tmp.path())
-        .env_remove("APRON_DATA")
-        .stdin(Stdio::null())
-        .output()
-        .expect("apron runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "apron demo: {}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = stdout_of(
+        Command::new(bin("apron"))
+            .args(["demo", "--month", MONTH, "--days", "2", "--out"])
+            .arg(&out_dir)
+            .arg("--keep-data")
+            .arg(&data)
+            .current_dir(tmp.path())
+            .env_remove("APRON_DATA"),
     );
 
     // The headline.

@@ -16,11 +16,11 @@
 //!   lies outside the page.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use apron_tests::browser::{measure, pdf_text, print_to_pdf};
 use apron_tests::checks::Checks;
-use apron_tests::{bin, files_under};
+use apron_tests::{bin, files_under, stdout_of};
 use serde_json::Value;
 
 /// The page width the report must fit, in CSS pixels.
@@ -48,23 +48,14 @@ const PROBE: &str = "{
 
 /// `apron demo --out DIR` with `extra` flags; returns its stdout.
 fn demo(out_dir: &Path, extra: &[&str]) -> String {
-    let out = Command::new(bin("apron"))
-        .args(["demo", "--month", "2026-10", "--days", "2", "--out"])
-        .arg(out_dir)
-        .args(extra)
-        .current_dir(out_dir.parent().expect("a parent folder"))
-        .env_remove("APRON_DATA")
-        .stdin(Stdio::null())
-        .output()
-        .expect("apron runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "apron demo: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    stdout_of(
+        Command::new(bin("apron"))
+            .args(["demo", "--month", "2026-10", "--days", "2", "--out"])
+            .arg(out_dir)
+            .args(extra)
+            .current_dir(out_dir.parent().expect("a parent folder"))
+            .env_remove("APRON_DATA"),
+    )
 }
 
 /// `text` with the page's escapes undone.

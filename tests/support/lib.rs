@@ -78,6 +78,21 @@ pub fn bin(name: &str) -> PathBuf {
     BUILT.get_or_init(|| build(&["apron-recorder", "apron-analyze"])).join(name)
 }
 
+/// Runs `command` with nothing on its standard input and returns what it
+/// printed on standard output, failing the test (with both outputs) unless
+/// it succeeds.
+pub fn stdout_of(command: &mut Command) -> String {
+    let out = command.stdin(std::process::Stdio::null()).output().expect("the program runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{command:?}: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Path of the fake `libnvidia-ml.so` built from `tests/fake-nvml`.
 pub fn fake_nvml() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
