@@ -31,7 +31,8 @@
 --   used_mem_bytes  most memory it held during the stretch (bytes; null: unknown throughout)
 --   idle_since      first minute of the stretch (UTC)
 --   idle_minutes    length of the stretch (minutes)
---   still_running   whether the process is in its GPU's newest recorded minute
+--   still_running   whether the process is in its GPU's newest recorded minute (it exists)
+--   still_idle      whether the stretch runs up to its GPU's newest recorded minute (idle now)
 WITH newest AS (
   SELECT gpu_uuid, max(minute) AS newest_minute FROM gpu_minute_states GROUP BY gpu_uuid
 ),
@@ -64,6 +65,7 @@ stretches AS (
     min(h.minute) AS idle_since,
     count(*) AS idle_minutes,
     max(l.last_minute) = max(n.newest_minute) AS still_running,
+    max(h.minute) = max(n.newest_minute) AS still_idle,
     sum(h.pcie_rx_bytes_per_s * h.gpu_seconds)
       / sum(CASE WHEN h.pcie_rx_bytes_per_s IS NOT NULL THEN h.gpu_seconds END) / 1048576.0 AS pcie_rx_mib_per_s,
     sum(h.pcie_tx_bytes_per_s * h.gpu_seconds)
@@ -77,7 +79,7 @@ stretches AS (
 )
 SELECT
   host, gpu_index, gpu_uuid, pid, proc_start, comm, "user", team,
-  used_mem_bytes, idle_since, idle_minutes, still_running
+  used_mem_bytes, idle_since, idle_minutes, still_running, still_idle
 FROM stretches
 WHERE NOT ($3 > 0 AND coalesce(pcie_rx_mib_per_s, 0.0) + coalesce(pcie_tx_mib_per_s, 0.0) >= $3)
 ORDER BY coalesce(used_mem_bytes, 0) * idle_minutes DESC, host, gpu_index, pid, idle_since

@@ -630,12 +630,20 @@ pub struct ZombiesArgs {
     pub starved_pcie: Option<u64>,
 
     /// Print, instead of the list, a shell script that stops the zombies
-    /// still running, host by host, most memory-minutes first: a notice to
-    /// the owner, TERM, a wait, KILL if still there (a Kubernetes pod is
-    /// deleted, a Slurm job cancelled), each only while the pid is still
-    /// the process recorded. apron itself sends no signal.
+    /// idle now, host by host, most memory-minutes first: a notice to the
+    /// owner, TERM, a wait, KILL if still there (a Kubernetes pod is
+    /// deleted, a Slurm job cancelled). Each host's part first re-checks
+    /// that the pid is still the process recorded, that it is in its pod or
+    /// job by its cgroup, and that its GPUs have been idle for --min-idle by
+    /// the recorder's newest data there. apron itself sends no signal.
     #[arg(long)]
     pub commands: bool,
+
+    /// With --commands: print the commands even for a period that ended
+    /// more than 10 minutes ago (each host still re-checks, before it acts,
+    /// that the process is idle now).
+    #[arg(long, requires = "commands")]
+    pub any_period: bool,
 
     /// With --commands: how long a process gets between TERM and KILL (a
     /// pod's grace period), whole seconds, up to 1h.

@@ -498,6 +498,7 @@ impl Pass {
                     idle_since: s.since,
                     idle_minutes: s.minutes,
                     still_running: runs.last_seen.get(key).copied() == newest(*gpu),
+                    still_idle: newest(*gpu) == Some(s.last),
                     activity_pct: s.about.traffic.activity_pct(),
                     pcie_rx_mib_per_s: s.about.traffic.rx_mib_per_s(),
                     pcie_tx_mib_per_s: s.about.traffic.tx_mib_per_s(),

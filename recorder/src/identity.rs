@@ -13,9 +13,15 @@
 //! the rest is dropped as it is read.
 //!
 //! Fields from the cgroup path (container, pod, Slurm job) are set by the
-//! kernel on behalf of the container runtime or Slurm, and the process
-//! cannot change them; fields from the environment (namespace, Slurm
-//! account) are what the process was started with, which its owner controls.
+//! kernel on behalf of the container runtime, the kubelet or Slurm, and the
+//! process cannot change them, as long as the path is under the root those
+//! create ([`parse_cgroup_path`]): a user can make cgroups of any name in
+//! its own tree. The uid is the kernel's. Fields from the environment
+//! (namespace, Slurm job and account) are what the process was started
+//! with, which its owner controls: they are kept as claims
+//! (`claimed_*`), never as its identity. Every field is decoded lossily and
+//! capped ([`field_text`]), so one odd byte or a huge value costs that
+//! field's characters, never the identity or the recorder's memory.
 //!
 //! NVML names processes by their host pid, whatever PID namespace the
 //! recorder is in (nvidia-docker #1483). A recorder in a container without
@@ -255,27 +261,25 @@ impl IdentityCache {
             identity.proc_start =
                 self.boot_time_secs.and_then(|boot| start_ms(boot, stat.start_ticks, self.ticks_per_second));
         }
-        if let Some(uid) = procfs::process::Process::new(pid).and_then(|p| p.status()).ok().map(|s| s.ruid) {
+        if let Some(uid) = std::fs::read(format!("/proc/{pid}/status")).ok().and_then(|s| real_uid(&s)) {
             identity.uid = Some(i64::from(uid));
             identity.user =
                 self.users.entry(uid).or_insert_with(|| user_name(uid)).as_deref().map(Into::into);
         }
-        if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
-            let ids = parse_cgroup_file(&text);
+        if let Ok(bytes) = std::fs::read(format!("/proc/{pid}/cgroup")) {
+            let ids = parse_cgroup_file(&String::from_utf8_lossy(&bytes));
             identity.container_id = ids.container_id.map(Into::into);
             identity.k8s_pod_uid = ids.k8s_pod_uid.map(Into::into);
             identity.slurm_job_id = ids.slurm_job_id.map(Into::into);
         }
         // Readable only by the process's owner and root; without it, these
-        // fields stay None.
+        // fields stay None. The process wrote them itself: claims, kept
+        // apart from the identity above.
         if let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) {
             let env = parse_environ(&environ);
-            identity.k8s_namespace = env.k8s_namespace.map(Into::into);
-            identity.slurm_account = env.slurm_account.map(Into::into);
-            // The cgroup path cannot be altered by the job; prefer it.
-            if identity.slurm_job_id.is_none() {
-                identity.slurm_job_id = env.slurm_job_id.map(Into::into);
-            }
+            identity.claimed_k8s_namespace = env.k8s_namespace.map(Into::into);
+            identity.claimed_slurm_job_id = env.slurm_job_id.map(Into::into);
+            identity.claimed_slurm_account = env.slurm_account.map(Into::into);
         }
         identity
     }
@@ -283,20 +287,65 @@ impl IdentityCache {
 
 /// What `/proc/PID/stat` says that the cache needs.
 #[derive(Debug)]
-struct Stat {
-    start_ticks: u64,
-    comm: String,
+pub struct Stat {
+    /// Start time, clock ticks since boot.
+    pub start_ticks: u64,
+    /// Command name, decoded lossily.
+    pub comm: String,
 }
 
 fn read_stat(pid: i32) -> Option<Stat> {
-    let stat = procfs::process::Process::new(pid).and_then(|p| p.stat()).ok()?;
-    Some(Stat { start_ticks: stat.starttime, comm: stat.comm })
+    parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The longest text kept of any identity field, in bytes: Kubernetes
+/// names are at most 253 characters, Linux command names 15 bytes. A
+/// longer value (from a process's environment, a user database) is cut at
+/// a character boundary, so a process cannot grow every row it is in.
+pub const MAX_FIELD_BYTES: usize = 253;
+
+/// `bytes` as text: invalid UTF-8 replaced (U+FFFD), cut to
+/// [`MAX_FIELD_BYTES`]. One bad byte costs that character, not the field.
+pub fn field_text(bytes: &[u8]) -> String {
+    let mut text = String::from_utf8_lossy(bytes).into_owned();
+    if text.len() > MAX_FIELD_BYTES {
+        let mut end = MAX_FIELD_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+/// Parses the contents of `/proc/PID/stat`: the command name (field 2, in
+/// parentheses, any bytes but NUL, decoded lossily) and the start time
+/// (field 22, clock ticks since boot). `None` when the start time is not
+/// there.
+pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
+    let open = bytes.iter().position(|b| *b == b'(')?;
+    // The name may hold ')' itself: it ends at the last one.
+    let close = bytes.iter().rposition(|b| *b == b')')?;
+    let comm = field_text(bytes.get(open + 1..close)?);
+    let rest = std::str::from_utf8(bytes.get(close + 1..)?).ok()?;
+    // Field 3 (the state) is the first after the name; field 22 the 20th.
+    let start_ticks = rest.split_ascii_whitespace().nth(19)?.parse().ok()?;
+    Some(Stat { start_ticks, comm })
+}
+
+/// The real uid in the contents of `/proc/PID/status` (the first number of
+/// its `Uid:` line); the rest of the file (the name, which may hold any
+/// bytes) is not read.
+pub fn real_uid(status: &[u8]) -> Option<u32> {
+    let line = status.split(|b| *b == b'\n').find_map(|l| l.strip_prefix(b"Uid:"))?;
+    std::str::from_utf8(line).ok()?.split_ascii_whitespace().next()?.parse().ok()
 }
 
 /// The user name of `uid` from the host's user database, `None` when it
 /// has none or the lookup fails.
 fn user_name(uid: u32) -> Option<String> {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten()?;
+    Some(field_text(user.name.as_bytes()))
 }
 
 /// A process's start time in milliseconds since the Unix epoch, from the
@@ -337,65 +386,104 @@ pub fn parse_cgroup_file(text: &str) -> CgroupIds {
     ids
 }
 
-/// Parses one cgroup path. Understands, in cgroup v1 and v2, with the
-/// cgroupfs or the systemd driver:
+/// Parses one cgroup path, as the host's cgroup hierarchy names it. Only
+/// paths under the roots that the kubelet, a container runtime run by root
+/// or Slurm create are read, as those alone name them (any user on a
+/// systemd host can make `…/user@1000.service/slurm.slice/job_777.scope` or
+/// `…/kubepods-besteffort-pod<uid>.slice` in its own tree):
 ///
+/// - Kubernetes pods, at the kubelet's default cgroup root:
+///   `/kubepods[/burstable|/besteffort]/pod<uid>/<container>` (cgroupfs
+///   driver) and `/kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid_with_underscores>.slice/<runtime>-<id>.scope`
+///   (systemd driver), the container the folder below the pod's
+///   (containerd, cri-o, docker);
 /// - docker: `/docker/<id>`, `/system.slice/docker-<id>.scope`;
-/// - containerd and cri-o under Kubernetes: `…/cri-containerd-<id>.scope`,
-///   `…/crio-<id>.scope`, or a bare `<id>` below the pod's folder;
-/// - podman: `…/libpod-<id>.scope`, `/libpod_parent/libpod-<id>`;
-/// - Kubernetes pods: `/kubepods/burstable/pod<uid>/…` and the systemd
-///   form `kubepods-burstable-pod<uid_with_underscores>.slice`;
-/// - Slurm: `/slurm/uid_1000/job_1234/step_0/…` and
-///   `/system.slice/slurmstepd.scope/job_1234/…`.
+/// - podman run by root: `/machine.slice/libpod-<id>.scope`,
+///   `/libpod_parent/libpod-<id>`;
+/// - Slurm: its cgroup v1 layout `/slurm[_<node>]/uid_<uid>/job_<id>/…` and
+///   its cgroup v2 layout `/system.slice/[<node>_]slurmstepd.scope/job_<id>/…`.
 ///
-/// With nested containers the outermost id is kept: that is the one the
-/// host's runtime knows.
+/// A path with `..` (seen from another cgroup namespace) is not anchored,
+/// so it names nothing. With nested containers the outermost id is kept:
+/// that is the one the host's runtime knows.
 pub fn parse_cgroup_path(path: &str) -> CgroupIds {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let mut ids = CgroupIds::default();
-    let mut under_kubepods = false;
-    let mut under_slurm = false;
-    for part in path.split('/').filter(|p| !p.is_empty()) {
-        let name = part.strip_suffix(".scope").or_else(|| part.strip_suffix(".slice")).unwrap_or(part);
-        if ids.k8s_pod_uid.is_none() {
-            ids.k8s_pod_uid = pod_uid(name, under_kubepods);
+    if !path.starts_with('/') || parts.contains(&"..") {
+        return ids;
+    }
+    match parts.as_slice() {
+        ["kubepods" | "kubepods.slice", ..] => {
+            if let Some((uid, container)) = kubernetes_pod(&parts) {
+                ids.k8s_pod_uid = Some(uid);
+                ids.container_id = container.and_then(container_id);
+            }
         }
-        if ids.container_id.is_none() {
-            ids.container_id = container_id(name);
+        ["docker", id, ..] => ids.container_id = container_id(id),
+        ["system.slice", unit, rest @ ..] => {
+            if let Some(id) = unit.strip_prefix("docker-").and_then(|u| u.strip_suffix(".scope")) {
+                ids.container_id = container_id(id);
+            } else if *unit == "slurmstepd.scope" || unit.ends_with("_slurmstepd.scope") {
+                ids.slurm_job_id = rest.first().and_then(|job| slurm_job(job));
+            }
         }
-        if under_slurm && ids.slurm_job_id.is_none() {
-            ids.slurm_job_id = name
-                .strip_prefix("job_")
-                .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
-                .map(str::to_owned);
+        ["machine.slice", unit, ..] => {
+            ids.container_id =
+                unit.strip_prefix("libpod-").and_then(|u| u.strip_suffix(".scope")).and_then(container_id);
         }
-        under_kubepods |= name.starts_with("kubepods");
-        under_slurm |= name.contains("slurm");
+        ["libpod_parent", unit, ..] => ids.container_id = unit.strip_prefix("libpod-").and_then(container_id),
+        [root, uid, job, ..]
+            if (*root == "slurm" || root.starts_with("slurm_")) && digits_after(uid, "uid_") =>
+        {
+            ids.slurm_job_id = slurm_job(job);
+        }
+        _ => {}
     }
     ids
 }
 
-/// The pod uid in one path component: `kubepods-<qos>-pod<uid>` (systemd
-/// driver, underscores for dashes) or `pod<uid>` below a `kubepods` folder
-/// (cgroupfs driver).
-fn pod_uid(name: &str, under_kubepods: bool) -> Option<String> {
-    let uid = if name.starts_with("kubepods") {
-        name.rsplit_once("-pod")?.1
-    } else if under_kubepods {
-        name.strip_prefix("pod")?
-    } else {
-        return None;
-    };
-    let uid = uid.replace('_', "-");
-    // A UUID, or the 32 hex digits of a static pod's config hash.
-    let plausible = matches!(uid.len(), 32 | 36) && uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-    plausible.then_some(uid)
+/// Whether `s` is `prefix` followed by one or more ASCII digits.
+fn digits_after(s: &str, prefix: &str) -> bool {
+    s.strip_prefix(prefix).is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// The container id in one path component: `<runtime>-<id>` of a known
-/// runtime, or a bare 64-hex-digit id.
+/// The job id of a Slurm cgroup folder `job_<digits>`.
+fn slurm_job(name: &str) -> Option<String> {
+    digits_after(name, "job_").then(|| name["job_".len()..].to_owned())
+}
+
+/// The pod uid, and the folder of the container below it, in a path under
+/// the kubelet's root (`parts[0]` is `kubepods` or `kubepods.slice`): the
+/// pod's folder is the first or, under a QoS class's folder, the second
+/// below the root, and nowhere else.
+fn kubernetes_pod<'a>(parts: &[&'a str]) -> Option<(String, Option<&'a str>)> {
+    let systemd = parts[0] == "kubepods.slice";
+    let qos_folder = |name: &str| match systemd {
+        true => ["kubepods-burstable.slice", "kubepods-besteffort.slice"].contains(&name),
+        false => ["burstable", "besteffort"].contains(&name),
+    };
+    let at = if parts.get(1).is_some_and(|p| qos_folder(p)) { 2 } else { 1 };
+    let pod = parts.get(at)?;
+    let uid = if systemd {
+        let prefix = match at {
+            2 => parts[1].strip_suffix(".slice")?,
+            _ => "kubepods",
+        };
+        pod.strip_prefix(prefix)?.strip_prefix("-pod")?.strip_suffix(".slice")?.replace('_', "-")
+    } else {
+        pod.strip_prefix("pod")?.to_owned()
+    };
+    // A UUID, or the 32 hex digits of a static pod's config hash.
+    let plausible = matches!(uid.len(), 32 | 36) && uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    plausible.then(|| (uid, parts.get(at + 1).copied()))
+}
+
+/// The container id in the folder a runtime made for it: `<runtime>-<id>`
+/// (`.scope` for the systemd driver) of a known runtime, or a bare
+/// 64-hex-digit id.
 fn container_id(name: &str) -> Option<String> {
     const PREFIXES: [&str; 4] = ["docker-", "cri-containerd-", "crio-", "libpod-"];
+    let name = name.strip_suffix(".scope").unwrap_or(name);
     let id = PREFIXES.iter().find_map(|p| name.strip_prefix(p)).unwrap_or(name);
     // Container ids are 64 hex digits; requiring exactly that keeps other
     // units (`docker.service`, `crio-conmon-<id>`) from looking like one.
@@ -403,7 +491,8 @@ fn container_id(name: &str) -> Option<String> {
     plausible.then(|| id.to_owned())
 }
 
-/// Identity fields found in a process's environment.
+/// Identity fields found in a process's environment: what the process
+/// claims, as its owner can set any of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnvIds {
     /// `POD_NAMESPACE`, `K8S_POD_NAMESPACE`, `KUBERNETES_NAMESPACE` or
@@ -418,7 +507,8 @@ pub struct EnvIds {
 
 /// Picks the identity variables out of the contents of `/proc/PID/environ`
 /// (`KEY=value` entries separated by NUL bytes). Every other variable is
-/// ignored; empty values count as unset.
+/// ignored; empty values count as unset; values are decoded lossily and
+/// cut to [`MAX_FIELD_BYTES`] ([`field_text`]).
 pub fn parse_environ(environ: &[u8]) -> EnvIds {
     const NAMESPACE_KEYS: [&str; 4] =
         ["POD_NAMESPACE", "K8S_POD_NAMESPACE", "KUBERNETES_NAMESPACE", "K8S_NAMESPACE"];
@@ -427,19 +517,18 @@ pub fn parse_environ(environ: &[u8]) -> EnvIds {
     for entry in environ.split(|b| *b == 0) {
         let Some(eq) = entry.iter().position(|b| *b == b'=') else { continue };
         let (key, value) = (&entry[..eq], &entry[eq + 1..]);
-        let Ok(value) = std::str::from_utf8(value) else { continue };
         if value.is_empty() {
             continue;
         }
         match key {
-            b"SLURM_JOB_ID" => ids.slurm_job_id = Some(value.to_owned()),
-            b"SLURM_JOB_ACCOUNT" => ids.slurm_account = Some(value.to_owned()),
+            b"SLURM_JOB_ID" => ids.slurm_job_id = Some(field_text(value)),
+            b"SLURM_JOB_ACCOUNT" => ids.slurm_account = Some(field_text(value)),
             _ => {
                 if let Some(rank) = NAMESPACE_KEYS.iter().position(|k| k.as_bytes() == key)
                     && rank < namespace_rank
                 {
                     namespace_rank = rank;
-                    ids.k8s_namespace = Some(value.to_owned());
+                    ids.k8s_namespace = Some(field_text(value));
                 }
             }
         }
@@ -536,6 +625,85 @@ mod tests {
         // `job_…` outside Slurm's tree is not a Slurm job.
         assert_eq!(parse_cgroup_path("/user.slice/job_1234"), ids(None, None, None));
         assert_eq!(parse_cgroup_path("/slurm/uid_1000/job_x1/step_0"), ids(None, None, None));
+    }
+
+    #[test]
+    fn names_a_user_can_make_in_its_own_tree_name_nothing() {
+        let uid = POD.replace('-', "_");
+        let user = "/user.slice/user-1000.slice/user@1000.service";
+        for path in [
+            // systemd-run --user --scope --slice=slurm.slice --unit=job_777
+            format!("{user}/slurm.slice/job_777.scope"),
+            format!("{user}/app.slice/slurm/uid_1000/job_4242/step_0"),
+            format!("{user}/system.slice/slurmstepd.scope/job_4242"),
+            format!("{user}/kubepods-besteffort-pod{uid}.slice"),
+            format!("{user}/kubepods/burstable/pod{POD}/{ID}"),
+            format!("{user}/docker-{ID}.scope"),
+            format!("/user.slice/docker/{ID}"),
+            format!("/user.slice/slurm_x/uid_1/job_4242"),
+            // Seen from another cgroup namespace: not anchored at the host's root.
+            format!("/../../kubepods/pod{POD}/{ID}"),
+            format!("/../slurm/uid_0/job_4242"),
+            format!("kubepods/pod{POD}"),
+        ] {
+            assert_eq!(parse_cgroup_path(&path), CgroupIds::default(), "{path}");
+        }
+    }
+
+    #[test]
+    fn only_the_pod_folder_where_the_kubelet_makes_it_counts() {
+        // A pod's own sub-folder naming another pod (a container that can
+        // write its cgroup tree) keeps the outer pod.
+        let other = "0d5e8a1c-7b3f-4e2a-8c6d-9f1a2b3c4d5e";
+        assert_eq!(
+            parse_cgroup_path(&format!("/kubepods/burstable/pod{POD}/{ID}/pod{other}")),
+            ids(Some(ID), Some(POD), None)
+        );
+        assert_eq!(parse_cgroup_path(&format!("/kubepods/other/pod{POD}")), ids(None, None, None));
+        assert_eq!(parse_cgroup_path(&format!("/kubepods/burstable/x/pod{POD}")), ids(None, None, None));
+        let uid = POD.replace('-', "_");
+        // The QoS in the pod's name must be its folder's.
+        assert_eq!(
+            parse_cgroup_path(&format!(
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-besteffort-pod{uid}.slice"
+            )),
+            ids(None, None, None)
+        );
+        // A Slurm job's folder below another job's names the outer one.
+        assert_eq!(
+            parse_cgroup_path("/system.slice/slurmstepd.scope/job_1/step_0/user/task_0/job_2"),
+            ids(None, None, Some("1"))
+        );
+        assert_eq!(
+            parse_cgroup_path("/system.slice/node07_slurmstepd.scope/job_9/step_0"),
+            ids(None, None, Some("9"))
+        );
+        assert_eq!(parse_cgroup_path("/slurm/uid_x/job_9"), ids(None, None, None));
+    }
+
+    #[test]
+    fn stat_status_and_environ_decode_lossily_and_are_capped() {
+        // Field 22 is the start time; the name holds ") (", a bad byte and an escape.
+        let mut stat = b"4242 (py\xff) (\x1b]0;x\x07) S".to_vec();
+        stat.extend((4..=21).map(|f| format!(" {f}")).collect::<String>().as_bytes());
+        stat.extend(b" 987654 23 24\n");
+        let parsed = parse_stat(&stat).expect("parses");
+        assert_eq!(parsed.start_ticks, 987_654);
+        assert_eq!(parsed.comm, "py\u{fffd}) (\u{1b}]0;x\u{7}");
+        assert!(parse_stat(b"1 (x) S 1 2").is_none(), "no start time");
+
+        let status = b"Name:\tpy\xff\xfe\nUmask:\t0022\nState:\tS\nUid:\t1000\t1001\t1001\t1001\n";
+        assert_eq!(real_uid(status), Some(1_000));
+        assert_eq!(real_uid(b"Name:\tx\n"), None);
+
+        let mut environ = b"POD_NAMESPACE=".to_vec();
+        environ.extend(std::iter::repeat_n(b'a', 120_000));
+        environ.extend(b"\0SLURM_JOB_ACCOUNT=vi\xffsion\0");
+        let env = parse_environ(&environ);
+        assert_eq!(env.k8s_namespace.as_deref().map(str::len), Some(MAX_FIELD_BYTES));
+        assert_eq!(env.slurm_account.as_deref(), Some("vi\u{fffd}sion"));
+        // Cut at a character boundary.
+        assert_eq!(field_text("é".repeat(200).as_bytes()).len(), MAX_FIELD_BYTES - 1);
     }
 
     #[test]

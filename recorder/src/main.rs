@@ -165,6 +165,40 @@ enum Command {
         #[command(flatten)]
         retention: RetentionArgs,
     },
+    /// Exits 0 when GPUs of this host have been idle for the last --for, by
+    /// the newest data in the data folder (a running recorder's write-ahead
+    /// log included); else 1, saying why. The script `apron zombies
+    /// --commands` prints asks this before it stops a process.
+    ///
+    /// Each GPU asked about (--gpu, and with --pod or --job every GPU where
+    /// that Kubernetes pod's or Slurm job's processes held memory in that
+    /// time) must have a minute recorded within the last 2 minutes, and
+    /// each of its minutes up to that newest one, --for of them, must be
+    /// idle: activity (mean utilization, else SM activity) known and below
+    /// --threshold. A gap, an unknown minute or a busy one is not idle.
+    /// Reads only; safe beside a running recorder.
+    IdleNow {
+        /// The host whose data is read (default: this machine's host name,
+        /// as the recorder names it).
+        #[arg(long)]
+        host: Option<String>,
+        /// A GPU (its UUID, or a MIG instance's); may be repeated.
+        #[arg(long = "gpu", value_name = "UUID")]
+        gpus: Vec<String>,
+        /// A Kubernetes pod's uid: its GPUs are asked about too.
+        #[arg(long, value_name = "UID")]
+        pod: Option<String>,
+        /// A Slurm job's id: its GPUs are asked about too.
+        #[arg(long, value_name = "ID")]
+        job: Option<String>,
+        /// How long each GPU must have been idle, in whole minutes.
+        #[arg(long = "for", value_name = "DURATION", default_value = "10m", value_parser = minutes)]
+        idle_for: Duration,
+        /// Mean activity (%) below which a minute is idle (apron.toml's
+        /// idle.threshold_pct).
+        #[arg(long, value_name = "PCT", default_value_t = apron_recorder::metrics::DEFAULT_IDLE_THRESHOLD_PCT, value_parser = parse_threshold)]
+        threshold: f64,
+    },
     /// Prints the shell completion script for apron-recorder, e.g.
     /// `apron-recorder completions bash >
     /// ~/.local/share/bash-completion/completions/apron-recorder`.
@@ -253,7 +287,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
@@ -285,8 +319,16 @@ fn clap_exit(e: &clap::Error) -> ExitCode {
     apron_cli::errors::exit(e, &Cli::command(), &args)
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs what `cli` asks; the exit code of a run that did not fail (only
+/// `idle-now` says 1: not idle).
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    run_command(cli).map(|idle| if idle { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Runs what `cli` asks: `false` only from `idle-now`, when not idle.
+fn run_command(cli: Cli) -> anyhow::Result<bool> {
     let layout = DataLayout::new(&cli.data);
+    let done = |result: anyhow::Result<()>| result.map(|()| true);
     match cli.command {
         Some(Command::Simulate { gpus, days, start, seed, interval, rotate }) => {
             if gpus == 0 {
@@ -303,36 +345,84 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 rotate,
                 threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             };
-            run_simulate(&opts, &cli.data)
+            done(run_simulate(&opts, &cli.data))
         }
         Some(Command::Compact { host, no_retention, retention }) => {
             if let Some(h) = &host {
                 apron_schemas::paths::validate_host(h)?;
             }
             let policy = retention.policy();
-            run_compact(&layout, host.as_deref(), (!no_retention).then_some(&policy))
+            done(run_compact(&layout, host.as_deref(), (!no_retention).then_some(&policy)))
         }
-        Some(Command::Ship { to, from }) => run_ship(&layout, &to, from),
+        Some(Command::Ship { to, from }) => done(run_ship(&layout, &to, from)),
+        Some(Command::IdleNow { host, gpus, pod, job, idle_for, threshold }) => {
+            let question = apron_recorder::idle_now::Question {
+                gpus,
+                pod,
+                job,
+                minutes: i64::try_from(idle_for.as_secs().div_ceil(60)).unwrap_or(i64::MAX).max(1),
+                threshold_pct: threshold,
+            };
+            run_idle_now(&cli.data, host.as_deref(), &question)
+        }
         Some(Command::Completions { shell }) => {
             let script = apron_cli::docs::completions(&mut Cli::command(), "apron-recorder", shell);
             match std::io::stdout().lock().write_all(&script) {
                 // The reader went away (`| head`): it has what it wanted.
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-                _ => Ok(()),
+                _ => Ok(true),
             }
         }
         Some(Command::ManPages { out }) => {
             let pages = apron_cli::docs::man_pages(Cli::command(), &out)
                 .with_context(|| format!("cannot write the manual pages to {}", out.display()))?;
             println!("{} manual pages written to {}", pages.len(), out.display());
-            Ok(())
+            Ok(true)
         }
         None => {
             // A bad URL is refused before recording starts.
             let ship = cli.ship.as_deref().map(apron_store::remote::Remote::from_url).transpose()?;
-            Ok(record(&record_options(&cli), ship)?)
+            record(&record_options(&cli), ship)?;
+            Ok(true)
         }
     }
+}
+
+/// `idle-now`: prints one line per GPU asked about and whether all are idle.
+fn run_idle_now(
+    data: &std::path::Path,
+    host: Option<&str>,
+    question: &apron_recorder::idle_now::Question,
+) -> anyhow::Result<bool> {
+    use apron_recorder::idle_now::{FRESH_MS, judge, read_window};
+    if question.gpus.is_empty() && question.pod.is_none() && question.job.is_none() {
+        bail!("idle-now: name a GPU (--gpu UUID), a pod (--pod UID) or a Slurm job (--job ID)");
+    }
+    let host = apron_recorder::record::host_name(host)?;
+    let layout = DataLayout::new(data);
+    if !data.is_dir() {
+        bail!("idle-now: no data folder {} (give the recorder's --data)", data.display());
+    }
+    let now_ms = Utc::now().timestamp_millis();
+    let from_ms = now_ms - (question.minutes + 1) * apron_schemas::time::MINUTE_MS - FRESH_MS;
+    let window = read_window(&layout, &host, question, from_ms)
+        .with_context(|| format!("idle-now: cannot read host {host}'s data in {}", data.display()))?;
+    let answers = judge(question, &window, now_ms);
+    let mut idle = true;
+    for (what, wanted, found) in [
+        ("pod", &question.pod, !window.pod_gpus.is_empty()),
+        ("Slurm job", &question.job, !window.job_gpus.is_empty()),
+    ] {
+        if let Some(id) = wanted.as_ref().filter(|_| !found) {
+            println!("{what} {id}: no process of it recorded on {host} in the last minutes: not idle now");
+            idle = false;
+        }
+    }
+    for answer in &answers {
+        println!("{answer}");
+        idle &= answer.idle();
+    }
+    Ok(idle)
 }
 
 fn run_ship(layout: &DataLayout, to: &str, from: Option<NaiveDate>) -> anyhow::Result<()> {

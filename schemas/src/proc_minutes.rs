@@ -70,6 +70,9 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         s("k8s_namespace"),
         s("slurm_job_id"),
         s("slurm_account"),
+        s("claimed_k8s_namespace"),
+        s("claimed_slurm_job_id"),
+        s("claimed_slurm_account"),
     ]))
 });
 
@@ -95,6 +98,7 @@ pub fn to_batch(rows: &[ProcMinute]) -> Result<RecordBatch, ArrowError> {
     let text = || StringBuilder::with_capacity(n, n * 8);
     let (mut comm, mut user, mut container, mut pod, mut ns, mut job, mut account) =
         (text(), text(), text(), text(), text(), text(), text());
+    let (mut claimed_ns, mut claimed_job, mut claimed_account) = (text(), text(), text());
     for r in rows {
         let id = &r.identity;
         minute.append_value(r.minute);
@@ -115,6 +119,9 @@ pub fn to_batch(rows: &[ProcMinute]) -> Result<RecordBatch, ArrowError> {
         ns.append_option(id.k8s_namespace.as_deref());
         job.append_option(id.slurm_job_id.as_deref());
         account.append_option(id.slurm_account.as_deref());
+        claimed_ns.append_option(id.claimed_k8s_namespace.as_deref());
+        claimed_job.append_option(id.claimed_slurm_job_id.as_deref());
+        claimed_account.append_option(id.claimed_slurm_account.as_deref());
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(minute.finish()),
@@ -135,6 +142,9 @@ pub fn to_batch(rows: &[ProcMinute]) -> Result<RecordBatch, ArrowError> {
         Arc::new(ns.finish()),
         Arc::new(job.finish()),
         Arc::new(account.finish()),
+        Arc::new(claimed_ns.finish()),
+        Arc::new(claimed_job.finish()),
+        Arc::new(claimed_account.finish()),
     ];
     RecordBatch::try_new(schema(), columns)
 }

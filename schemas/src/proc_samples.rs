@@ -18,6 +18,12 @@ use crate::ts_type;
 /// Who a process belongs to, read from `/proc` once per process. Every
 /// field is `None` when it could not be read or does not apply (no
 /// container, not a Slurm job).
+///
+/// The fields up to `slurm_account` come from sources the process cannot
+/// write (the kernel, the container runtime, the scheduler): only they may
+/// decide a team or an action. The `claimed_*` fields are what the process
+/// says about itself in its environment: kept, and shown as claims, never
+/// billed by or acted on.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcIdentity {
     /// Process start time, milliseconds since the Unix epoch (UTC).
@@ -28,16 +34,28 @@ pub struct ProcIdentity {
     pub uid: Option<i64>,
     /// User name of `uid`, from the host's user database.
     pub user: Option<Text>,
-    /// Container id from the cgroup path (docker, containerd, cri-o, podman).
+    /// Container id from the cgroup path, under the container runtime's
+    /// own hierarchy (docker, containerd, cri-o, podman run by root).
     pub container_id: Option<Text>,
-    /// Kubernetes pod uid from the cgroup path.
+    /// Kubernetes pod uid from the cgroup path, under the kubelet's
+    /// `kubepods` hierarchy.
     pub k8s_pod_uid: Option<Text>,
-    /// Kubernetes namespace, where the pod exposes it in the environment.
+    /// Kubernetes namespace, from a source on the node that pods cannot
+    /// write (the simulated fleet sets it; on real nodes it stays `None`
+    /// until such a source is read).
     pub k8s_namespace: Option<Text>,
-    /// Slurm job id from the cgroup path or the environment.
+    /// Slurm job id from the cgroup path, under Slurm's own hierarchy.
     pub slurm_job_id: Option<Text>,
-    /// Slurm account from the process environment, when readable.
+    /// Slurm account, from Slurm itself (the simulated fleet sets it; on
+    /// real nodes it stays `None` until Slurm is asked).
     pub slurm_account: Option<Text>,
+    /// The Kubernetes namespace the process's environment claims
+    /// (`POD_NAMESPACE` and the like): a claim.
+    pub claimed_k8s_namespace: Option<Text>,
+    /// The Slurm job id its environment claims (`SLURM_JOB_ID`): a claim.
+    pub claimed_slurm_job_id: Option<Text>,
+    /// The Slurm account its environment claims (`SLURM_JOB_ACCOUNT`): a claim.
+    pub claimed_slurm_account: Option<Text>,
 }
 
 /// One process on one GPU at one tick.
@@ -79,6 +97,9 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         s("k8s_namespace"),
         s("slurm_job_id"),
         s("slurm_account"),
+        s("claimed_k8s_namespace"),
+        s("claimed_slurm_job_id"),
+        s("claimed_slurm_account"),
         Field::new("used_mem_bytes", DataType::Int64, true),
         Field::new("sm_util_pct", DataType::Int32, true),
         Field::new("mem_util_pct", DataType::Int32, true),
@@ -113,6 +134,7 @@ where
     let text = || StringBuilder::with_capacity(n, n * 8);
     let (mut comm, mut user, mut container, mut pod, mut ns, mut job, mut account) =
         (text(), text(), text(), text(), text(), text(), text());
+    let (mut claimed_ns, mut claimed_job, mut claimed_account) = (text(), text(), text());
     for r in rows {
         let id = &r.identity;
         ts.append_value(r.ts);
@@ -128,6 +150,9 @@ where
         ns.append_option(id.k8s_namespace.as_deref());
         job.append_option(id.slurm_job_id.as_deref());
         account.append_option(id.slurm_account.as_deref());
+        claimed_ns.append_option(id.claimed_k8s_namespace.as_deref());
+        claimed_job.append_option(id.claimed_slurm_job_id.as_deref());
+        claimed_account.append_option(id.claimed_slurm_account.as_deref());
         used.append_option(r.used_mem_bytes);
         sm.append_option(r.sm_util_pct);
         mem.append_option(r.mem_util_pct);
@@ -146,6 +171,9 @@ where
         Arc::new(ns.finish()),
         Arc::new(job.finish()),
         Arc::new(account.finish()),
+        Arc::new(claimed_ns.finish()),
+        Arc::new(claimed_job.finish()),
+        Arc::new(claimed_account.finish()),
         Arc::new(used.finish()),
         Arc::new(sm.finish()),
         Arc::new(mem.finish()),

@@ -48,15 +48,17 @@ use crate::paths::parse_wal_segment_name;
 use crate::{DataLayout, GpuSample, ProcSample, Table};
 
 mod format1;
+mod format2;
 
 /// The version of the segment format. Bump it when the frame layout or a
 /// row struct ([`GpuSample`], [`ProcSample`], [`crate::ProcIdentity`])
 /// changes: postcard stores fields by position, not by name, so a segment is
 /// only readable by a build that knows its version. This build also reads
-/// format 1 (before `gpu_samples.gr_engine_active_pct` and the MIG columns), so segments a crash
-/// left behind reach Parquet after an upgrade; keep the older formats'
+/// format 1 (before `gpu_samples.gr_engine_active_pct` and the MIG columns)
+/// and format 2 (before the `claimed_*` identity columns), so segments a
+/// crash left behind reach Parquet after an upgrade; keep the older formats'
 /// readers when bumping it.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The bytes that open a segment's header frame.
 pub const MAGIC: [u8; 8] = *b"APRONWAL";
@@ -384,6 +386,7 @@ fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
         let frame_len = FRAME_HEADER_BYTES + payload.len();
         let tick = match format {
             format1::VERSION => format1::decode_tick(payload),
+            format2::VERSION => format2::decode_tick(payload),
             _ => postcard::from_bytes::<TickOwned>(payload).map(|t| (t.ts, t.gpus, t.procs)),
         };
         match tick {
@@ -415,7 +418,8 @@ fn decode_header(path: &Path, payload: &[u8]) -> Result<(SegmentHeader, u32), Wa
     let (fingerprint, rest) = rest.split_first_chunk::<4>().ok_or_else(not_a_segment)?;
     let (version, fingerprint) = (u32::from_le_bytes(*version), u32::from_le_bytes(*fingerprint));
     let known = (version == FORMAT_VERSION && fingerprint == rows_fingerprint())
-        || (version == format1::VERSION && fingerprint == format1::FINGERPRINT);
+        || (version == format1::VERSION && fingerprint == format1::FINGERPRINT)
+        || (version == format2::VERSION && fingerprint == format2::FINGERPRINT);
     if !known {
         return Err(WalError::Version {
             path: path.to_path_buf(),
@@ -720,10 +724,10 @@ mod tests {
         let mut bytes = Vec::new();
         encode_tick(1_000, &[gpu(1_000, "GPU-a", Some(3))], &[proc_row(1_000, "GPU-a", 7)], &mut bytes)
             .expect("encodes");
-        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (2, PINNED_TICK_CRC));
+        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (3, PINNED_TICK_CRC));
     }
 
-    const PINNED_TICK_CRC: u32 = 483_425_723;
+    const PINNED_TICK_CRC: u32 = 2_180_143_443;
 
     #[test]
     fn a_segment_of_format_1_is_read_after_an_upgrade() {
@@ -750,6 +754,37 @@ mod tests {
         fs::write(&other, &bytes).expect("write");
         let err = read_segment(&other).expect_err("unknown rows");
         assert!(matches!(err, WalError::Version { found_version: 1, .. }), "{err}");
+    }
+
+    #[test]
+    fn a_segment_of_format_2_is_read_after_an_upgrade_its_environment_values_as_claims() {
+        // Written by the last build of format 2 (this module's `segment()`
+        // then): three ticks of two GPUs, one process each.
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/wal-format2.wal"));
+        let rows = read_segment(path).expect("format 2 is read");
+        assert_eq!((rows.ticks, rows.torn_bytes, rows.bad_frames), (3, 0, 0));
+        let now = read(&segment().0);
+        assert_eq!((rows.gpus, rows.procs), (now.gpus, now.procs));
+
+        // A process with every identity field: format 2 took the
+        // namespace and account from the environment, and the job from it
+        // whenever the cgroup gave none, so those three are claims now.
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/wal-format2-identity.wal"));
+        let rows = read_segment(path).expect("format 2 is read");
+        let id = &rows.procs[0].identity;
+        let expected = ProcIdentity {
+            proc_start: Some(1_700_000_000_000),
+            comm: Some("python3".into()),
+            uid: Some(1000),
+            user: Some("alice".into()),
+            container_id: Some("c".into()),
+            k8s_pod_uid: Some("pod".into()),
+            claimed_k8s_namespace: Some("ns".into()),
+            claimed_slurm_job_id: Some("42".into()),
+            claimed_slurm_account: Some("acct".into()),
+            ..Default::default()
+        };
+        assert_eq!(id, &expected);
     }
 
     #[test]

@@ -414,8 +414,7 @@ mod tests {
                         container_id: Some("3f4e5d6c7b8a".into()),
                         k8s_pod_uid: None,
                         k8s_namespace: Some("vision-train".into()),
-                        slurm_job_id: None,
-                        slurm_account: None,
+                        ..ProcIdentity::default()
                     },
                     used_mem_bytes: Some(30_000_000_000),
                     sm_util_pct: Some(80),

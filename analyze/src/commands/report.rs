@@ -422,6 +422,7 @@ pub async fn write_report(
                     ("idle_since", "idle_since", Unit::AsIs),
                     ("idle_minutes", "idle_hours", Unit::MinutesToHours),
                     ("still_running", "still_running", Unit::AsIs),
+                    ("still_idle", "still_idle", Unit::AsIs),
                     ("gpu_uuid", "gpu_uuid", Unit::AsIs),
                     ("proc_start", "proc_start", Unit::AsIs),
                 ],

@@ -37,6 +37,7 @@ pub fn held_idle_columns(r: &[ZombieRow]) -> Vec<(&'static str, ArrayRef)> {
         ("idle_since", columns::timestamp_ms(r.iter().map(|row| row.idle_since))),
         ("idle_minutes", columns::int64(r.iter().map(|row| row.idle_minutes))),
         ("still_running", columns::boolean(r.iter().map(|row| row.still_running))),
+        ("still_idle", columns::boolean(r.iter().map(|row| row.still_idle))),
     ]
 }
 
@@ -76,6 +77,7 @@ mod tests {
             idle_since: 0,
             idle_minutes: 20,
             still_running: true,
+            still_idle: false,
             activity_pct: Some(1.04),
             pcie_rx_mib_per_s: Some(812.345),
             pcie_tx_mib_per_s: None,
@@ -87,7 +89,7 @@ mod tests {
         assert_eq!(c.f64_opt("pcie_tx_mib_per_s").expect("f64"), [None]);
         let schema = batch.schema();
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        assert_eq!(names.len(), 15);
-        assert_eq!(&names[12..], ["activity_pct", "pcie_rx_mib_per_s", "pcie_tx_mib_per_s"]);
+        assert_eq!(names.len(), 16);
+        assert_eq!(&names[13..], ["activity_pct", "pcie_rx_mib_per_s", "pcie_tx_mib_per_s"]);
     }
 }

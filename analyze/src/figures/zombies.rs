@@ -83,34 +83,43 @@ pub async fn zombies(report: &Report, min_idle: Duration, min_mem_mib: u64) -> R
     Ok(held_idle(report, min_idle, min_mem_mib, starved).await?.0)
 }
 
-/// A zombie still running, with what stops it.
+/// A zombie idle now, with what stops it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Running {
-    /// Its first stretch in the list (the most memory-minutes).
+    /// Its first stretch in the list (the most memory-minutes) of those
+    /// idle now.
     pub zombie: ZombieRow,
-    /// The NVML indexes of the GPUs it held idle, in the list's order
+    /// The NVML indexes of the GPUs it holds idle now, in the list's order
     /// (the first is `zombie`'s).
     pub gpu_indexes: Vec<i32>,
-    /// Its Kubernetes pod's uid, when it runs in one.
+    /// The UUIDs of those GPUs, in the same order.
+    pub gpu_uuids: Vec<String>,
+    /// Its Kubernetes pod's uid, from its cgroup, when it runs in one.
     pub k8s_pod_uid: Option<String>,
-    /// That pod's namespace, when recorded.
-    pub k8s_namespace: Option<String>,
-    /// Its Slurm job, when it runs in one.
+    /// Its Slurm job, from its cgroup, when it runs in one.
     pub slurm_job_id: Option<String>,
 }
 
-/// The processes of `zombies` still running (in their GPU's newest
-/// recorded minute), one each (by host, pid and start time) in the list's
-/// order, with their pod and Slurm job read from `proc_minutes` where the
-/// process was last seen idle.
+/// Whether a stretch's process holds memory on an idle GPU now: the
+/// stretch runs up to its GPU's newest recorded minute (`still_idle`), so
+/// the process is there too (`still_running`).
+pub fn idle_now(row: &ZombieRow) -> bool {
+    row.still_running && row.still_idle
+}
+
+/// The processes of `zombies` idle now ([`idle_now`]), one each (by host,
+/// pid and start time) in the list's order, with their pod and Slurm job
+/// read from `proc_minutes` where the process was last seen idle. A
+/// process idle earlier and busy now, or gone, is not among them.
 pub async fn running(report: &Report, zombies: &Zombies) -> Result<Vec<Running>, Error> {
     let mut out: Vec<Running> = Vec::new();
     let mut at: HashMap<(&str, i32, Option<i64>), usize> = HashMap::new();
-    for row in zombies.rows.iter().filter(|r| r.still_running) {
+    for row in zombies.rows.iter().filter(|r| idle_now(r)) {
         match at.get(&(row.host.as_str(), row.pid, row.proc_start)) {
             Some(&i) => {
-                if !out[i].gpu_indexes.contains(&row.gpu_index) {
+                if !out[i].gpu_uuids.contains(&row.gpu_uuid) {
                     out[i].gpu_indexes.push(row.gpu_index);
+                    out[i].gpu_uuids.push(row.gpu_uuid.clone());
                 }
             }
             None => {
@@ -118,8 +127,8 @@ pub async fn running(report: &Report, zombies: &Zombies) -> Result<Vec<Running>,
                 out.push(Running {
                     zombie: row.clone(),
                     gpu_indexes: vec![row.gpu_index],
+                    gpu_uuids: vec![row.gpu_uuid.clone()],
                     k8s_pod_uid: None,
-                    k8s_namespace: None,
                     slurm_job_id: None,
                 });
             }
@@ -127,7 +136,7 @@ pub async fn running(report: &Report, zombies: &Zombies) -> Result<Vec<Running>,
     }
     // Each process held memory in the last minute of each of its stretches.
     let last = |r: &ZombieRow| r.idle_since + (r.idle_minutes - 1).max(0) * MINUTE_MS;
-    let running_rows = zombies.rows.iter().filter(|r| r.still_running);
+    let running_rows = zombies.rows.iter().filter(|r| idle_now(r));
     let (Some(from), Some(to)) = (running_rows.clone().map(last).min(), running_rows.clone().map(last).max())
     else {
         return Ok(out);
@@ -147,7 +156,6 @@ pub async fn running(report: &Report, zombies: &Zombies) -> Result<Vec<Running>,
         let Some(&i) = at.get(&(host, job.pid, job.proc_start)) else { continue };
         let r = &mut out[i];
         r.k8s_pod_uid = r.k8s_pod_uid.take().or(job.k8s_pod_uid);
-        r.k8s_namespace = r.k8s_namespace.take().or(job.k8s_namespace);
         r.slurm_job_id = r.slurm_job_id.take().or(job.slurm_job_id);
     }
     Ok(out)
@@ -159,7 +167,6 @@ struct ProcessJobs {
     pid: i32,
     proc_start: Option<i64>,
     k8s_pod_uid: Option<String>,
-    k8s_namespace: Option<String>,
     slurm_job_id: Option<String>,
 }
 
@@ -167,12 +174,15 @@ impl ProcessJobs {
     fn of(batch: &RecordBatch) -> Result<Vec<ProcessJobs>, ArrowError> {
         let c = Columns::of(batch);
         let (uuid, pid, start) = (c.text("gpu_uuid")?, c.i32("pid")?, c.timestamp_ms_opt("proc_start")?);
-        let (pod, namespace, job) =
-            (c.text_opt("k8s_pod_uid")?, c.text_opt("k8s_namespace")?, c.text_opt("slurm_job_id")?);
-        let rows = uuid.into_iter().zip(pid).zip(start).zip(pod).zip(namespace).zip(job);
+        let (pod, job) = (c.text_opt("k8s_pod_uid")?, c.text_opt("slurm_job_id")?);
+        let rows = uuid.into_iter().zip(pid).zip(start).zip(pod).zip(job);
         Ok(rows
-            .map(|(((((gpu_uuid, pid), proc_start), k8s_pod_uid), k8s_namespace), slurm_job_id)| {
-                ProcessJobs { gpu_uuid, pid, proc_start, k8s_pod_uid, k8s_namespace, slurm_job_id }
+            .map(|((((gpu_uuid, pid), proc_start), k8s_pod_uid), slurm_job_id)| ProcessJobs {
+                gpu_uuid,
+                pid,
+                proc_start,
+                k8s_pod_uid,
+                slurm_job_id,
             })
             .collect())
     }
@@ -203,6 +213,7 @@ mod tests {
             idle_since,
             idle_minutes: 30,
             still_running: false,
+            still_idle: false,
             activity_pct: Some(1.0),
             pcie_rx_mib_per_s: None,
             pcie_tx_mib_per_s: None,
@@ -253,7 +264,8 @@ mod tests {
                 "used_mem_bytes",
                 "idle_since",
                 "idle_minutes",
-                "still_running"
+                "still_running",
+                "still_idle"
             ]
         );
         let c = Columns::of(&batch);

@@ -50,8 +50,12 @@ pub struct ZombieRow {
     pub idle_since: i64,
     /// Length of the stretch (minutes).
     pub idle_minutes: i64,
-    /// Whether the process is in its GPU's newest recorded minute.
+    /// Whether the process is in its GPU's newest recorded minute: it
+    /// still exists.
     pub still_running: bool,
+    /// Whether the stretch runs up to its GPU's newest recorded minute:
+    /// the process holds memory on an idle GPU now.
+    pub still_idle: bool,
     /// The GPU's mean activity over the stretch (%: utilization, else SM
     /// activity); `None` only where not computed (a row read back from
     /// `queries/zombies.sql`, which does not give it).

@@ -324,10 +324,11 @@ fn zombie_rows(batches: &[RecordBatch]) -> Vec<ZombieRow> {
             c.text_opt("user").unwrap(),
         );
         let (team, used) = (c.text("team").unwrap(), c.i64_opt("used_mem_bytes").unwrap());
-        let (since, minutes, running) = (
+        let (since, minutes, running, idle) = (
             c.timestamp_ms("idle_since").unwrap(),
             c.i64("idle_minutes").unwrap(),
             c.bool("still_running").unwrap(),
+            c.bool("still_idle").unwrap(),
         );
         for i in 0..c.len() {
             out.push(ZombieRow {
@@ -343,6 +344,7 @@ fn zombie_rows(batches: &[RecordBatch]) -> Vec<ZombieRow> {
                 idle_since: since[i],
                 idle_minutes: minutes[i],
                 still_running: running[i],
+                still_idle: idle[i],
                 activity_pct: c.f64_opt("activity_pct").ok().and_then(|v| v[i]),
                 pcie_rx_mib_per_s: c.f64_opt("pcie_rx_mib_per_s").ok().and_then(|v| v[i]),
                 pcie_tx_mib_per_s: c.f64_opt("pcie_tx_mib_per_s").ok().and_then(|v| v[i]),

@@ -8,6 +8,7 @@
 
 use serde::Deserialize;
 
+use super::format2::ProcSampleV2;
 use crate::{GpuSample, ProcSample, Text};
 
 /// Format 1's version number.
@@ -80,16 +81,20 @@ impl From<GpuSampleV1> for GpuSample {
     }
 }
 
-/// One tick frame of format 1 (`proc_samples`' row is unchanged).
+/// One tick frame of format 1 (`proc_samples`' row is format 2's).
 #[derive(Deserialize)]
 struct TickV1 {
     ts: i64,
     gpus: Vec<GpuSampleV1>,
-    procs: Vec<ProcSample>,
+    procs: Vec<ProcSampleV2>,
 }
 
 /// Decodes one tick frame's payload: its time and rows.
 pub(super) fn decode_tick(payload: &[u8]) -> postcard::Result<(i64, Vec<GpuSample>, Vec<ProcSample>)> {
     let tick: TickV1 = postcard::from_bytes(payload)?;
-    Ok((tick.ts, tick.gpus.into_iter().map(GpuSample::from).collect(), tick.procs))
+    Ok((
+        tick.ts,
+        tick.gpus.into_iter().map(GpuSample::from).collect(),
+        tick.procs.into_iter().map(ProcSample::from).collect(),
+    ))
 }

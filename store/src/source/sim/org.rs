@@ -229,8 +229,7 @@ pub(super) fn identity(team: usize, kind: Kind, rng: &mut ChaCha8Rng, next_job: 
             container_id: Some(hex(rng, 4).into()),
             k8s_pod_uid: Some(pod_uid(rng).into()),
             k8s_namespace: Some(ns.into()),
-            slurm_job_id: None,
-            slurm_account: None,
+            ..ProcIdentity::default()
         },
         Via::Slurm => {
             *next_job += rng.random_range(1..40);

@@ -25,19 +25,20 @@ fn zombie(host: &str, gpu_index: i32, pid: i32) -> Running {
             idle_since: SINCE,
             idle_minutes: 965,
             still_running: true,
+            still_idle: true,
             activity_pct: Some(0.0),
             pcie_rx_mib_per_s: Some(0.0),
             pcie_tx_mib_per_s: Some(0.0),
         },
         gpu_indexes: vec![gpu_index],
+        gpu_uuids: vec![format!("GPU-{gpu_index}")],
         k8s_pod_uid: None,
-        k8s_namespace: None,
         slurm_job_id: None,
     }
 }
 
-fn pod(r: Running, uid: &str, namespace: Option<&str>) -> Running {
-    Running { k8s_pod_uid: Some(uid.into()), k8s_namespace: namespace.map(Into::into), ..r }
+fn pod(r: Running, uid: &str) -> Running {
+    Running { k8s_pod_uid: Some(uid.into()), ..r }
 }
 
 fn job(r: Running, id: &str) -> Running {
@@ -45,7 +46,8 @@ fn job(r: Running, id: &str) -> Running {
 }
 
 fn text(running: &[Running]) -> String {
-    script(running, &Options { wait_s: 45, header: &["Period: 2026-11-30".to_owned()] })
+    let header = ["Period: 2026-11-30".to_owned()];
+    script(running, &Options { wait_s: 45, min_idle_minutes: 10, threshold_pct: 5.0, header: &header })
 }
 
 /// The lines of `script` that are code (not comments), trimmed.
@@ -70,9 +72,14 @@ fn a_plain_process_gets_a_notice_term_a_wait_and_kill_only_if_still_there() {
     let code = code(&s);
     for line in [
         "wait_s=45",
+        "min_idle=10",
+        "threshold=5",
         "here=${APRON_HOST:-$(uname -n)}",
+        "data=${APRON_RECORDER_DATA:-/var/lib/apron}",
         "if [ \"$here\" = 'node07' ]; then",
+        "stop=yes alive=no",
         "if same 4242 1764400000123 'python'; then",
+        "if [ \"$stop\" = yes ] && ! idle_now --gpu 'GPU-3'; then",
         "kill -TERM 4242",
         "gone_within \"$wait_s\" 4242 1764400000123 'python' || kill -KILL 4242",
     ] {
@@ -80,43 +87,60 @@ fn a_plain_process_gets_a_notice_term_a_wait_and_kill_only_if_still_there() {
     }
     let notice = code.iter().find(|l| l.starts_with("notify ")).expect("a notice");
     assert!(notice.starts_with("notify 'alice' 'apron: stopping pid 4242 (python) on node07: "), "{notice}");
-    assert!(notice.contains("held 40.0 GiB of GPU 3 while it sat idle for 16h 5m from 2026-11-30 08:00 UTC"));
+    assert!(
+        notice.contains("has held 40.0 GiB of GPU 3 while it sat idle for 16h 5m since 2026-11-30 08:00 UTC")
+    );
     assert!(notice.ends_with("KILL after '\"$wait_s\"' s'"), "{notice}");
-    // The notice comes before TERM, which comes before the wait.
+    // The checks come before the notice, which comes before TERM, which
+    // comes before the wait.
     let at = |p: &str| code.iter().position(|l| l.starts_with(p)).expect(p);
-    let order = ["if same 4242", "notify '", "kill -TERM", "gone_within \""].map(at);
+    let order =
+        ["if same 4242", "if [ \"$stop\" = yes ] && ! idle_now", "notify '", "kill -TERM", "gone_within \""]
+            .map(at);
     assert!(order.is_sorted(), "{order:?}:\n{s}");
-    assert!(s.starts_with("#!/bin/sh\n# apron zombies --commands: 1 zombie still running on 1 host"), "{s}");
+    assert!(s.starts_with("#!/bin/sh\n# apron zombies --commands: 1 zombie idle now on 1 host"), "{s}");
     assert!(s.contains("\n# Period: 2026-11-30\n"));
     assert!(!code.iter().any(|l| l.contains("kubectl delete") && !l.starts_with("kubectl")), "{s}");
 }
 
 #[test]
-fn a_process_in_a_pod_is_stopped_by_deleting_its_pod_found_by_uid() {
+fn a_process_in_a_pod_is_stopped_by_deleting_its_pod_found_by_uid_on_this_node() {
     let uid = "8f1c2a4e-0b7d-4c1e-9a55-2f1d0c3b4a5e";
-    let first = pod(zombie("node07", 5, 777), uid, Some("vision-train"));
-    let second = pod(zombie("node07", 6, 778), uid, Some("vision-train"));
+    let first = pod(zombie("node07", 5, 777), uid);
+    let second = pod(zombie("node07", 6, 778), uid);
     let s = text(&[first, second]);
     let code = code(&s);
     let deletes: Vec<&&str> = code.iter().filter(|l| l.starts_with("delete_pod ")).collect();
-    assert_eq!(deletes, [&format!("delete_pod '{uid}' 'vision-train' \"$wait_s\"")], "{s}");
+    assert_eq!(deletes, [&format!("delete_pod '{uid}' \"$wait_s\"")], "{s}");
+    // Each process still there must be in the pod by its cgroup; the
+    // pod's GPUs (those recorded, and those the recorder finds for the
+    // pod) idle now.
+    for pid in [777, 778] {
+        assert!(code.contains(&format!("if same {pid} 1764400000123 'python'; then").as_str()), "{s}");
+        assert!(
+            code.iter().any(|l| l.starts_with(&format!(
+                "in_pod {pid} '{uid}' || {{ echo 'apron: pid {pid} on node07 is not in pod"
+            ))),
+            "{s}"
+        );
+    }
     assert!(
-        code.contains(&"if same 777 1764400000123 'python' || same 778 1764400000123 'python'; then"),
-        "one deletion for both processes of the pod, while either is still there:\n{s}"
+        code_has(
+            &s,
+            &format!("if [ \"$stop\" = yes ] && ! idle_now --pod '{uid}' --gpu 'GPU-5' --gpu 'GPU-6'; then")
+        ),
+        "{s}"
     );
     assert!(!code.iter().any(|l| l.starts_with("kill ")), "a pod's process is not killed by pid:\n{s}");
     assert!(s.contains("'apron: pids 777, 778 on node07 are gone or are other processes now: left alone'"));
-    // The pod's name comes from kubectl, by uid; its grace period is the wait.
+    // The pod's name comes from kubectl, by uid, among this node's pods;
+    // its grace period is the wait.
+    assert!(s.contains("--field-selector \"spec.nodeName=$node\""), "{s}");
     assert!(s.contains("custom-columns=UID:.metadata.uid,NAMESPACE:.metadata.namespace,NAME:.metadata.name"));
     assert!(
-        s.contains("kubectl delete pod --namespace=\"${found%% *}\" --grace-period=\"$3\" \"${found#* }\"")
+        s.contains("kubectl delete pod --namespace=\"${found%% *}\" --grace-period=\"$2\" \"${found#* }\"")
     );
-    assert!(s.contains(&format!("#   in Kubernetes pod {uid}, namespace vision-train")));
-
-    // Without a namespace recorded, every namespace is searched.
-    let s = text(&[pod(zombie("node07", 5, 777), uid, None)]);
-    assert!(code_has(&s, &format!("delete_pod '{uid}' '' \"$wait_s\"")), "{s}");
-    assert!(s.contains("else scope=--all-namespaces; fi"));
+    assert!(s.contains(&format!("#   in Kubernetes pod {uid}\n")));
 }
 
 fn code_has(s: &str, line: &str) -> bool {
@@ -128,15 +152,17 @@ fn a_process_in_a_slurm_job_is_stopped_by_cancelling_the_job() {
     let s = text(&[job(zombie("gpu-a1", 0, 9001), "123456")]);
     assert!(code_has(&s, "scancel '123456' </dev/null"), "{s}");
     assert!(code_has(&s, "if same 9001 1764400000123 'python'; then"), "{s}");
+    assert!(code(&s).iter().any(|l| l.starts_with("in_job 9001 '123456' || {")), "{s}");
+    assert!(code_has(&s, "if [ \"$stop\" = yes ] && ! idle_now --job '123456' --gpu 'GPU-0'; then"), "{s}");
     assert!(!code(&s).iter().any(|l| l.starts_with("kill ")), "{s}");
     // A pod wins over a job when a process has both.
-    let s = text(&[pod(job(zombie("gpu-a1", 0, 9001), "123456"), "abc-123", None)]);
-    assert!(code_has(&s, "delete_pod 'abc-123' '' \"$wait_s\"") && !s.contains("scancel '"), "{s}");
+    let s = text(&[pod(job(zombie("gpu-a1", 0, 9001), "123456"), "abc-123")]);
+    assert!(code_has(&s, "delete_pod 'abc-123' \"$wait_s\"") && !s.contains("scancel '"), "{s}");
 }
 
 #[test]
 fn an_id_that_cannot_be_a_pod_uid_or_job_id_is_not_used() {
-    let s = text(&[pod(zombie("n1", 0, 500), "x'; reboot; '", Some("ns")), job(zombie("n1", 1, 501), "1 2")]);
+    let s = text(&[pod(zombie("n1", 0, 500), "x'; reboot; '"), job(zombie("n1", 1, 501), "1 2")]);
     assert!(!s.contains("delete_pod 'x") && !s.contains("scancel '1 2'"), "{s}");
     assert!(code_has(&s, "kill -TERM 500") && code_has(&s, "kill -TERM 501"), "{s}");
 }
@@ -145,24 +171,28 @@ fn an_id_that_cannot_be_a_pod_uid_or_job_id_is_not_used() {
 fn what_cannot_be_told_from_a_reused_pid_is_left_out() {
     let mut nothing = zombie("n1", 0, 600);
     (nothing.zombie.proc_start, nothing.zombie.comm) = (None, None);
-    let s = text(&[nothing, zombie("n1", 1, 1), zombie("n1", 2, 0), zombie("n1", 3, -7)]);
+    // A command name without a start time (every nvidia-smi import) is
+    // anyone's: never a guard on its own.
+    let mut no_start = zombie("n1", 0, 601);
+    no_start.zombie.proc_start = None;
+    let s = text(&[nothing, no_start, zombie("n1", 1, 1), zombie("n1", 2, 0), zombie("n1", 3, -7)]);
     let code = code(&s);
     assert!(!code.iter().any(|l| l.contains("kill") || l.starts_with("if same")), "{s}");
-    assert!(
-        s.contains("# pid 600 left out: neither its start time nor its command name was recorded"),
-        "{s}"
-    );
+    for pid in [600, 601] {
+        assert!(s.contains(&format!("# pid {pid} left out: its start time was not recorded")), "{s}");
+    }
     for pid in [1, 0, -7] {
         assert!(s.contains(&format!("# pid {pid} left out: its pid cannot be a process to stop.")), "{s}");
     }
-    // A start time alone, or a command name alone, is compared alone.
-    let mut no_start = zombie("n1", 0, 601);
-    no_start.zombie.proc_start = None;
+    // A start time without a command name is compared alone; a command
+    // name is compared by its printable ASCII characters.
     let mut no_comm = zombie("n1", 1, 602);
     no_comm.zombie.comm = None;
-    let s = text(&[no_start, no_comm]);
-    assert!(code_has(&s, "if same 601 '' 'python'; then"), "{s}");
+    let mut odd = zombie("n1", 2, 603);
+    odd.zombie.comm = Some("py\u{fffd}th\u{1b}on é".into());
+    let s = text(&[no_comm, odd]);
     assert!(code_has(&s, "if same 602 1764400000123 ''; then"), "{s}");
+    assert!(code_has(&s, "if same 603 1764400000123 'python '; then"), "{s}");
 }
 
 #[test]
@@ -181,8 +211,8 @@ fn hosts_come_in_the_order_of_their_first_zombie_each_with_its_own() {
 #[test]
 fn without_zombies_the_script_stops_nothing() {
     let s = text(&[]);
-    assert!(s.contains("0 zombies still running on 0 hosts"), "{s}");
-    assert!(code_has(&s, "echo 'apron: no zombie is still running: nothing to stop'"), "{s}");
+    assert!(s.contains("0 zombies idle now on 0 hosts"), "{s}");
+    assert!(code_has(&s, "echo 'apron: no zombie is idle now: nothing to stop'"), "{s}");
     assert!(!s.contains("kill") || !code(&s).iter().any(|l| l.contains("kill")), "{s}");
 }
 
@@ -213,16 +243,35 @@ fn spans_and_amounts_read_as_an_operator_writes_them() {
 }
 
 /// Values the data could hold, each quoted and read back by a shell.
-const NASTY: &[&str] =
-    &["it's", "a'b'c", "$(touch /tmp/x)", "`id`", "a\nb", "back\\slash", "", "'", "*", "--x", "~root", "!!"];
+const NASTY: &[&str] = &[
+    "it's",
+    "a'b'c",
+    "$(touch /tmp/x)",
+    "`id`",
+    "a\nb",
+    "back\\slash",
+    "",
+    "'",
+    "*",
+    "--x",
+    "~root",
+    "!!",
+    "\x1b]0;owned\x07\x1b[2J",
+    "cr\rlf\n\n",
+    "c1\u{9b}31m",
+    "tab\there\x7f",
+];
 
 #[test]
 fn every_value_reads_back_unchanged_through_the_shell() {
     for shell in ["sh", "bash"].into_iter().filter(|s| has(s)) {
         for value in NASTY {
+            let quoted = quote(value);
+            // What `cat` would show a terminal: no control character.
+            assert!(!quoted.chars().any(|c| c.is_control()), "{value:?} as {quoted}");
             let out = Command::new(shell)
                 .arg("-c")
-                .arg(format!("printf '%s' {}", quote(value)))
+                .arg(format!("nl=$(printf '\\nx'); nl=${{nl%x}}; printf '%s' {quoted}"))
                 .output()
                 .expect("the shell runs");
             assert_eq!(
@@ -240,8 +289,11 @@ fn every_value_reads_back_unchanged_through_the_shell() {
 /// prints its arguments, so a run shows what the script would do.
 const STUBS: &str = r#"same() { return 0; }
 gone_within() { return 1; }
+in_pod() { return 0; }
+in_job() { return 0; }
+idle_now() { printf 'idle_now[%s]\n' "$*"; }
 notify() { printf 'notify[%s][%s]\n' "$1" "$2"; }
-delete_pod() { printf 'delete_pod[%s][%s][%s]\n' "$1" "$2" "$3"; }
+delete_pod() { printf 'delete_pod[%s][%s]\n' "$1" "$2"; }
 kill() { printf 'kill[%s][%s]\n' "$1" "$2"; }
 scancel() { printf 'scancel[%s]\n' "$1"; }
 reboot() { echo REBOOTED; }
@@ -263,12 +315,13 @@ fn dry_run(shell: &str, script: &str, host: &str) -> String {
 #[test]
 fn recorded_names_cannot_break_out_of_their_quotes_or_comments() {
     let mut r = zombie("node'07", 0, 4242);
-    r.zombie.comm = Some("x'\nreboot #".into());
     r.zombie.user = Some("o'brien\n$(reboot)".into());
     r.zombie.team = "t\nreboot".into();
     r.zombie.gpu_uuid = "GPU-\nreboot".into();
-    let namespace = "ns'\n$(reboot)`reboot`";
-    let s = text(&[r, pod(zombie("n2", 0, 5), "uid-1", Some(namespace))]);
+    r.gpu_uuids = vec![r.zombie.gpu_uuid.clone()];
+    r.zombie.comm = Some("{wait}\x1b[2J".into());
+    let s = text(&[r, pod(zombie("n2", 0, 5), "uid-1")]);
+    assert!(!s.chars().any(|c| c.is_control() && c != '\n'), "safe to cat:\n{s}");
     assert!(code_has(&s, "if [ \"$here\" = 'node'\\''07' ]; then"), "{s}");
     for shell in ["sh", "bash"].into_iter().filter(|s| has(s)) {
         parses(shell, &s);
@@ -276,12 +329,15 @@ fn recorded_names_cannot_break_out_of_their_quotes_or_comments() {
         let first = dry_run(shell, &s, "node'07");
         assert!(!first.contains("REBOOTED"), "{shell}:\n{first}\n{s}");
         assert!(first.contains("kill[-TERM][4242]\nkill[-KILL][4242]\n"), "{shell}:\n{first}");
-        assert!(first.contains("(x'?reboot #) on node'07:"), "{shell}:\n{first}");
+        // A process named `{wait}` prints as its name, not as the wait.
+        assert!(first.contains("({wait}?[2J) on node'07:"), "{shell}:\n{first}");
+        // The GPU reaches idle-now exactly as recorded.
+        assert!(first.contains("idle_now[--gpu GPU-\nreboot]"), "{shell}:\n{first}");
         assert!(!first.contains("delete_pod"), "{shell}:\n{first}");
         let second = dry_run(shell, &s, "n2");
         assert!(!second.contains("REBOOTED") && !second.contains("kill["), "{shell}:\n{second}");
-        // The namespace reaches kubectl exactly as recorded.
-        assert!(second.contains(&format!("delete_pod[uid-1][{namespace}][45]")), "{shell}:\n{second}");
+        assert!(second.contains("idle_now[--pod uid-1 --gpu GPU-0]\n"), "{shell}:\n{second}");
+        assert!(second.contains("delete_pod[uid-1][45]"), "{shell}:\n{second}");
         let elsewhere = dry_run(shell, &s, "n3");
         assert!(!elsewhere.contains('['), "{shell}:\n{elsewhere}");
     }
@@ -294,8 +350,8 @@ fn the_whole_script_parses_in_sh_and_bash() {
     unknown.gpu_indexes = vec![1, 2];
     let all = [
         zombie("n1", 0, 100),
-        pod(zombie("n1", 1, 101), "p-1", Some("ns")),
-        pod(zombie("n2", 0, 102), "p-2", None),
+        pod(zombie("n1", 1, 101), "p-1"),
+        pod(zombie("n2", 0, 102), "p-2"),
         job(zombie("n2", 1, 103), "4242_7"),
         unknown,
     ];
