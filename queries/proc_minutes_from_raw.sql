@@ -12,7 +12,8 @@
 -- Output: the columns of proc_minutes (minute, gpu_uuid, pid, proc_start,
 -- seconds, samples, used_mem_bytes_mean (bytes), used_mem_bytes_max
 -- (bytes), sm_util_pct_mean, mem_util_pct_mean, comm, uid, user,
--- container_id, k8s_pod_uid, k8s_namespace, slurm_job_id, slurm_account),
+-- container_id, k8s_pod_uid, k8s_namespace, slurm_job_id, slurm_account,
+-- claimed_k8s_namespace, claimed_slurm_job_id, claimed_slurm_account),
 -- then the partition columns date and host.
 SELECT
   date_trunc('minute', ts) AS minute,
@@ -36,6 +37,12 @@ SELECT
   last_value(k8s_namespace ORDER BY ts) FILTER (WHERE k8s_namespace IS NOT NULL) AS k8s_namespace,
   last_value(slurm_job_id ORDER BY ts) FILTER (WHERE slurm_job_id IS NOT NULL) AS slurm_job_id,
   last_value(slurm_account ORDER BY ts) FILTER (WHERE slurm_account IS NOT NULL) AS slurm_account,
+  last_value(claimed_k8s_namespace ORDER BY ts) FILTER (WHERE claimed_k8s_namespace IS NOT NULL)
+    AS claimed_k8s_namespace,
+  last_value(claimed_slurm_job_id ORDER BY ts) FILTER (WHERE claimed_slurm_job_id IS NOT NULL)
+    AS claimed_slurm_job_id,
+  last_value(claimed_slurm_account ORDER BY ts) FILTER (WHERE claimed_slurm_account IS NOT NULL)
+    AS claimed_slurm_account,
   date,
   host
 FROM proc_samples

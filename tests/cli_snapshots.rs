@@ -103,7 +103,7 @@ fn help_of_apron_and_every_command() {
 #[test]
 fn help_of_apron_recorder_and_every_command() {
     let commands = snapshot_helps("apron-recorder");
-    assert_eq!(commands, ["simulate", "ship", "compact", "completions", "man-pages"]);
+    assert_eq!(commands, ["simulate", "ship", "compact", "idle-now", "completions", "man-pages"]);
 }
 
 /// One bad-input case: a name, and `apron`'s arguments (`{DATA}`,

@@ -733,13 +733,15 @@ fn identity_of_a_real_process() {
         start >= before - 1_000 && start <= after + 1_000,
         "start {start} not in [{before}, {after}] ± 1 s"
     );
-    // From the environment it was started with, and only the identity
-    // variables; the cgroup path, when it names a Slurm job, wins.
+    // The environment it was started with, only the identity variables,
+    // as claims; its job, pod and container only from its cgroup path.
     let cgroup = std::fs::read_to_string(format!("/proc/{sleep}/cgroup")).unwrap_or_default();
     let from_cgroup = apron_recorder::identity::parse_cgroup_file(&cgroup);
-    assert_eq!(identity.slurm_account.as_deref(), Some("vision"));
-    assert_eq!(identity.k8s_namespace.as_deref(), Some("team-a"));
-    assert_eq!(identity.slurm_job_id.as_deref(), from_cgroup.slurm_job_id.as_deref().or(Some("4242")));
+    assert_eq!(identity.claimed_slurm_account.as_deref(), Some("vision"));
+    assert_eq!(identity.claimed_k8s_namespace.as_deref(), Some("team-a"));
+    assert_eq!(identity.claimed_slurm_job_id.as_deref(), Some("4242"));
+    assert_eq!((identity.slurm_account.as_deref(), identity.k8s_namespace.as_deref()), (None, None));
+    assert_eq!(identity.slurm_job_id.as_deref(), from_cgroup.slurm_job_id.as_deref());
     assert_eq!(identity.container_id.as_deref(), from_cgroup.container_id.as_deref());
     assert_eq!(identity.k8s_pod_uid.as_deref(), from_cgroup.k8s_pod_uid.as_deref());
     assert!(!format!("{identity:?}").contains("hunter2"));

@@ -88,6 +88,9 @@ const PROC_MINUTES: &[&str] = &[
     "k8s_namespace",
     "slurm_job_id",
     "slurm_account",
+    "claimed_k8s_namespace",
+    "claimed_slurm_job_id",
+    "claimed_slurm_account",
     "date",
     "host",
 ];
@@ -316,7 +319,7 @@ fn case(name: &str) -> Option<Case> {
         },
         "process_jobs" => Case {
             params: vec![start.clone(), end.clone()],
-            columns: &["gpu_uuid", "pid", "proc_start", "k8s_pod_uid", "k8s_namespace", "slurm_job_id"],
+            columns: &["gpu_uuid", "pid", "proc_start", "k8s_pod_uid", "slurm_job_id"],
         },
         "starved" => Case {
             params: vec![i64p(512 << 20), i64p(5), i64p(100)],
@@ -333,6 +336,7 @@ fn case(name: &str) -> Option<Case> {
                 "idle_since",
                 "idle_minutes",
                 "still_running",
+                "still_idle",
                 "activity_pct",
                 "pcie_rx_mib_per_s",
                 "pcie_tx_mib_per_s",
@@ -353,6 +357,7 @@ fn case(name: &str) -> Option<Case> {
                 "idle_since",
                 "idle_minutes",
                 "still_running",
+                "still_idle",
             ],
         },
         _ => return None,

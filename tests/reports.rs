@@ -412,7 +412,7 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
         "host": "h1", "gpu_index": 0, "gpu_uuid": "GPU-A", "pid": 100,
         "proc_start": "2026-11-02T09:00:00.100Z", "comm": "python", "user": "alice", "team": "vision",
         "used_mem_bytes": 1_073_741_824_i64, "idle_since": "2026-11-02T10:05:00Z", "idle_minutes": 5,
-        "still_running": true,
+        "still_running": true, "still_idle": true,
     });
     for (flags, want, why) in [
         (

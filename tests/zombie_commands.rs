@@ -6,11 +6,18 @@
 //!   ledger), host by host, and parses in `sh` and `bash`.
 //! - Run for real on the host whose zombies are this test's own child
 //!   processes (their start times and command names read as the recorder
-//!   reads them), with `logger`, `mail`, `kubectl` and `scancel` stood in
-//!   for: a plain process dies of TERM, one that ignores TERM of KILL, one
-//!   whose recorded start time is another process's is left alone, a pod
-//!   is deleted by the name kubectl gives for its uid, a Slurm job is
-//!   cancelled, and each owner gets the notice.
+//!   reads them, each in a real cgroup where it matters), with `logger`,
+//!   `mail`, `kubectl` and `scancel` stood in for and the real
+//!   `apron-recorder idle-now` reading the host's data: a plain process
+//!   dies of TERM, one that ignores TERM of KILL, one whose recorded start
+//!   time is another process's is left alone, a pod is deleted by the name
+//!   kubectl gives for its uid on this node, a Slurm job is cancelled, and
+//!   each owner gets the notice. A process the data puts in a pod or a job
+//!   whose cgroup it is not in (a user's own `…/slurm.slice/job_4242.scope`
+//!   or `…kubepods-…-pod<uid>.slice`) is left alone, and so is one whose
+//!   GPU the recorder's newest rows (its write-ahead log, written after
+//!   the list) show busy; a process idle earlier and busy now is not even
+//!   listed.
 //! - A process whose idle GPU moved data over PCIe is `apron starved`'s,
 //!   with the traffic computed by hand, and not a zombie; `--starved-pcie`
 //!   moves it back.
@@ -26,7 +33,8 @@ use apron_recorder::identity::IdentityCache;
 use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
 use apron_store::source::Tick;
 use apron_store::writer::RollingWriter;
-use apron_tests::bin;
+use apron_tests::cgroup::Cgroup;
+use apron_tests::{bin, files_under};
 use serde_json::Value;
 
 const STEP_MS: i64 = 10_000;
@@ -72,23 +80,42 @@ fn gpu_load(host: &str, gpu: i32, m: i64) -> (i32, i64, i64) {
         ("h1", 4) => (0, 10 * MIB, 0),
         // Busy.
         ("h1", 5) => (90, 2_000 * MIB, 100 * MIB),
+        // Idle for 40 minutes, then busy.
+        ("h2", 7) if m >= 40 => (90, 0, 0),
         _ => (0, 0, 0),
     }
 }
 
 /// Writes the hour ending at `end` (ms) of `procs` on hosts h1 (GPUs 0-5)
-/// and h2 (GPUs 0-4) into `data`.
+/// and h2 (GPUs 0-8) into `data`.
 fn write(data: &Path, end: i64, procs: &[Proc]) {
     let start = end - MINUTES * MIN_MS;
-    for (host, gpus) in [("h1", 6), ("h2", 5)] {
+    for (host, gpus) in [("h1", 6), ("h2", 9)] {
         let mut w =
             RollingWriter::new(DataLayout::new(data), host, Duration::from_secs(3_600)).expect("host");
-        let mut ts = start;
-        while ts < end {
+        push(&mut w, host, gpus, start, start..end, procs, gpu_load);
+        w.close().expect("close");
+    }
+}
+
+/// Pushes the ticks of `host` in `span` (ms), each GPU's load by
+/// `load(host, gpu, minutes since start)`.
+fn push(
+    w: &mut RollingWriter,
+    host: &str,
+    gpus: i32,
+    start: i64,
+    span: std::ops::Range<i64>,
+    procs: &[Proc],
+    load: fn(&str, i32, i64) -> (i32, i64, i64),
+) {
+    let mut ts = span.start;
+    {
+        while ts < span.end {
             let m = (ts - start) / MIN_MS;
             let gpus = (0..gpus)
                 .map(|index| {
-                    let (util, rx, tx) = gpu_load(host, index, m);
+                    let (util, rx, tx) = load(host, index, m);
                     GpuSample {
                         ts,
                         gpu_uuid: format!("GPU-{host}-{index}").into(),
@@ -118,7 +145,6 @@ fn write(data: &Path, end: i64, procs: &[Proc]) {
             w.push(ts, &Tick { gpus, procs, ..Default::default() }).expect("push");
             ts += STEP_MS;
         }
-        w.close().expect("close");
     }
 }
 
@@ -213,9 +239,12 @@ fn named(script: &str) -> BTreeSet<(String, i64)> {
 fn stand_in(dir: &Path, name: &str, log: &Path) {
     let log = log.display();
     let body = match name {
+        // This node's pods, when asked for them by node (the forged pod's
+        // uid among them), else none.
         "kubectl" => format!(
-            "if [ \"$1\" = get ]; then\n  printf '%s\\n' 'ffff-0000 other-ns someone-else' \
-             '{POD_H2} ml {POD_H2_NAME}'\n  exit 0\nfi\necho \"kubectl $*\" >> '{log}'\n"
+            "if [ \"$1\" = get ]; then\n  case \"$*\" in *'spec.nodeName=h2 '*) ;; *) exit 0 ;; esac\n  \
+             printf '%s\\n' 'ffff-0000 other-ns someone-else' '{POD_H2} ml {POD_H2_NAME}' \
+             '3c2b1a09-8e7d-4c6b-a594-837261504f3e ml forged'\n  exit 0\nfi\necho \"kubectl $*\" >> '{log}'\n"
         ),
         "mail" => format!("for to; do :; done\necho \"mail to $to: $(cat)\" >> '{log}'\n"),
         _ => format!("echo \"{name} $*\" >> '{log}'\n"),
@@ -225,40 +254,67 @@ fn stand_in(dir: &Path, name: &str, log: &Path) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
+/// What the recorder's newest rows say after the list was made: two more
+/// minutes, h2's GPU 8 busy in them.
+fn later_load(host: &str, gpu: i32, m: i64) -> (i32, i64, i64) {
+    match (host, gpu) {
+        ("h2", 8) => (90, 0, 0),
+        _ => gpu_load(host, gpu, m),
+    }
+}
+
 #[test]
-fn the_commands_stop_exactly_the_zombies_still_running_and_the_starved_are_apart() {
+fn the_commands_stop_exactly_the_zombies_idle_now_and_the_starved_are_apart() {
     bin("apron"); // built before the clock is read
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
-    let end = chrono::Utc::now().timestamp_millis() / MIN_MS * MIN_MS;
+    // The hour ends a few minutes from now, so that its newest minutes are
+    // "now" when the script runs, however slow the machine.
+    let end = chrono::Utc::now().timestamp_millis() / MIN_MS * MIN_MS + 3 * MIN_MS;
     let start = end - MINUTES * MIN_MS;
     let (from, to) = (ms_text(start), ms_text(end));
     let period = ["--from", from.as_str(), "--to", to.as_str()];
 
     // h2's zombies are children of this test: a plain process, one whose
     // pid the recorder saw with another start time (a reused pid), one
-    // that ignores TERM, one in a pod, one in a Slurm job.
-    let plain = Kid::spawn("sleep", &["600"]);
-    let reused = Kid::spawn("sleep", &["600"]);
-    let stubborn = Kid::spawn("sh", &["-c", "trap '' TERM; while :; do sleep 1; done"]);
-    let in_pod = Kid::spawn("sleep", &["600"]);
-    let in_job = Kid::spawn("sleep", &["600"]);
-    let mut kids = [plain, reused, stubborn, in_pod, in_job];
+    // that ignores TERM, one in a pod, one in a Slurm job (both in their
+    // cgroups where the kubelet and Slurm make them), one the data puts in
+    // a pod and one in a job that a user's own cgroup only mimics, one
+    // idle for 40 minutes and busy since, and one whose GPU turns busy
+    // after the list is made.
+    let mut kids: Vec<Kid> = (0..9)
+        .map(|i| match i {
+            2 => Kid::spawn("sh", &["-c", "trap '' TERM; while :; do sleep 1; done"]),
+            _ => Kid::spawn("sleep", &["600"]),
+        })
+        .collect();
+    let pid = |i: usize| u32::try_from(kids[i].pid()).expect("a pid");
+    let forged_pod = "3c2b1a09-8e7d-4c6b-a594-837261504f3e";
+    let user_tree = "/user.slice/user-1000.slice/user@1000.service";
+    let _cgroups = [
+        Cgroup::enter(&format!("/kubepods/besteffort/pod{POD_H2}/{}", "ab".repeat(32)), pid(3)),
+        Cgroup::enter("/slurm/uid_1000/job_888/step_0", pid(4)),
+        Cgroup::enter(
+            &format!("{user_tree}/app.slice/kubepods-besteffort-pod{}.slice", forged_pod.replace('-', "_")),
+            pid(5),
+        ),
+        Cgroup::enter(&format!("{user_tree}/slurm.slice/job_4242.scope"), pid(6)),
+    ];
     let mut reused_id = kids[1].identity("bob");
     reused_id.proc_start = reused_id.proc_start.map(|s| s - 3_600_000);
-    let pod_id = ProcIdentity {
-        k8s_pod_uid: Some(POD_H2.into()),
-        k8s_namespace: Some("ml".into()),
-        ..kids[3].identity("root")
-    };
+    // What the data says of them (as an older build, or another tool,
+    // could have written it).
+    let pod_id = ProcIdentity { k8s_pod_uid: Some(POD_H2.into()), ..kids[3].identity("root") };
     let job_id = ProcIdentity { slurm_job_id: Some("888".into()), ..kids[4].identity("erin") };
+    let forged_pod_id = ProcIdentity { k8s_pod_uid: Some(forged_pod.into()), ..kids[5].identity("mallory") };
+    let forged_job_id = ProcIdentity { slurm_job_id: Some("4242".into()), ..kids[6].identity("mallory") };
     let h2 = |gpu: i32, kid: &Kid, identity: ProcIdentity| Proc {
         host: "h2",
         gpu,
         pid: kid.pid(),
         identity,
         mem: GIB,
-        minutes: MINUTES,
+        minutes: i64::MAX,
     };
     let t0 = start - 86_400_000;
     let h1 = |gpu: i32, pid: i32, identity: ProcIdentity, mem: i64, minutes: i64| Proc {
@@ -273,11 +329,7 @@ fn the_commands_stop_exactly_the_zombies_still_running_and_the_starved_are_apart
         h1(
             0,
             2001,
-            ProcIdentity {
-                k8s_pod_uid: Some(POD_H1.into()),
-                k8s_namespace: Some("vision-train".into()),
-                ..who("python", "root", t0)
-            },
+            ProcIdentity { k8s_pod_uid: Some(POD_H1.into()), ..who("python", "root", t0) },
             4 * GIB,
             MINUTES,
         ),
@@ -304,39 +356,62 @@ fn the_commands_stop_exactly_the_zombies_still_running_and_the_starved_are_apart
         h2(2, &kids[2], kids[2].identity("carol")),
         h2(3, &kids[3], pod_id),
         h2(4, &kids[4], job_id),
+        h2(5, &kids[5], forged_pod_id),
+        h2(6, &kids[6], forged_job_id),
+        h2(7, &kids[7], kids[7].identity("grace")),
+        h2(8, &kids[8], kids[8].identity("heidi")),
     ];
     write(&data, end, &procs);
 
-    // The zombies still running, by the views (`apron sql`), not the ledger.
+    // The zombies by the views (`apron sql`), not the ledger: still
+    // running, and of those idle now.
     let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("../queries/zombies.sql");
     let mut args = vec!["sql", "-f", sql.to_str().expect("utf-8 path")];
     args.extend(["--param", "1=268435456", "--param", "2=10", "--param", "3=100"]);
     args.extend(period);
     let by_views = json(&data, &args);
-    let running: BTreeSet<(String, i64)> =
-        processes(&by_views.iter().filter(|r| r["still_running"] == true).cloned().collect::<Vec<_>>());
+    let where_ =
+        |column: &str| processes(&by_views.iter().filter(|r| r[column] == true).cloned().collect::<Vec<_>>());
+    let (running, idle) = (where_("still_running"), where_("still_idle"));
     let kid = |i: usize| ("h2".to_owned(), i64::from(kids[i].pid()));
     let h1 = |pid: i64| ("h1".to_owned(), pid);
-    let expected: BTreeSet<_> = [h1(2001), h1(2002), h1(2005), kid(0), kid(1), kid(2), kid(3), kid(4)].into();
+    let idle_now: BTreeSet<_> =
+        [h1(2001), h1(2002), h1(2005), kid(0), kid(1), kid(2), kid(3), kid(4), kid(5), kid(6), kid(8)].into();
+    let mut expected = idle_now.clone();
+    expected.insert(kid(7));
     assert_eq!(running, expected, "the views' zombies still running");
+    assert_eq!(idle, idle_now, "the views' zombies idle now: not the one busy since minute 40");
 
-    // The script names exactly those, host by host, and parses.
-    let mut args = vec!["zombies", "--commands", "--wait", "1s"];
+    // The script names exactly those idle now, host by host, and parses.
+    let mut args = vec!["zombies", "--commands", "--wait", "1s", "--min-idle", "2m"];
     args.extend(period);
     let script = String::from_utf8(apron(&data, &args).stdout).expect("utf-8");
-    assert_eq!(named(&script), running, "{script}");
+    assert_eq!(named(&script), idle_now, "{script}");
     for shell in ["sh", "bash"] {
         let out = Command::new(shell).arg("-n").arg("-c").arg(&script).output().expect("the shell runs");
         assert!(out.status.success(), "{shell} -n: {}\n{script}", String::from_utf8_lossy(&out.stderr));
     }
-    assert!(script.contains(&format!("delete_pod '{POD_H1}' 'vision-train' \"$wait_s\"")), "{script}");
+    assert!(script.contains(&format!("delete_pod '{POD_H1}' \"$wait_s\"")), "{script}");
     assert!(script.contains("scancel '777001' </dev/null"), "{script}");
     assert!(script.contains("if same 2005 ") && script.contains(" 'it'\\''s'; then"), "{script}");
     assert!(!script.contains("2003") && !script.contains("2004") && !script.contains("2006"), "{script}");
+    assert!(script.contains("\nmin_idle=2\n"), "{script}");
     // Most memory-minutes first: h1's 4 GiB pod before its 3 GiB job.
     assert!(script.find(POD_H1) < script.find("777001"), "{script}");
 
-    // Run h2's part for real, with stand-ins for the tools around it.
+    // After the list: two more minutes in h2's write-ahead log, as a
+    // running recorder leaves them, GPU 8 busy.
+    let mut w = RollingWriter::new(DataLayout::new(&data), "h2", Duration::from_secs(3_600))
+        .expect("host")
+        .with_wal(Duration::from_millis(1))
+        .expect("a WAL");
+    push(&mut w, "h2", 9, start, end..end + 2 * MIN_MS, &procs, later_load);
+    drop(w);
+    let wal = files_under(&data.join("wal"));
+    assert!(wal.iter().any(|p| p.extension().is_some_and(|e| e == "wal")), "{wal:?}");
+
+    // Run h2's part for real, with stand-ins for the tools around it and
+    // the real recorder binary reading the host's data.
     let tools = tmp.path().join("bin");
     std::fs::create_dir(&tools).expect("mkdir");
     let log = tmp.path().join("tools.log");
@@ -349,13 +424,15 @@ fn the_commands_stop_exactly_the_zombies_still_running_and_the_starved_are_apart
         .arg("-c")
         .arg(&script)
         .env("APRON_HOST", "h2")
+        .env("APRON_RECORDER", bin("apron-recorder"))
+        .env("APRON_RECORDER_DATA", &data)
         .env("PATH", path)
         .stdin(Stdio::null())
         .output()
         .expect("sh runs");
     let stdout = String::from_utf8_lossy(&ran.stdout);
     assert!(ran.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&ran.stderr));
-    assert!(began.elapsed() < Duration::from_secs(20), "the waits are bounded: {:?}", began.elapsed());
+    assert!(began.elapsed() < Duration::from_secs(60), "the waits are bounded: {:?}", began.elapsed());
     let log = std::fs::read_to_string(&log).unwrap_or_default();
     let signal = |k: &mut Kid| k.ended().and_then(|s| s.signal());
     assert_eq!(signal(&mut kids[0]), Some(libc::SIGTERM), "the plain process gets TERM:\n{stdout}");
@@ -371,6 +448,33 @@ fn the_commands_stop_exactly_the_zombies_still_running_and_the_starved_are_apart
     assert!(log.lines().any(|l| l == "scancel 888"), "{log}");
     // The pod's and the job's processes are theirs to stop, not apron's.
     assert_eq!((kids[3].ended(), kids[4].ended()), (None, None));
+    // Named in the data, not by the kernel: nothing is deleted or
+    // cancelled, though kubectl lists that pod on this node.
+    assert!(!log.contains(forged_pod) && !log.contains("forged") && !log.contains("4242"), "{log}");
+    assert!(
+        stdout.contains(&format!(
+            "apron: pid {} on h2 is not in pod {forged_pod} by its cgroup",
+            kids[5].pid()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains(&format!("apron: pid {} on h2 is not in Slurm job 4242 by its cgroup", kids[6].pid())),
+        "{stdout}"
+    );
+    // Busy now by the newest rows: left alone, and told why.
+    assert!(stdout.contains("GPU GPU-h2-8 busy at"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "apron: pid {} on h2: not every GPU of it has been idle for 2 minutes now",
+            kids[8].pid()
+        )),
+        "{stdout}"
+    );
+    for i in [5, 6, 7, 8] {
+        assert_eq!(kids[i].ended(), None, "kid {i} left alone:\n{stdout}");
+    }
     // Each owner is told, in the log and by mail (not root, nor bob, whose
     // process was not stopped).
     let notices: Vec<&str> =

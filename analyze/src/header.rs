@@ -286,7 +286,10 @@ impl Header {
     /// Prints the header for a result in `format`: to `out` followed by a
     /// blank line for a table, to stderr otherwise.
     pub fn print<W: Write>(&self, format: Format, out: &mut W) -> Result<(), Error> {
-        let text: String = self.lines.iter().map(|l| format!("{l}\n")).collect();
+        // A header names hosts, models and the data folder: data, shown
+        // safe for a terminal.
+        let text: String =
+            self.lines.iter().map(|l| format!("{}\n", apron_cli::printable::printable(l))).collect();
         if format == Format::Table {
             out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n"))
         } else {

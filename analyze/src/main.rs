@@ -29,7 +29,9 @@ fn main() -> ExitCode {
         Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
         Err(err) => {
             let err = anyhow::Error::new(err);
-            eprintln!("error: {}", one_line(err.as_ref()));
+            // Errors name files, hosts and values from the data: shown safe
+            // for a terminal.
+            eprintln!("error: {}", apron_cli::printable::printable(&one_line(err.as_ref())));
             ExitCode::from(EXIT_FAILURE)
         }
     }

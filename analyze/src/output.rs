@@ -365,7 +365,8 @@ impl<W: Write> TableWriter<W> {
     /// Prints the header and the rows held back, without the last border,
     /// and keeps their widths for the rows to come.
     fn print_head(&mut self) -> Result<(), Error> {
-        let names: Vec<String> = self.schema.fields().iter().map(|f| f.name().clone()).collect();
+        let names: Vec<String> =
+            self.schema.fields().iter().map(|f| printable_owned(f.name().clone())).collect();
         let widest = |column: usize| {
             self.head
                 .iter()
@@ -407,7 +408,9 @@ fn is_number(data_type: &DataType) -> bool {
 
 /// The text of every cell of `batch`, row by row: a null as `NULL`, a
 /// column in `style` ([`Style::column`]), anything else as arrow shows it
-/// (times as RFC 3339 instants ending in `Z`).
+/// (times as RFC 3339 instants ending in `Z`); control characters shown as
+/// escapes ([`apron_cli::printable::printable`]), so a recorded name cannot
+/// act on the terminal or forge a row.
 fn cells(batch: &RecordBatch, style: &Style) -> Result<Vec<Vec<String>>, Error> {
     let options = FormatOptions::default().with_display_error(true).with_null("NULL");
     let schema = batch.schema();
@@ -419,7 +422,7 @@ fn cells(batch: &RecordBatch, style: &Style) -> Result<Vec<Vec<String>>, Error> 
             Some(texts) => Ok(texts),
             None => {
                 let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
-                Ok((0..column.len()).map(|i| formatter.value(i).to_string()).collect())
+                Ok((0..column.len()).map(|i| printable_owned(formatter.value(i).to_string())).collect())
             }
         })
         .collect::<Result<_, ArrowError>>()
@@ -429,6 +432,14 @@ fn cells(batch: &RecordBatch, style: &Style) -> Result<Vec<Vec<String>>, Error> 
     Ok((0..batch.num_rows())
         .map(|_| columns.iter_mut().map(|c| c.next().unwrap_or_default()).collect())
         .collect())
+}
+
+/// `text`, its control characters shown as escapes.
+fn printable_owned(text: String) -> String {
+    match apron_cli::printable::printable(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(escaped) => escaped,
+    }
 }
 
 /// Formats `batch` as CSV lines (after the header, the first time) and
@@ -570,9 +581,11 @@ mod tests {
         let whole = render(Format::Table, &[batch(0, n + 2, "ab")], schema.clone());
         assert!(whole.starts_with("+----+------+\n|  n | name |\n+----+------+\n|  0 | ab   |\n"), "{whole}");
         let mut lines: Vec<&str> = streamed.lines().collect();
-        let last_row = [lines.remove(lines.len() - 3), lines.remove(lines.len() - 2)];
+        // A newline in a value shows as `\n`: one line per row, so a
+        // recorded name cannot draw a row of its own.
+        let last_row = lines.remove(lines.len() - 2);
         assert_eq!(lines.join("\n"), whole.trim_end(), "the first rows and the border");
-        assert_eq!(last_row, ["|  2 | a    |", "|    | longer one |"]);
+        assert_eq!(last_row, "|  2 | a\\nlonger one |");
 
         // Once the head is printed, a batch goes out as it comes.
         let mut writer = BatchWriter::new(Format::Table, schema.clone(), Vec::new());
@@ -582,6 +595,21 @@ mod tests {
         writer.write(&batch(n, 1, "x")).expect("writes");
         let Inner::Table(table) = &writer.inner else { panic!("a table") };
         assert!(String::from_utf8_lossy(&table.out).ends_with("|  0 | x    |\n"));
+    }
+
+    #[test]
+    fn control_characters_in_a_table_show_as_escapes_and_csv_keeps_them() {
+        let schema = Arc::new(Schema::new(vec![Field::new("comm\u{7}", DataType::Utf8, true)]));
+        let evil = "py\u{1b}]0;owned\u{7}\u{1b}[2J\r|  9 | forged";
+        let columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec![Some(evil)]))];
+        let batch = RecordBatch::try_new(schema.clone(), columns).expect("columns match");
+        let table = render(Format::Table, std::slice::from_ref(&batch), schema.clone());
+        assert!(!table.chars().any(|c| c.is_control() && c != '\n'), "{table:?}");
+        assert!(table.contains("py\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\r|  9 | forged"), "{table}");
+        assert!(table.contains("comm\\u{7}"), "{table}");
+        assert_eq!(table.lines().count(), 5, "one line per row:\n{table}");
+        let csv = render(Format::Csv, &[batch], schema);
+        assert!(csv.contains('\u{1b}'), "CSV keeps the data exact: {csv:?}");
     }
 
     #[test]

@@ -6,10 +6,13 @@
 //! - [`units`]: durations (`30d`, `1h30m`) and sizes (`1GiB`, `512M`) as
 //!   people type them, a bare number refused with the unit it likely meant;
 //! - [`docs`]: shell completions and manual pages, generated from the same
-//!   clap definitions as the parser.
+//!   clap definitions as the parser;
+//! - [`printable`]: text made safe for a terminal, control characters shown
+//!   as escapes.
 //!
-//! Parsing only: no command's behaviour lives here.
+//! No command's behaviour lives here.
 
 pub mod docs;
 pub mod errors;
+pub mod printable;
 pub mod units;

@@ -640,10 +640,10 @@ mod tests {
             format!("{user}/kubepods/burstable/pod{POD}/{ID}"),
             format!("{user}/docker-{ID}.scope"),
             format!("/user.slice/docker/{ID}"),
-            format!("/user.slice/slurm_x/uid_1/job_4242"),
+            "/user.slice/slurm_x/uid_1/job_4242".to_owned(),
             // Seen from another cgroup namespace: not anchored at the host's root.
             format!("/../../kubepods/pod{POD}/{ID}"),
-            format!("/../slurm/uid_0/job_4242"),
+            "/../slurm/uid_0/job_4242".to_owned(),
             format!("kubepods/pod{POD}"),
         ] {
             assert_eq!(parse_cgroup_path(&path), CgroupIds::default(), "{path}");

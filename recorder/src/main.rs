@@ -165,6 +165,8 @@ enum Command {
         #[command(flatten)]
         retention: RetentionArgs,
     },
+    /// Whether GPUs of this host are idle now, by the newest data (exit 0: idle, 1: not).
+    ///
     /// Exits 0 when GPUs of this host have been idle for the last --for, by
     /// the newest data in the data folder (a running recorder's write-ahead
     /// log included); else 1, saying why. The script `apron zombies
@@ -289,7 +291,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", apron_cli::printable::printable(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
@@ -414,12 +416,13 @@ fn run_idle_now(
         ("Slurm job", &question.job, !window.job_gpus.is_empty()),
     ] {
         if let Some(id) = wanted.as_ref().filter(|_| !found) {
+            let id = apron_cli::printable::printable(id);
             println!("{what} {id}: no process of it recorded on {host} in the last minutes: not idle now");
             idle = false;
         }
     }
     for answer in &answers {
-        println!("{answer}");
+        println!("{}", apron_cli::printable::printable(&answer.to_string()));
         idle &= answer.idle();
     }
     Ok(idle)

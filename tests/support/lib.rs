@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub mod browser;
+pub mod cgroup;
 pub mod checks;
 pub mod png;
 pub mod prometheus;

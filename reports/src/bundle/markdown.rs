@@ -109,7 +109,8 @@ fn block(text: &str) -> String {
         .join("\n")
 }
 
-/// `line` with what Markdown reads as markup escaped, and only that:
+/// `line` with control characters written as escapes, and what Markdown
+/// reads as markup escaped, and only that:
 /// backticks, brackets, tildes; `*` and `_` where they could open or close
 /// emphasis (not in `still_idle` or `4 * 2`); `<` before what could be a
 /// tag; `&` before what could be an entity; `\` before punctuation or at
@@ -144,7 +145,13 @@ fn escape(line: &str, line_start: bool) -> String {
         if special {
             out.push('\\');
         }
-        out.push(c);
+        if c.is_control() {
+            // A recorded name's escape sequence shows, as on the terminal
+            // (`\u{1b}`), instead of acting on a terminal that shows the file.
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
     }
     out
 }
@@ -188,5 +195,7 @@ mod tests {
         assert_eq!(block("Wow! node #3"), "Wow! node #3");
         assert_eq!(inline("two\nlines"), "two lines");
         assert_eq!(block("one\n\n# two"), "one\n\\# two");
+        // An escape sequence in a recorded name shows instead of acting.
+        assert_eq!(cell("py\u{1b}]0;x\u{7}"), "py\\u{1b}\\]0;x\\u{7}");
     }
 }

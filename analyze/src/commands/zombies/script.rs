@@ -422,9 +422,9 @@ impl Target<'_> {
                 let _ = writeln!(out, "    gone_within \"$wait_s\" {g} || kill -KILL {pid}");
             }
             Kind::Pod { uid } => {
-                let text = format!("): its pid {} ({comm}) {}", z.pid, why(first));
+                let text = format!(" s): its pid {} ({comm}) {}", z.pid, why(first));
                 let head = format!("apron: deleting pod {uid} on {host} (grace period ");
-                let message = [Part::Text(&head), Part::Wait, Part::Text(" s"), Part::Text(&text)];
+                let message = [Part::Text(&head), Part::Wait, Part::Text(&text)];
                 let _ = writeln!(out, "    notify {} {}", quote(&mail_to(first)), message_arg(&message));
                 let _ = writeln!(out, "    delete_pod {} \"$wait_s\"", quote(uid));
             }
