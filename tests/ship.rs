@@ -507,3 +507,96 @@ fn every_command_on_the_bucket_prints_the_local_figures() {
         assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
     }
 }
+
+/// `apron-recorder --ship` to a store nobody answers, with a raw
+/// retention of one day over three older days: retention keeps the expired
+/// days that are not shipped, and says so where an operator looks: the
+/// `/metrics` gauge of expired partitions kept for shipping (equal to the
+/// raw partitions past retention, counted from the folder), its figure on
+/// the health line, and a warning.
+#[test]
+fn expired_days_kept_for_a_failing_store_are_counted_and_said() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let today = chrono::Utc::now().date_naive();
+    let start = today - chrono::Days::new(10);
+    let out = Command::new(apron_tests::bin("apron-recorder"))
+        .args(["simulate", "--gpus", "2", "--days", "3", "--interval", "60s", "--start"])
+        .arg(start.to_string())
+        .arg("--data")
+        .arg(&data)
+        .output()
+        .expect("simulate runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Raw partitions past a one-day retention, from the folder.
+    let cutoff = today - chrono::Days::new(1);
+    let expired_raw = || {
+        ["gpu_samples", "proc_samples"]
+            .iter()
+            .flat_map(|t| {
+                std::fs::read_dir(data.join(t)).expect("a table folder").map(|e| e.expect("entry").path())
+            })
+            .filter(|dir| {
+                let name = dir.file_name().and_then(|n| n.to_str()).expect("a name");
+                chrono::NaiveDate::parse_from_str(name.trim_start_matches("date="), "%Y-%m-%d")
+                    .is_ok_and(|d| d < cutoff)
+            })
+            .count()
+    };
+    assert_eq!(expired_raw(), 6, "three days of two raw tables");
+
+    let closed =
+        std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("addr").port();
+    let addr = format!("127.0.0.1:{}", apron_tests::prometheus::free_port());
+    let log_path = tmp.path().join("recorder.log");
+    let mut cmd = Command::new(apron_tests::bin("apron-recorder"));
+    cmd.args(["--source", "sim", "--host", "gpu-node01", "--sim-gpus", "2", "--interval", "200ms"])
+        .args(["--health-every", "1s", "--retain-raw", "1d", "--metrics", &addr])
+        .args(["--ship", "s3://apron/held", "--ship-every", "200ms", "--data"])
+        .arg(&data)
+        .env("APRON_LOG", "info")
+        .env("AWS_ACCESS_KEY_ID", "k")
+        .env("AWS_SECRET_ACCESS_KEY", "s")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{closed}"))
+        .env("AWS_ALLOW_HTTP", "true")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).expect("log file"));
+    for key in ["AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_SESSION_TOKEN"] {
+        cmd.env_remove(key);
+    }
+    let recorder = cmd.spawn().expect("the recorder starts");
+    let gauge = "apron_recorder_ship_expired_pending_partitions";
+    let t0 = Instant::now();
+    let served = loop {
+        let body = apron_tests::prometheus::http_get(&addr, "/metrics").map(|(_, b)| b).unwrap_or_default();
+        let value = body
+            .lines()
+            .find(|l| l.starts_with(&format!("{gauge}{{")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+        if value.is_some_and(|v| v > 0) {
+            break value;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no {gauge} above 0 within 60 s:\n{body}\n{}",
+            read(&log_path)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let warned = wait_for_line(&log_path, Duration::from_secs(30), "warning of kept days", |l| {
+        l.contains("kept expired days") && l.contains("not shipped")
+    });
+    let health = wait_for_line(&log_path, Duration::from_secs(30), "health line", |l| {
+        l.contains(" health") && field(l, "ship_expired_pending").is_some_and(|n| n > 0)
+    });
+    apron_tests::signal(&recorder, libc::SIGTERM);
+    let out = apron_tests::wait_with_timeout(recorder, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", read(&log_path));
+    println!("{warned}\n{health}");
+    assert_eq!(served, Some(6), "{}", read(&log_path));
+    assert_eq!(field(&health, "ship_expired_pending"), Some(6), "{health}");
+    // Nothing expired was removed: it is not in the bucket.
+    assert_eq!(expired_raw(), 6, "kept");
+}
