@@ -184,7 +184,11 @@ fn shipped_days_are_a_data_folder_and_shipping_again_uploads_nothing() {
     // An object its partition no longer has (an earlier merge of a day
     // that got a late file) is removed; one changed under a key is
     // uploaded again.
-    let (stale_key, changed_key) = (local[0].0.replace(".parquet", "-old.parquet"), local[1].0.clone());
+    // (A name of the writer's form, `<start>-<seq>.parquet`: shipping removes
+    // only objects named as apron names its files.)
+    let stale_key = local[0].0.replace("-000000.parquet", "-000001.parquet");
+    assert_ne!(stale_key, local[0].0, "a file of the writer's naming: {}", local[0].0);
+    let changed_key = local[1].0.clone();
     runtime().block_on(async {
         for (key, bytes) in [(&stale_key, &b"old"[..]), (&changed_key, &b"changed"[..])] {
             let key = Key::from(format!("fleet/one/{key}"));
@@ -599,4 +603,69 @@ fn expired_days_kept_for_a_failing_store_are_counted_and_said() {
     assert_eq!(field(&health, "ship_expired_pending"), Some(6), "{health}");
     // Nothing expired was removed: it is not in the bucket.
     assert_eq!(expired_raw(), 6, "kept");
+}
+
+/// Objects under a shipped partition that apron did not write (Spark's
+/// `_SUCCESS`, a `readme.txt`, another tool's `part-00000.parquet`) are
+/// neither removed nor replaced by shipping; an object of apron's own
+/// naming that the partition no longer has is still removed.
+#[test]
+fn shipping_leaves_objects_apron_did_not_write_alone() {
+    let server = S3Server::start();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    simulate(&data);
+    let url = "s3://apron/fleet/foreign";
+    let env = server.env();
+    let out = ship(&data, url, &env);
+    assert!(out.status.success(), "{:?}", lines(&out));
+    let local = data_files(&data);
+    let (dir, name) = local[0].0.rsplit_once('/').expect("a partition and a name");
+    // The writer's own naming, `<start>-<seq>.parquet`: a file merged away.
+    let (start, _) = name.rsplit_once('-').expect("<start>-<seq>.parquet");
+    let stale = format!("{dir}/{start}-999999.parquet");
+    let foreign = [
+        (format!("{dir}/_SUCCESS"), &b""[..]),
+        (format!("{dir}/readme.txt"), &b"ours, not apron's"[..]),
+        (format!("{dir}/part-00000.parquet"), &b"another tool's file"[..]),
+    ];
+    let store = client(&server);
+    runtime().block_on(async {
+        for (key, bytes) in foreign.iter().map(|(k, b)| (k, *b)).chain([(&stale, &b"old"[..])]) {
+            let key = Key::from(format!("fleet/foreign/{key}"));
+            store.put(&key, PutPayload::from(bytes.to_vec())).await.expect("puts");
+        }
+    });
+    let out = ship(&data, url, &env);
+    let (stdout, stderr) = lines(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains(&format!("removed {url}/{stale}")), "{stdout}");
+    assert!(stdout.contains(", 1 removed"), "only the stale file of apron's naming: {stdout}");
+    let held: std::collections::BTreeMap<String, Vec<u8>> =
+        objects(&store, "fleet/foreign").into_iter().collect();
+    for (key, bytes) in &foreign {
+        assert_eq!(held.get(key).map(Vec::as_slice), Some(*bytes), "{key} was touched: {stdout}");
+    }
+    assert!(!held.contains_key(&stale), "{stdout}");
+
+    // A local file named as apron does not name its files, whose key holds
+    // an object apron did not put there: that object is not replaced.
+    let (second, path) = &local[1];
+    let (dir, _) = second.rsplit_once('/').expect("a partition and a name");
+    let renamed = format!("{dir}/part-00000.parquet");
+    std::fs::rename(path, data.join(&renamed)).expect("renames");
+    runtime().block_on(async {
+        let key = Key::from(format!("fleet/foreign/{renamed}"));
+        store.put(&key, PutPayload::from(&b"someone else's"[..])).await.expect("puts");
+    });
+    let out = ship(&data, url, &env);
+    let (stdout, stderr) = lines(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!("{url}/{renamed}")) && stderr.contains("apron did not write"),
+        "{stderr}"
+    );
+    let held: std::collections::BTreeMap<String, Vec<u8>> =
+        objects(&store, "fleet/foreign").into_iter().collect();
+    assert_eq!(held.get(&renamed).map(Vec::as_slice), Some(&b"someone else's"[..]), "{stdout}");
 }
