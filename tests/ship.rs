@@ -184,7 +184,11 @@ fn shipped_days_are_a_data_folder_and_shipping_again_uploads_nothing() {
     // An object its partition no longer has (an earlier merge of a day
     // that got a late file) is removed; one changed under a key is
     // uploaded again.
-    let (stale_key, changed_key) = (local[0].0.replace(".parquet", "-old.parquet"), local[1].0.clone());
+    // (A name of the writer's form, `<start>-<seq>.parquet`: shipping removes
+    // only objects named as apron names its files.)
+    let stale_key = local[0].0.replace("-000000.parquet", "-000001.parquet");
+    assert_ne!(stale_key, local[0].0, "a file of the writer's naming: {}", local[0].0);
+    let changed_key = local[1].0.clone();
     runtime().block_on(async {
         for (key, bytes) in [(&stale_key, &b"old"[..]), (&changed_key, &b"changed"[..])] {
             let key = Key::from(format!("fleet/one/{key}"));
@@ -506,4 +510,162 @@ fn every_command_on_the_bucket_prints_the_local_figures() {
         assert!(errors[0].contains(url) && errors[0].contains(&wanted), "{stderr}");
         assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
     }
+}
+
+/// `apron-recorder --ship` to a store nobody answers, with a raw
+/// retention of one day over three older days: retention keeps the expired
+/// days that are not shipped, and says so where an operator looks: the
+/// `/metrics` gauge of expired partitions kept for shipping (equal to the
+/// raw partitions past retention, counted from the folder), its figure on
+/// the health line, and a warning.
+#[test]
+fn expired_days_kept_for_a_failing_store_are_counted_and_said() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let today = chrono::Utc::now().date_naive();
+    let start = today - chrono::Days::new(10);
+    let out = Command::new(apron_tests::bin("apron-recorder"))
+        .args(["simulate", "--gpus", "2", "--days", "3", "--interval", "60s", "--start"])
+        .arg(start.to_string())
+        .arg("--data")
+        .arg(&data)
+        .output()
+        .expect("simulate runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Raw partitions past a one-day retention, from the folder.
+    let cutoff = today - chrono::Days::new(1);
+    let expired_raw = || {
+        ["gpu_samples", "proc_samples"]
+            .iter()
+            .flat_map(|t| {
+                std::fs::read_dir(data.join(t)).expect("a table folder").map(|e| e.expect("entry").path())
+            })
+            .filter(|dir| {
+                let name = dir.file_name().and_then(|n| n.to_str()).expect("a name");
+                chrono::NaiveDate::parse_from_str(name.trim_start_matches("date="), "%Y-%m-%d")
+                    .is_ok_and(|d| d < cutoff)
+            })
+            .count()
+    };
+    assert_eq!(expired_raw(), 6, "three days of two raw tables");
+
+    let closed =
+        std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("addr").port();
+    let addr = format!("127.0.0.1:{}", apron_tests::prometheus::free_port());
+    let log_path = tmp.path().join("recorder.log");
+    let mut cmd = Command::new(apron_tests::bin("apron-recorder"));
+    cmd.args(["--source", "sim", "--host", "gpu-node01", "--sim-gpus", "2", "--interval", "200ms"])
+        .args(["--health-every", "1s", "--retain-raw", "1d", "--metrics", &addr])
+        .args(["--ship", "s3://apron/held", "--ship-every", "200ms", "--data"])
+        .arg(&data)
+        .env("APRON_LOG", "info")
+        .env("AWS_ACCESS_KEY_ID", "k")
+        .env("AWS_SECRET_ACCESS_KEY", "s")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{closed}"))
+        .env("AWS_ALLOW_HTTP", "true")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).expect("log file"));
+    for key in ["AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_SESSION_TOKEN"] {
+        cmd.env_remove(key);
+    }
+    let recorder = cmd.spawn().expect("the recorder starts");
+    let gauge = "apron_recorder_ship_expired_pending_partitions";
+    let t0 = Instant::now();
+    let served = loop {
+        let body = apron_tests::prometheus::http_get(&addr, "/metrics").map(|(_, b)| b).unwrap_or_default();
+        let value = body
+            .lines()
+            .find(|l| l.starts_with(&format!("{gauge}{{")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+        if value.is_some_and(|v| v > 0) {
+            break value;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no {gauge} above 0 within 60 s:\n{body}\n{}",
+            read(&log_path)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let warned = wait_for_line(&log_path, Duration::from_secs(30), "warning of kept days", |l| {
+        l.contains("kept expired days") && l.contains("not shipped")
+    });
+    let health = wait_for_line(&log_path, Duration::from_secs(30), "health line", |l| {
+        l.contains(" health") && field(l, "ship_expired_pending").is_some_and(|n| n > 0)
+    });
+    apron_tests::signal(&recorder, libc::SIGTERM);
+    let out = apron_tests::wait_with_timeout(recorder, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", read(&log_path));
+    println!("{warned}\n{health}");
+    assert_eq!(served, Some(6), "{}", read(&log_path));
+    assert_eq!(field(&health, "ship_expired_pending"), Some(6), "{health}");
+    // Nothing expired was removed: it is not in the bucket.
+    assert_eq!(expired_raw(), 6, "kept");
+}
+
+/// Objects under a shipped partition that apron did not write (Spark's
+/// `_SUCCESS`, a `readme.txt`, another tool's `part-00000.parquet`) are
+/// neither removed nor replaced by shipping; an object of apron's own
+/// naming that the partition no longer has is still removed.
+#[test]
+fn shipping_leaves_objects_apron_did_not_write_alone() {
+    let server = S3Server::start();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    simulate(&data);
+    let url = "s3://apron/fleet/foreign";
+    let env = server.env();
+    let out = ship(&data, url, &env);
+    assert!(out.status.success(), "{:?}", lines(&out));
+    let local = data_files(&data);
+    let (dir, name) = local[0].0.rsplit_once('/').expect("a partition and a name");
+    // The writer's own naming, `<start>-<seq>.parquet`: a file merged away.
+    let (start, _) = name.rsplit_once('-').expect("<start>-<seq>.parquet");
+    let stale = format!("{dir}/{start}-999999.parquet");
+    let foreign = [
+        (format!("{dir}/_SUCCESS"), &b""[..]),
+        (format!("{dir}/readme.txt"), &b"ours, not apron's"[..]),
+        (format!("{dir}/part-00000.parquet"), &b"another tool's file"[..]),
+    ];
+    let store = client(&server);
+    runtime().block_on(async {
+        for (key, bytes) in foreign.iter().map(|(k, b)| (k, *b)).chain([(&stale, &b"old"[..])]) {
+            let key = Key::from(format!("fleet/foreign/{key}"));
+            store.put(&key, PutPayload::from(bytes.to_vec())).await.expect("puts");
+        }
+    });
+    let out = ship(&data, url, &env);
+    let (stdout, stderr) = lines(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains(&format!("removed {url}/{stale}")), "{stdout}");
+    assert!(stdout.contains(", 1 removed"), "only the stale file of apron's naming: {stdout}");
+    let held: std::collections::BTreeMap<String, Vec<u8>> =
+        objects(&store, "fleet/foreign").into_iter().collect();
+    for (key, bytes) in &foreign {
+        assert_eq!(held.get(key).map(Vec::as_slice), Some(*bytes), "{key} was touched: {stdout}");
+    }
+    assert!(!held.contains_key(&stale), "{stdout}");
+
+    // A local file named as apron does not name its files, whose key holds
+    // an object apron did not put there: that object is not replaced.
+    let (second, path) = &local[1];
+    let (dir, _) = second.rsplit_once('/').expect("a partition and a name");
+    let renamed = format!("{dir}/part-00000.parquet");
+    std::fs::rename(path, data.join(&renamed)).expect("renames");
+    runtime().block_on(async {
+        let key = Key::from(format!("fleet/foreign/{renamed}"));
+        store.put(&key, PutPayload::from(&b"someone else's"[..])).await.expect("puts");
+    });
+    let out = ship(&data, url, &env);
+    let (stdout, stderr) = lines(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!("{url}/{renamed}")) && stderr.contains("apron did not write"),
+        "{stderr}"
+    );
+    let held: std::collections::BTreeMap<String, Vec<u8>> =
+        objects(&store, "fleet/foreign").into_iter().collect();
+    assert_eq!(held.get(&renamed).map(Vec::as_slice), Some(&b"someone else's"[..]), "{stdout}");
 }

@@ -141,7 +141,7 @@ impl DailyMaintenance {
                     }
                     if !report.held.is_empty() {
                         warn!(held = report.held.len(), first = %report.held[0].display(),
-                            "kept expired days: they are not shipped yet");
+                            "kept expired days: they are not shipped yet, and stay on disk until they are");
                     }
                 }
                 Err(e) => {

@@ -10,9 +10,14 @@
 //! tick. The scrape thread holds the lock only to copy the snapshot out
 //! (microseconds), then renders its copy. Both copies reuse their buffers:
 //! a steady tick allocates nothing here (`tests/tick_allocations.rs`).
+//!
+//! The HTTP server, and the limits that keep a hostile client from growing
+//! the recorder, holding up other scrapes or delaying its stop, are
+//! [`serve`]'s.
 
 mod minute;
 mod render;
+pub mod serve;
 mod snapshot;
 #[cfg(test)]
 mod tests;
@@ -20,7 +25,6 @@ mod tests;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
-use std::thread::JoinHandle;
 
 use apron_store::source::Tick;
 
@@ -113,17 +117,12 @@ pub struct ServeError {
     pub message: String,
 }
 
-/// The HTTP server of `/metrics`, on a thread of its own; stopped when dropped.
+/// The HTTP server of `/metrics`, on a thread of its own
+/// ([`serve`](self::serve) says what it bounds); stopped when dropped.
+#[derive(Debug)]
 pub struct MetricsServer {
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
+    server: serve::Server,
     addr: SocketAddr,
-}
-
-impl std::fmt::Debug for MetricsServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MetricsServer").field("addr", &self.addr).finish_non_exhaustive()
-    }
 }
 
 impl MetricsServer {
@@ -138,33 +137,24 @@ impl MetricsServer {
         threshold_pct: f64,
     ) -> Result<(MetricsServer, Publisher), ServeError> {
         let listener = listen(addr).map_err(|e| ServeError { addr, message: e.to_string() })?;
-        let server = tiny_http::Server::from_listener(listener, None)
-            .map(Arc::new)
-            .map_err(|e| ServeError { addr, message: e.to_string() })?;
-        let addr = server.server_addr().to_ip().unwrap_or(addr);
+        let addr = listener.local_addr().unwrap_or(addr);
         let snapshot = Snapshot { host: host.to_owned(), pci_bus_ids, ..Snapshot::default() };
         let shared = Arc::new(Mutex::new(snapshot));
         let publisher = Publisher::new(Arc::clone(&shared), threshold_pct);
-        let serving = Arc::clone(&server);
-        let thread = std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || serve(&serving, &shared, &wal_dir))
+        let server = serve::start(listener, shared, wal_dir)
             .map_err(|e| ServeError { addr, message: format!("cannot start its thread: {e}") })?;
-        Ok((MetricsServer { server, thread: Some(thread), addr }, publisher))
+        Ok((MetricsServer { server, addr }, publisher))
     }
 
     /// The address it listens on (the port chosen, when 0 was asked).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
-}
 
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    /// Stops serving: answers in flight get [`serve::STOP_GRACE`], then
+    /// every connection is closed, whatever its client does.
+    pub fn stop(&mut self) {
+        self.server.stop();
     }
 }
 
@@ -179,34 +169,4 @@ fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(128)?;
     Ok(socket.into())
-}
-
-/// The scrape thread: answers `GET /metrics` until the server is unblocked.
-fn serve(server: &tiny_http::Server, shared: &Mutex<Snapshot>, wal_dir: &std::path::Path) {
-    let mut copy = Snapshot::default();
-    let mut text = String::new();
-    let content_type =
-        tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"text/plain; version=0.0.4; charset=utf-8"[..])
-            .expect("a valid header");
-    for request in server.incoming_requests() {
-        let path = request.url().split('?').next().unwrap_or("");
-        let get = matches!(request.method(), tiny_http::Method::Get | tiny_http::Method::Head);
-        let response = match (get, path) {
-            (true, "/metrics") => {
-                copy.copy_from(&shared.lock().unwrap_or_else(PoisonError::into_inner));
-                copy.wal_bytes = apron_store::writer::wal_bytes_in(wal_dir);
-                text.clear();
-                render(&copy, &mut text);
-                tiny_http::Response::from_data(text.as_bytes().to_vec()).with_header(content_type.clone())
-            }
-            (true, "/") => tiny_http::Response::from_data(
-                &b"apron-recorder: the last tick is at /metrics (Prometheus text format)\n"[..],
-            ),
-            (true, _) => tiny_http::Response::from_data(&b"not found: the metrics are at /metrics\n"[..])
-                .with_status_code(404),
-            (false, _) => tiny_http::Response::from_data(&b"only GET\n"[..]).with_status_code(405),
-        };
-        // A scraper that went away is its own problem.
-        let _ = request.respond(response);
-    }
 }

@@ -164,7 +164,14 @@ pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordEr
     let mut maintenance = DailyMaintenance::new(layout.clone(), &host, opts.retention);
     let mut shipper = ship
         .map(|remote| {
-            LiveShipper::start(layout.clone(), &host, remote, opts.ship_every, maintenance.compacted_before())
+            LiveShipper::start(
+                layout.clone(),
+                &host,
+                remote,
+                opts.ship_every,
+                maintenance.compacted_before(),
+                opts.retention,
+            )
         })
         .transpose()
         .map_err(|source| RecordError::Ship { data: opts.data.clone(), source })?;

@@ -18,6 +18,12 @@
 //!   replaced. Objects of a shipped partition that the local partition no
 //!   longer has (a late write merged into a new file) are removed after the
 //!   new file is in place.
+//! - **Only apron's objects.** What is removed or replaced is only what
+//!   apron wrote: objects named as apron names its files
+//!   ([`is_own_data_file_name`]), or carrying its MD5 metadata. Anything
+//!   else under a partition (Spark's `_SUCCESS`, a readme, another tool's
+//!   `part-00000.parquet`) is left as it is; a local file whose key holds
+//!   such an object is not shipped, and the run says why.
 //! - **Nothing local is touched.** Shipping reads the data folder only.
 
 use std::fs::File;
@@ -25,7 +31,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use apron_schemas::folders::{PartitionDir, Unlistable, partition_dirs};
-use apron_schemas::paths::is_data_file_name;
+use apron_schemas::paths::{is_data_file_name, is_own_data_file_name};
 use apron_schemas::{DataLayout, Table};
 use apron_store::error_chain::format_chain;
 use apron_store::remote::{Remote, describe};
@@ -140,13 +146,31 @@ fn md5_of(path: &Path) -> std::io::Result<(String, u64)> {
     Ok((hex, size))
 }
 
-/// Whether `key` holds an object of `size` bytes whose MD5 metadata is `md5`.
-async fn holds(store: &dyn ObjectStore, key: &Key, md5: &str, size: u64) -> object_store::Result<bool> {
+/// What a key holds, against a file of some size and MD5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// Nothing.
+    Nothing,
+    /// An object of the same size and MD5.
+    Same,
+    /// Another object; `ours` when it carries apron's MD5 metadata (apron
+    /// put it there).
+    Other { ours: bool },
+}
+
+/// What `key` holds, against a file of `size` bytes whose MD5 is `md5`.
+async fn holds(store: &dyn ObjectStore, key: &Key, md5: &str, size: u64) -> object_store::Result<Held> {
     let options = GetOptions { head: true, ..GetOptions::default() };
     match store.get_opts(key, options).await {
-        Ok(got) => Ok(got.meta.size == size
-            && got.attributes.get(&Attribute::Metadata(MD5_KEY.into())).is_some_and(|v| v.as_ref() == md5)),
-        Err(object_store::Error::NotFound { .. }) => Ok(false),
+        Ok(got) => {
+            let theirs = got.attributes.get(&Attribute::Metadata(MD5_KEY.into()));
+            Ok(if got.meta.size == size && theirs.is_some_and(|v| v.as_ref() == md5) {
+                Held::Same
+            } else {
+                Held::Other { ours: theirs.is_some() }
+            })
+        }
+        Err(object_store::Error::NotFound { .. }) => Ok(Held::Nothing),
         Err(e) => Err(e),
     }
 }
@@ -194,11 +218,18 @@ async fn ship_partition(remote: &Remote, partition: &Partition, report: &mut Shi
             }
         };
         match holds(store, &key, &md5, size).await {
-            Ok(true) => {
+            Ok(Held::Same) => {
                 report.skipped += 1;
                 continue;
             }
-            Ok(false) => {}
+            Ok(Held::Other { ours: false }) if !is_own_data_file_name(name) => {
+                report.failed.push(format!(
+                    "{url} holds an object apron did not write; not replaced by {} (rename one of them)",
+                    path.display()
+                ));
+                continue;
+            }
+            Ok(Held::Nothing | Held::Other { .. }) => {}
             Err(e) => {
                 report.failed.push(format!("cannot look up {url}: {}", describe(&e)));
                 continue;
@@ -210,12 +241,13 @@ async fn ship_partition(remote: &Remote, partition: &Partition, report: &mut Shi
         }
         // Confirmed only when the store says it holds it.
         match holds(store, &key, &md5, size).await {
-            Ok(true) => report.shipped.push((url, size)),
-            Ok(false) => report.failed.push(format!("{url} does not hold what was uploaded")),
+            Ok(Held::Same) => report.shipped.push((url, size)),
+            Ok(_) => report.failed.push(format!("{url} does not hold what was uploaded")),
             Err(e) => report.failed.push(format!("cannot confirm {url}: {}", describe(&e))),
         }
     }
-    // Objects the partition no longer has, once its files are all there.
+    // Objects of apron's naming the partition no longer has, once its files
+    // are all there; others are not apron's to remove.
     if report.failed.len() == failed_before {
         let prefix = remote.key(&partition.relative);
         let listed: Vec<_> = match keys_under(store, &prefix).await {
@@ -227,7 +259,7 @@ async fn ship_partition(remote: &Remote, partition: &Partition, report: &mut Shi
         };
         for key in listed {
             let name = key.filename().unwrap_or_default();
-            if partition.files.iter().any(|(n, _)| n == name) {
+            if partition.files.iter().any(|(n, _)| n == name) || !is_own_data_file_name(name) {
                 continue;
             }
             match store.delete(&key).await {

@@ -266,6 +266,7 @@ fn log_health(stats: &RunStats, writer: &RollingWriter, ship: Option<ShipHealth>
         ship_shipped = ship.shipped,
         ship_pending = ship.pending,
         ship_failed = ship.failed,
+        ship_expired_pending = ship.expired_pending,
         "health"
     );
 }

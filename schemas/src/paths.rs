@@ -188,6 +188,24 @@ pub fn parse_data_file_name(name: &str) -> Option<(i64, u64)> {
     Some((start.and_utc().timestamp_millis(), seq.parse().ok()?))
 }
 
+/// Whether `name` is named as apron names the data files it writes: the
+/// writer's `<start>-<seq>.parquet` ([`DataLayout::file_path`]) or
+/// compaction's `<date>T000000000Z-compacted-<when>.parquet`
+/// ([`DataLayout::compacted_file_name`]). Shipping replaces or removes
+/// only objects so named; another tool's files, `_SUCCESS` markers and the
+/// like are never apron's to touch.
+pub fn is_own_data_file_name(name: &str) -> bool {
+    if parse_data_file_name(name).is_some() {
+        return true;
+    }
+    let Some((day, when)) = name.strip_suffix(DATA_FILE_EXTENSION).and_then(|s| s.split_once("-compacted-"))
+    else {
+        return false;
+    };
+    let time = |s: &str| chrono::NaiveDateTime::parse_from_str(s, FILE_START_FORMAT).is_ok();
+    day.ends_with("T000000000Z") && time(day) && time(when)
+}
+
 /// The folder of `DATA/wal` holding quarantined segments
 /// ([`DataLayout::wal_quarantine_dir`]).
 pub const WAL_QUARANTINE_DIR: &str = "quarantine";
@@ -266,6 +284,29 @@ mod tests {
         assert_eq!(parse_data_file_name(&compacted), None);
         assert_eq!(parse_data_file_name("part-0001.parquet"), None);
         assert_eq!(parse_data_file_name("20261130T000012345Z-000007.wal"), None);
+    }
+
+    #[test]
+    fn own_names_are_the_writers_and_compactions() {
+        let layout = DataLayout::new("/d");
+        let written = layout.file_path(Table::GpuSamples, "n1", 1_796_083_212_345, 7);
+        let written = written.file_name().and_then(|n| n.to_str()).expect("a name");
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).expect("date");
+        let compacted = DataLayout::compacted_file_name(day, 1_796_083_212_345);
+        assert!(is_own_data_file_name(written), "{written}");
+        assert!(is_own_data_file_name(&compacted), "{compacted}");
+        for other in [
+            "_SUCCESS",
+            "readme.txt",
+            "part-00000.parquet",
+            "part-00000-3f2a.snappy.parquet",
+            ".20261201T000012345Z-000007.parquet.tmp",
+            "20261201T000012345Z-000007-old.parquet",
+            "20261129T000000000Z-compacted-yesterday.parquet",
+            "20261129T120000000Z-compacted-20261201T000012345Z.parquet",
+        ] {
+            assert!(!is_own_data_file_name(other), "{other}");
+        }
     }
 
     #[test]

@@ -133,9 +133,11 @@ impl Remote {
 /// An object store's error as the one-line cause of a message: for an
 /// answer that was not a success, its status, where it came from, and the
 /// S3 error code and message of its body (or a short piece of a body that
-/// is not S3's); otherwise the client's own words, on one line.
+/// is not S3's); otherwise the client's own words and every cause under
+/// them (`… error sending request: client error (Connect): tcp connect
+/// error: Connection refused (os error 111)`), on one line.
 pub fn describe(e: &object_store::Error) -> String {
-    let text = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = crate::error_chain::format_chain(e).split_whitespace().collect::<Vec<_>>().join(" ");
     const STATUS: &str = "Server returned non-2xx status code: ";
     let Some(at) = text.find(STATUS) else { return text };
     let rest = &text[at + STATUS.len()..];
@@ -208,6 +210,26 @@ mod tests {
         let other =
             object_store::Error::Generic { store: "S3", source: "error sending request\nfor url".into() };
         assert_eq!(describe(&other), "Generic S3 error: error sending request for url");
+        // The causes under the client's words, each once.
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let sending = std::io::Error::other(Sending(refused));
+        let chained = object_store::Error::Generic { store: "S3", source: Box::new(sending) };
+        assert_eq!(describe(&chained), "Generic S3 error: error sending request: Connection refused");
+    }
+
+    #[derive(Debug)]
+    struct Sending(std::io::Error);
+
+    impl std::fmt::Display for Sending {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl std::error::Error for Sending {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
     }
 
     #[test]

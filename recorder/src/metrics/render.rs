@@ -438,7 +438,7 @@ fn health(s: &Snapshot, out: &mut String) {
         sample(out, name, host, value);
     }
     if let Some(ship) = h.ship {
-        let ship_metrics: [(&str, &str, &str, u64); 3] = [
+        let ship_metrics: [(&str, &str, &str, u64); 4] = [
             (
                 "apron_recorder_ship_files_total",
                 "counter",
@@ -456,6 +456,12 @@ fn health(s: &Snapshot, out: &mut String) {
                 "counter",
                 "Uploads, look-ups or removals that failed (each retried).",
                 ship.failed,
+            ),
+            (
+                "apron_recorder_ship_expired_pending_partitions",
+                "gauge",
+                "Of the backlog, partitions past their retention, kept on disk only until shipped.",
+                ship.expired_pending,
             ),
         ];
         for (name, kind, help, v) in ship_metrics {

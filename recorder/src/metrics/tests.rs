@@ -190,7 +190,7 @@ fn minute_states_are_one_hot_and_health_is_served() {
         procs: 0,
         state: State::Unknown,
     }];
-    s.health.ship = Some(ShipHealth { shipped: 3, pending: 2, failed: 1 });
+    s.health.ship = Some(ShipHealth { shipped: 3, pending: 2, failed: 1, expired_pending: 1 });
     let mut text = String::new();
     render(&s, &mut text);
     let states = lines_of(&text, "apron_gpu_minute_state");
@@ -211,6 +211,7 @@ fn minute_states_are_one_hot_and_health_is_served() {
         ("apron_recorder_wal_bytes", "4096"),
         ("apron_recorder_ship_pending_partitions", "2"),
         ("apron_recorder_ship_failures_total", "1"),
+        ("apron_recorder_ship_expired_pending_partitions", "1"),
         ("apron_recorder_last_tick_timestamp_seconds", "1796083200"),
     ] {
         assert_eq!(lines_of(&text, name), [format!(r#"{name}{{Hostname="node07"}} {value}"#)], "{text}");

@@ -4,8 +4,12 @@
 //! - **Never in the tick's way.** A thread of its own, with an async
 //!   runtime of its own, does every request; the tick loop only reads its
 //!   counters for the health line (`ship_shipped`, `ship_pending`,
-//!   `ship_failed`). A store that is down, slow or refusing costs retries
-//!   here, never a tick.
+//!   `ship_failed`, `ship_expired_pending`). A store that is down, slow or
+//!   refusing costs retries here, never a tick.
+//! - **Never silent.** Retention removes no day that is not shipped, so a
+//!   store that keeps failing keeps expired days on disk: each failing pass
+//!   says how many ([`ShipHealth::expired_pending`], also on the health line
+//!   and `/metrics`), and the disk fills only with warnings all the way.
 //! - **Passes.** Every `every` (`--ship-every`, default 1 min) a pass lists
 //!   this host's closed partitions that the daily maintenance has compacted
 //!   (the days before the `today` of its last run: a day's last file is
@@ -34,8 +38,9 @@ use apron_schemas::time::DAY_MS;
 use apron_store::remote::Remote;
 use tracing::{info, warn};
 
-use super::{ShipReport, closed_partitions, markers, ship_partition};
+use super::{Partition, ShipReport, closed_partitions, markers, ship_partition};
 use crate::maintenance::NEVER;
+use crate::retention::{RetentionPolicy, is_expired};
 
 /// The longest wait between failing passes.
 const MAX_BACKOFF: Duration = Duration::from_secs(15 * 60);
@@ -52,6 +57,9 @@ pub struct ShipHealth {
     pub pending: u64,
     /// Uploads, look-ups or removals that failed (each retried later).
     pub failed: u64,
+    /// Of the pending partitions, those past their retention: kept on disk
+    /// only because they are not shipped yet, as of the last pass.
+    pub expired_pending: u64,
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +67,7 @@ struct Shared {
     shipped: AtomicU64,
     pending: AtomicU64,
     failed: AtomicU64,
+    expired_pending: AtomicU64,
     stop: Mutex<bool>,
     wake: Condvar,
 }
@@ -105,13 +114,15 @@ impl LiveShipper {
     ///
     /// `compacted_before` is the daily maintenance's
     /// ([`crate::maintenance::DailyMaintenance::compacted_before`]): days
-    /// from it on are not shipped yet.
+    /// from it on are not shipped yet. `retention` is the maintenance's
+    /// too: the pending days past it are counted apart.
     pub fn start(
         layout: DataLayout,
         host: &str,
         remote: Remote,
         every: Duration,
         compacted_before: Arc<AtomicI64>,
+        retention: RetentionPolicy,
     ) -> std::io::Result<Self> {
         apron_store::create::create_dir_all(&layout.ship_root())?;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -125,7 +136,9 @@ impl LiveShipper {
                     .map(|t| t.date_naive())
                     .filter(|_| compacted != NEVER);
                 let outcome = match first_open {
-                    Some(today) => runtime.block_on(pass(&layout, &host, &remote, today, &thread_shared)),
+                    Some(today) => {
+                        runtime.block_on(pass(&layout, &host, &remote, today, &retention, &thread_shared))
+                    }
                     // The first maintenance run is still going.
                     None => Ok(()),
                 };
@@ -133,8 +146,10 @@ impl LiveShipper {
                     Ok(()) => failures = 0,
                     Err(e) => {
                         failures = failures.saturating_add(1);
-                        warn!(error = %e, retry_in = ?backoff(every, failures), pending = thread_shared.pending.load(Ordering::Relaxed),
-                            "cannot ship closed days; recording goes on and shipping is retried");
+                        warn!(error = %e, retry_in = ?backoff(every, failures), failures,
+                            pending = thread_shared.pending.load(Ordering::Relaxed),
+                            expired_pending = thread_shared.expired_pending.load(Ordering::Relaxed),
+                            "cannot ship closed days; recording goes on and shipping is retried (days past retention stay on disk until shipped)");
                     }
                 }
                 if thread_shared.sleep(backoff(every, failures)) {
@@ -152,6 +167,7 @@ impl LiveShipper {
             shipped: self.shared.shipped.load(Ordering::Relaxed),
             pending: self.shared.pending.load(Ordering::Relaxed),
             failed: self.shared.failed.load(Ordering::Relaxed),
+            expired_pending: self.shared.expired_pending.load(Ordering::Relaxed),
         }
     }
 
@@ -184,11 +200,13 @@ impl Drop for LiveShipper {
 
 /// One pass: ships `host`'s closed partitions not marked shipped to
 /// `remote`, oldest first; stops at the first failure (its one-line cause).
+/// Counts the pending ones, and of those the ones past `retention`.
 async fn pass(
     layout: &DataLayout,
     host: &str,
     remote: &Remote,
     today: chrono::NaiveDate,
+    retention: &RetentionPolicy,
     shared: &Shared,
 ) -> Result<(), String> {
     let partitions = closed_partitions(layout, None, today, Some(host)).inspect_err(|_| {
@@ -202,6 +220,10 @@ async fn pass(
         .collect();
     todo.sort_by(|a, b| (a.date, &a.relative).cmp(&(b.date, &b.relative)));
     shared.pending.store(todo.len() as u64, Ordering::Relaxed);
+    // Against the clock's today, as retention's run at midnight is.
+    let now = chrono::Utc::now().date_naive();
+    let expired = |p: &Partition| is_expired(p.date, now, retention.days(p.table));
+    shared.expired_pending.store(todo.iter().filter(|p| expired(p)).count() as u64, Ordering::Relaxed);
     for partition in todo {
         if shared.stopping() {
             return Ok(());
@@ -228,6 +250,9 @@ async fn pass(
             return Err(e);
         }
         shared.pending.fetch_sub(1, Ordering::Relaxed);
+        if expired(partition) {
+            shared.expired_pending.fetch_sub(1, Ordering::Relaxed);
+        }
     }
     Ok(())
 }
