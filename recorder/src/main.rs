@@ -255,7 +255,8 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // A URL's credentials (`--ship`, AWS_ENDPOINT_URL) never reach the log.
+            eprintln!("error: {}", apron_store::redact::userinfo(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

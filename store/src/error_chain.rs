@@ -2,7 +2,8 @@
 //! tick loop, its maintenance and crash recovery log when they carry on
 //! past a failure.
 
-/// An error and its causes on one line, each cause after `": "`.
+/// An error and its causes on one line, each cause after `": "`, with
+/// the credentials of any URL in them hidden ([`crate::redact`]).
 pub fn format_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -11,7 +12,7 @@ pub fn format_chain(e: &dyn std::error::Error) -> String {
         s.push_str(&c.to_string());
         cur = c.source();
     }
-    s
+    crate::redact::userinfo(&s).into_owned()
 }
 
 #[cfg(test)]
