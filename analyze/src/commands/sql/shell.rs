@@ -11,17 +11,22 @@
 //! the shell goes on (the line editor has the terminal in raw mode only
 //! while it reads, so Ctrl-C meanwhile is a SIGINT); at the prompt it
 //! clears the line. Ctrl-D or `.quit` leaves.
+//!
+//! A terminal the line editor cannot drive (one that never answers its
+//! question for the cursor's place: a serial console, some multiplexers)
+//! gets one warning, then plain lines ([`read_plain`]): the same prompts,
+//! statements and history, with the terminal's own line editing only.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use datafusion::sql::sqlparser::dialect::{GenericDialect, dialect_from_str};
 use reedline::{
-    ColumnarMenu, Emacs, FileBackedHistory, KeyCode, KeyModifiers, MenuBuilder, Prompt, PromptEditMode,
-    PromptHistorySearch, PromptHistorySearchStatus, Reedline, ReedlineEvent, ReedlineMenu, Signal,
-    ValidationResult, Validator, default_emacs_keybindings,
+    ColumnarMenu, Emacs, FileBackedHistory, HistoryItem, KeyCode, KeyModifiers, MenuBuilder, Prompt,
+    PromptEditMode, PromptHistorySearch, PromptHistorySearchStatus, Reedline, ReedlineEvent, ReedlineMenu,
+    Signal, ValidationResult, Validator, default_emacs_keybindings,
 };
 
 use crate::error::{Error, OutputError, one_line};
@@ -74,7 +79,7 @@ pub(crate) async fn run<W: Write>(console: &mut Console<'_>, mut out: W) -> Resu
             ColumnarMenu::default().with_name(COMPLETION_MENU),
         )))
         .with_edit_mode(Box::new(Emacs::new(keys)))
-        .with_validator(Box::new(StatementEnd { dialect }))
+        .with_validator(Box::new(StatementEnd { dialect: dialect.clone() }))
         .with_ansi_colors(false);
     writeln!(
         out,
@@ -85,13 +90,36 @@ pub(crate) async fn run<W: Write>(console: &mut Console<'_>, mut out: W) -> Resu
     .and_then(|()| out.flush())
     .map_err(|source| OutputError::Write { source })?;
 
+    // Whether the line editor gave up on this terminal and lines are read
+    // as they come ([`read_plain`]).
+    let mut plain = false;
     loop {
-        let entry = match editor.read_line(&ShellPrompt) {
-            Ok(Signal::Success(entry)) => entry,
-            // The line editor cleared the line.
-            Ok(Signal::CtrlC) => continue,
-            Ok(Signal::CtrlD) => break,
-            Err(err) => return Err(OutputError::Terminal { source: err }.into()),
+        let entry = if plain {
+            let Some(entry) = read_plain(&dialect, &mut out)? else { break };
+            // The line editor keeps what it reads itself.
+            if let Err(err) = editor.history_mut().save(HistoryItem::from_command_line(&entry)) {
+                tracing::debug!(error = %err, "cannot add the entry to the history");
+            }
+            entry
+        } else {
+            match editor.read_line(&ShellPrompt) {
+                Ok(Signal::Success(entry)) => entry,
+                // The line editor cleared the line.
+                Ok(Signal::CtrlC) => continue,
+                Ok(Signal::CtrlD) => break,
+                // Mostly a terminal that does not say where its cursor is
+                // (a serial console, some multiplexers and IDE panes): it
+                // is read line by line instead, as a shell does without
+                // its line editor.
+                Err(err) => {
+                    eprintln!(
+                        "warning: the line editor cannot work on this terminal ({err}); \
+                         reading plain lines: no editing, completion or history keys"
+                    );
+                    plain = true;
+                    continue;
+                }
+            }
         };
         // Each entry is in the file as soon as it is typed, so a shell
         // killed keeps it.
@@ -185,6 +213,41 @@ impl Validator for StatementEnd {
             splitter.push_line(line);
         }
         if splitter.is_pending() { ValidationResult::Incomplete } else { ValidationResult::Complete }
+    }
+}
+
+/// Reads one entry from standard input as plain lines (the terminal's own
+/// line editing only), [`PROMPT`] before its first line and [`CONTINUE`]
+/// before the next, until it is complete as [`StatementEnd`] says; `None`
+/// at the end of the input (Ctrl-D) before an entry starts. An entry the
+/// input ends in the middle of is returned as it is, to run.
+fn read_plain<W: Write>(dialect: &str, out: &mut W) -> Result<Option<String>, Error> {
+    let validator = StatementEnd { dialect: dialect.to_owned() };
+    let mut entry = String::new();
+    loop {
+        let prompt = if entry.is_empty() { PROMPT } else { CONTINUE };
+        out.write_all(prompt.as_bytes()).map_err(|source| OutputError::Write { source })?;
+        flush(out)?;
+        let mut line = String::new();
+        let read = std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|source| OutputError::Terminal { source })?;
+        if read == 0 {
+            return Ok((!entry.trim().is_empty()).then_some(entry));
+        }
+        let line = line.trim_end_matches(['\n', '\r']);
+        if !entry.is_empty() {
+            entry.push('\n');
+        }
+        entry.push_str(line);
+        if entry.trim().is_empty() {
+            entry.clear();
+            continue;
+        }
+        if matches!(validator.validate(&entry), ValidationResult::Complete) {
+            return Ok(Some(entry));
+        }
     }
 }
 
