@@ -332,6 +332,38 @@ fn shell_with(fx: &Fixture, state: &Path, umask: libc::mode_t, silent: bool) -> 
     if silent { Terminal::spawn_silent(&mut command) } else { Terminal::spawn(&mut command) }
 }
 
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).expect("stat").permissions().mode() & 0o777
+}
+
+/// The history holds every statement typed: `0600` in a `0700` folder
+/// under the usual umask, and a history apron once made `0644` is made
+/// `0600`.
+#[test]
+fn the_history_is_the_users_alone() {
+    let fx = Fixture::new();
+    let state = fx.dir.path().join("state");
+    let mut term = shell_with(&fx, &state, 0o022, false);
+    term.expect("apron> ", ANSWER);
+    term.send("SELECT 'a literal' AS said;\r");
+    reply(&mut term, "a literal |");
+    term.send("\x04");
+    assert!(term.wait(ANSWER).success());
+    let file = state.join("apron").join("history");
+    assert!(std::fs::read_to_string(&file).expect("the history").contains("'a literal'"));
+    assert_eq!(mode(&file), 0o600, "the history file");
+    assert_eq!(mode(&state.join("apron")), 0o700, "its folder");
+
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let mut term = shell_with(&fx, &state, 0o022, false);
+    term.expect("apron> ", ANSWER);
+    term.send(".quit\r");
+    assert!(term.wait(ANSWER).success());
+    assert_eq!(mode(&file), 0o600, "an old history is made private");
+}
+
 /// A terminal that never answers the line editor's question for the
 /// cursor's place (a serial console, some multiplexers): one warning, then
 /// plain lines, a statement over several of them, errors that do not end

@@ -297,6 +297,12 @@ pub(crate) fn history_path(xdg_state_home: Option<OsString>, home: Option<OsStri
 /// The history file: read at the start, each new entry appended at once
 /// (so a shell killed keeps what was typed). A file that cannot be read or
 /// written is one warning, then the shell goes on with a history in memory.
+///
+/// It holds every statement typed, literals and all, so it is private:
+/// made `0600` in a folder made `0700` (the XDG base directory rule for
+/// state), whatever the umask; one found readable by others (as apron made
+/// it before) is narrowed to its owner's bits (`0644` becomes `0600`) when
+/// it is the user's own.
 struct History;
 
 impl History {
@@ -307,6 +313,10 @@ impl History {
         let Some(path) = history_path(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME")) else {
             return (memory(), None);
         };
+        if let Err(err) = make_private(&path) {
+            warn(&path, &err);
+            return (memory(), None);
+        }
         match FileBackedHistory::with_file(HISTORY_SIZE, path.clone()) {
             Ok(history) => (Box::new(history), Some(path)),
             Err(err) => {
@@ -315,6 +325,29 @@ impl History {
             }
         }
     }
+}
+
+/// Creates the history file `path` (and its missing folders) private
+/// before the line editor opens it, which would create it with the
+/// umask's mode; narrows the mode of one readable by others.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    }
+    let file = std::fs::OpenOptions::new().append(true).create(true).mode(0o600).open(path)?;
+    let mode = file.metadata()?.permissions().mode();
+    if mode & 0o077 != 0 {
+        // Only the owner may change a file's mode: another's history is
+        // left as it is (and read, as before).
+        match file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700)) {
+            Ok(()) => tracing::debug!(path = %path.display(), "made the history private (0600)"),
+            Err(err) => {
+                tracing::debug!(path = %path.display(), error = %err, "cannot make the history private")
+            }
+        }
+    }
+    Ok(())
 }
 
 fn warn(path: &Path, err: &dyn std::fmt::Display) {
