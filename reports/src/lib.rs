@@ -17,6 +17,7 @@
 
 pub mod bundle;
 pub mod chart;
+pub mod csv_cell;
 mod fonts;
 mod number;
 mod time;
