@@ -521,6 +521,15 @@ pub enum InputError {
         given: String,
     },
 
+    /// A `--param` number beyond what a 64-bit float holds.
+    #[error("--param {name}={value}: the number is out of range (a float holds up to ±1.8e308)")]
+    ParamOutOfRange {
+        /// The parameter's name, without `$`.
+        name: String,
+        /// The value as given.
+        value: String,
+    },
+
     /// The same parameter given twice.
     #[error("--param {name} is given twice")]
     ParamTwice {
