@@ -466,20 +466,27 @@ fn spreadsheet_safe(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     let mut changed = false;
     for (field, column) in schema.fields().iter().zip(batch.columns()) {
         let name = defused(field.name());
-        let text = |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
-        let is_text = match field.data_type() {
-            DataType::Dictionary(_, value) => text(value),
-            other => text(other),
+        let formula = |v: &str| matches!(defused(v), Cow::Owned(_));
+        // Read where they are (no copy) to find one; copied only then.
+        let any_formula = match field.data_type() {
+            DataType::Utf8 => column.as_string::<i32>().iter().flatten().any(formula),
+            DataType::LargeUtf8 => column.as_string::<i64>().iter().flatten().any(formula),
+            DataType::Utf8View => column.as_string_view().iter().flatten().any(formula),
+            DataType::Dictionary(_, value)
+                if matches!(**value, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) =>
+            {
+                let values = cast(column.as_any_dictionary().values(), &DataType::Utf8)?;
+                values.as_string::<i32>().iter().flatten().any(formula)
+            }
+            _ => false,
         };
-        let as_utf8 = is_text.then(|| cast(column, &DataType::Utf8)).transpose()?;
-        let rebuilt: Option<ArrayRef> = as_utf8.and_then(|c| {
-            let strings = c.as_string::<i32>();
-            let formula = strings.iter().flatten().any(|v| matches!(defused(v), Cow::Owned(_)));
-            formula.then(|| {
-                Arc::new(strings.iter().map(|v| v.map(|v| defused(v).into_owned())).collect::<StringArray>())
-                    as ArrayRef
-            })
-        });
+        let rebuilt: Option<ArrayRef> = if any_formula {
+            let text = cast(column, &DataType::Utf8)?;
+            let cells = text.as_string::<i32>().iter().map(|v| v.map(|v| defused(v).into_owned()));
+            Some(Arc::new(cells.collect::<StringArray>()))
+        } else {
+            None
+        };
         changed |= matches!(name, Cow::Owned(_)) || rebuilt.is_some();
         let data_type = if rebuilt.is_some() { DataType::Utf8 } else { field.data_type().clone() };
         fields.push(Field::new(name.into_owned(), data_type, field.is_nullable()));
