@@ -292,3 +292,39 @@ fn a_result_larger_than_the_memory_used_is_written_whole() {
     // half of it (about 90 MiB measured; collecting would pass 600 MiB).
     assert!(peak < result_bytes / 2, "peak memory {peak} bytes for a result of {result_bytes} bytes");
 }
+
+/// Text a spreadsheet would run as a formula starts with `'` in every CSV
+/// apron writes, as in the report's tables: `--format csv`, `sql --out
+/// FILE.csv`, and the shell's `.format csv` (the same writer); numbers,
+/// negative ones included, and other text are kept.
+#[test]
+fn formula_cells_are_text_in_every_csv() {
+    let fx = Fixture::new();
+    let sql = "SELECT * FROM (VALUES \
+               (1, '=HYPERLINK(\"http://evil\",\"x\")', -3.5), \
+               (2, '+1+2', 0.0), \
+               (3, '-2+3+cmd|'' /C calc''!A0', -1.0), \
+               (4, '@SUM(A1:A2)', 2.0), \
+               (5, '-12.5', 3.0), \
+               (6, 'python', 4.0), \
+               (7, NULL, 5.0)) AS t(n, comm, x) ORDER BY n";
+    let want = "n,comm,x\n\
+                1,\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\",-3.5\n\
+                2,'+1+2,0.0\n\
+                3,'-2+3+cmd|' /C calc'!A0,-1.0\n\
+                4,'@SUM(A1:A2),2.0\n\
+                5,-12.5,3.0\n\
+                6,python,4.0\n\
+                7,,5.0\n";
+    let printed = succeed(fx.apron(&["--format", "csv", "sql", sql]));
+    assert_eq!(printed, want);
+    let file = fx.dir.path().join("cells.csv");
+    succeed(fx.apron(&["sql", sql, "--out", file.to_str().expect("UTF-8")]));
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), want);
+    // A column name is a cell too.
+    let printed = succeed(fx.apron(&["--format", "csv", "sql", "SELECT 1 AS \"=cmd\", 'a' AS b"]));
+    assert_eq!(printed, "'=cmd,b\n1,a\n");
+    // JSON is no spreadsheet: the text as it is.
+    let json = succeed(fx.apron(&["--format", "json", "sql", "SELECT '=1+1' AS f"]));
+    assert_eq!(json, "[{\"f\":\"=1+1\"}]\n");
+}

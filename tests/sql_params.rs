@@ -324,3 +324,37 @@ fn values_are_typed_by_their_form_and_never_pasted_into_the_sql() {
     assert_eq!(row["next"], 42);
     assert_eq!(row["ts"], "2026-11-02T08:00:00Z");
 }
+
+/// A number past a float's range once became `inf`, which compares above
+/// every value: `--param 1=1e309` matched every row of `x < $1`.
+#[test]
+fn a_number_past_a_floats_range_is_refused_by_name() {
+    let fx = Fixture::new();
+    for (given, value) in [("1=1e309", "1e309"), ("1=-1e400", "-1e400")] {
+        let out = fx.apron(&[
+            "sql",
+            "SELECT count(*) AS n FROM gpu_samples WHERE gpu_util_pct < $1",
+            "--param",
+            given,
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{given}: {stderr}");
+        assert_eq!(out.stdout, b"", "{given}: nothing printed");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: --param 1={value}: the number is out of range")),
+            "{stderr}"
+        );
+    }
+    // The largest float is a number still.
+    let out = fx.apron(&[
+        "--format",
+        "csv",
+        "sql",
+        "SELECT count(*) AS n FROM gpu_samples WHERE gpu_util_pct < $1",
+        "--param",
+        "1=1.7e308",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n168\n");
+}

@@ -304,3 +304,92 @@ fn a_history_that_cannot_be_written_is_one_warning() {
     term.send("\x04");
     assert!(term.wait(ANSWER).success());
 }
+
+/// [`shell`] under `umask`, on a terminal that answers the questions for
+/// its cursor's place or (`silent`) never does.
+fn shell_with(fx: &Fixture, state: &Path, umask: libc::mode_t, silent: bool) -> Terminal {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(apron_tests::bin("apron"));
+    command
+        .arg("--data")
+        .arg(&fx.data)
+        .arg("--config")
+        .arg(&fx.config)
+        .arg("sql")
+        .args(FROM_TO)
+        .env_remove("APRON_DATA")
+        .env_remove("APRON_LOG")
+        .env("XDG_STATE_HOME", state)
+        .env("HOME", fx.dir.path())
+        .env("TERM", "xterm");
+    // SAFETY: umask(2) is async-signal-safe and sets only the child's mask.
+    unsafe {
+        command.pre_exec(move || {
+            libc::umask(umask);
+            Ok(())
+        });
+    }
+    if silent { Terminal::spawn_silent(&mut command) } else { Terminal::spawn(&mut command) }
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).expect("stat").permissions().mode() & 0o777
+}
+
+/// The history holds every statement typed: `0600` in a `0700` folder
+/// under the usual umask, and a history apron once made `0644` is made
+/// `0600`.
+#[test]
+fn the_history_is_the_users_alone() {
+    let fx = Fixture::new();
+    let state = fx.dir.path().join("state");
+    let mut term = shell_with(&fx, &state, 0o022, false);
+    term.expect("apron> ", ANSWER);
+    term.send("SELECT 'a literal' AS said;\r");
+    reply(&mut term, "a literal |");
+    term.send("\x04");
+    assert!(term.wait(ANSWER).success());
+    let file = state.join("apron").join("history");
+    assert!(std::fs::read_to_string(&file).expect("the history").contains("'a literal'"));
+    assert_eq!(mode(&file), 0o600, "the history file");
+    assert_eq!(mode(&state.join("apron")), 0o700, "its folder");
+
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let mut term = shell_with(&fx, &state, 0o022, false);
+    term.expect("apron> ", ANSWER);
+    term.send(".quit\r");
+    assert!(term.wait(ANSWER).success());
+    assert_eq!(mode(&file), 0o600, "an old history is made private");
+}
+
+/// A terminal that never answers the line editor's question for the
+/// cursor's place (a serial console, some multiplexers): one warning, then
+/// plain lines, a statement over several of them, errors that do not end
+/// the shell, the history kept, Ctrl-D to leave.
+#[test]
+fn a_terminal_that_does_not_say_where_its_cursor_is_gets_plain_lines() {
+    let fx = Fixture::new();
+    let state = fx.dir.path().join("state");
+    let mut term = shell_with(&fx, &state, 0o022, true);
+    let start = term.expect("reading plain lines", ANSWER);
+    let warnings: Vec<&str> = start.lines().filter(|l| l.contains("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{start}");
+    term.expect("apron> ", ANSWER);
+    term.send("SELECT count(*) AS n\n");
+    term.expect("...> ", ANSWER);
+    term.send("FROM gpu_samples;\n");
+    let answer = reply(&mut term, "| 168 |");
+    assert!(answer.contains("| 168 |"), "{answer}");
+    term.send("SELECT nope FROM gpu_samples;\n");
+    let error = reply(&mut term, "error: ");
+    assert!(error.contains("error: invalid query: Schema error: No field named nope"), "{error}");
+    term.send(".tables\n");
+    reply(&mut term, "| proc_samples ");
+    term.send("\x04");
+    assert!(term.wait(ANSWER).success(), "Ctrl-D leaves");
+    let history = std::fs::read_to_string(state.join("apron").join("history")).expect("the history");
+    assert!(history.lines().any(|l| l == "SELECT count(*) AS n<\\n>FROM gpu_samples;"), "{history}");
+    assert!(history.lines().any(|l| l == ".tables"), "{history}");
+}

@@ -25,10 +25,10 @@
 //! which the ledger applies in Rust: `analyze/src/ledger/tests.rs` holds the
 //! two to the same figures.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use apron_files::replace::Replacement;
 use datafusion::arrow::array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
@@ -61,26 +61,25 @@ pub fn register(session: &Session, config: &Config) -> Result<(), Error> {
 
 /// Writes the three tables of `config` under `dir`, one folder each
 /// (`DIR/apron_settings/apron_settings.parquet`, …) so that an engine's
-/// table can point at the folder. Each file is written beside its final
-/// name and renamed over it. Returns the files written.
+/// table can point at the folder. Each file replaces its final name
+/// ([`apron_files::replace`]: a new hidden temporary file, which an engine
+/// listing the folder meanwhile skips, renamed over it; never written
+/// through a symbolic link). Returns the files written.
 pub fn write(config: &Config, dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let failed = |path: &Path, source: Box<dyn std::error::Error + Send + Sync>| {
-        Error::from(OutputError::ConfigTables { path: path.to_owned(), source })
-    };
     let mut written = Vec::new();
     for (name, batch) in batches(config) {
         let folder = dir.join(name);
-        std::fs::create_dir_all(&folder).map_err(|e| failed(&folder, e.into()))?;
         let path = folder.join(format!("{name}.parquet"));
-        // Hidden, so an engine listing the folder meanwhile skips it.
-        let temp = folder.join(format!(".{name}.parquet.tmp"));
-        let file = File::create(&temp).map_err(|e| failed(&temp, e.into()))?;
-        let mut writer =
-            ArrowWriter::try_new(file, batch.schema(), None).map_err(|e| failed(&temp, e.into()))?;
-        writer.write(&batch).map_err(|e| failed(&temp, e.into()))?;
-        let file = writer.into_inner().map_err(|e| failed(&temp, e.into()))?;
-        file.sync_all().map_err(|e| failed(&temp, e.into()))?;
-        std::fs::rename(&temp, &path).map_err(|e| failed(&path, e.into()))?;
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| {
+            Error::from(OutputError::ConfigTables { path: path.clone(), source })
+        };
+        std::fs::create_dir_all(&folder)
+            .map_err(|e| Error::from(OutputError::ConfigTables { path: folder.clone(), source: e.into() }))?;
+        let file = Replacement::begin(&path).map_err(|e| failed(e.into()))?;
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), None).map_err(|e| failed(e.into()))?;
+        writer.write(&batch).map_err(|e| failed(e.into()))?;
+        let file = writer.into_inner().map_err(|e| failed(e.into()))?;
+        file.commit().map_err(|e| failed(e.into()))?;
         written.push(path);
     }
     Ok(written)

@@ -521,6 +521,15 @@ pub enum InputError {
         given: String,
     },
 
+    /// A `--param` number beyond what a 64-bit float holds.
+    #[error("--param {name}={value}: the number is out of range (a float holds up to ±1.8e308)")]
+    ParamOutOfRange {
+        /// The parameter's name, without `$`.
+        name: String,
+        /// The value as given.
+        value: String,
+    },
+
     /// The same parameter given twice.
     #[error("--param {name} is given twice")]
     ParamTwice {
@@ -609,7 +618,9 @@ impl Error {
 /// at the first one, shown as its root cause (the SQL parser's message, not
 /// the `SQL error: ParserError("…")` debug form). A cause whose text the line
 /// already holds is skipped, and line breaks inside messages become spaces,
-/// so the result never spans lines.
+/// so the result never spans lines. The credentials of a URL in it are
+/// hidden ([`apron_store::redact`]): `--data s3://KEY:SECRET@…`, a
+/// Prometheus URL with a password, an `AWS_ENDPOINT_URL` with either.
 pub fn one_line(err: &(dyn StdError + 'static)) -> String {
     let mut line = String::new();
     let mut cause = Some(err);
@@ -631,7 +642,7 @@ pub fn one_line(err: &(dyn StdError + 'static)) -> String {
         }
         cause = err.source();
     }
-    line
+    apron_store::redact::userinfo(&line).into_owned()
 }
 
 /// The message of the innermost DataFusion error of `err`'s chain, without

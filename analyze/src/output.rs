@@ -19,7 +19,9 @@
 //!   table of millions of rows streams in bounded memory like the other
 //!   formats.
 //! - `csv`: a header line, then one line per row; a null is an empty field;
-//!   numbers in full, whatever the style.
+//!   numbers in full, whatever the style; text a spreadsheet would run as a
+//!   formula (`=HYPERLINK(…)`) starts with `'`, as in every CSV apron
+//!   writes ([`apron_reports::csv_cell`]).
 //! - `json`: one JSON array of objects keyed by column name (`[]` when there
 //!   are no rows); a null is `null`, never a missing key.
 //!
@@ -447,14 +449,64 @@ fn printable_owned(text: String) -> String {
 /// text, so it writes into memory and the output is written here, keeping a
 /// closed pipe recognisable.
 fn write_csv<W: Write>(out: &mut W, header: &mut bool, batch: &RecordBatch) -> Result<(), Error> {
+    let batch = spreadsheet_safe(batch).map_err(|e| format_error(Format::Csv, e))?;
     let mut buf = Vec::new();
     csv::WriterBuilder::new()
         .with_header(*header)
         .build(&mut buf)
-        .write(batch)
+        .write(&batch)
         .map_err(|e| format_error(Format::Csv, e))?;
     *header = false;
     out.write_all(&buf).map_err(|source| OutputError::Write { source }.into())
+}
+
+/// `batch` with each text cell and column name as every CSV apron writes
+/// has it ([`apron_reports::csv_cell::defused`]: a leading `'` on text a
+/// spreadsheet would run as a formula). Only a column holding such a cell
+/// is rebuilt; numbers, times and other columns are kept as they are.
+fn spreadsheet_safe(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    use apron_reports::csv_cell::defused;
+    use datafusion::arrow::array::{ArrayRef, StringArray};
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use std::borrow::Cow;
+    use std::sync::Arc;
+
+    let schema = batch.schema();
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    let mut changed = false;
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        let name = defused(field.name());
+        let formula = |v: &str| matches!(defused(v), Cow::Owned(_));
+        // Read where they are (no copy) to find one; copied only then.
+        let any_formula = match field.data_type() {
+            DataType::Utf8 => column.as_string::<i32>().iter().flatten().any(formula),
+            DataType::LargeUtf8 => column.as_string::<i64>().iter().flatten().any(formula),
+            DataType::Utf8View => column.as_string_view().iter().flatten().any(formula),
+            DataType::Dictionary(_, value)
+                if matches!(**value, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) =>
+            {
+                let values = cast(column.as_any_dictionary().values(), &DataType::Utf8)?;
+                values.as_string::<i32>().iter().flatten().any(formula)
+            }
+            _ => false,
+        };
+        let rebuilt: Option<ArrayRef> = if any_formula {
+            let text = cast(column, &DataType::Utf8)?;
+            let cells = text.as_string::<i32>().iter().map(|v| v.map(|v| defused(v).into_owned()));
+            Some(Arc::new(cells.collect::<StringArray>()))
+        } else {
+            None
+        };
+        changed |= matches!(name, Cow::Owned(_)) || rebuilt.is_some();
+        let data_type = if rebuilt.is_some() { DataType::Utf8 } else { field.data_type().clone() };
+        fields.push(Field::new(name.into_owned(), data_type, field.is_nullable()));
+        columns.push(rebuilt.unwrap_or_else(|| Arc::clone(column)));
+    }
+    if !changed {
+        return Ok(batch.clone());
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
 }
 
 /// Writes `batches` (all of `schema`) to `out` in `format`, completely.

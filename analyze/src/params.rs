@@ -31,7 +31,8 @@ pub struct Param {
 
 /// Parses one `--param` argument: `NAME=VALUE`, the name with or without
 /// its `$`. The value is everything after the first `=`, and may be empty
-/// (an empty text).
+/// (an empty text). A number too large for a `Float64` (`1e309`) is
+/// refused, naming it.
 pub fn parse(given: &str) -> Result<Param, InputError> {
     let syntax = || InputError::ParamSyntax { given: given.to_owned() };
     let (name, value) = given.split_once('=').ok_or_else(syntax)?;
@@ -41,7 +42,15 @@ pub fn parse(given: &str) -> Result<Param, InputError> {
     if !valid_name {
         return Err(syntax());
     }
-    Ok(Param { name: name.to_owned(), value: typed(value) })
+    let typed = typed(value);
+    // A number past a float's range (`1e309`) reads as infinity; bound,
+    // it would compare above every value instead of failing.
+    if let ScalarValue::Float64(Some(x)) = typed
+        && !x.is_finite()
+    {
+        return Err(InputError::ParamOutOfRange { name: name.to_owned(), value: value.to_owned() });
+    }
+    Ok(Param { name: name.to_owned(), value: typed })
 }
 
 /// Parses every `--param`, refusing a name given twice.
@@ -57,7 +66,8 @@ pub fn parse_all(given: &[String]) -> Result<Vec<Param>, InputError> {
     Ok(params)
 }
 
-/// The value `text` binds as: see the module docs for the rule.
+/// The value `text` binds as: see the module docs for the rule. A number
+/// past a float's range is infinite here; [`parse`] refuses it.
 pub fn typed(text: &str) -> ScalarValue {
     if let Ok(ms) = period::parse_time(text) {
         return period::timestamp(ms);
@@ -170,6 +180,12 @@ mod tests {
             assert!(matches!(err, InputError::ParamSyntax { .. }), "{bad}: {err:?}");
             assert!(err.to_string().contains(bad), "{err}");
         }
+        for (given, shown) in [("1=1e309", "--param 1=1e309"), ("$x=-2e400", "--param x=-2e400")] {
+            let err = parse(given).expect_err(given);
+            assert!(matches!(err, InputError::ParamOutOfRange { .. }), "{given}: {err:?}");
+            assert!(err.to_string().starts_with(&format!("{shown}: ")), "{err}");
+        }
+        assert_eq!(parse("1=1.7e308").expect("in range").value, ScalarValue::Float64(Some(1.7e308)));
         let err = parse_all(&["1=a".into(), "$1=b".into()]).expect_err("twice");
         assert_eq!(err.to_string(), "--param 1 is given twice");
     }

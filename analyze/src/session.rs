@@ -102,7 +102,7 @@ impl Session {
     /// listed; a local folder is read as by [`Session::open`].
     pub async fn open_within(data: &Path, memory: MemoryLimit, days: Option<Days>) -> Result<Self, Error> {
         if let Some(url) = bucket::bucket_url(data) {
-            return Self::open_bucket(data, url, memory, days).await;
+            return Self::open_bucket(url, memory, days).await;
         }
         let meta = std::fs::metadata(data)
             .map_err(|source| SessionError::DataDir { path: data.to_path_buf(), source })?;
@@ -180,20 +180,19 @@ impl Session {
     /// [`Session::open_within`] a bucket: every table its folders hold, read
     /// through [`bucket::BucketStore`]; no write-ahead log, derived minutes
     /// or fence (a bucket holds closed, compacted days with their rollups).
-    async fn open_bucket(
-        data: &Path,
-        url: &str,
-        memory: MemoryLimit,
-        days: Option<Days>,
-    ) -> Result<Self, Error> {
+    async fn open_bucket(url: &str, memory: MemoryLimit, days: Option<Days>) -> Result<Self, Error> {
         let (bucket, present) = bucket::Bucket::open(url, days).await?;
         let runtime =
             memory::runtime_env(memory).map_err(|source| SessionError::Engine { limit: memory, source })?;
         let ctx = SessionContext::new_with_config_rt(session_config(memory), runtime);
         let parquet_options = ctx.state().default_table_options().parquet;
-        let layout = DataLayout::new(data);
+        // What the header, the report and every message call the data: the
+        // URL without the credentials it may hold (which the S3 client
+        // ignores; it reads them from the environment).
+        let shown = apron_store::redact::userinfo(url).into_owned();
+        let layout = DataLayout::new(&shown);
         let bucket_url = url::Url::parse(&bucket.bucket_url())
-            .map_err(|e| SessionError::Bucket { url: url.to_owned(), cause: e.to_string() })?;
+            .map_err(|e| SessionError::Bucket { url: shown.clone(), cause: e.to_string() })?;
         ctx.register_object_store(&bucket_url, bucket.store());
         let mut tables = Vec::new();
         for table in present {
@@ -213,9 +212,9 @@ impl Session {
         }
         if tables.is_empty() {
             let names: Vec<_> = Table::ALL.iter().map(|t| format!("{}/", t.name())).collect();
-            return Err(SessionError::EmptyBucket { url: url.to_owned(), tables: names.join(", ") }.into());
+            return Err(SessionError::EmptyBucket { url: shown, tables: names.join(", ") }.into());
         }
-        tracing::debug!(data = %url, tables = ?tables, ?days, "registered the bucket's tables");
+        tracing::debug!(data = %shown, tables = ?tables, ?days, "registered the bucket's tables");
         Ok(Self { ctx, layout, root: PathBuf::new(), tables, memory, bucket: Some(bucket) })
     }
 

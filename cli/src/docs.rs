@@ -17,7 +17,9 @@ pub fn completions(cmd: &mut clap::Command, binary: &str, shell: Shell) -> Vec<u
 
 /// Writes one manual page (section 1) for `cmd` and one for each of its
 /// commands, at any depth (`apron.1`, `apron-spend.1`, `apron-import-pynvml.1`),
-/// into `dir`, made if missing. Returns the pages written, in order.
+/// into `dir`, made if missing, each replacing its file
+/// ([`apron_files::replace`]: never written through a symbolic link).
+/// Returns the pages written, in order.
 pub fn man_pages(cmd: clap::Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut cmd = cmd.disable_help_subcommand(true);
@@ -32,7 +34,7 @@ fn write_pages(cmd: clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> io
     let path = dir.join(page.get_filename());
     let mut text = Vec::new();
     page.render(&mut text)?;
-    std::fs::write(&path, text)?;
+    apron_files::replace::write(&path, &text)?;
     written.push(path);
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         write_pages(sub.clone(), dir, written)?;

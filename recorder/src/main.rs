@@ -291,7 +291,10 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", apron_cli::printable::printable(&format!("{e:#}")));
+            // A URL's credentials (`--ship`, AWS_ENDPOINT_URL) never reach the
+            // log, nor a name's control characters the terminal.
+            let line = format!("{e:#}");
+            eprintln!("error: {}", apron_cli::printable::printable(&apron_store::redact::userinfo(&line)));
             ExitCode::from(2)
         }
     }

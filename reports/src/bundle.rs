@@ -21,7 +21,6 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::atomic;
 use crate::chart::ChartName;
 
 mod columns;
@@ -266,7 +265,8 @@ fn data_url(mime: &str, bytes: &[u8]) -> String {
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
-    atomic::write_atomic(path, bytes).map_err(|source| BundleError::Write { path: path.to_owned(), source })
+    apron_files::replace::write(path, bytes)
+        .map_err(|source| BundleError::Write { path: path.to_owned(), source })
 }
 
 /// Table names are file stems and unique; every column has a title; rows

@@ -10,11 +10,14 @@
 //!
 //! Charts draw their text with a DejaVu Sans font embedded in the binary, so
 //! they render the same on a server with no fonts installed. Every file is
-//! written atomically: a reader sees the old file or the new one, never half.
+//! written through [`apron_files::replace`]: a reader sees the old file or
+//! the new one, never half; a symbolic link in the folder is replaced, never
+//! written through; a file replaced keeps its mode, a new one gets the
+//! umask's.
 
-mod atomic;
 pub mod bundle;
 pub mod chart;
+pub mod csv_cell;
 mod fonts;
 mod number;
 mod time;

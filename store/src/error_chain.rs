@@ -4,7 +4,8 @@
 
 /// An error and its causes on one line, each cause after `": "`; a cause
 /// whose words the line already holds (many errors repeat their cause in
-/// their own message) is not said twice.
+/// their own message) is not said twice; the credentials of any URL in
+/// them are hidden ([`crate::redact`]).
 pub fn format_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -16,7 +17,7 @@ pub fn format_chain(e: &dyn std::error::Error) -> String {
         }
         cur = c.source();
     }
-    s
+    crate::redact::userinfo(&s).into_owned()
 }
 
 #[cfg(test)]

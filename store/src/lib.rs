@@ -3,7 +3,9 @@
 //! writer ([`writer`], its rotation rule [`rotate`] and file creation
 //! [`create`]), the write-ahead log ([`wal`]) and crash recovery
 //! ([`recover`]), the minute rollups ([`rollup`]) and bulk simulation
-//! ([`simulate`], which writes each file as a stream, [`file_stream`]).
+//! ([`simulate`], which writes each file as a stream, [`file_stream`]),
+//! and how both binaries keep credentials in URLs out of what they show
+//! ([`redact`]).
 //!
 //! The recorder (NVML, the tick loop, signals, locks, maintenance) and the
 //! analysis CLI (`apron`: the rollups of rows still in the WAL, `apron demo`)
@@ -16,6 +18,7 @@ pub mod durable;
 pub mod error_chain;
 pub mod file_stream;
 pub mod recover;
+pub mod redact;
 pub mod remote;
 pub mod rollup;
 pub mod rotate;

@@ -8,7 +8,9 @@
 //! `AWS_REGION` (or `AWS_DEFAULT_REGION`), `AWS_ENDPOINT_URL` (a server
 //! other than AWS's) and `AWS_ALLOW_HTTP=true` (a local server without TLS).
 //! Without keys the AWS credential chain applies (an instance's or a pod's
-//! role).
+//! role). Credentials written into the URL (`s3://KEY:SECRET@BUCKET`) are
+//! not used, and never shown: [`Remote::url`] and every message name the
+//! bucket without them ([`crate::redact`]).
 //!
 //! Waits are bounded: a connection is given up after 5 s, a request after
 //! 60 s, and a failing request is retried 3 times within 15 s, so an
@@ -63,8 +65,9 @@ impl Remote {
     /// The bucket and prefix of `url` (`s3://BUCKET/PREFIX`, the prefix
     /// optional), reached as the AWS environment says.
     pub fn from_url(url: &str) -> Result<Remote, RemoteError> {
-        let bad = |why: &str| RemoteError::BadUrl { url: url.to_owned(), why: why.to_owned() };
-        let parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+        let shown = crate::redact::userinfo(url).into_owned();
+        let bad = |why: &str| RemoteError::BadUrl { url: shown.clone(), why: why.to_owned() };
+        let mut parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
         if !matches!(parsed.scheme(), "s3" | "s3a") {
             return Err(bad(&format!("the scheme is {}:, not s3:", parsed.scheme())));
         }
@@ -74,6 +77,17 @@ impl Remote {
         if parsed.query().is_some() || parsed.fragment().is_some() {
             return Err(bad("a query or fragment"));
         }
+        // The S3 client reads the bucket from the host and ignores user
+        // information: the URL without it is the same place.
+        let url = if parsed.username().is_empty() && parsed.password().is_none() {
+            url.to_owned()
+        } else {
+            if parsed.set_username("").is_err() || parsed.set_password(None).is_err() {
+                return Err(bad("its credentials cannot be taken out"));
+            }
+            parsed.as_str().to_owned()
+        };
+        let url = url.as_str();
         let retry = RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: Duration::from_millis(100),
@@ -92,7 +106,7 @@ impl Remote {
             .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), seconds(REQUEST_TIMEOUT))
             .with_retry(retry)
             .build()
-            .map_err(|source| RemoteError::Setup { url: url.to_owned(), source })?;
+            .map_err(|source| RemoteError::Setup { url: shown.clone(), source })?;
         let prefix = Path::from(parsed.path().trim_matches('/'));
         Ok(Remote { store: Arc::new(store), prefix, url: url.trim_end_matches('/').to_owned() })
     }
@@ -102,7 +116,8 @@ impl Remote {
         &self.store
     }
 
-    /// The URL as given, without a trailing `/`.
+    /// The URL as given, without its credentials (if it had any) nor a
+    /// trailing `/`.
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -137,6 +152,11 @@ impl Remote {
 /// them (`… error sending request: client error (Connect): tcp connect
 /// error: Connection refused (os error 111)`), on one line.
 pub fn describe(e: &object_store::Error) -> String {
+    crate::redact::userinfo(&describe_plainly(e)).into_owned()
+}
+
+/// [`describe`], before credentials in URLs are hidden.
+fn describe_plainly(e: &object_store::Error) -> String {
     let text = crate::error_chain::format_chain(e).split_whitespace().collect::<Vec<_>>().join(" ");
     const STATUS: &str = "Server returned non-2xx status code: ";
     let Some(at) = text.find(STATUS) else { return text };
@@ -230,6 +250,18 @@ mod tests {
         fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
             Some(&self.0)
         }
+    }
+
+    #[test]
+    fn credentials_in_the_url_are_left_out_of_it() {
+        let remote = Remote::from_url("s3://AKIA1:s3cr3t@fleet/apron/prod").expect("a good URL");
+        assert_eq!(remote.url(), "s3://fleet/apron/prod");
+        assert_eq!(remote.bucket_url(), "s3://fleet");
+        assert_eq!(remote.prefix().as_ref(), "apron/prod");
+        // A secret typed with its `/` is no URL; the error hides it all the same.
+        let error = Remote::from_url("s3://AKIA1:ab/cd@fleet/x").expect_err("a bad port").to_string();
+        assert!(error.starts_with("s3://***@fleet/x is not an object storage URL"), "{error}");
+        assert!(!error.contains("AKIA1") && !error.contains("ab/cd"), "{error}");
     }
 
     #[test]

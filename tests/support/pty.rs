@@ -4,7 +4,9 @@
 //! SIGINT to it, as Ctrl-C is), and every wait for its output is bounded,
 //! so a program that hangs fails the test instead of blocking it. It
 //! answers the program's questions for the cursor's place (`ESC [ 6 n`),
-//! as a terminal does, which a line editor asks before it draws its prompt.
+//! as a terminal does, which a line editor asks before it draws its prompt;
+//! or, started with [`Terminal::spawn_silent`], leaves them unanswered, as
+//! a serial console or a dumb terminal does.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -24,6 +26,8 @@ pub struct Terminal {
     seen: usize,
     /// Where `output` has questions for the cursor's place not answered yet.
     asked: usize,
+    /// Whether those questions are answered.
+    answers_cursor: bool,
 }
 
 /// The question for the cursor's place (Device Status Report 6).
@@ -34,6 +38,16 @@ const ROWS: u16 = 50;
 impl Terminal {
     /// Starts `command` on a new terminal of 50 rows and 200 columns.
     pub fn spawn(command: &mut Command) -> Terminal {
+        Self::start(command, true)
+    }
+
+    /// [`Terminal::spawn`], on a terminal that never answers a question for
+    /// the cursor's place.
+    pub fn spawn_silent(command: &mut Command) -> Terminal {
+        Self::start(command, false)
+    }
+
+    fn start(command: &mut Command, answers_cursor: bool) -> Terminal {
         // SAFETY: posix_openpt returns a new descriptor or -1; the ones
         // after take that descriptor, which this function owns.
         let master = unsafe {
@@ -69,7 +83,7 @@ impl Terminal {
         }
         let child = command.spawn().expect("the program starts");
         drop(slave);
-        Terminal { master, child, output: String::new(), seen: 0, asked: 0 }
+        Terminal { master, child, output: String::new(), seen: 0, asked: 0, answers_cursor }
     }
 
     /// Types `text` (`\r` is Enter, `\t` Tab, `\x03` Ctrl-C, `\x04` Ctrl-D).
@@ -124,7 +138,9 @@ impl Terminal {
             Ok(0) | Err(_) => false,
             Ok(n) => {
                 self.output.push_str(&String::from_utf8_lossy(&buf[..n]));
-                self.answer_cursor_queries();
+                if self.answers_cursor {
+                    self.answer_cursor_queries();
+                }
                 true
             }
         }

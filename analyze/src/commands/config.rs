@@ -53,7 +53,7 @@ async fn check_data(global: &GlobalArgs, args: &ConfigArgs, config: &Config) -> 
     }
     let now_ms = chrono::Utc::now().timestamp_millis();
     let period = Period::choose(&args.period.choice(), now_ms)?;
-    let data = global.data.display().to_string();
+    let data = apron_store::redact::userinfo(&global.data.display().to_string()).into_owned();
     let days = crate::session::Days::of_range(period.start_ms, period.end_ms);
     let session = match Session::open_within(&global.data, global.memory_limit(), days).await {
         Ok(session) => session,

@@ -47,7 +47,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
     apron_reports::mark_out_dir(&args.out)
         .map_err(|e| OutputError::Report { path: args.out.clone(), source: Box::new(e) })?;
     let config_path = args.out.join("apron.toml");
-    std::fs::write(&config_path, demo_config()).map_err(report_err(&config_path))?;
+    apron_files::replace::write(&config_path, demo_config().as_bytes()).map_err(report_err(&config_path))?;
     let data = match &args.keep_data {
         Some(dir) => dir.clone(),
         None => fresh_data_folder(&args.out.join(DATA_FOLDER))?,

@@ -22,7 +22,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
     let data = &global.data;
     if data.to_str().is_some_and(|d| d.contains("://")) {
         return Err(ImportError::Input {
-            what: data.display().to_string(),
+            what: apron_store::redact::userinfo(&data.display().to_string()).into_owned(),
             message: "apron import writes a local data folder; import into one, then ship it \
                       (apron-recorder ship --data DIR --to URL)"
                 .into(),
@@ -113,7 +113,8 @@ async fn prometheus(layout: &DataLayout, opts: &import::prometheus::Options) -> 
     if total.is_empty() {
         return Err(import::prometheus::nothing_found(opts));
     }
-    Ok(total.iter().map(|(host, w)| summary(&opts.url, host, w)).collect())
+    let shown = import::prometheus::shown_url(opts);
+    Ok(total.iter().map(|(host, w)| summary(&shown, host, w)).collect())
 }
 
 /// Reads a file with a progress bar over its bytes.

@@ -123,7 +123,10 @@ pub async fn read(
 ) -> Result<BTreeMap<String, HostRows>, ImportError> {
     let base = opts.url.trim_end_matches('/').to_owned();
     let endpoint = format!("{base}/api/v1/query_range");
-    let fail = |message: String| ImportError::Prometheus { url: endpoint.clone(), message };
+    // The request sends the URL's credentials (as basic authentication);
+    // what is shown hides them.
+    let shown = apron_store::redact::userinfo(&endpoint).into_owned();
+    let fail = |message: String| ImportError::Prometheus { url: shown.clone(), message };
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
         .build()
@@ -171,20 +174,23 @@ pub async fn read(
     Ok(out)
 }
 
+/// The server's URL as messages show it: without a trailing `/`, nor the
+/// credentials it may hold.
+pub fn shown_url(opts: &Options) -> String {
+    apron_store::redact::userinfo(opts.url.trim_end_matches('/')).into_owned()
+}
+
 /// The error of an import that found no series in its whole period.
 pub fn nothing_found(opts: &Options) -> ImportError {
     ImportError::Input {
-        what: opts.url.trim_end_matches('/').to_owned(),
+        what: shown_url(opts),
         message: "no dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*) in the period".into(),
     }
 }
 
 /// The error of a period shorter than one step (no row to ask for).
 pub fn too_short(opts: &Options) -> ImportError {
-    ImportError::Input {
-        what: opts.url.trim_end_matches('/').to_owned(),
-        message: "the period is shorter than one --step".into(),
-    }
+    ImportError::Input { what: shown_url(opts), message: "the period is shorter than one --step".into() }
 }
 
 /// `[from, to)` cut into parts of at most one UTC day, each read and

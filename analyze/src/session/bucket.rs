@@ -91,8 +91,10 @@ impl Bucket {
     /// Opens the bucket of `url`, reading only `days` when given; returns
     /// it with the tables whose folders hold anything.
     pub(crate) async fn open(url: &str, days: Option<Days>) -> Result<(Bucket, Vec<Table>), SessionError> {
-        let remote = Remote::from_url(url)
-            .map_err(|e| SessionError::Bucket { url: url.to_owned(), cause: format_remote(&e) })?;
+        let remote = Remote::from_url(url).map_err(|e| SessionError::Bucket {
+            url: apron_store::redact::userinfo(url).into_owned(),
+            cause: format_remote(&e),
+        })?;
         let tables = Table::ALL.iter().map(|t| remote.key(t.name())).collect();
         let store = Arc::new(BucketStore { inner: Arc::clone(remote.store()), tables, days });
         let mut present = Vec::new();

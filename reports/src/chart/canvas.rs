@@ -4,7 +4,7 @@
 //! A chart module supplies a drawing function; this module checks the
 //! canvas size, makes sure the embedded font is registered, runs the
 //! function on a white RGB canvas, encodes PNG in memory and hands the
-//! bytes to the atomic writer. Drawing is in memory, so a failed chart
+//! bytes to [`apron_files::replace`]. Drawing is in memory, so a failed chart
 //! never leaves a partial file behind.
 
 use std::path::Path;
@@ -19,7 +19,7 @@ use plotters::prelude::{BitMapBackend, WHITE};
 use super::context::ChartContext;
 use super::error::ChartError;
 use super::name::ChartName;
-use crate::{atomic, fonts};
+use crate::fonts;
 
 /// The whole canvas, in pixel coordinates from the top left.
 pub(super) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
@@ -84,7 +84,7 @@ pub(super) fn write_png<T>(
     PngEncoder::new(&mut png)
         .write_image(&rendered.rgb, rendered.width, rendered.height, image::ColorType::Rgb8)
         .map_err(|source| ChartError::Encode { chart, path: out.to_owned(), source })?;
-    atomic::write_atomic(out, &png).map_err(|source| ChartError::Write {
+    apron_files::replace::write(out, &png).map_err(|source| ChartError::Write {
         chart,
         path: out.to_owned(),
         source,

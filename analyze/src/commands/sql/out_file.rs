@@ -3,17 +3,19 @@
 //! yields them: a result larger than memory is never held whole.
 //!
 //! The rows go to a hidden temporary file beside FILE (`.FILE.XXXXXX.tmp`),
-//! synced and renamed over FILE once complete: a query that fails, or that
-//! Ctrl-C interrupts, leaves FILE as it was and no temporary file behind (a
-//! process killed outright leaves its hidden temporary file).
+//! synced and renamed over FILE once complete ([`apron_files::replace`]:
+//! never through a symbolic link; a FILE replaced keeps its mode, a new one
+//! gets the umask's): a query that fails, or that Ctrl-C interrupts, leaves
+//! FILE as it was and no temporary file behind (a process killed outright
+//! leaves its hidden temporary file).
 //! CSV and JSON are written exactly as `--format csv` and `--format json`
 //! print them ([`BatchWriter`]).
 
 use std::ffi::OsStr;
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
+use apron_files::replace::Replacement;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::json;
@@ -21,7 +23,6 @@ use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::prelude::DataFrame;
-use tempfile::NamedTempFile;
 
 use crate::error::{Error, InputError, OutputError};
 use crate::output::{BatchWriter, Format};
@@ -79,48 +80,17 @@ pub(crate) async fn write(
     let failed = |source: Box<dyn std::error::Error + Send + Sync>| -> Error {
         OutputError::File { path: path.to_path_buf(), source }.into()
     };
-    let temp = temp_beside(path).map_err(|e| failed(e.into()))?;
+    let temp = Replacement::begin(path).map_err(|e| failed(e.into()))?;
     let mut writer = FileWriter::new(format, std::sync::Arc::clone(df.schema().inner()), temp);
     session.each_batch(df, |batch| writer.write(&batch).map_err(&failed)).await?;
     let rows = writer.rows;
     let temp = writer.finish().map_err(failed)?;
-    temp.as_file().sync_all().map_err(|e| failed(e.into()))?;
-    temp.persist(path).map_err(|e| failed(e.error.into()))?;
-    sync_folder(path);
+    temp.commit().map_err(|e| failed(e.into()))?;
     tracing::debug!(path = %path.display(), rows, "wrote the result");
     Ok(rows)
 }
 
-/// A new hidden file beside `path`, removed when dropped unless persisted.
-fn temp_beside(path: &Path) -> std::io::Result<NamedTempFile> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().map_or_else(|| "out".into(), |n| n.to_string_lossy());
-    let prefix = format!(".{name}.");
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(&prefix).suffix(".tmp");
-    // The permissions a file made the usual way gets (the umask applies),
-    // not the temporary file's owner-only ones.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(std::fs::Permissions::from_mode(0o666));
-    }
-    builder.tempfile_in(dir)
-}
-
-/// Syncs the folder of `path`, so the rename survives a crash; a folder
-/// that cannot be opened is left to the file system.
-fn sync_folder(path: &Path) {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if let Ok(dir) = File::open(dir) {
-        let _ = dir.sync_all();
-    }
-}
-
-type Out = BufWriter<NamedTempFile>;
+type Out = BufWriter<Replacement>;
 
 /// The rows being written in one [`FileFormat`].
 struct FileWriter {
@@ -143,7 +113,7 @@ enum Inner {
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 impl FileWriter {
-    fn new(format: FileFormat, schema: SchemaRef, temp: NamedTempFile) -> Self {
+    fn new(format: FileFormat, schema: SchemaRef, temp: Replacement) -> Self {
         let out = BufWriter::new(temp);
         let inner = match format {
             FileFormat::Csv => Inner::Text(BatchWriter::new(Format::Csv, schema, out)),
@@ -186,7 +156,7 @@ impl FileWriter {
 
     /// Completes the file (the CSV header of an empty result, the JSON
     /// array's end, the Parquet footer) and flushes it.
-    fn finish(self) -> Result<NamedTempFile, Failure> {
+    fn finish(self) -> Result<Replacement, Failure> {
         let out = match self.inner {
             Inner::Text(writer) => writer.finish()?,
             Inner::Ndjson(mut writer) => {
@@ -215,6 +185,7 @@ fn parquet_properties() -> WriterProperties {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
     use std::sync::Arc;
 
     use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
@@ -258,8 +229,8 @@ mod tests {
     fn parquet_rows_reach_the_file_as_they_come() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("r.parquet");
-        let temp = temp_beside(&path).expect("temp file");
-        let temp_path = temp.path().to_path_buf();
+        let temp = Replacement::begin(&path).expect("temp file");
+        let temp_path = temp.temp_path().to_path_buf();
         assert!(temp_path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".r.parquet.")));
         let mut writer = FileWriter::new(FileFormat::Parquet, batch(0, 0).schema(), temp);
         // Rows of some 200 bytes each: a row group is written once the
@@ -279,7 +250,7 @@ mod tests {
         }
         let rows = writer.rows;
         let temp = writer.finish().expect("finishes");
-        temp.persist(&path).expect("persists");
+        temp.commit().expect("commits");
         let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).expect("open"))
             .expect("a Parquet file")
             .build()
@@ -299,8 +270,9 @@ mod tests {
             ("e.parquet", FileFormat::Parquet, None),
         ] {
             let path = dir.path().join(name);
-            let writer = FileWriter::new(format, batch(0, 0).schema(), temp_beside(&path).expect("temp"));
-            writer.finish().expect("finishes").persist(&path).expect("persists");
+            let writer =
+                FileWriter::new(format, batch(0, 0).schema(), Replacement::begin(&path).expect("temp"));
+            writer.finish().expect("finishes").commit().expect("commits");
             match text {
                 Some(text) => assert_eq!(std::fs::read_to_string(&path).expect("read"), text, "{name}"),
                 None => {
@@ -318,10 +290,13 @@ mod tests {
     fn ndjson_is_one_object_per_line() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("r.jsonl");
-        let mut writer =
-            FileWriter::new(FileFormat::Ndjson, batch(0, 0).schema(), temp_beside(&path).expect("temp"));
+        let mut writer = FileWriter::new(
+            FileFormat::Ndjson,
+            batch(0, 0).schema(),
+            Replacement::begin(&path).expect("temp"),
+        );
         writer.write(&batch(1, 2)).expect("writes");
-        writer.finish().expect("finishes").persist(&path).expect("persists");
+        writer.finish().expect("finishes").commit().expect("commits");
         assert_eq!(
             std::fs::read_to_string(&path).expect("read"),
             "{\"n\":1,\"s\":\"row 1\"}\n{\"n\":2,\"s\":\"row 2\"}\n"

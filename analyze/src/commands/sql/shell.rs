@@ -11,17 +11,22 @@
 //! the shell goes on (the line editor has the terminal in raw mode only
 //! while it reads, so Ctrl-C meanwhile is a SIGINT); at the prompt it
 //! clears the line. Ctrl-D or `.quit` leaves.
+//!
+//! A terminal the line editor cannot drive (one that never answers its
+//! question for the cursor's place: a serial console, some multiplexers)
+//! gets one warning, then plain lines ([`read_plain`]): the same prompts,
+//! statements and history, with the terminal's own line editing only.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use datafusion::sql::sqlparser::dialect::{GenericDialect, dialect_from_str};
 use reedline::{
-    ColumnarMenu, Emacs, FileBackedHistory, KeyCode, KeyModifiers, MenuBuilder, Prompt, PromptEditMode,
-    PromptHistorySearch, PromptHistorySearchStatus, Reedline, ReedlineEvent, ReedlineMenu, Signal,
-    ValidationResult, Validator, default_emacs_keybindings,
+    ColumnarMenu, Emacs, FileBackedHistory, HistoryItem, KeyCode, KeyModifiers, MenuBuilder, Prompt,
+    PromptEditMode, PromptHistorySearch, PromptHistorySearchStatus, Reedline, ReedlineEvent, ReedlineMenu,
+    Signal, ValidationResult, Validator, default_emacs_keybindings,
 };
 
 use crate::error::{Error, OutputError, one_line};
@@ -74,7 +79,7 @@ pub(crate) async fn run<W: Write>(console: &mut Console<'_>, mut out: W) -> Resu
             ColumnarMenu::default().with_name(COMPLETION_MENU),
         )))
         .with_edit_mode(Box::new(Emacs::new(keys)))
-        .with_validator(Box::new(StatementEnd { dialect }))
+        .with_validator(Box::new(StatementEnd { dialect: dialect.clone() }))
         .with_ansi_colors(false);
     writeln!(
         out,
@@ -85,13 +90,36 @@ pub(crate) async fn run<W: Write>(console: &mut Console<'_>, mut out: W) -> Resu
     .and_then(|()| out.flush())
     .map_err(|source| OutputError::Write { source })?;
 
+    // Whether the line editor gave up on this terminal and lines are read
+    // as they come ([`read_plain`]).
+    let mut plain = false;
     loop {
-        let entry = match editor.read_line(&ShellPrompt) {
-            Ok(Signal::Success(entry)) => entry,
-            // The line editor cleared the line.
-            Ok(Signal::CtrlC) => continue,
-            Ok(Signal::CtrlD) => break,
-            Err(err) => return Err(OutputError::Terminal { source: err }.into()),
+        let entry = if plain {
+            let Some(entry) = read_plain(&dialect, &mut out)? else { break };
+            // The line editor keeps what it reads itself.
+            if let Err(err) = editor.history_mut().save(HistoryItem::from_command_line(&entry)) {
+                tracing::debug!(error = %err, "cannot add the entry to the history");
+            }
+            entry
+        } else {
+            match editor.read_line(&ShellPrompt) {
+                Ok(Signal::Success(entry)) => entry,
+                // The line editor cleared the line.
+                Ok(Signal::CtrlC) => continue,
+                Ok(Signal::CtrlD) => break,
+                // Mostly a terminal that does not say where its cursor is
+                // (a serial console, some multiplexers and IDE panes): it
+                // is read line by line instead, as a shell does without
+                // its line editor.
+                Err(err) => {
+                    eprintln!(
+                        "warning: the line editor cannot work on this terminal ({err}); \
+                         reading plain lines: no editing, completion or history keys"
+                    );
+                    plain = true;
+                    continue;
+                }
+            }
         };
         // Each entry is in the file as soon as it is typed, so a shell
         // killed keeps it.
@@ -188,6 +216,41 @@ impl Validator for StatementEnd {
     }
 }
 
+/// Reads one entry from standard input as plain lines (the terminal's own
+/// line editing only), [`PROMPT`] before its first line and [`CONTINUE`]
+/// before the next, until it is complete as [`StatementEnd`] says; `None`
+/// at the end of the input (Ctrl-D) before an entry starts. An entry the
+/// input ends in the middle of is returned as it is, to run.
+fn read_plain<W: Write>(dialect: &str, out: &mut W) -> Result<Option<String>, Error> {
+    let validator = StatementEnd { dialect: dialect.to_owned() };
+    let mut entry = String::new();
+    loop {
+        let prompt = if entry.is_empty() { PROMPT } else { CONTINUE };
+        out.write_all(prompt.as_bytes()).map_err(|source| OutputError::Write { source })?;
+        flush(out)?;
+        let mut line = String::new();
+        let read = std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|source| OutputError::Terminal { source })?;
+        if read == 0 {
+            return Ok((!entry.trim().is_empty()).then_some(entry));
+        }
+        let line = line.trim_end_matches(['\n', '\r']);
+        if !entry.is_empty() {
+            entry.push('\n');
+        }
+        entry.push_str(line);
+        if entry.trim().is_empty() {
+            entry.clear();
+            continue;
+        }
+        if matches!(validator.validate(&entry), ValidationResult::Complete) {
+            return Ok(Some(entry));
+        }
+    }
+}
+
 /// Runs `work` until it ends (`Some`) or Ctrl-C cancels it (`None`).
 async fn cancellable<T>(work: impl Future<Output = Result<T, Error>>) -> Option<Result<T, Error>> {
     tokio::select! {
@@ -234,6 +297,12 @@ pub(crate) fn history_path(xdg_state_home: Option<OsString>, home: Option<OsStri
 /// The history file: read at the start, each new entry appended at once
 /// (so a shell killed keeps what was typed). A file that cannot be read or
 /// written is one warning, then the shell goes on with a history in memory.
+///
+/// It holds every statement typed, literals and all, so it is private:
+/// made `0600` in a folder made `0700` (the XDG base directory rule for
+/// state), whatever the umask; one found readable by others (as apron made
+/// it before) is narrowed to its owner's bits (`0644` becomes `0600`) when
+/// it is the user's own.
 struct History;
 
 impl History {
@@ -244,6 +313,10 @@ impl History {
         let Some(path) = history_path(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME")) else {
             return (memory(), None);
         };
+        if let Err(err) = make_private(&path) {
+            warn(&path, &err);
+            return (memory(), None);
+        }
         match FileBackedHistory::with_file(HISTORY_SIZE, path.clone()) {
             Ok(history) => (Box::new(history), Some(path)),
             Err(err) => {
@@ -252,6 +325,29 @@ impl History {
             }
         }
     }
+}
+
+/// Creates the history file `path` (and its missing folders) private
+/// before the line editor opens it, which would create it with the
+/// umask's mode; narrows the mode of one readable by others.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    }
+    let file = std::fs::OpenOptions::new().append(true).create(true).mode(0o600).open(path)?;
+    let mode = file.metadata()?.permissions().mode();
+    if mode & 0o077 != 0 {
+        // Only the owner may change a file's mode: another's history is
+        // left as it is (and read, as before).
+        match file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700)) {
+            Ok(()) => tracing::debug!(path = %path.display(), "made the history private (0600)"),
+            Err(err) => {
+                tracing::debug!(path = %path.display(), error = %err, "cannot make the history private")
+            }
+        }
+    }
+    Ok(())
 }
 
 fn warn(path: &Path, err: &dyn std::fmt::Display) {
