@@ -24,9 +24,11 @@
 pub mod error;
 pub mod existing;
 pub mod interval;
+pub mod line_cap;
 pub mod nvidia_smi;
 pub mod prometheus;
 pub mod pynvml;
+pub mod ranges;
 pub mod units;
 
 pub use error::ImportError;
@@ -139,17 +141,38 @@ pub fn write_host(
 
 /// A CSV log as both formats read it: no header taken for granted (a
 /// header row is told by the parser), rows of any length (a short row is a
-/// bad row with its line, not a reader error), fields trimmed.
-pub(crate) fn open_csv(
-    path: &std::path::Path,
-) -> Result<csv::Reader<std::io::BufReader<std::fs::File>>, ImportError> {
+/// bad row with its line, not a reader error), fields trimmed, one line a
+/// row (neither logger quotes a field, and a stray `"` must not make the
+/// rest of the file one field), lines of at most
+/// [`ranges::MAX_LINE_BYTES`] ([`line_cap`]). Its errors become
+/// [`ImportError`]s through [`csv_error`].
+pub(crate) fn open_csv(path: &std::path::Path) -> Result<CsvReader, ImportError> {
     let file = std::fs::File::open(path)
         .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
+    let capped = line_cap::LineCap::new(file, ranges::MAX_LINE_BYTES);
     Ok(csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
+        .quoting(false)
         .trim(csv::Trim::All)
-        .from_reader(std::io::BufReader::with_capacity(1 << 20, file)))
+        .from_reader(std::io::BufReader::with_capacity(1 << 20, capped)))
+}
+
+/// The reader [`open_csv`] gives.
+pub(crate) type CsvReader = csv::Reader<std::io::BufReader<line_cap::LineCap<std::fs::File>>>;
+
+/// A CSV reader's error on the file at `path`: a line over the cap is a bad
+/// row with its line number; anything else a file that cannot be read.
+pub(crate) fn csv_error(path: &std::path::Path, err: csv::Error) -> ImportError {
+    match line_cap::too_long_in(&err) {
+        Some(long) => ImportError::Row {
+            path: path.to_path_buf(),
+            line: long.line,
+            field: "line".into(),
+            message: format!("longer than {} bytes, the most apron reads of one line of a log", long.max),
+        },
+        None => ImportError::Read { path: path.to_path_buf(), source: Box::new(err) },
+    }
 }
 
 /// The stable UUID apron gives a GPU whose input names none (the pynvml
