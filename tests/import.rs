@@ -596,6 +596,42 @@ fn a_200_mb_field_is_refused_without_being_read_whole() {
     assert!(case.parquet_files().is_empty());
 }
 
+/// Rows of one GPU and time given twice: the first (in the order of the
+/// files and lines) is kept, and the line printed says how many were
+/// dropped and how many of them differed.
+#[test]
+fn repeated_rows_are_counted_and_the_first_kept() {
+    let case = Case::new();
+    let head = "timestamp, index, utilization.gpu [%], power.draw [W]\n";
+    let first = case.file(
+        "first.csv",
+        &format!(
+            "{head}2026/11/02 09:00:00.000, 0, 10 %, 100 W\n2026/11/02 09:00:10.000, 0, 20 %, 100 W\n\
+             2026/11/02 09:00:10.000, 0, 20 %, 100 W\n2026/11/02 09:00:20.000, 0, 30 %, 100 W\n"
+        ),
+    );
+    let second = case.file(
+        "second.csv",
+        &format!("{head}2026/11/02 09:00:20.000, 0, 99 %, 100 W\n2026/11/02 09:00:30.000, 0, 40 %, 100 W\n"),
+    );
+    let out = case.ok(&[
+        "import",
+        "nvidia-smi",
+        first.to_str().expect("utf-8"),
+        second.to_str().expect("utf-8"),
+        "--host",
+        "n",
+    ]);
+    assert!(out.contains("4 gpu_samples rows"), "{out}");
+    assert!(out.contains("2 rows repeated in the input dropped (1 of them with other values"), "{out}");
+    assert!(out.contains("the first in the order of the files and lines given is kept"), "{out}");
+    assert_eq!(
+        case.number("SELECT sum(gpu_util_pct) FROM gpu_samples"),
+        100.0,
+        "10 + 20 + 30 + 40: the first 09:00:20 kept"
+    );
+}
+
 /// dcgm-exporter values no GPU has, each in an hour of its own: SM active
 /// 55 (5,500 %), an energy counter of −1e30 mJ, −2 MW and 2 MW of power,
 /// 1e12 °C, negative free memory (used above total). Each hour's import
