@@ -469,3 +469,235 @@ fn prometheus_series_import_once_and_answer_by_hand() {
     );
     check();
 }
+
+/// Values no GPU has (issue 32): each refused like a malformed row, with
+/// its file, line and field, exit 2, nothing written. The ranges are
+/// `apron_analyze::import::ranges`'.
+#[test]
+fn impossible_values_are_refused_with_file_line_and_field() {
+    let case = Case::new();
+    let head = "timestamp, index, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], temperature.gpu, clocks_event_reasons.active\n";
+    let good = "2026/11/02 09:00:00.000, 0, 5 %, 100 MiB, 81559 MiB, 300.00 W, 50, 0x0\n\
+                2026/11/02 09:00:10.000, 0, 5 %, 100 MiB, 81559 MiB, 300.00 W, 50, 0x0\n";
+    for (name, bad, field) in [
+        (
+            "negative.csv",
+            "2026/11/02 09:00:20.000, 0, 5 %, 100 MiB, 81559 MiB, -500 W, 50, 0x0\n",
+            "power.draw [W]",
+        ),
+        (
+            "minus2mw.csv",
+            "2026/11/02 09:00:20.000, 0, 5 %, 100 MiB, 81559 MiB, -2000000 W, 50, 0x0\n",
+            "power.draw [W]",
+        ),
+        (
+            "2mw.csv",
+            "2026/11/02 09:00:20.000, 0, 5 %, 100 MiB, 81559 MiB, 2000000 W, 50, 0x0\n",
+            "power.draw [W]",
+        ),
+        (
+            "hot.csv",
+            "2026/11/02 09:00:20.000, 0, 5 %, 100 MiB, 81559 MiB, 300 W, 1e12, 0x0\n",
+            "temperature.gpu",
+        ),
+        (
+            "util.csv",
+            "2026/11/02 09:00:20.000, 0, 5500 %, 100 MiB, 81559 MiB, 300 W, 50, 0x0\n",
+            "utilization.gpu [%]",
+        ),
+        (
+            "mem.csv",
+            "2026/11/02 09:00:20.000, 0, 5 %, 90000 MiB, 81559 MiB, 300 W, 50, 0x0\n",
+            "memory.used [MiB]",
+        ),
+        (
+            "mask.csv",
+            "2026/11/02 09:00:20.000, 0, 5 %, 100 MiB, 81559 MiB, 300 W, 50, -0x1\n",
+            "clocks_event_reasons.active",
+        ),
+        ("index.csv", "2026/11/02 09:00:20.000, -3, 5 %, 100 MiB, 81559 MiB, 300 W, 50, 0x0\n", "index"),
+        ("y1900.csv", "1900/01/01 09:00:20.000, 0, 5 %, 100 MiB, 81559 MiB, 300 W, 50, 0x0\n", "timestamp"),
+        ("y9999.csv", "9999/12/31 09:00:20.000, 0, 5 %, 100 MiB, 81559 MiB, 300 W, 50, 0x0\n", "timestamp"),
+    ] {
+        let path = case.file(name, &format!("{head}{good}{bad}"));
+        refused(
+            &case,
+            &["import", "nvidia-smi", path.to_str().expect("utf-8"), "--host", "n"],
+            &path,
+            4,
+            field,
+        );
+    }
+    let apps = "timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n\
+                2026/11/02 09:00:00.000, GPU-a, 4242, python3, 512 MiB\n\
+                2026/11/02 09:00:10.000, GPU-a, -7, python3, 512 MiB\n";
+    let path = case.file("pid.csv", apps);
+    refused(&case, &["import", "nvidia-smi", path.to_str().expect("utf-8"), "--host", "n"], &path, 3, "pid");
+    let path =
+        case.file("py.csv", "1793606400.0, 3%|5%|512MiB|38.2W\n1793606430.0, 3%|5%|512MiB|-2000000W\n");
+    refused(
+        &case,
+        &["import", "pynvml", path.to_str().expect("utf-8"), "--host", "n"],
+        &path,
+        2,
+        "gpu0 power.draw",
+    );
+    let path = case.file("py2.csv", "1793606400.0, 3%|5%|512MiB|38.2W\n9999999999.0, 3%|5%|512MiB|38.2W\n");
+    refused(&case, &["import", "pynvml", path.to_str().expect("utf-8"), "--host", "n"], &path, 2, "time");
+}
+
+/// Runs `command` to its end: its peak resident memory (KiB, as the
+/// kernel counted it for that process alone), exit code and stderr.
+#[allow(clippy::zombie_processes, reason = "wait4 reaps the child, for its own rusage")]
+fn peak_rss_kib(command: &mut Command) -> (i64, Option<i32>, String) {
+    use std::io::Read;
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("apron starts");
+    let mut err = String::new();
+    child.stderr.take().expect("piped").read_to_string(&mut err).expect("read stderr");
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4(2) on the child just started and not reaped (std's
+    // Child is never waited on after this), filling the two out-values.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4");
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (usage.ru_maxrss, code, err)
+}
+
+/// A 200 MB field (issue 32: 1 GB peak for that one line) is refused with
+/// its line as soon as the line is longer than a log line can be, without
+/// reading it whole.
+#[test]
+fn a_200_mb_field_is_refused_without_being_read_whole() {
+    let case = Case::new();
+    let path = case.dir.path().join("huge.csv");
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
+        f.write_all(b"timestamp, index, utilization.gpu [%], name\n").expect("write");
+        f.write_all(b"2026/11/02 09:00:00.000, 0, 5 %, NVIDIA H100\n").expect("write");
+        f.write_all(b"2026/11/02 09:00:10.000, 0, 5 %, ").expect("write");
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..200 {
+            f.write_all(&chunk).expect("write");
+        }
+        f.write_all(b"\n").expect("write");
+    }
+    let mut cmd = Command::new(apron_tests::bin("apron"));
+    cmd.arg("--data").arg(&case.data).args(["import", "nvidia-smi"]).arg(&path).args(["--host", "n"]);
+    let (peak_kib, code, err) = peak_rss_kib(&mut cmd);
+    println!("a 200 MB field: exit {code:?}, peak RSS {} MiB: {err}", peak_kib / 1024);
+    assert_eq!(code, Some(2), "{err}");
+    let want = format!("error: {}:3: line: longer than 65536 bytes, the most apron reads", path.display());
+    assert!(err.starts_with(&want), "{err:?} should start with {want:?}");
+    assert!(peak_kib < 150 * 1024, "peak RSS {peak_kib} KiB: the line was read whole");
+    assert!(case.parquet_files().is_empty());
+}
+
+/// Rows of one GPU and time given twice: the first (in the order of the
+/// files and lines) is kept, and the line printed says how many were
+/// dropped and how many of them differed.
+#[test]
+fn repeated_rows_are_counted_and_the_first_kept() {
+    let case = Case::new();
+    let head = "timestamp, index, utilization.gpu [%], power.draw [W]\n";
+    let first = case.file(
+        "first.csv",
+        &format!(
+            "{head}2026/11/02 09:00:00.000, 0, 10 %, 100 W\n2026/11/02 09:00:10.000, 0, 20 %, 100 W\n\
+             2026/11/02 09:00:10.000, 0, 20 %, 100 W\n2026/11/02 09:00:20.000, 0, 30 %, 100 W\n"
+        ),
+    );
+    let second = case.file(
+        "second.csv",
+        &format!("{head}2026/11/02 09:00:20.000, 0, 99 %, 100 W\n2026/11/02 09:00:30.000, 0, 40 %, 100 W\n"),
+    );
+    let out = case.ok(&[
+        "import",
+        "nvidia-smi",
+        first.to_str().expect("utf-8"),
+        second.to_str().expect("utf-8"),
+        "--host",
+        "n",
+    ]);
+    assert!(out.contains("4 gpu_samples rows"), "{out}");
+    assert!(out.contains("2 rows repeated in the input dropped (1 of them with other values"), "{out}");
+    assert!(out.contains("the first in the order of the files and lines given is kept"), "{out}");
+    assert_eq!(
+        case.number("SELECT sum(gpu_util_pct) FROM gpu_samples"),
+        100.0,
+        "10 + 20 + 30 + 40: the first 09:00:20 kept"
+    );
+}
+
+/// dcgm-exporter values no GPU has, each in an hour of its own: SM active
+/// 55 (5,500 %), an energy counter of −1e30 mJ, −2 MW and 2 MW of power,
+/// 1e12 °C, negative free memory (used above total). Each hour's import
+/// is refused in one line naming the series and the time, exit 2, nothing
+/// written.
+#[test]
+fn impossible_dcgm_values_are_refused_naming_the_series() {
+    let case = Case::new();
+    let programs = apron_tests::prometheus::programs();
+    let start = 1_793_602_800i64; // 2026-11-02T07:00:00Z
+    let cases: [(&str, f64, &str); 6] = [
+        ("DCGM_FI_PROF_SM_ACTIVE", 55.0, "sm_active_pct"),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", -1e30, "energy_mj"),
+        ("DCGM_FI_DEV_POWER_USAGE", -2_000_000.0, "power_mw"),
+        ("DCGM_FI_DEV_POWER_USAGE", 2_000_000.0, "power_mw"),
+        ("DCGM_FI_DEV_GPU_TEMP", 1e12, "temp_c"),
+        ("DCGM_FI_DEV_FB_FREE", -100.0, "free memory"),
+    ];
+    let mut om = String::new();
+    let labels = r#"gpu="0",UUID="GPU-P0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-p""#;
+    let mut by_name: std::collections::BTreeMap<&str, Vec<(i64, f64)>> = Default::default();
+    for (k, (name, value, _)) in cases.iter().enumerate() {
+        let hour = start + 3_600 * k as i64;
+        for s in 0..4 {
+            by_name.entry(name).or_default().push((hour + 15 * s, *value));
+        }
+        by_name.entry("DCGM_FI_DEV_FB_USED").or_default().push((hour, 1024.0));
+    }
+    for (name, points) in &by_name {
+        om.push_str(&format!("# TYPE {name} gauge\n"));
+        for (t, v) in points {
+            om.push_str(&format!("{name}{{{labels}}} {v} {t}\n"));
+        }
+    }
+    om.push_str("# EOF\n");
+    let input = case.file("bad.om", &om);
+    let storage = case.dir.path().join("tsdb");
+    let out = Command::new(&programs.promtool)
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&input)
+        .arg(&storage)
+        .output()
+        .expect("promtool runs");
+    assert!(out.status.success(), "promtool: {}{}", text(&out.stdout), text(&out.stderr));
+    let server = apron_tests::prometheus::Server::start("global:\n  scrape_interval: 15s\n", Some(&storage));
+    let url = server.url();
+    for (k, (name, _, column)) in cases.iter().enumerate() {
+        let from = format!("2026-11-02T{:02}:00:00Z", 7 + k);
+        let to = format!("2026-11-02T{:02}:00:00Z", 8 + k);
+        let out = case.apron(&[
+            "import",
+            "prometheus",
+            "--url",
+            &url,
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--step",
+            "1m",
+        ]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{name}: one line: {err}");
+        assert!(err.contains(name), "{name}: names the series: {err}");
+        assert!(err.contains(&format!("{column} holds")) && err.contains(&from), "{name}: {err}");
+        assert!(case.parquet_files().is_empty(), "{name}: nothing written");
+    }
+}

@@ -154,7 +154,7 @@ fn check_file(path: &Path, table: Table) -> Option<SessionError> {
 
 /// A column `table` requires that the file's `schema` lacks, or has with a
 /// type that does not cast to the table's.
-fn schema_problem(path: &Path, schema: &Schema, table: Table) -> Option<SessionError> {
+pub(crate) fn schema_problem(path: &Path, schema: &Schema, table: Table) -> Option<SessionError> {
     let wanted = table.schema();
     wanted.fields().iter().find_map(|field| match schema.field_with_name(field.name()) {
         Err(_) if !field.is_nullable() => {

@@ -37,6 +37,7 @@ use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::logical_expr::LogicalPlanBuilder;
 use datafusion::object_store;
+use datafusion::object_store::ObjectMeta;
 use datafusion::parquet::errors::ParquetError;
 use datafusion::physical_plan::{ExecutionPlan, collect_partitioned, execute_stream};
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
@@ -232,6 +233,7 @@ impl Session {
             .unwrap_or_default()
             .into_iter()
             .filter_map(|(name, _)| name.strip_prefix("host=").map(str::to_owned))
+            .filter(|host| !host.chars().any(char::is_control))
             .collect();
         hosts.sort();
         hosts
@@ -296,15 +298,15 @@ impl Session {
         let mut files = None;
         let ran = panic_guard::contain(async {
             let plan = df.create_physical_plan().await?;
-            files = Some(self.scanned_files(&plan));
+            files = Some(scanned_objects(&plan));
             let partitions = collect_partitioned(plan, task_ctx).await?;
             Ok::<Vec<RecordBatch>, DataFusionError>(partitions.into_iter().flatten().collect())
         })
         .await;
         match ran {
             Ok(Ok(batches)) => Ok(batches),
-            Ok(Err(err)) => Err(self.execute_error(err, files.as_deref()).into()),
-            Err(panic) => Err(self.execute_error(reader_panicked(panic), files.as_deref()).into()),
+            Ok(Err(err)) => Err(self.execute_error(err, files.as_deref()).await.into()),
+            Err(panic) => Err(self.execute_error(reader_panicked(panic), files.as_deref()).await.into()),
         }
     }
 
@@ -360,7 +362,7 @@ impl Session {
         let mut files = None;
         let ran = panic_guard::contain(async {
             let plan = df.create_physical_plan().await?;
-            files = Some(self.scanned_files(&plan));
+            files = Some(scanned_objects(&plan));
             let mut stream = execute_stream(plan, task_ctx)?;
             while let Some(batch) = stream.next().await {
                 if let Err(err) = sink(batch?) {
@@ -372,36 +374,26 @@ impl Session {
         .await;
         match ran {
             Ok(Ok(sunk)) => sunk,
-            Ok(Err(err)) => Err(self.execute_error(err, files.as_deref()).into()),
-            Err(panic) => Err(self.execute_error(reader_panicked(panic), files.as_deref()).into()),
+            Ok(Err(err)) => Err(self.execute_error(err, files.as_deref()).await.into()),
+            Err(panic) => Err(self.execute_error(reader_panicked(panic), files.as_deref()).await.into()),
         }
     }
 
-    /// The files the scans of `plan` read (after partition pruning), as
-    /// paths under the data folder as the user gave it.
-    fn scanned_files(&self, plan: &Arc<dyn ExecutionPlan>) -> Vec<PathBuf> {
+    /// `objects` (as the engine names them) that are files under the local
+    /// data folder, as paths under the data folder as the user gave it.
+    fn local_paths(&self, objects: &[ObjectMeta]) -> Vec<PathBuf> {
         let Ok(root) = object_store::path::Path::from_absolute_path(&self.root) else {
             return Vec::new();
         };
-        let mut files = Vec::new();
-        let mut stack = vec![Arc::clone(plan)];
-        while let Some(node) = stack.pop() {
-            if let Some(scan) = node.downcast_ref::<DataSourceExec>()
-                && let Some(config) = scan.data_source().downcast_ref::<FileScanConfig>()
-            {
-                for file in config.file_groups.iter().flat_map(|g| g.files()) {
-                    if let Some(parts) = file.object_meta.location.prefix_match(&root) {
-                        let mut path = self.layout.root().to_path_buf();
-                        path.extend(parts.map(|p| p.as_ref().to_owned()));
-                        files.push(path);
-                    }
-                }
-            }
-            stack.extend(node.children().into_iter().cloned());
-        }
-        files.sort();
-        files.dedup();
-        files
+        objects
+            .iter()
+            .filter_map(|meta| {
+                let parts = meta.location.prefix_match(&root)?;
+                let mut path = self.layout.root().to_path_buf();
+                path.extend(parts.map(|p| p.as_ref().to_owned()));
+                Some(path)
+            })
+            .collect()
     }
 
     /// Parses `sql`, refuses anything but a read, and plans it.
@@ -443,7 +435,7 @@ impl Session {
     /// and a broken one is named; when the failure was in decoding rows, the
     /// rows of those files are decoded to find the damaged one. Otherwise
     /// the engine's error is given as is.
-    fn execute_error(&self, err: DataFusionError, files: Option<&[PathBuf]>) -> SessionError {
+    async fn execute_error(&self, err: DataFusionError, files: Option<&[ObjectMeta]>) -> SessionError {
         // Not a file's fault: no file is checked, and the engine's list of
         // memory consumers goes to the debug log, not into the line.
         if memory::is_exhausted(&err) {
@@ -454,9 +446,23 @@ impl Session {
         if memory::is_spill_failure(&err, &self.ctx.runtime_env().disk_manager.temp_dir_paths(), &tmp) {
             return SessionError::Spill { dir: tmp, limit: self.memory, source: err };
         }
-        if self.bucket.is_some() {
-            // The footer checks below read local files.
-            return SessionError::Execute { source: err };
+        if let Some(bucket) = &self.bucket {
+            // The objects the query read, else every object of the tables
+            // (within the period): the first one whose footer or schema is
+            // unreadable is named by its URL.
+            let objects = match files {
+                Some(files) => {
+                    files.iter().filter_map(|m| Some((bucket.table_of(&m.location)?, m.clone()))).collect()
+                }
+                None => bucket.data_objects(&self.tables).await,
+            };
+            return match bucket.find_bad_object(&objects).await {
+                Some(found) => {
+                    tracing::debug!(error = %err, "the query failed on a bad object");
+                    found
+                }
+                None => SessionError::Execute { source: err },
+            };
         }
         if let Some(path) = crate::store::empty_file_in(&err) {
             // The store names the file under the canonical folder; the
@@ -467,9 +473,9 @@ impl Session {
             };
             return SessionError::EmptyFile { path };
         }
-        let found = match files {
-            Some(files) => integrity::find_bad_file_among(&self.layout, files)
-                .or_else(|| if is_decode_failure(&err) { integrity::find_undecodable(files) } else { None }),
+        let found = match files.map(|f| self.local_paths(f)) {
+            Some(files) => integrity::find_bad_file_among(&self.layout, &files)
+                .or_else(|| if is_decode_failure(&err) { integrity::find_undecodable(&files) } else { None }),
             None => integrity::find_bad_file(&self.layout, &self.tables),
         };
         match found {
@@ -480,6 +486,24 @@ impl Session {
             None => SessionError::Execute { source: err },
         }
     }
+}
+
+/// The files the scans of `plan` read (after partition pruning), each once,
+/// sorted by location.
+fn scanned_objects(plan: &Arc<dyn ExecutionPlan>) -> Vec<ObjectMeta> {
+    let mut files: Vec<ObjectMeta> = Vec::new();
+    let mut stack = vec![Arc::clone(plan)];
+    while let Some(node) = stack.pop() {
+        if let Some(scan) = node.downcast_ref::<DataSourceExec>()
+            && let Some(config) = scan.data_source().downcast_ref::<FileScanConfig>()
+        {
+            files.extend(config.file_groups.iter().flat_map(|g| g.files()).map(|f| f.object_meta.clone()));
+        }
+        stack.extend(node.children().into_iter().cloned());
+    }
+    files.sort_by(|a, b| a.location.cmp(&b.location));
+    files.dedup_by(|a, b| a.location == b.location);
+    files
 }
 
 /// A panic caught while a query ran, as the error it should have been.

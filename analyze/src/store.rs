@@ -1,6 +1,9 @@
 //! The object store the table listings read through: the local file
 //! system, read-only, listing what the session's snapshot holds
-//! ([`Fence`]), and naming a zero-byte data file instead of skipping it.
+//! ([`Fence`]), naming a zero-byte data file instead of skipping it, and
+//! skipping, with a warning naming it, a file or folder whose name the
+//! engine cannot take (`host=a\nb`: the local listing would fail every
+//! query of the table at it).
 //!
 //! DataFusion's listing drops every file of zero bytes before anything
 //! reads it, so an empty `x.parquet` in a partition would make its rows
@@ -20,9 +23,10 @@
 //! that is still empty in its hidden working folder
 //! (`date=…/.compact-…/x.parquet`) is none of the listing's business.
 
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use apron_schemas::paths::is_data_file_name;
 use async_trait::async_trait;
@@ -31,7 +35,7 @@ use datafusion::object_store::local::LocalFileSystem;
 use datafusion::object_store::path::Path;
 use datafusion::object_store::{
     CopyOptions, Error as StoreError, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 use futures::stream::{BoxStream, StreamExt};
 
@@ -46,11 +50,13 @@ pub(crate) struct EmptyDataFile {
 }
 
 /// The local file system as one session's queries see it: fenced, refusing
-/// to list a zero-byte data file, read-only.
+/// to list a zero-byte data file, skipping names it cannot read, read-only.
 #[derive(Debug, Default)]
 pub(crate) struct DataFileStore {
-    inner: LocalFileSystem,
+    inner: Arc<LocalFileSystem>,
     fence: Arc<Fence>,
+    /// The entries skipped for their names, each warned about once.
+    skipped: Arc<Mutex<BTreeSet<PathBuf>>>,
 }
 
 impl std::fmt::Display for DataFileStore {
@@ -62,7 +68,7 @@ impl std::fmt::Display for DataFileStore {
 impl DataFileStore {
     /// The local file system, its listings fenced by `fence`.
     pub(crate) fn new(fence: Fence) -> Self {
-        Self { inner: LocalFileSystem::new(), fence: Arc::new(fence) }
+        Self { inner: Arc::new(LocalFileSystem::new()), fence: Arc::new(fence), skipped: Arc::default() }
     }
 
     /// A listing of `inner` as this store gives it: without what the fence
@@ -130,7 +136,21 @@ impl ObjectStore for DataFileStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.screened(self.inner.list(prefix), prefix)
+        // The local listing ends at the first name it cannot take, so it is
+        // read whole (the engine gathers it whole anyway) and, when it met
+        // one, listed again around it.
+        let inner = Arc::clone(&self.inner);
+        let skipped = Arc::clone(&self.skipped);
+        let at = prefix.cloned();
+        let listed = async move {
+            let first: Vec<Result<ObjectMeta>> = inner.list(at.as_ref()).collect().await;
+            if first.iter().any(|r| matches!(r, Err(StoreError::InvalidPath { .. }))) {
+                list_around(&inner, at.as_ref(), &skipped).await
+            } else {
+                first
+            }
+        };
+        self.screened(futures::stream::once(listed).flat_map(futures::stream::iter).boxed(), prefix)
     }
 
     fn list_with_offset(
@@ -142,7 +162,12 @@ impl ObjectStore for DataFileStore {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        let mut listed = self.inner.list_with_delimiter(prefix).await?;
+        let mut listed = match self.inner.list_with_delimiter(prefix).await {
+            Err(StoreError::InvalidPath { .. }) => {
+                list_level_around(&self.inner, prefix, &self.skipped).await?
+            }
+            other => other?,
+        };
         listed.objects = listed
             .objects
             .into_iter()
@@ -154,6 +179,149 @@ impl ObjectStore for DataFileStore {
     async fn copy_opts(&self, _from: &Path, _to: &Path, _options: CopyOptions) -> Result<()> {
         Err(read_only("copy"))
     }
+}
+
+/// Whether the query engine can name a file or folder called `name`: UTF-8
+/// without an ASCII control character (object_store's rule). A partition
+/// folder `host=a\nb` is none: listed as is, it would fail every query of
+/// its table.
+fn nameable(name: &std::ffi::OsStr) -> bool {
+    name.to_str().is_some_and(|n| !n.chars().any(|c| c.is_ascii_control()))
+}
+
+/// Warns, once per session, that `path` is skipped for its name.
+fn warn_skipped(skipped: &Mutex<BTreeSet<PathBuf>>, path: PathBuf) {
+    let first = skipped.lock().map_or(true, |mut s| s.insert(path.clone()));
+    if first {
+        tracing::warn!(
+            path = ?path,
+            "skipped a file or folder whose name the query engine cannot read (a control character, or not UTF-8); rename it to read its data"
+        );
+    }
+}
+
+/// A local listing of `dir` split around the names the engine cannot take.
+#[derive(Debug, Default)]
+struct Around {
+    /// Folders whose every entry, at every depth, can be named: listed whole.
+    whole: Vec<std::path::PathBuf>,
+    /// Files beside an entry that cannot be named: looked up one by one.
+    files: Vec<std::path::PathBuf>,
+    /// Entries that cannot be named.
+    bad: Vec<std::path::PathBuf>,
+}
+
+/// Walks `dir` (following links, as the local listing does) into
+/// [`Around`]; returns whether every entry under it can be named (then
+/// nothing is added: the caller lists `dir` whole).
+fn walk_around(dir: &std::path::Path, out: &mut Around) -> bool {
+    // A folder that cannot be read is the local listing's to report.
+    let Ok(entries) = std::fs::read_dir(dir) else { return true };
+    let (mut subdirs, mut files, mut bad) = (Vec::new(), Vec::new(), Vec::new());
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !nameable(&entry.file_name()) {
+            bad.push(path);
+        } else if std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            subdirs.push(path);
+        } else {
+            files.push(path);
+        }
+    }
+    let mut below = Around::default();
+    let clean: Vec<(std::path::PathBuf, bool)> = subdirs
+        .into_iter()
+        .map(|d| {
+            let c = walk_around(&d, &mut below);
+            (d, c)
+        })
+        .collect();
+    if bad.is_empty() && below.bad.is_empty() {
+        return true;
+    }
+    out.whole.extend(clean.into_iter().filter(|(_, c)| *c).map(|(d, _)| d));
+    out.whole.append(&mut below.whole);
+    out.files.append(&mut below.files);
+    out.files.extend(files);
+    out.bad.append(&mut below.bad);
+    out.bad.extend(bad);
+    false
+}
+
+/// The listing of `prefix` without the files and folders whose names the
+/// engine cannot take (each warned about once): the folders around them
+/// listed whole, the files beside them one by one.
+async fn list_around(
+    inner: &LocalFileSystem,
+    prefix: Option<&Path>,
+    skipped: &Mutex<BTreeSet<PathBuf>>,
+) -> Vec<Result<ObjectMeta>> {
+    let dir = match prefix.map(|p| inner.path_to_filesystem(p)) {
+        Some(Ok(dir)) => dir,
+        Some(Err(e)) => return vec![Err(e)],
+        None => std::path::PathBuf::from("/"),
+    };
+    let walked = tokio::task::spawn_blocking(move || {
+        let mut around = Around::default();
+        if walk_around(&dir, &mut around) {
+            around.whole.push(dir);
+        }
+        around
+    })
+    .await;
+    let around = match walked {
+        Ok(around) => around,
+        Err(e) => return vec![Err(StoreError::Generic { store: "DataFileStore", source: Box::new(e) })],
+    };
+    for bad in around.bad {
+        warn_skipped(skipped, bad);
+    }
+    let mut out = Vec::new();
+    for folder in around.whole {
+        match Path::from_absolute_path(&folder) {
+            Ok(at) => out.extend(inner.list(Some(&at)).collect::<Vec<_>>().await),
+            Err(e) => out.push(Err(e.into())),
+        }
+    }
+    for file in around.files {
+        match Path::from_absolute_path(&file) {
+            Ok(at) => out.push(inner.head(&at).await),
+            Err(e) => out.push(Err(e.into())),
+        }
+    }
+    out
+}
+
+/// One level of `prefix` (its files and sub-folders) without the entries
+/// whose names the engine cannot take (each warned about once).
+async fn list_level_around(
+    inner: &LocalFileSystem,
+    prefix: Option<&Path>,
+    skipped: &Mutex<BTreeSet<PathBuf>>,
+) -> Result<ListResult> {
+    let dir = match prefix {
+        Some(p) => inner.path_to_filesystem(p)?,
+        None => std::path::PathBuf::from("/"),
+    };
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| StoreError::Generic { store: "DataFileStore", source: Box::new(e) })?;
+    let mut result = ListResult { common_prefixes: Vec::new(), objects: Vec::new() };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !nameable(&entry.file_name()) {
+            warn_skipped(skipped, path);
+            continue;
+        }
+        let at = Path::from_absolute_path(&path)?;
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            result.common_prefixes.push(at);
+        } else {
+            result.objects.push(inner.head(&at).await?);
+        }
+    }
+    result.common_prefixes.sort();
+    result.objects.sort_by(|a, b| a.location.cmp(&b.location));
+    Ok(result)
 }
 
 /// True when `location`, listed under `prefix`, is a file the table

@@ -14,9 +14,10 @@ use nix::fcntl::{Flock, FlockArg};
 /// The lock could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    /// Another recorder holds it.
+    /// Another recorder holds it (or `apron import`, while it writes the
+    /// host).
     #[error(
-        "another apron-recorder (pid {holder}) is already recording host {host} into this data folder (lock {})",
+        "another apron-recorder (or an apron import: pid {holder}) is already recording host {host} into this data folder (lock {})",
         path.display()
     )]
     Held {

@@ -99,9 +99,12 @@ pub fn partition_dirs(
     for (date_name, date_dir) in list(&layout.table_dir(table))? {
         let Some(date) = parse_date_dir_name(&date_name) else { continue };
         for (host_name, path) in list(&date_dir)? {
-            // A name that is not UTF-8 names no host (its lossy copy would).
+            // A name that is not UTF-8 names no host (its lossy copy would),
+            // nor one with a control character (`host=a\nb`): the query
+            // engine cannot read such a folder, and apron writes none.
             let utf8 = path.file_name().is_some_and(|n| n.to_str().is_some());
-            let Some(host) = parse_host_dir_name(&host_name).filter(|_| utf8) else { continue };
+            let printable = !host_name.chars().any(char::is_control);
+            let Some(host) = parse_host_dir_name(&host_name).filter(|_| utf8 && printable) else { continue };
             out.push(PartitionDir { date, host: host.to_owned(), path });
         }
     }
@@ -125,6 +128,7 @@ mod tests {
         fs::create_dir_all(table.join("date=bogus/host=a")).expect("mkdir");
         fs::create_dir_all(table.join(".expired-date_2026-01-01-7")).expect("mkdir");
         fs::write(table.join("date=2026-11-01/host=file"), b"").expect("a file, not a folder");
+        fs::create_dir_all(table.join("date=2026-11-01/host=a\nb")).expect("mkdir");
 
         let found = partition_dirs(&layout, Table::GpuSamples, Unlistable::Fail).expect("walk");
         let got: Vec<(String, &str)> = found.iter().map(|p| (p.date.to_string(), p.host.as_str())).collect();

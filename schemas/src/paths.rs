@@ -114,6 +114,20 @@ impl DataLayout {
             .join(format!("host={host}"))
     }
 
+    /// `DATA/.import`: the hidden folder holding the staging folders of
+    /// imports (no reader lists it).
+    pub fn import_staging_root(&self) -> PathBuf {
+        self.root.join(IMPORT_STAGING_DIR)
+    }
+
+    /// `DATA/.import/<host>-<pid>-<nonce>`: the folder in which the import
+    /// by process `pid` builds `host`'s files (a data folder of its own)
+    /// before it moves them into place together; `nonce` makes the name
+    /// new each time (the import creates it exclusively).
+    pub fn import_staging_dir(&self, host: &str, pid: u32, nonce: u128) -> PathBuf {
+        self.import_staging_root().join(format!("{host}-{pid}-{nonce}"))
+    }
+
     /// The write-ahead log folder of `host`.
     pub fn wal_dir(&self, host: &str) -> PathBuf {
         self.wal_root().join(format!("host={host}"))
@@ -224,6 +238,10 @@ pub fn parse_wal_segment_name(name: &str) -> Option<(i64, u64)> {
     }
     Some((start.parse().ok()?, seq.parse().ok()?))
 }
+
+/// The folder of the data folder holding imports' staging folders
+/// ([`DataLayout::import_staging_root`]); hidden, so no reader lists it.
+pub const IMPORT_STAGING_DIR: &str = ".import";
 
 /// The prefix of compaction's hidden staging folders
 /// ([`DataLayout::compact_staging_dir`]).
@@ -361,6 +379,7 @@ mod tests {
         assert_eq!(parse_host_dir_name("host=node07"), Some("node07"));
         assert_eq!(parse_host_dir_name("host="), None);
         assert_eq!(parse_host_dir_name(".compact-node07-42"), None);
+        assert_eq!(layout.import_staging_dir("node07", 42, 7), Path::new("/data/.import/node07-42-7"));
         assert_eq!(
             expired_path(&layout.date_dir(Table::GpuSamples, day), 7),
             Path::new("/data/gpu_samples/.expired-date_2026-11-30-7")

@@ -26,6 +26,13 @@ pub mod points {
     /// `apron` has read the write-ahead log and has not listed the Parquet
     /// files of its query yet.
     pub const AFTER_WAL_READ: &str = "after-wal-read";
+    /// `apron import` has written every file of a host in its staging
+    /// folder and has not written the commit record yet: nothing of it is
+    /// in the data folder.
+    pub const IMPORT_STAGED: &str = "import-staged";
+    /// `apron import` has made its commit record durable and moved one
+    /// file into place, the others not yet.
+    pub const IMPORT_COMMITTING: &str = "import-committing";
 }
 
 /// Stops this process with SIGSTOP when [`PAUSE_ENV`] names `point`, and

@@ -554,8 +554,8 @@ pub(crate) fn table_writer(
 /// The first counter from `from` on that names no file of any table and no
 /// WAL segment of `host` for a file starting at `start_ms`: a restart
 /// within the same millisecond, or a clock that jumped back, never reuses a
-/// name.
-pub(crate) fn free_seq(layout: &DataLayout, host: &str, start_ms: i64, from: u64) -> u64 {
+/// name (and an import moving its files into place picks names with it).
+pub fn free_seq(layout: &DataLayout, host: &str, start_ms: i64, from: u64) -> u64 {
     let taken = |seq| {
         layout.wal_segment_path(host, start_ms, seq).exists()
             || Table::ALL.into_iter().any(|t| layout.file_path(t, host, start_ms, seq).exists())

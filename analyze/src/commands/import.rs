@@ -1,9 +1,12 @@
 //! `apron import nvidia-smi|pynvml|prometheus …`: reads the input whole
 //! ([`crate::import`]'s parsers; a bad row stops here, nothing written;
 //! Prometheus one UTC day at a time), writes each host's rows through the
-//! recorder's writer ([`crate::import::write_host`]), and prints one line
-//! per host: rows written, rows skipped as already there, files. A progress bar shows on a
-//! terminal (stderr), and nowhere else.
+//! recorder's writer ([`crate::import::write_host`]: under the data
+//! folder's lock, all of a host's files or none), and prints one line per
+//! host: rows written, rows skipped as already there, files, and rows
+//! dropped as repeats in the input. A progress bar shows on a terminal
+//! (stderr), and nowhere else; notices (waiting for the lock, what was done
+//! with an earlier import's leftovers) go to stderr.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -75,9 +78,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
     let mut lines = String::new();
     for (host, rows) in hosts {
         let n = (rows.gpus.len() + rows.procs.len()) as u64;
-        let bar = bar(&format!("writing {host}"), n);
-        let written = import::write_host(&layout, &host, rows, &|k| bar.inc(k));
-        bar.finish_and_clear();
+        let shown = Shown(bar(&format!("writing {host}"), n));
+        let written = import::write_host(&layout, &host, rows, &shown);
+        shown.0.finish_and_clear();
         lines.push_str(&summary(&what, &host, &written?));
     }
     out.write_all(lines.as_bytes()).map_err(|source| Error::from(OutputError::Write { source }))
@@ -104,9 +107,9 @@ async fn prometheus(layout: &DataLayout, opts: &import::prometheus::Options) -> 
         querying.finish_and_clear();
         for (host, rows) in hosts? {
             let n = (rows.gpus.len() + rows.procs.len()) as u64;
-            let bar = bar(&format!("writing {host}, day {} of {}", k + 1, parts.len()), n);
-            let written = import::write_host(layout, &host, rows, &|k| bar.inc(k));
-            bar.finish_and_clear();
+            let shown = Shown(bar(&format!("writing {host}, day {} of {}", k + 1, parts.len()), n));
+            let written = import::write_host(layout, &host, rows, &shown);
+            shown.0.finish_and_clear();
             *total.entry(host).or_default() += written?;
         }
     }
@@ -115,6 +118,20 @@ async fn prometheus(layout: &DataLayout, opts: &import::prometheus::Options) -> 
     }
     let shown = import::prometheus::shown_url(opts);
     Ok(total.iter().map(|(host, w)| summary(&shown, host, w)).collect())
+}
+
+/// What [`import::write_host`] tells: progress on the bar, notices on
+/// stderr (above the bar).
+struct Shown(ProgressBar);
+
+impl import::Events for Shown {
+    fn progress(&self, n: u64) {
+        self.0.inc(n);
+    }
+
+    fn notice(&self, line: &str) {
+        self.0.suspend(|| eprintln!("apron import: {line}"));
+    }
 }
 
 /// Reads a file with a progress bar over its bytes.
@@ -147,9 +164,19 @@ fn duration_ms(d: Duration) -> i64 {
 
 /// The line printed for one host.
 fn summary(what: &str, host: &str, w: &Written) -> String {
+    let repeated = if w.repeated == 0 {
+        String::new()
+    } else {
+        format!(
+            ", {} rows repeated in the input dropped ({} of them with other values than the row kept: \
+             of the rows of one GPU (and process) and time, the first in the order of the files and \
+             lines given is kept)",
+            w.repeated, w.conflicting
+        )
+    };
     format!(
         "imported {what}: host {host}: {} gpu_samples rows, {} proc_samples rows written, \
-         {} rows skipped (already in the data folder or repeated), {} files\n",
+         {} rows skipped (already in the data folder), {} files{repeated}\n",
         w.gpu_rows, w.proc_rows, w.skipped, w.files
     )
 }

@@ -60,8 +60,8 @@ pub enum ImportError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
-    /// The writer could not write the rows of `host`; files already renamed
-    /// into place are complete, and importing again adds only the rest.
+    /// The writer could not write the rows of `host` into the import's
+    /// staging folder: nothing of this import is in the data folder.
     #[error("cannot write the rows of host {host}")]
     Write {
         /// The host whose files were being written.
@@ -69,5 +69,53 @@ pub enum ImportError {
         /// The writer's reason (it names the file).
         #[source]
         source: WriteError,
+    },
+
+    /// A lock file of the data folder cannot be opened or locked.
+    #[error("cannot lock {}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A live recorder writes the host the import would write.
+    #[error(
+        "host {host} is being recorded into this data folder by a live apron-recorder (pid {holder}, \
+         holding {}): an import would not see the rows in its write-ahead log; stop it, or import \
+         into another data folder",
+        lock.display()
+    )]
+    Recording {
+        /// The host.
+        host: String,
+        /// The pid the lock file holds, or "unknown".
+        holder: String,
+        /// The host's lock file.
+        lock: PathBuf,
+    },
+
+    /// A step of staging or committing an import's files failed.
+    #[error("cannot {op} {}", path.display())]
+    Commit {
+        /// What was being done ("move into place", "remove").
+        op: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The folder an earlier import left can be neither finished nor
+    /// undone.
+    #[error("cannot finish or undo the import left in {}: {message}", dir.display())]
+    Leftover {
+        /// Its staging folder.
+        dir: PathBuf,
+        /// What is wrong.
+        message: String,
     },
 }

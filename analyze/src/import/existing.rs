@@ -5,8 +5,8 @@
 //! Every data file of the partition is read (the writer's files, compacted
 //! files, other tools' files), two or three columns of it; a column of
 //! another width or type is cast as the analysis session would. Rows still
-//! in a recorder's WAL are not seen: import into a host no recorder is
-//! writing into the same data folder.
+//! in a recorder's WAL are not seen, which is why an import refuses a host
+//! a live recorder holds ([`super::lock`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;

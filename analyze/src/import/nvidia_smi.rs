@@ -17,8 +17,9 @@ use apron_schemas::{GpuSample, ProcIdentity, ProcSample, Text};
 use chrono::{NaiveDateTime, TimeZone};
 use chrono_tz::Tz;
 
+use super::ranges::{self, Range, TextLimit};
 use super::units::{self, Quantity};
-use super::{HostRows, ImportError, open_csv, synthetic_uuid};
+use super::{HostRows, ImportError, csv_error, open_csv, synthetic_uuid};
 
 /// How to read the file.
 #[derive(Debug, Clone)]
@@ -97,6 +98,28 @@ impl Col {
         }
     }
 
+    /// The range of the column's values ([`ranges`]); `None` for a column
+    /// that is not a number.
+    fn range(self) -> Option<Range> {
+        Some(match self {
+            Col::Index => ranges::GPU_INDEX,
+            Col::GpuUtil => ranges::GPU_UTIL_PCT,
+            Col::MemUtil => ranges::MEM_UTIL_PCT,
+            Col::EncUtil => ranges::ENC_UTIL_PCT,
+            Col::DecUtil => ranges::DEC_UTIL_PCT,
+            Col::FbUsed => ranges::FB_USED_BYTES,
+            Col::FbTotal => ranges::FB_TOTAL_BYTES,
+            Col::UsedMemory => ranges::USED_MEM_BYTES,
+            Col::Power => ranges::POWER_MW,
+            Col::PowerLimit => ranges::POWER_LIMIT_MW,
+            Col::Temp => ranges::TEMP_C,
+            Col::SmClock => ranges::SM_CLOCK_MHZ,
+            Col::Pid => ranges::PID,
+            Col::ClockEvents => ranges::CLOCK_EVENT_REASONS,
+            Col::Timestamp | Col::Uuid | Col::Name | Col::ProcessName | Col::Ignored => return None,
+        })
+    }
+
     fn quantity(self) -> Quantity {
         match self {
             Col::GpuUtil | Col::MemUtil | Col::EncUtil | Col::DecUtil => Quantity::Percent,
@@ -156,7 +179,12 @@ fn columns_of(headers: &[String]) -> (Query, Vec<Column>) {
 pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Query, HostRows), ImportError> {
     let mut reader = open_csv(path)?;
     let mut record = csv::StringRecord::new();
-    let read_err = |e: csv::Error| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) };
+    let read_err = |e: csv::Error| csv_error(path, e);
+    if let Some(model) = &opts.model {
+        ranges::GPU_MODEL_TEXT
+            .check(model)
+            .map_err(|message| ImportError::Input { what: "--model".into(), message })?;
+    }
     let headers: Vec<String> = match &opts.columns {
         Some(c) => c.iter().map(|s| s.trim().to_owned()).collect(),
         None => {
@@ -248,28 +276,43 @@ impl RowParser<'_> {
         ImportError::Row { path: self.path.clone(), line, field: field.to_owned(), message }
     }
 
+    /// The value of column `c` in the schema's unit, checked against its
+    /// range; `None` for a "no value" marker.
     fn number(&self, line: u64, c: &Column, raw: &str) -> Result<Option<f64>, ImportError> {
-        units::parse(raw, c.col.quantity(), c.unit.as_deref()).map_err(|m| self.err(line, &c.header, m))
+        let value = units::parse(raw, c.col.quantity(), c.unit.as_deref())
+            .map_err(|m| self.err(line, &c.header, m))?;
+        match (value, c.col.range()) {
+            (Some(v), Some(range)) => range.check(v, raw).map(Some).map_err(|m| self.err(line, &c.header, m)),
+            (value, _) => Ok(value),
+        }
     }
 
     fn int32(&self, line: u64, c: &Column, raw: &str) -> Result<Option<i32>, ImportError> {
-        self.number(line, c, raw)?
-            .map(|v| units::to_i32(v, raw).map_err(|m| self.err(line, &c.header, m)))
-            .transpose()
+        // In range, so it fits (see `ranges`' test).
+        Ok(self.number(line, c, raw)?.map(|v| v.round() as i32))
     }
 
     fn int64(&self, line: u64, c: &Column, raw: &str) -> Result<Option<i64>, ImportError> {
-        self.number(line, c, raw)?
-            .map(|v| units::to_i64(v, raw).map_err(|m| self.err(line, &c.header, m)))
-            .transpose()
+        Ok(self.number(line, c, raw)?.map(|v| v.round() as i64))
     }
 
-    fn text(raw: &str) -> Option<Text> {
-        (!units::is_null(raw)).then(|| raw.into())
+    fn text(&self, line: u64, c: &Column, raw: &str, limit: TextLimit) -> Result<Option<Text>, ImportError> {
+        if units::is_null(raw) {
+            return Ok(None);
+        }
+        limit.check(raw).map_err(|m| self.err(line, &c.header, m))?;
+        Ok(Some(raw.into()))
     }
 
     fn timestamp(&self, line: u64, c: &Column, raw: &str) -> Result<i64, ImportError> {
-        parse_timestamp(raw, self.opts.tz).map_err(|m| self.err(line, &c.header, m))
+        parse_timestamp(raw, self.opts.tz)
+            .and_then(|ts| ranges::check_ts(ts, raw))
+            .map_err(|m| self.err(line, &c.header, m))
+    }
+
+    /// The header of the first column holding `col`, else `fallback`.
+    fn header_of(&self, col: Col, fallback: &str) -> String {
+        self.columns.iter().find(|c| c.col == col).map_or(fallback, |c| c.header.as_str()).to_owned()
     }
 
     fn gpu(&mut self, line: u64, record: &csv::StringRecord) -> Result<GpuSample, ImportError> {
@@ -284,8 +327,8 @@ impl RowParser<'_> {
                             .ok_or_else(|| self.err(line, &c.header, "no index".into()))?,
                     )
                 }
-                Col::Uuid => uuid = Self::text(raw),
-                Col::Name => g.gpu_model = Self::text(raw),
+                Col::Uuid => uuid = self.text(line, c, raw, ranges::GPU_UUID_TEXT)?,
+                Col::Name => g.gpu_model = self.text(line, c, raw, ranges::GPU_MODEL_TEXT)?,
                 Col::GpuUtil => g.gpu_util_pct = self.int32(line, c, raw)?,
                 Col::MemUtil => g.mem_util_pct = self.int32(line, c, raw)?,
                 Col::FbUsed => g.fb_used_bytes = self.int64(line, c, raw)?,
@@ -301,9 +344,11 @@ impl RowParser<'_> {
                         None
                     } else {
                         let hex = raw.trim().trim_start_matches("0x").trim_start_matches("0X");
-                        Some(i64::from_str_radix(hex, 16).map_err(|_| {
+                        let mask = u64::from_str_radix(hex, 16).map_err(|_| {
                             self.err(line, &c.header, format!("{raw:?} is not a hexadecimal bitmask"))
-                        })?)
+                        })?;
+                        let range = ranges::CLOCK_EVENT_REASONS;
+                        Some(range.i64(mask as f64, raw).map_err(|m| self.err(line, &c.header, m))?)
                     }
                 }
                 _ => {}
@@ -312,6 +357,8 @@ impl RowParser<'_> {
         if g.gpu_model.is_none() {
             g.gpu_model = self.opts.model.as_deref().map(Text::from);
         }
+        ranges::check_memory(g.fb_used_bytes, g.fb_total_bytes)
+            .map_err(|m| self.err(line, &self.header_of(Col::FbUsed, "memory.used"), m))?;
         match (uuid, index) {
             (Some(u), Some(i)) => (g.gpu_uuid, g.gpu_index) = (u, i),
             (Some(u), None) => {
@@ -337,8 +384,10 @@ impl RowParser<'_> {
             match c.col {
                 Col::Timestamp => p.ts = self.timestamp(line, c, raw)?,
                 Col::Uuid => {
-                    uuid =
-                        Some(Self::text(raw).ok_or_else(|| self.err(line, &c.header, "no GPU UUID".into()))?)
+                    uuid = Some(
+                        self.text(line, c, raw, ranges::GPU_UUID_TEXT)?
+                            .ok_or_else(|| self.err(line, &c.header, "no GPU UUID".into()))?,
+                    )
                 }
                 Col::Pid => {
                     pid = Some(
@@ -347,6 +396,12 @@ impl RowParser<'_> {
                     )
                 }
                 Col::ProcessName => {
+                    // The whole path is checked, as the name cut from it
+                    // must not hide what the line held.
+                    if raw.chars().any(char::is_control) {
+                        let m = format!("{raw:?} holds a control character, which comm cannot hold");
+                        return Err(self.err(line, &c.header, m));
+                    }
                     p.identity = ProcIdentity { comm: comm_of(raw), ..ProcIdentity::default() }
                 }
                 Col::UsedMemory => p.used_mem_bytes = self.int64(line, c, raw)?,

@@ -33,6 +33,7 @@ use apron_schemas::time::DAY_MS;
 use apron_schemas::{GpuSample, ProcIdentity, ProcSample, Text};
 use serde_json::Value;
 
+use super::ranges::{self, Range, TextLimit};
 use super::{HostRows, ImportError, synthetic_uuid};
 
 /// What to import.
@@ -150,21 +151,29 @@ pub async fn read(
             let end = (start + (STEPS_PER_QUERY - 1) * step).min(first_end + (n_steps - 1) * step);
             let result = query_range(&client, &endpoint, &query, start, end, step).await.map_err(fail)?;
             for series in result {
-                add_series(&series, target, step, &mut gpus, &mut pods)
-                    .map_err(|m| fail(format!("{query}: {m}")))?;
+                add_series(name, &series, target, step, &mut gpus, &mut pods).map_err(|e| match e {
+                    SeriesError::Answer(m) => fail(format!("{query}: {m}")),
+                    SeriesError::Value(message) => ImportError::Input { what: base.clone(), message },
+                })?;
             }
             done += 1;
             progress(done, total);
         }
     }
     let mut out: BTreeMap<String, HostRows> = BTreeMap::new();
-    for ((host, _, _), acc) in gpus {
+    for ((host, uuid, ts), acc) in gpus {
         let mut g = acc.sample;
         if let Some(used) = g.fb_used_bytes
             && let Some(free) = acc.fb_free
         {
             let reserved = acc.fb_reserved.unwrap_or(0.0);
-            g.fb_total_bytes = Some(used + ((free + reserved) * MIB).round() as i64);
+            let total = used as f64 + ((free + reserved) * MIB).round();
+            let raw = format!("{total} bytes (used + free + reserved)");
+            let total = ranges::FB_TOTAL_BYTES.i64(total, &raw).map_err(|m| ImportError::Input {
+                what: base.clone(),
+                message: format!("memory of GPU {uuid} on host {host} at {}: {m}", rfc3339(ts)),
+            })?;
+            g.fb_total_bytes = Some(total);
         }
         out.entry(host).or_default().gpus.push(g);
     }
@@ -282,37 +291,80 @@ fn host_of(series: &Value) -> Result<String, String> {
     Ok(host)
 }
 
+/// Why a series cannot be imported.
+#[derive(Debug)]
+enum SeriesError {
+    /// The answer is not one Prometheus gives (a point that is no
+    /// `[time, "value"]`, a series without a host label).
+    Answer(String),
+    /// A label or a value no GPU has, with its series (and time).
+    Value(String),
+}
+
+/// `ms` since the epoch as an RFC 3339 UTC time.
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map_or_else(|| format!("{ms} ms"), |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+}
+
 fn add_series(
+    name: &str,
     series: &Value,
     target: Target,
     step: i64,
     gpus: &mut BTreeMap<(String, Text, i64), Acc>,
     pods: &mut BTreeMap<String, HashMap<PodKey, ProcSample>>,
-) -> Result<(), String> {
-    let host = host_of(series)?;
-    let index: i32 = label(series, "gpu").and_then(|g| g.parse().ok()).unwrap_or(0);
-    let uuid: Text = label(series, "UUID").map_or_else(|| synthetic_uuid(&host, index), Text::from);
-    let model: Option<Text> = label(series, "modelName").map(Text::from);
-    let pod = label(series, "pod").map(|pod| {
-        let namespace = label(series, "namespace");
-        let container = label(series, "container");
-        (
-            pod_pid(namespace.unwrap_or(""), pod, container.unwrap_or("")),
-            Text::from(pod),
-            namespace.map(Text::from),
-        )
-    });
-    let interval_ms = i32::try_from(step).map_err(|_| "the step is too long".to_owned())?;
+) -> Result<(), SeriesError> {
+    // Where a label or value is refused: the series, by name and labels.
+    let bad = |m: String| SeriesError::Value(format!("{name}{}: {m}", series["metric"]));
+    let host = host_of(series).map_err(SeriesError::Answer)?;
+    let index = match label(series, "gpu") {
+        Some(g) => {
+            let i: f64 = g.parse().map_err(|_| bad(format!("gpu label {g:?} is not a GPU index")))?;
+            ranges::GPU_INDEX.i32(i, g).map_err(|m| bad(format!("gpu label: {m}")))?
+        }
+        None => 0,
+    };
+    let text = |label_name: &str, limit: TextLimit| -> Result<Option<&str>, SeriesError> {
+        let value = label(series, label_name);
+        if let Some(v) = value {
+            limit.check(v).map_err(|m| bad(format!("{label_name} label: {m}")))?;
+        }
+        Ok(value)
+    };
+    let uuid: Text =
+        text("UUID", ranges::GPU_UUID_TEXT)?.map_or_else(|| synthetic_uuid(&host, index), Text::from);
+    let model: Option<Text> = text("modelName", ranges::GPU_MODEL_TEXT)?.map(Text::from);
+    let pod = match text("pod", ranges::COMM_TEXT)? {
+        Some(pod) => {
+            let namespace = text("namespace", ranges::K8S_NAMESPACE_TEXT)?;
+            let container = text("container", ranges::CONTAINER_TEXT)?;
+            Some((
+                pod_pid(namespace.unwrap_or(""), pod, container.unwrap_or("")),
+                Text::from(pod),
+                namespace.map(Text::from),
+            ))
+        }
+        None => None,
+    };
+    let interval_ms = ranges::INTERVAL_MS
+        .i32(step as f64, &format!("{step} ms"))
+        .map_err(|m| bad(format!("--step: {m}")))?;
     let Some(values) = series["values"].as_array() else { return Ok(()) };
     for point in values {
-        let (Some(t), Some(v)) = (point[0].as_f64(), point[1].as_str()) else {
-            return Err(format!("a point is not [time, \"value\"]: {point}"));
+        let (Some(t), Some(raw)) = (point[0].as_f64(), point[1].as_str()) else {
+            return Err(SeriesError::Answer(format!("a point is not [time, \"value\"]: {point}")));
         };
-        let Ok(v) = v.parse::<f64>() else { return Err(format!("{v:?} is not a number")) };
+        let Ok(v) = raw.parse::<f64>() else {
+            return Err(SeriesError::Answer(format!("{raw:?} is not a number")));
+        };
         if !v.is_finite() {
             continue;
         }
         let ts = (t * 1_000.0).round() as i64 - step;
+        // Where a value is refused: the series and the step's start.
+        let at = |m: String| bad(format!("at {}: {m}", rfc3339(ts)));
+        ranges::check_ts(ts, &t.to_string()).map_err(at)?;
         let acc = gpus.entry((host.clone(), uuid.clone(), ts)).or_insert_with(|| Acc {
             sample: GpuSample {
                 ts,
@@ -326,7 +378,7 @@ fn add_series(
         if acc.sample.gpu_model.is_none() {
             acc.sample.gpu_model = model.clone();
         }
-        set(acc, target, v);
+        set(acc, target, v, raw).map_err(at)?;
         if let Some((pid, pod, namespace)) = &pod {
             let rows = pods.entry(host.clone()).or_default();
             let row = rows.entry((uuid.clone(), *pid, ts)).or_insert_with(|| ProcSample {
@@ -342,40 +394,43 @@ fn add_series(
                 ..ProcSample::default()
             });
             if target == Target::FbUsed {
-                row.used_mem_bytes = Some((v * MIB).round() as i64);
+                row.used_mem_bytes = acc.sample.fb_used_bytes;
             }
         }
     }
     Ok(())
 }
 
-/// Puts `v` (in dcgm-exporter's unit) into the row, in the schema's unit.
-fn set(acc: &mut Acc, target: Target, v: f64) {
+/// Puts `v` (in dcgm-exporter's unit; `raw` as the server wrote it) into
+/// the row, in the schema's unit, checked against its column's range
+/// ([`ranges`]).
+fn set(acc: &mut Acc, target: Target, v: f64, raw: &str) -> Result<(), String> {
     let g = &mut acc.sample;
-    let pct = |v: f64| Some(v.round().clamp(0.0, 100.0) as i32);
-    let ratio = |v: f64| Some((v * 100.0) as f32);
+    // Ratios (0–1) to percent.
+    let ratio = |range: Range| range.check(v * 100.0, raw).map(|p| Some(p as f32));
     match target {
-        Target::GpuUtil => g.gpu_util_pct = pct(v),
-        Target::MemUtil => g.mem_util_pct = pct(v),
-        Target::EncUtil => g.enc_util_pct = pct(v),
-        Target::DecUtil => g.dec_util_pct = pct(v),
-        Target::FbUsed => g.fb_used_bytes = Some((v * MIB).round() as i64),
-        Target::FbFree => acc.fb_free = Some(v),
-        Target::FbReserved => acc.fb_reserved = Some(v),
-        Target::Power => g.power_mw = Some((v * 1_000.0).round() as i32),
-        Target::PowerLimit => g.power_limit_mw = Some((v * 1_000.0).round() as i32),
-        Target::Energy => g.energy_mj = Some(v.round() as i64),
-        Target::Temp => g.temp_c = Some(v.round() as i32),
-        Target::SmClock => g.sm_clock_mhz = Some(v.round() as i32),
-        Target::SmActive => g.sm_active_pct = ratio(v),
-        Target::GrEngineActive => g.gr_engine_active_pct = ratio(v),
-        Target::SmOccupancy => g.sm_occupancy_pct = ratio(v),
-        Target::TensorActive => g.tensor_active_pct = ratio(v),
-        Target::DramActive => g.dram_active_pct = ratio(v),
-        Target::PcieTx => g.pcie_tx_bytes_per_s = Some(v.round() as i64),
-        Target::PcieRx => g.pcie_rx_bytes_per_s = Some(v.round() as i64),
-        Target::ClockEvents => g.clock_event_reasons = Some(v as i64),
+        Target::GpuUtil => g.gpu_util_pct = Some(ranges::GPU_UTIL_PCT.i32(v, raw)?),
+        Target::MemUtil => g.mem_util_pct = Some(ranges::MEM_UTIL_PCT.i32(v, raw)?),
+        Target::EncUtil => g.enc_util_pct = Some(ranges::ENC_UTIL_PCT.i32(v, raw)?),
+        Target::DecUtil => g.dec_util_pct = Some(ranges::DEC_UTIL_PCT.i32(v, raw)?),
+        Target::FbUsed => g.fb_used_bytes = Some(ranges::FB_USED_BYTES.i64(v * MIB, raw)?),
+        Target::FbFree => acc.fb_free = Some(ranges::FB_FREE_BYTES.check(v * MIB, raw)? / MIB),
+        Target::FbReserved => acc.fb_reserved = Some(ranges::FB_RESERVED_BYTES.check(v * MIB, raw)? / MIB),
+        Target::Power => g.power_mw = Some(ranges::POWER_MW.i32(v * 1_000.0, raw)?),
+        Target::PowerLimit => g.power_limit_mw = Some(ranges::POWER_LIMIT_MW.i32(v * 1_000.0, raw)?),
+        Target::Energy => g.energy_mj = Some(ranges::ENERGY_MJ.i64(v, raw)?),
+        Target::Temp => g.temp_c = Some(ranges::TEMP_C.i32(v, raw)?),
+        Target::SmClock => g.sm_clock_mhz = Some(ranges::SM_CLOCK_MHZ.i32(v, raw)?),
+        Target::SmActive => g.sm_active_pct = ratio(ranges::SM_ACTIVE_PCT)?,
+        Target::GrEngineActive => g.gr_engine_active_pct = ratio(ranges::GR_ENGINE_ACTIVE_PCT)?,
+        Target::SmOccupancy => g.sm_occupancy_pct = ratio(ranges::SM_OCCUPANCY_PCT)?,
+        Target::TensorActive => g.tensor_active_pct = ratio(ranges::TENSOR_ACTIVE_PCT)?,
+        Target::DramActive => g.dram_active_pct = ratio(ranges::DRAM_ACTIVE_PCT)?,
+        Target::PcieTx => g.pcie_tx_bytes_per_s = Some(ranges::PCIE_TX_BYTES_PER_S.i64(v, raw)?),
+        Target::PcieRx => g.pcie_rx_bytes_per_s = Some(ranges::PCIE_RX_BYTES_PER_S.i64(v, raw)?),
+        Target::ClockEvents => g.clock_event_reasons = Some(ranges::CLOCK_EVENT_REASONS.i64(v.trunc(), raw)?),
     }
+    Ok(())
 }
 
 /// Linux pids are at most 2^22: synthetic pids start there.

@@ -13,8 +13,9 @@ use std::path::Path;
 
 use apron_schemas::{GpuSample, Text};
 
+use super::ranges::{self, Range};
 use super::units::{self, Quantity};
-use super::{HostRows, ImportError, open_csv, synthetic_uuid};
+use super::{HostRows, ImportError, csv_error, open_csv, synthetic_uuid};
 
 /// How to read the file.
 #[derive(Debug, Clone)]
@@ -27,12 +28,13 @@ pub struct Options {
     pub model: Option<String>,
 }
 
-/// The four parts of a GPU's field, their names in errors, and units.
-const PARTS: [(&str, Quantity); 4] = [
-    ("utilization.gpu", Quantity::Percent),
-    ("utilization.memory", Quantity::Percent),
-    ("memory.used", Quantity::Memory),
-    ("power.draw", Quantity::Power),
+/// The four parts of a GPU's field, their names in errors, units and
+/// ranges.
+const PARTS: [(&str, Quantity, Range); 4] = [
+    ("utilization.gpu", Quantity::Percent, ranges::GPU_UTIL_PCT),
+    ("utilization.memory", Quantity::Percent, ranges::MEM_UTIL_PCT),
+    ("memory.used", Quantity::Memory, ranges::FB_USED_BYTES),
+    ("power.draw", Quantity::Power, ranges::POWER_MW),
 ];
 
 /// Reads the file at `path`. `progress(bytes)` is called with the bytes
@@ -47,15 +49,17 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<HostR
         field,
         message,
     };
+    if let Some(model) = &opts.model {
+        ranges::GPU_MODEL_TEXT
+            .check(model)
+            .map_err(|message| ImportError::Input { what: "--model".into(), message })?;
+    }
     let model = opts.model.as_deref().map(Text::from);
     let mut uuids: Vec<Text> = Vec::new();
     let mut rows = HostRows::default();
     let mut record = csv::StringRecord::new();
     let mut n = 0u64;
-    while reader
-        .read_record(&mut record)
-        .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?
-    {
+    while reader.read_record(&mut record).map_err(|e| csv_error(path, e))? {
         let line = record.position().map_or(0, csv::Position::line);
         n += 1;
         if n.is_multiple_of(65_536) {
@@ -66,7 +70,8 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<HostR
             raw_ts.parse().ok().filter(|s: &f64| s.is_finite() && *s > 0.0 && *s < 1.0e11).ok_or_else(
                 || err(line, "time".into(), format!("{raw_ts:?} is not a time.time() timestamp")),
             )?;
-        let ts = (secs * 1_000.0).round() as i64;
+        let ts = ranges::check_ts((secs * 1_000.0).round() as i64, raw_ts)
+            .map_err(|m| err(line, "time".into(), m))?;
         if record.len() < 2 {
             return Err(err(line, "gpu0".into(), "no GPU field after the time".into()));
         }
@@ -80,34 +85,34 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<HostR
                     format!("{field:?} is not util%|mem%|MiB|W ({} parts, expected 4)", parts.len()),
                 ));
             }
+            if ranges::GPU_INDEX.check(f64::from(index), &format!("gpu{i}")).is_err() {
+                return Err(err(line, format!("gpu{i}"), ranges::GPU_INDEX.out_of_range(&i.to_string())));
+            }
+            // Each value in the schema's unit, checked against its range
+            // (so every one fits its column).
             let mut values = [None; 4];
-            for ((value, raw), (name, quantity)) in values.iter_mut().zip(&parts).zip(PARTS) {
-                *value =
-                    units::parse(raw, quantity, None).map_err(|m| err(line, format!("gpu{i} {name}"), m))?;
+            for ((value, raw), (name, quantity, range)) in values.iter_mut().zip(&parts).zip(PARTS) {
+                let named = |m| err(line, format!("gpu{i} {name}"), m);
+                *value = units::parse(raw, quantity, None)
+                    .map_err(named)?
+                    .map(|v| range.check(v, raw).map_err(named))
+                    .transpose()?
+                    .map(f64::round);
             }
             while uuids.len() <= i {
                 let next = i32::try_from(uuids.len()).unwrap_or(i32::MAX);
                 uuids.push(synthetic_uuid(&opts.host, next));
             }
-            let int = |v: Option<f64>, name: &str| -> Result<Option<i64>, ImportError> {
-                v.map(|v| units::to_i64(v, field).map_err(|m| err(line, format!("gpu{i} {name}"), m)))
-                    .transpose()
-            };
             let [util, mem, used, power] = values;
             rows.gpus.push(GpuSample {
                 ts,
                 gpu_uuid: uuids[i].clone(),
                 gpu_index: index,
                 gpu_model: model.clone(),
-                gpu_util_pct: int(util, PARTS[0].0)?.map(|v| v as i32),
-                mem_util_pct: int(mem, PARTS[1].0)?.map(|v| v as i32),
-                fb_used_bytes: int(used, PARTS[2].0)?,
-                power_mw: int(power, PARTS[3].0)?
-                    .map(|v| {
-                        i32::try_from(v)
-                            .map_err(|_| err(line, format!("gpu{i} power.draw"), "too large".into()))
-                    })
-                    .transpose()?,
+                gpu_util_pct: util.map(|v| v as i32),
+                mem_util_pct: mem.map(|v| v as i32),
+                fb_used_bytes: used.map(|v| v as i64),
+                power_mw: power.map(|v| v as i32),
                 ..GpuSample::default()
             });
         }

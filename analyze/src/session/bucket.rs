@@ -27,6 +27,7 @@ use std::path::Path as FsPath;
 use std::sync::Arc;
 
 use apron_schemas::Table;
+use apron_schemas::paths::is_data_file_name;
 use apron_store::remote::Remote;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -34,8 +35,14 @@ use chrono::NaiveDate;
 use datafusion::object_store::path::Path;
 use datafusion::object_store::{
     CopyOptions, Error as StoreError, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
+use datafusion::parquet::arrow::async_reader::MetadataFetch;
+use datafusion::parquet::arrow::parquet_to_arrow_schema;
+use datafusion::parquet::errors::ParquetError;
+use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use futures::stream::{BoxStream, StreamExt};
 
 use crate::error::SessionError;
@@ -145,6 +152,88 @@ impl Bucket {
     }
 }
 
+impl Bucket {
+    /// Every data object of `tables` the engine would list (within the
+    /// session's days): named as [`is_data_file_name`] says, in `key=value`
+    /// folders. None of a table whose folder cannot be listed.
+    pub(crate) async fn data_objects(&self, tables: &[Table]) -> Vec<(Table, ObjectMeta)> {
+        let mut out = Vec::new();
+        for &table in tables {
+            let prefix = self.remote.key(table.name());
+            let listed: Vec<Result<ObjectMeta>> = self.store.list(Some(&prefix)).collect().await;
+            for meta in listed.into_iter().flatten() {
+                let Some(parts) = meta.location.prefix_match(&prefix) else { continue };
+                let parts: Vec<String> = parts.map(|p| p.as_ref().to_owned()).collect();
+                let Some((name, folders)) = parts.split_last() else { continue };
+                if is_data_file_name(name)
+                    && folders.iter().all(|f| f.contains('=') && !f.starts_with(['.', '_']))
+                {
+                    out.push((table, meta));
+                }
+            }
+        }
+        out
+    }
+
+    /// The table whose folder holds the object `location`.
+    pub(crate) fn table_of(&self, location: &Path) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| location.prefix_match(&self.remote.key(t.name())).is_some())
+    }
+
+    /// The first of `objects` (of their tables) whose footer cannot be read
+    /// or whose schema lacks a column its table requires, as the error
+    /// naming its URL; `None` when every one is sound. Reads each footer
+    /// (a GET or two per object), so it runs only once a query has failed.
+    pub(crate) async fn find_bad_object(&self, objects: &[(Table, ObjectMeta)]) -> Option<SessionError> {
+        for (table, meta) in objects {
+            if let Some(bad) = self.check_object(*table, meta).await {
+                return Some(bad);
+            }
+        }
+        None
+    }
+
+    /// What is wrong with the object `meta` of `table`, if anything.
+    async fn check_object(&self, table: Table, meta: &ObjectMeta) -> Option<SessionError> {
+        let path = std::path::PathBuf::from(self.remote.url_of(&meta.location));
+        if meta.size == 0 {
+            return Some(SessionError::EmptyFile { path });
+        }
+        let footer = Footer { store: self.remote.store().as_ref(), location: &meta.location };
+        let reading = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Optional)
+            .load_and_finish(footer, meta.size);
+        // A reader that panics on a damaged footer is a damaged footer.
+        let read = crate::panic_guard::contain(reading).await;
+        let corrupt = |source| Some(SessionError::CorruptFile { path: path.clone(), source });
+        let metadata = match read {
+            Ok(Ok(metadata)) => metadata,
+            Ok(Err(e)) => return corrupt(e),
+            Err(panic) => return corrupt(ParquetError::General(panic)),
+        };
+        let file = metadata.file_metadata();
+        match parquet_to_arrow_schema(file.schema_descr(), file.key_value_metadata()) {
+            Ok(schema) => crate::integrity::schema_problem(&path, &schema, table),
+            Err(e) => corrupt(e),
+        }
+    }
+}
+
+/// The byte ranges of one object, as the footer reader asks for them.
+struct Footer<'a> {
+    store: &'a dyn ObjectStore,
+    location: &'a Path,
+}
+
+impl MetadataFetch for Footer<'_> {
+    fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, std::result::Result<Bytes, ParquetError>> {
+        async move {
+            self.store.get_range(self.location, range).await.map_err(|e| ParquetError::External(Box::new(e)))
+        }
+        .boxed()
+    }
+}
+
 /// A [`apron_store::remote::RemoteError`] on one line, without the URL
 /// it already names at the front.
 fn format_remote(e: &apron_store::remote::RemoteError) -> String {
@@ -243,7 +332,6 @@ impl ObjectStore for BucketStore {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use datafusion::object_store::ObjectStoreExt;
     use datafusion::object_store::memory::InMemory;
     use futures::TryStreamExt;
 
