@@ -180,6 +180,10 @@ fn label(out: &mut String, name: &str, value: &str) {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
+            // A process, pod or model name's escape sequence would reach
+            // whoever reads the endpoint on a terminal: the text format has
+            // no escape for it, so it is replaced.
+            c if c.is_control() => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }

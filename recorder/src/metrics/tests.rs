@@ -178,6 +178,16 @@ fn process_memory_carries_who_runs_it() {
 }
 
 #[test]
+fn a_name_with_control_characters_reaches_no_reader_raw() {
+    let mut snapshot = sample_snapshot();
+    snapshot.procs[0].identity.user = Some(Arc::from("a\u{1b}]0;owned\u{7}\r"));
+    let mut text = String::new();
+    render(&snapshot, &mut text);
+    assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+    assert!(text.contains("user=\"a\u{fffd}]0;owned\u{fffd}\u{fffd}\""), "{text}");
+}
+
+#[test]
 fn minute_states_are_one_hot_and_health_is_served() {
     let mut s = sample_snapshot();
     s.minutes = vec![MinuteReport {
