@@ -363,3 +363,18 @@ fn the_whole_script_parses_in_sh_and_bash() {
         parses(shell, &text(&[]));
     }
 }
+
+#[test]
+fn a_notice_prints_whole_in_every_shell() {
+    // dash's echo reads `\c` as "stop printing here"; the notice is printf'd.
+    let message = r"apron: stopping pid 7 (a\cb) on n1: held it; TERM";
+    for shell in ["sh", "bash"].into_iter().filter(|s| has(s)) {
+        let out = Command::new(shell)
+            .arg("-c")
+            // Neither logger nor mail: only the printed line.
+            .arg(format!("PATH=/nonexistent\n{FUNCTIONS}\nnotify '' {}", quote(message)))
+            .output()
+            .expect("the shell runs");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{message}\n"), "{shell}");
+    }
+}
