@@ -106,6 +106,30 @@ fn a_chart_into_a_missing_folder_is_one_error_line_naming_the_path() {
 }
 
 #[test]
+fn a_chart_over_an_existing_file_is_refused_without_force() {
+    let fx = Fixture::new();
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    // What `apron report` wrote there before: it must survive a chart
+    // drawn into the same folder by mistake.
+    let path = dir.path().join("idle-cost.png");
+    std::fs::write(&path, b"the report's chart\n").expect("write");
+    let out = chart(&fx, "idle-cost", &path, &[]);
+    assert_eq!(out.status.code(), Some(2), "exit code; stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let lines = stderr_lines(&out);
+    assert_eq!(lines.len(), 1, "one error line: {lines:?}");
+    assert!(lines[0].starts_with("error: "), "{lines:?}");
+    assert!(lines[0].contains(&path.display().to_string()), "the line names {}: {lines:?}", path.display());
+    assert!(lines[0].contains("--force"), "the line says how to replace it: {lines:?}");
+    assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(std::fs::read(&path).expect("read"), b"the report's chart\n", "the file is as it was");
+
+    // With --force it is replaced by the chart.
+    let out = chart(&fx, "idle-cost", &path, &["--force"]);
+    assert!(out.status.success(), "{}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    check_chart(&path, 1600, 900).expect("the chart replaced the file");
+}
+
+#[test]
 fn apron_draws_text_without_fontconfig_or_freetype() {
     let apron = bin("apron");
     let out = match Command::new("ldd").arg(&apron).output() {

@@ -176,7 +176,7 @@ fn no_written_file_follows_a_link_planted_at_its_name() {
     // A chart, and a result file.
     let chart = fx.dir.path().join("spend.png");
     victims.plant(&chart);
-    let mut args = vec!["chart", "team-spend", "--out", path_arg(&chart)];
+    let mut args = vec!["chart", "team-spend", "--force", "--out", path_arg(&chart)];
     args.extend(FROM_TO);
     succeed(&apron_umask(&fx, 0o022, &args), "chart");
     assert!(fs::read(&chart).expect("read").starts_with(b"\x89PNG"));

@@ -197,9 +197,14 @@ pub struct ChartArgs {
     /// gpu-days or power.
     pub name: String,
 
-    /// The PNG file to write (replaced if it exists).
+    /// The PNG file to write: a new file (an existing one is replaced only
+    /// with --force).
     #[arg(long, value_name = "FILE.png")]
     pub out: PathBuf,
+
+    /// Replace --out if it exists.
+    #[arg(long)]
+    pub force: bool,
 
     /// Width in pixels.
     #[arg(long, default_value_t = 1600)]

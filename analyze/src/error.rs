@@ -468,6 +468,14 @@ pub enum OutputError {
         marker: &'static str,
     },
 
+    /// `apron chart --out FILE` names a file that exists: nothing is
+    /// replaced without `--force`.
+    #[error("will not replace {}: it exists; choose another file, or pass --force to replace it", path.display())]
+    FileExists {
+        /// The file.
+        path: PathBuf,
+    },
+
     /// `apron export-config` could not write a table's file or folder.
     #[error("cannot write the config tables to {}", path.display())]
     ConfigTables {

@@ -1,5 +1,6 @@
 //! `apron chart NAME [period] --out FILE.png`: one chart of the period,
-//! drawn from the same series as the reports ([`crate::charts`]).
+//! drawn from the same series as the reports ([`crate::charts`]). An
+//! existing FILE is replaced only with `--force`.
 
 use std::io::Write;
 
@@ -17,6 +18,11 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ChartArgs, mut out: W) ->
         .name
         .parse()
         .map_err(|e: apron_reports::UnknownChart| InputError::Usage { message: e.to_string() })?;
+    // A file already there (a report's chart, say) is kept unless asked;
+    // a link counts as a file, never followed to find out.
+    if !args.force && std::fs::symlink_metadata(&args.out).is_ok() {
+        return Err(OutputError::FileExists { path: args.out.clone() }.into());
+    }
     let report = Report::prepare_costs(global, &args.period).await?;
     let ctx = charts::context(&report).with_size(args.width, args.height);
     charts::render(name, &report, &ctx, &args.out).await?;
