@@ -525,6 +525,48 @@ fn every_report_says_the_same_on_raw_files_alone() {
 }
 
 #[test]
+fn the_still_line_is_printed_only_above_still_columns() {
+    // The fixture's data ended in November 2026, long before now: the
+    // `Still:` line explains still_running and still_idle, so it belongs
+    // above the rows that have them, and nowhere else.
+    let fx = Fixture::new();
+    let mut c = Checks::default();
+    let commands: [(&[&str], bool); 8] = [
+        (&["spend"], false),
+        (&["idle-cost", "--by", "team"], false),
+        (&["idle-cost", "--by", "gpu"], false),
+        (&["windows"], false),
+        (&["savings"], false),
+        (&["zombies"], true),
+        (&["reclaim"], true),
+        (&["starved"], true),
+    ];
+    for (args, still) in commands {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&FROM_TO);
+        let out = fx.apron(&all);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            c.fail(format!(
+                "apron {}: {}: {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+            continue;
+        }
+        // The table's heading row (the first line drawn with `|`).
+        let heading = stdout.lines().find(|l| l.starts_with('|')).unwrap_or_default();
+        let has_columns = heading.contains("still_running") || heading.contains("still_idle");
+        let has_line = stdout.lines().any(|l| l.starts_with("Still:"));
+        println!("apron {}: still columns {has_columns}, Still: line {has_line}", args.join(" "));
+        c.eq(&format!("apron {}: prints still columns", args.join(" ")), has_columns, still);
+        c.eq(&format!("apron {}: prints the Still: line", args.join(" ")), has_line, still);
+    }
+    c.finish();
+}
+
+#[test]
 fn the_period_bounds_are_half_open() {
     // [10:05, 10:10) holds GPU-A's idle minutes and GPU-B's second half;
     // [10:00, 10:05) none of GPU-A's idle minutes. Spend's totals of the two

@@ -2,7 +2,9 @@
 //! holds in it (GPUs, first and last sample, recorded and unrecorded
 //! GPU-hours), which config priced it, and each GPU model of the period no
 //! `[[gpu_cost]]` entry of that config prices ([`unpriced`]), with its
-//! GPU-hours and the default price it was given instead.
+//! GPU-hours and the default price it was given instead; and, above rows
+//! that say what is "still" running or idle, when the data ends long
+//! before now ([`data_end_line`]).
 //!
 //! With `--format table` the header goes to stdout above the table; with
 //! `csv` or `json` it goes to stderr, so stdout stays pure data for scripts.
@@ -246,6 +248,10 @@ pub fn energy_unknown_line(unknown_hours: f64) -> Option<String> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Header {
     lines: Vec<String>,
+    /// The `Still:` line ([`data_end_line`]), held apart: it explains the
+    /// columns `still_running` and `still_idle`, so only a report with them
+    /// prints it ([`Header::keep_still`]).
+    still: Option<String>,
 }
 
 impl Header {
@@ -268,9 +274,24 @@ impl Header {
                 hours(coverage.unrecorded_hours)
             ),
         ];
-        lines.extend(data_end_line(coverage, chrono::Utc::now().timestamp_millis()));
+        let still = data_end_line(coverage, chrono::Utc::now().timestamp_millis());
         lines.extend(unpriced(config, coverage).iter().map(|u| u.line(config)));
-        Header { lines }
+        Header { lines, still }
+    }
+
+    /// Keeps the `Still:` line, if the data ends long before now, after the
+    /// `Recorded:` line: for a report whose rows have `still_running` or
+    /// `still_idle` (`zombies`, `starved`, `reclaim`). Without it a header
+    /// has no such line.
+    pub fn keep_still(&mut self) {
+        if let Some(line) = self.still.take() {
+            let at = self
+                .lines
+                .iter()
+                .position(|l| l.starts_with("Recorded:"))
+                .map_or(self.lines.len(), |i| i + 1);
+            self.lines.insert(at, line);
+        }
     }
 
     /// Adds a line.

@@ -15,10 +15,12 @@ use crate::report_context::rules;
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) -> Result<(), Error> {
     // The ledger's pass finds the stretches by the rules asked for.
     let idle_for = args.idle_for;
-    let report = Report::prepare_stretches(global, &args.period, |c| {
+    let mut report = Report::prepare_stretches(global, &args.period, |c| {
         rules(c.zombie.min_idle, c.zombie.min_mem_mib, idle_for.unwrap_or(c.reclaim.idle_for))
     })
     .await?;
+    // Its rows say what is still running or idle: the header says as of when.
+    report.header.keep_still();
     report.header.print(global.format, &mut out)?;
     let idle_for = args.idle_for.unwrap_or(report.config.reclaim.idle_for);
     write_rows(

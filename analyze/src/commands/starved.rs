@@ -16,7 +16,7 @@ use crate::report_context::rules;
 pub async fn run<W: Write>(global: &GlobalArgs, args: &StarvedArgs, mut out: W) -> Result<(), Error> {
     // The same pass as `zombies`' finds the stretches; the traffic tells them apart.
     let (min_idle, min_mem) = (args.min_idle, args.min_mem);
-    let report = Report::prepare_stretches(global, &args.period, |c| {
+    let mut report = Report::prepare_stretches(global, &args.period, |c| {
         rules(
             min_idle.unwrap_or(c.zombie.min_idle),
             min_mem.unwrap_or(c.zombie.min_mem_mib),
@@ -24,6 +24,8 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &StarvedArgs, mut out: W) 
         )
     })
     .await?;
+    // Its rows say what is still running or idle: the header says as of when.
+    report.header.keep_still();
     report.header.print(global.format, &mut out)?;
     let min_idle = args.min_idle.unwrap_or(report.config.zombie.min_idle);
     let min_mem_mib = args.min_mem.unwrap_or(report.config.zombie.min_mem_mib);

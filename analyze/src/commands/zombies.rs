@@ -40,7 +40,7 @@ fn period_refused(end_ms: i64, now_ms: i64, any_period: bool) -> Option<String> 
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) -> Result<(), Error> {
     // The ledger's pass finds the stretches by the rules asked for.
     let (min_idle, min_mem) = (args.min_idle, args.min_mem);
-    let report = Report::prepare_stretches(global, &args.period, |c| {
+    let mut report = Report::prepare_stretches(global, &args.period, |c| {
         rules(
             min_idle.unwrap_or(c.zombie.min_idle),
             min_mem.unwrap_or(c.zombie.min_mem_mib),
@@ -48,6 +48,8 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) 
         )
     })
     .await?;
+    // Its rows say what is still running or idle: the header says as of when.
+    report.header.keep_still();
     let min_idle = args.min_idle.unwrap_or(report.config.zombie.min_idle);
     let min_mem_mib = args.min_mem.unwrap_or(report.config.zombie.min_mem_mib);
     let starved = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
