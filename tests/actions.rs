@@ -123,12 +123,14 @@ fn alerts_fire_on_budgets_passed_and_forecast_to_pass() {
     c.near("passed: spent", number(&passed, "value"), 1.52, 1e-9);
     c.near("passed: budget", number(&passed, "budget"), 1.0, 1e-9);
     c.eq("passed: since", passed["since"].as_str(), Some("2026-11-02T11:00:00Z"));
+    c.eq("passed: the value is money", passed["unit"].as_str(), Some("USD"));
     c.eq("passed: no host", passed["host"].is_null(), true);
     let ahead = find("budget_forecast_exceeded");
     c.eq("forecast: team", ahead["team"].as_str(), Some("nlp"));
     c.near("forecast: amount", number(&ahead, "value"), 666.5, 1e-9);
     c.near("forecast: budget", number(&ahead, "budget"), 5.0, 1e-9);
     c.eq("forecast: when", ahead["since"].as_str(), Some("2026-11-02T14:00:00Z"));
+    c.eq("forecast: the value is money", ahead["unit"].as_str(), Some("USD"));
     // Before the second copy, nothing was passed and nlp's forecast had no
     // whole hour to go on.
     let out = fx.apron(&["--format", "json", "alerts", "--at", "2026-11-02T10:10:00Z"]);

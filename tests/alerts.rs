@@ -89,6 +89,10 @@ fn the_default_rules_fire_on_the_gpus_that_break_them_and_only_there() {
             ("low_usage_4h".to_owned(), 0, 2.0)
         ]
     );
+    // Each value says its unit: the usage rules' is a mean activity in %.
+    for row in &rows {
+        assert_eq!(row["unit"], "%", "{row}");
+    }
     // `since` is the window's first sample: about 15 min, 1 h, 4 h ago.
     for (row, window_min) in rows.iter().zip([15, 60, 240]) {
         let since = chrono::DateTime::parse_from_rfc3339(row["since"].as_str().expect("since"))
@@ -208,11 +212,47 @@ fn a_host_or_gpu_that_stopped_sending_fires_no_data() {
     let minutes = host["value"].as_f64().expect("minutes");
     let elapsed_min = (chrono::Utc::now().timestamp_millis() - (hour_ago - STEP_MS)) as f64 / 60_000.0;
     assert!(minutes > 60.0 && minutes <= elapsed_min + 1e-9, "{minutes} minutes, at most {elapsed_min}");
+    assert_eq!(host["unit"], "minutes", "{host}");
     // Only GPU 1 of host b.
     let gpu = &rows[1];
     assert_eq!((gpu["rule"].as_str(), gpu["host"].as_str()), (Some("no_data"), Some("b")), "{gpu}");
     assert_eq!((gpu["gpu_index"].as_i64(), gpu["gpu_uuid"].as_str()), (Some(1), Some("GPU-b-1")), "{gpu}");
     assert_eq!(ms_of(&gpu["since"]), hour_ago - STEP_MS, "{gpu}");
+
+    assert_eq!(gpu["unit"], "minutes", "{gpu}");
+
+    // On a terminal: each value beside its unit, and a cell with nothing
+    // to say (host a's GPU, team and budget) empty, never `NULL`.
+    let table = Command::new(bin("apron"))
+        .arg("--data")
+        .arg(&data)
+        .arg("alerts")
+        .stdin(Stdio::null())
+        .output()
+        .expect("apron runs");
+    assert_eq!(table.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&table.stdout);
+    println!("{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with('|')).collect();
+    let cells = |line: &str| line.split('|').map(str::trim).map(str::to_owned).collect::<Vec<_>>();
+    let heading = cells(lines[0]);
+    let at = |name: &str| {
+        heading.iter().position(|h| h == name).unwrap_or_else(|| panic!("{name} in {heading:?}"))
+    };
+    assert_eq!(at("unit"), at("value") + 1, "the unit beside the value: {heading:?}");
+    assert!(!text.contains("NULL"), "empty cells print empty:\n{text}");
+    let host_a = cells(lines[1]);
+    assert_eq!(
+        [
+            &host_a[at("rule")],
+            &host_a[at("host")],
+            &host_a[at("gpu_index")],
+            &host_a[at("team")],
+            &host_a[at("unit")]
+        ],
+        ["no_data", "a", "", "", "minutes"],
+        "{text}"
+    );
 
     // With [alerts] no_data = "2h", an hour of silence says nothing.
     let config = tmp.path().join("apron.toml");

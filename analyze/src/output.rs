@@ -8,8 +8,9 @@
 //! [`Rows::to_batch`] states:
 //!
 //! - `table`: aligned columns with a header, numbers right-aligned; a null
-//!   shows as `NULL`, so it never looks like a measured 0; an empty result
-//!   shows its header. A named report's table ([`Style::report`]) shows
+//!   shows as an empty cell in a named report's table, as `NULL` in `apron
+//!   sql`'s, so it never looks like a measured 0; an empty result shows
+//!   its header. A named report's table ([`Style::report`]) shows
 //!   money as money in the config's currency (`$1,234.56`), hours and other
 //!   decimals with two places and percentages with one, by the column's
 //!   name ([`Kind::of`]); `apron sql` shows numbers as computed
@@ -123,6 +124,12 @@ pub struct Style {
 }
 
 impl Style {
+    /// How a null shows: an empty cell in a named report, `NULL` (as
+    /// SQL writes it) in `apron sql`'s results.
+    fn null(&self) -> &'static str {
+        if self.currency.is_some() { "" } else { "NULL" }
+    }
+
     /// Numbers as computed, right-aligned: `apron sql`'s results.
     pub fn plain() -> Style {
         Style { currency: None }
@@ -139,12 +146,12 @@ impl Style {
     /// own display is the style: a decimal by its [`Kind`]; a count of
     /// bytes, minutes or seconds with thousands separators; a time to the
     /// second (the milliseconds of a process's start tell a person nothing).
-    /// A null is `NULL`.
+    /// A null is empty.
     fn column(&self, name: &str, column: &dyn Array) -> Option<Vec<String>> {
         use apron_reports::{grouped, money};
         let currency = self.currency.as_deref()?;
         let texts = |value: &dyn Fn(usize) -> String| {
-            (0..column.len()).map(|i| if column.is_null(i) { "NULL".to_owned() } else { value(i) }).collect()
+            (0..column.len()).map(|i| if column.is_null(i) { String::new() } else { value(i) }).collect()
         };
         match column.data_type() {
             DataType::Float16 | DataType::Float32 | DataType::Float64 => {
@@ -408,13 +415,14 @@ fn is_number(data_type: &DataType) -> bool {
     data_type.is_numeric()
 }
 
-/// The text of every cell of `batch`, row by row: a null as `NULL`, a
+/// The text of every cell of `batch`, row by row: a null as the style
+/// shows it ([`Style::null`]), a
 /// column in `style` ([`Style::column`]), anything else as arrow shows it
 /// (times as RFC 3339 instants ending in `Z`); control characters shown as
 /// escapes ([`apron_cli::printable::printable`]), so a recorded name cannot
 /// act on the terminal or forge a row.
 fn cells(batch: &RecordBatch, style: &Style) -> Result<Vec<Vec<String>>, Error> {
-    let options = FormatOptions::default().with_display_error(true).with_null("NULL");
+    let options = FormatOptions::default().with_display_error(true).with_null(style.null());
     let schema = batch.schema();
     let columns: Vec<Vec<String>> = batch
         .columns()
@@ -702,7 +710,7 @@ mod tests {
             "{euro}"
         );
         assert!(
-            euro.contains("| vision |      0.00 |      NULL |       0.0 |              0 |     7 |"),
+            euro.contains("| vision |      0.00 |           |       0.0 |              0 |     7 |"),
             "{euro}"
         );
         // `apron sql`: as computed, right-aligned.

@@ -44,6 +44,9 @@ pub struct AlertRow {
     /// this month, for `budget_forecast_exceeded` its forecast for the
     /// month (currency). (`None` only if the query gives none.)
     pub value: Option<f64>,
+    /// The unit of `value`: `%`, `minutes`, or the config's currency
+    /// (`USD`).
+    pub unit: String,
     /// The team's budget for the month (currency), for the budget rules.
     pub budget: Option<f64>,
     /// Since when the rule holds, milliseconds since the epoch (UTC); for
@@ -108,6 +111,7 @@ async fn budget_alerts(session: &Session, config: &Config, now_ms: i64) -> Resul
         gpu_uuid: None,
         team: Some(r.team.clone()),
         value: Some(round_to(value, 2)),
+        unit: config.currency.clone(),
         budget: Some(r.budget),
         since,
     };
@@ -117,6 +121,11 @@ async fn budget_alerts(session: &Session, config: &Config, now_ms: i64) -> Resul
         b.forecast_exceeded().map(|r| row("budget_forecast_exceeded", r, r.forecast, r.forecast_exceeded_at)),
     );
     Ok(rows)
+}
+
+/// The unit of a usage or `no_data` rule's value (`queries/alerts.sql`).
+fn unit_of(rule: &str) -> &'static str {
+    if rule == "no_data" { "minutes" } else { "%" }
 }
 
 fn read(batch: &RecordBatch) -> Result<Vec<AlertRow>, ArrowError> {
@@ -132,6 +141,7 @@ fn read(batch: &RecordBatch) -> Result<Vec<AlertRow>, ArrowError> {
             gpu_uuid: gpu_uuid[i].clone(),
             team: None,
             value: value[i],
+            unit: unit_of(&rule[i]).to_owned(),
             budget: None,
             since: since[i],
         })
@@ -148,6 +158,7 @@ impl Rows for Alerts {
             ("gpu_uuid", columns::text(r.iter().map(|row| row.gpu_uuid.as_deref()))),
             ("team", columns::text(r.iter().map(|row| row.team.as_deref()))),
             ("value", columns::float(r.iter().map(|row| row.value))),
+            ("unit", columns::text(r.iter().map(|row| row.unit.as_str()))),
             ("budget", columns::float(r.iter().map(|row| row.budget))),
             ("since", columns::timestamp_ms(r.iter().map(|row| row.since))),
         ])
