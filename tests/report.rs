@@ -188,6 +188,33 @@ fn the_monthly_report_holds_every_file_with_the_figures_of_the_reports() {
 }
 
 #[test]
+fn unallocated_reads_in_plain_words_where_a_person_reads_it() {
+    // The scenario's idle cost (tests/reports.rs): vision $0.61 held idle,
+    // $0.61 idle with no process on GPU-B ("(unallocated)"), nothing else.
+    let fx = Fixture::new();
+    let dir = fx.dir.path().join("report");
+    let out = report(&fx, "2026-11", &dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let top = stdout.lines().find(|l| l.starts_with("  top idle cost")).expect("a top idle cost line");
+    println!("{top}");
+    // Both, the empty GPU's too though it is no team's, and never the key.
+    assert!(top.contains("no one (GPU empty) $0.61"), "{top}");
+    assert!(top.contains("vision $0.61"), "{top}");
+    assert!(!stdout.contains("(unallocated)"), "the headline names no key:\n{stdout}");
+
+    // The page and the summary: the team cell in words, in every table.
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("read index.html");
+    let summary = std::fs::read_to_string(dir.join("summary.md")).expect("read summary.md");
+    assert!(html.contains(r#"<td class="line">no one (GPU empty)</td>"#), "the team cell in words");
+    assert!(!html.contains(r#"<td class="line">(unallocated)</td>"#), "no key in a table cell");
+    assert!(summary.lines().any(|l| l.starts_with("| no one (GPU empty) |")), "{summary}");
+    assert!(!summary.lines().any(|l| l.starts_with("| (unallocated) |")), "{summary}");
+    // The CSV files keep the key, for scripts.
+    assert!(csv_column(&dir.join("spend.csv"), "team").contains(&"(unallocated)".to_owned()));
+    assert!(csv_column(&dir.join("idle-cost-by-team.csv"), "team").contains(&"(unallocated)".to_owned()));
+}
+
+#[test]
 fn the_page_compares_with_the_month_before() {
     let fx = Fixture::new();
     for day in ["05", "12", "19", "26"] {

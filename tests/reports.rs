@@ -221,11 +221,16 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
     if let Some((rows, header)) = json(&mut c, &fx, &args) {
         c.rows("spend", &rows, &expected_spend());
         check_common_header(&mut c, "spend", &fx, &header);
-        c.eq("spend: header lines", header.len(), 5);
+        c.eq("spend: header lines", header.len(), 6);
         c.eq(
             "spend: Cost line",
             header.get(4).map(String::as_str),
             Some("Cost:     $2.80 for 0.47 GPU-hours; idle $1.22 (43.6%)"),
+        );
+        c.eq(
+            "spend: (unallocated) explained",
+            header.get(5).map(String::as_str),
+            Some("Who:      (unallocated) is no one: GPU time no process held (an empty GPU), not a team's"),
         );
         // The printed rows add up to the printed total, and each row's busy
         // and idle cost to its cost, to the cent.
@@ -562,6 +567,33 @@ fn the_still_line_is_printed_only_above_still_columns() {
         println!("apron {}: still columns {has_columns}, Still: line {has_line}", args.join(" "));
         c.eq(&format!("apron {}: prints still columns", args.join(" ")), has_columns, still);
         c.eq(&format!("apron {}: prints the Still: line", args.join(" ")), has_line, still);
+    }
+    c.finish();
+}
+
+#[test]
+fn unallocated_is_explained_above_the_rows_that_have_it() {
+    // GPU-B sat idle and empty (tests/reports.rs): "(unallocated)" has a
+    // row in spend and in idle-cost by team or user, none by host.
+    let fx = Fixture::new();
+    let mut c = Checks::default();
+    let explained =
+        "Who:      (unallocated) is no one: GPU time no process held (an empty GPU), not a team's";
+    for (args, has) in [
+        (&["spend"][..], true),
+        (&["idle-cost", "--by", "team"][..], true),
+        (&["idle-cost", "--by", "user"][..], true),
+        (&["idle-cost", "--by", "host"][..], false),
+    ] {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&FROM_TO);
+        let out = fx.apron(&all);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let row = stdout.lines().any(|l| l.starts_with("| (unallocated)"));
+        let line = stdout.lines().any(|l| l == explained);
+        println!("apron {}: (unallocated) row {row}, explained {line}", args.join(" "));
+        c.eq(&format!("apron {}: an (unallocated) row", args.join(" ")), row, has);
+        c.eq(&format!("apron {}: the Who: line", args.join(" ")), line, has);
     }
     c.finish();
 }

@@ -244,6 +244,15 @@ pub fn energy_unknown_line(unknown_hours: f64) -> Option<String> {
     })
 }
 
+/// The header line of a report with a row `(unallocated)`, which says what
+/// that key means: `Who:      (unallocated) is no one: …`.
+pub fn unallocated_line() -> String {
+    format!(
+        "Who:      {} is no one: GPU time no process held (an empty GPU), not a team's",
+        apron_reports::UNALLOCATED
+    )
+}
+
 /// The lines a report prints first.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Header {

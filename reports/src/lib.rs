@@ -20,6 +20,7 @@ pub mod chart;
 pub mod csv_cell;
 mod fonts;
 mod number;
+mod team;
 mod time;
 
 pub use bundle::{
@@ -32,3 +33,4 @@ pub use chart::{
 };
 pub use fonts::FontError;
 pub use number::{currency_unit, grouped, money, money_whole};
+pub use team::{NO_ONE, UNALLOCATED, team_label};

@@ -15,6 +15,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &IdleCostArgs, mut out: W)
     let mut report = Report::prepare_costs(global, &args.period).await?;
     let idle = idle_cost(&report, args.by).await?;
     report.header.push(idle.header_line(&report.config.currency));
+    if idle.rows.iter().any(|r| r.key.as_deref() == Some(apron_reports::UNALLOCATED)) {
+        report.header.push(crate::header::unallocated_line());
+    }
     report.header.print(global.format, &mut out)?;
     write_rows(global.format, &Style::report(&report.config.currency), &idle, out)?;
     Ok(())

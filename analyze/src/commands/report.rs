@@ -12,7 +12,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use apron_reports::{Assets, ChartName, Figure, Section, TableData, grouped};
+use apron_reports::{Assets, ChartName, Figure, NO_ONE, Section, TableData, grouped, team_label};
 use apron_schemas::time::{DAY_MS, HOUR_MINUTES};
 use chrono::{Datelike, NaiveDate};
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
@@ -55,7 +55,8 @@ pub struct Headline {
     pub energy_unknown: Option<String>,
     /// GPUs recorded.
     pub gpus: i64,
-    /// The teams with the most idle cost, at most three: (team, idle cost).
+    /// Who held the GPUs whose idle time cost the most, at most three:
+    /// (team, idle cost); "(unallocated)" is idle time no process held.
     pub top_idle_teams: Vec<(String, f64)>,
     /// Zombie processes found (distinct processes).
     pub zombies: usize,
@@ -102,7 +103,7 @@ impl Headline {
         }
         if !self.top_idle_teams.is_empty() {
             let teams: Vec<String> =
-                self.top_idle_teams.iter().map(|(t, c)| format!("{t} {}", money(*c))).collect();
+                self.top_idle_teams.iter().map(|(t, c)| format!("{} {}", team_label(t), money(*c))).collect();
             lines.push(format!("  top idle cost  {}", teams.join(", ")));
         }
         lines.push(format!("  zombies        {} processes holding memory on idle GPUs", self.zombies));
@@ -327,9 +328,11 @@ pub async fn write_report(
                     money(totals.idle_cost)
                 ),
                 previous_paragraph,
-                "A team's cost is its processes' share of each GPU-minute they held (by memory held × time). \
-                 \"(unallocated)\" is GPU time no process held; \"unassigned\" is processes no team rule in the config claims."
-                    .into(),
+                format!(
+                    "A team's cost is its processes' share of each GPU-minute they held (by memory held × time). \
+                     \"{NO_ONE}\" is GPU time no process held (\"(unallocated)\" in the CSV files); \"unassigned\" is \
+                     processes no team rule in the config claims."
+                ),
             ],
             table: Some(table("spend", &spend_rows, usize::MAX)),
             chart: Some(ChartName::TeamSpend),
@@ -337,11 +340,16 @@ pub async fn write_report(
         Section {
             heading: "Idle cost by team".into(),
             paragraphs: vec![if top_idle_teams.is_empty() {
-                "No team held memory on idle GPUs.".to_owned()
+                "No GPU sat idle.".to_owned()
             } else {
                 format!(
-                    "Teams whose idle GPUs cost the most: {}. Idle time with nothing on the GPU is \"(unallocated)\".",
-                    top_idle_teams.iter().map(|(t, c)| format!("{t} ({})", money(*c))).collect::<Vec<_>>().join(", ")
+                    "Who held the GPUs whose idle time cost the most: {}. \"{NO_ONE}\" is idle time with no process on \
+                     the GPU: capacity nobody used, not a team's.",
+                    top_idle_teams
+                        .iter()
+                        .map(|(t, c)| format!("{} ({})", team_label(t), money(*c)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             }],
             table: Some(table("idle-cost-by-team", &idle_team_rows, usize::MAX)),

@@ -14,6 +14,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) ->
     let mut report = Report::prepare_costs(global, &args.period).await?;
     let spend = spend(&report).await?;
     report.header.push(spend.totals.header_line(&report.config.currency));
+    if spend.rows.iter().any(|r| r.team == apron_reports::UNALLOCATED) {
+        report.header.push(crate::header::unallocated_line());
+    }
     for line in spend.budget_lines(&report.config) {
         report.header.push(line);
     }

@@ -63,13 +63,13 @@ impl IdleCost {
         format!("Idle:     {} in all", money(self.total(), currency))
     }
 
-    /// The first `n` groups with some idle cost, leaving out
-    /// "(unallocated)" (idle time no process held): (name, idle cost).
+    /// The first `n` groups with some idle cost, "(unallocated)" (idle
+    /// time no process held) among them: (key, idle cost).
     pub fn top(&self, n: usize) -> Vec<(String, f64)> {
         self.rows
             .iter()
             .map(|r| (r.key.clone().unwrap_or_default(), r.idle_cost))
-            .filter(|(key, cost)| key != "(unallocated)" && *cost > 0.0)
+            .filter(|(_, cost)| *cost > 0.0)
             .take(n)
             .collect()
     }
@@ -200,7 +200,10 @@ mod tests {
         // The header's total is every row's; the top teams leave out idle
         // time nobody held and teams that cost nothing.
         assert_eq!(by_team.header_line("EUR"), "Idle:     €15.75 in all");
-        assert_eq!(by_team.top(3), [("vision".to_owned(), 5.5), ("speech".to_owned(), 1.25)]);
+        assert_eq!(
+            by_team.top(3),
+            [("(unallocated)".to_owned(), 9.0), ("vision".to_owned(), 5.5), ("speech".to_owned(), 1.25)]
+        );
         assert_eq!(by_team.top(1).len(), 1);
     }
 }

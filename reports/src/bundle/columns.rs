@@ -24,6 +24,9 @@ pub enum ColumnKind {
     /// A short name (team, host, user, process): left-aligned, shown as
     /// given, kept on one line.
     Name,
+    /// A team: a [`ColumnKind::Name`] whose key `(unallocated)` (GPU time
+    /// no process held) reads in words ([`crate::team_label`]).
+    Team,
     /// A number that names something (GPU index, process id): right-aligned,
     /// shown as given (no thousands separators: `4242`, not `4,242`).
     Id,
@@ -51,7 +54,7 @@ impl ColumnKind {
     /// Whether its cells are kept on one line on the page (numbers, names,
     /// times), so only words and long identifiers wrap.
     pub fn keeps_one_line(self) -> bool {
-        matches!(self, ColumnKind::Name | ColumnKind::Time) || self.is_numeric()
+        matches!(self, ColumnKind::Name | ColumnKind::Team | ColumnKind::Time) || self.is_numeric()
     }
 
     /// `cell` (as the CSV holds it) as a reader sees it in a column of this
@@ -62,6 +65,7 @@ impl ColumnKind {
         let number = || cell.trim().parse::<f64>().ok().filter(|v| v.is_finite());
         match self {
             ColumnKind::Text | ColumnKind::Name | ColumnKind::Id | ColumnKind::Time => Cow::Borrowed(cell),
+            ColumnKind::Team => Cow::Borrowed(crate::team::team_label(cell)),
             ColumnKind::Flag => match cell {
                 "true" => Cow::Borrowed("yes"),
                 "false" => Cow::Borrowed("no"),
@@ -107,7 +111,7 @@ const fn col(name: &'static str, label: &'static str, kind: ColumnKind) -> Colum
 /// Every column of every report table, by name.
 pub const COLUMNS: &[Column] = &[
     // Who and where.
-    col("team", "Team", ColumnKind::Name),
+    col("team", "Team", ColumnKind::Team),
     col("host", "Host", ColumnKind::Name),
     col("gpu_index", "GPU", ColumnKind::Id),
     col("gpu_uuid", "GPU UUID", ColumnKind::Text),
@@ -228,6 +232,8 @@ mod tests {
         assert_eq!(ColumnKind::Flag.display("true", "USD"), "yes");
         assert_eq!(ColumnKind::Flag.display("false", "USD"), "no");
         assert_eq!(ColumnKind::Text.display("12.5", "USD"), "12.5");
+        assert_eq!(ColumnKind::Team.display("(unallocated)", "USD"), "no one (GPU empty)");
+        assert_eq!(ColumnKind::Team.display("nlp", "USD"), "nlp");
         assert!(
             ColumnKind::Money.is_numeric() && ColumnKind::Amount.is_numeric() && ColumnKind::Id.is_numeric()
         );

@@ -7,7 +7,8 @@
 //! [`MAX_BARS`] the smallest teams are summed into one "N other teams" bar
 //! so names stay readable; the totals are unchanged. Amounts that are
 //! negative or not finite count as zero. Horizontal bars keep long team
-//! names level and readable however many teams there are.
+//! names level and readable however many teams there are. GPU time no
+//! process held is named in words ([`crate::team_label`]), not by its key.
 
 use plotters::chart::ChartBuilder;
 use plotters::element::Rectangle;
@@ -21,6 +22,7 @@ use super::rect::Rect;
 use super::series::TeamCost;
 use super::text::{self, Align, Font, Line};
 use crate::number::money_whole;
+use crate::team::team_label;
 
 /// Most bars a team chart draws, the "other teams" bar included (the
 /// docs of `idle_cost` and `team_spend` say 20).
@@ -73,7 +75,7 @@ pub(super) fn draw(
     let tick = axis::tick_font(frame);
     let name_font = Font { size: tick.size.min(row * 0.7).max(frame.size(10.0)), ..tick };
     let names: Vec<String> =
-        ranked.iter().map(|t| text::fit(&t.team, &name_font, frame.body.width() / 4)).collect();
+        ranked.iter().map(|t| text::fit(team_label(&t.team), &name_font, frame.body.width() / 4)).collect();
     let widest_name = names.iter().map(|l| text::width(l, &name_font)).max().unwrap_or(0);
     let y_area = axis::y_area(frame, widest_name);
 
