@@ -214,6 +214,66 @@ fn unallocated_reads_in_plain_words_where_a_person_reads_it() {
     assert!(csv_column(&dir.join("idle-cost-by-team.csv"), "team").contains(&"(unallocated)".to_owned()));
 }
 
+/// The header and rows of a CSV text (quoted fields read as the csv crate
+/// reads them).
+fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(text.as_bytes());
+    let header = reader.headers().expect("a header line").iter().map(str::to_owned).collect();
+    let rows = reader.records().map(|r| r.expect("a CSV row").iter().map(str::to_owned).collect()).collect();
+    (header, rows)
+}
+
+#[test]
+fn the_report_csv_files_have_the_commands_columns_names_and_units() {
+    // Rules short enough for the scenario's ten minutes: alice's 5 idle
+    // minutes on GPU-A are a zombie, GPU-A and GPU-B reclaim candidates.
+    let fx = Fixture::new();
+    let config = std::fs::read_to_string(&fx.config).expect("the config")
+        + "\n[zombie]\nmin_idle = \"3m\"\n\n[reclaim]\nfor = \"3m\"\n";
+    std::fs::write(&fx.config, config).expect("write the config");
+    let dir = fx.dir.path().join("report");
+    report(&fx, "2026-11", &dir);
+    let mut failures = Vec::new();
+    for (file, command) in [
+        ("spend.csv", &["spend"][..]),
+        ("idle-cost-by-team.csv", &["idle-cost", "--by", "team"][..]),
+        ("idle-cost-by-gpu.csv", &["idle-cost", "--by", "gpu"][..]),
+        ("zombies.csv", &["zombies"][..]),
+        ("reclaim.csv", &["reclaim"][..]),
+    ] {
+        let mut args = vec!["--format", "csv"];
+        args.extend_from_slice(command);
+        args.extend_from_slice(&["--month", "2026-11"]);
+        let out = fx.apron(&args);
+        assert!(out.status.success(), "apron {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+        let (names, rows) = csv_rows(&String::from_utf8_lossy(&out.stdout));
+        let (file_names, file_rows) = csv_rows(&std::fs::read_to_string(dir.join(file)).expect("read"));
+        println!("{file}: {file_names:?}, {} rows; apron {}: {names:?}", file_rows.len(), command.join(" "));
+        assert!(!file_rows.is_empty(), "{file} has rows to compare");
+        if file_rows.len() != rows.len() {
+            failures.push(format!("{file}: {} rows, the command {}", file_rows.len(), rows.len()));
+            continue;
+        }
+        // Each of the file's columns is one of the command's, cell for cell:
+        // the same name, unit and precision (times to the second and beyond).
+        for (k, name) in file_names.iter().enumerate() {
+            let Some(at) = names.iter().position(|n| n == name) else {
+                failures.push(format!("{file}: column {name} is not one of the command's {names:?}"));
+                continue;
+            };
+            for (file_row, row) in file_rows.iter().zip(&rows) {
+                if file_row[k] != row[at] {
+                    failures.push(format!(
+                        "{file}: {name}: {:?} in the file, {:?} from the command",
+                        file_row[k], row[at]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn the_page_compares_with_the_month_before() {
     let fx = Fixture::new();

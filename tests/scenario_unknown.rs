@@ -538,19 +538,19 @@ fn check_figures(fx: &Fixture, c: &mut Checks, variant: &str) {
     let zombies = csv_rows(&out.join("zombies.csv"));
     c.rows(
         &at("zombies.csv"),
-        &only(&zombies, &["gpu_uuid", "pid", "user", "team", "idle_hours"]),
+        &only(&zombies, &["gpu_uuid", "pid", "user", "team", "idle_minutes"]),
         &[
-            json!({"gpu_uuid": "GPU-E", "pid": 500.0, "user": "uid 1005", "team": "ops", "idle_hours": 0.2}),
-            json!({"gpu_uuid": "GPU-M", "pid": 400.0, "user": "(unknown)", "team": "unassigned", "idle_hours": 0.1}),
+            json!({"gpu_uuid": "GPU-E", "pid": 500.0, "user": "uid 1005", "team": "ops", "idle_minutes": 10.0}),
+            json!({"gpu_uuid": "GPU-M", "pid": 400.0, "user": "(unknown)", "team": "unassigned", "idle_minutes": 6.0}),
         ],
     );
     let reclaim = csv_rows(&out.join("reclaim.csv"));
     c.rows(
         &at("reclaim.csv"),
-        &only(&reclaim, &["gpu_uuid", "idle_hours", "held_by", "still_idle"]),
+        &only(&reclaim, &["gpu_uuid", "idle_minutes", "held_by", "still_idle"]),
         &[
-            json!({"gpu_uuid": "GPU-E", "idle_hours": 0.2, "held_by": "uid 1005", "still_idle": "true"}),
-            json!({"gpu_uuid": "GPU-M", "idle_hours": 0.1, "held_by": "(unknown)", "still_idle": "false"}),
+            json!({"gpu_uuid": "GPU-E", "idle_minutes": 10.0, "held_by": "uid 1005", "still_idle": "true"}),
+            json!({"gpu_uuid": "GPU-M", "idle_minutes": 6.0, "held_by": "(unknown)", "still_idle": "false"}),
         ],
     );
     let spend = csv_rows(&out.join("spend.csv"));

@@ -13,10 +13,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use apron_reports::{Assets, ChartName, Figure, NO_ONE, Section, TableData, grouped, team_label};
-use apron_schemas::time::{DAY_MS, HOUR_MINUTES};
+use apron_schemas::time::DAY_MS;
 use chrono::{Datelike, NaiveDate};
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -396,13 +395,13 @@ pub async fn write_report(
                 "idle-cost-by-gpu",
                 &idle_gpu_rows,
                 &[
-                    ("host", "host", Unit::AsIs),
-                    ("gpu_index", "gpu_index", Unit::AsIs),
-                    ("idle_gpu_hours", "idle_gpu_hours", Unit::AsIs),
-                    ("idle_held_gpu_hours", "idle_held_gpu_hours", Unit::AsIs),
-                    ("idle_empty_gpu_hours", "idle_empty_gpu_hours", Unit::AsIs),
-                    ("idle_cost", "idle_cost", Unit::AsIs),
-                    ("gpu_uuid", "gpu_uuid", Unit::AsIs),
+                    "host",
+                    "gpu_index",
+                    "idle_gpu_hours",
+                    "idle_held_gpu_hours",
+                    "idle_empty_gpu_hours",
+                    "idle_cost",
+                    "gpu_uuid",
                 ],
                 TOP_ROWS,
             )),
@@ -420,19 +419,19 @@ pub async fn write_report(
                 "zombies",
                 &zombie_rows,
                 &[
-                    ("host", "host", Unit::AsIs),
-                    ("gpu_index", "gpu_index", Unit::AsIs),
-                    ("user", "user", Unit::AsIs),
-                    ("team", "team", Unit::AsIs),
-                    ("comm", "comm", Unit::AsIs),
-                    ("pid", "pid", Unit::AsIs),
-                    ("used_mem_bytes", "used_mem_gib", Unit::BytesToGib),
-                    ("idle_since", "idle_since", Unit::AsIs),
-                    ("idle_minutes", "idle_hours", Unit::MinutesToHours),
-                    ("still_running", "still_running", Unit::AsIs),
-                    ("still_idle", "still_idle", Unit::AsIs),
-                    ("gpu_uuid", "gpu_uuid", Unit::AsIs),
-                    ("proc_start", "proc_start", Unit::AsIs),
+                    "host",
+                    "gpu_index",
+                    "user",
+                    "team",
+                    "comm",
+                    "pid",
+                    "used_mem_bytes",
+                    "idle_since",
+                    "idle_minutes",
+                    "still_running",
+                    "still_idle",
+                    "gpu_uuid",
+                    "proc_start",
                 ],
                 TOP_ROWS,
             )),
@@ -451,13 +450,13 @@ pub async fn write_report(
                 "reclaim",
                 &reclaim_rows,
                 &[
-                    ("host", "host", Unit::AsIs),
-                    ("gpu_index", "gpu_index", Unit::AsIs),
-                    ("idle_since", "idle_since", Unit::AsIs),
-                    ("idle_minutes", "idle_hours", Unit::MinutesToHours),
-                    ("held_by", "held_by", Unit::AsIs),
-                    ("still_idle", "still_idle", Unit::AsIs),
-                    ("gpu_uuid", "gpu_uuid", Unit::AsIs),
+                    "host",
+                    "gpu_index",
+                    "idle_since",
+                    "idle_minutes",
+                    "held_by",
+                    "still_idle",
+                    "gpu_uuid",
                 ],
                 TOP_ROWS,
             )),
@@ -656,76 +655,37 @@ async fn previous_month(
 /// column is missing.
 fn display_column(batch: &RecordBatch, name: &str) -> Vec<String> {
     let Some(column) = batch.column_by_name(name) else { return Vec::new() };
-    (0..column.len()).map(|i| cell(column.as_ref(), name, i)).collect()
+    (0..column.len()).map(|i| cell(column.as_ref(), i)).collect()
 }
 
-/// One cell as the CSV holds it: money and hours with fixed decimals,
-/// times to the minute, null as empty. The page and the summary show it by
-/// its column's kind ([`apron_reports::COLUMNS`]): `$1,234.56`, `1,234.5`.
-fn cell(column: &dyn Array, name: &str, i: usize) -> String {
+/// One cell as the CSV holds it: as `--format csv` prints it (numbers as
+/// the command computed them, times in RFC 3339 to the millisecond), null
+/// as empty, so a report's CSV and the command's agree cell for cell. The
+/// page and the summary show it by its column's kind
+/// ([`apron_reports::COLUMNS`]): `$1,234.56`, `1,234.5`, `2026-11-02 10:05`.
+fn cell(column: &dyn Array, i: usize) -> String {
     if column.is_null(i) {
         return String::new();
     }
-    match column.data_type() {
-        DataType::Float64 => {
-            let v = column.as_primitive::<datafusion::arrow::datatypes::Float64Type>().value(i);
-            // Money to the cent, shares to a tenth of a percent, hours and
-            // energy as `apron spend` prints them.
-            let decimals = if name.ends_with("_pct") { 1 } else { 2 };
-            format!("{v:.decimals$}")
-        }
-        DataType::Timestamp(..) => {
-            let options = FormatOptions::default().with_timestamp_tz_format(Some("%Y-%m-%d %H:%M"));
-            ArrayFormatter::try_new(column, &options).map(|f| f.value(i).to_string()).unwrap_or_default()
-        }
-        _ => ArrayFormatter::try_new(column, &FormatOptions::default())
-            .map(|f| f.value(i).to_string())
-            .unwrap_or_default(),
-    }
+    ArrayFormatter::try_new(column, &FormatOptions::default())
+        .map(|f| f.value(i).to_string())
+        .unwrap_or_default()
 }
 
-/// How [`picked`] shows a column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Unit {
-    /// As [`cell`] formats it.
-    AsIs,
-    /// Bytes as GiB, one decimal.
-    BytesToGib,
-    /// Minutes as hours, one decimal.
-    MinutesToHours,
-}
-
-/// The columns `picks` (source column, heading, unit) of `batch`, in that
-/// order, as a table named `name`, the page showing at most `shown` rows: a
-/// reader's choice and units, where the CLI prints every column raw.
-fn picked(name: &str, batch: &RecordBatch, picks: &[(&str, &str, Unit)], shown: usize) -> TableData {
-    let columns: Vec<Vec<String>> = picks
-        .iter()
-        .map(|(source, _, unit)| {
-            let raw = display_column(batch, source);
-            match unit {
-                Unit::AsIs => raw,
-                Unit::BytesToGib => scaled(&raw, 1.0 / f64::from(1u32 << 30)),
-                Unit::MinutesToHours => scaled(&raw, 1.0 / HOUR_MINUTES as f64),
-            }
-        })
-        .collect();
+/// The columns `picks` of `batch`, in that order, as a table named `name`,
+/// the page showing at most `shown` rows: a reader's choice of the
+/// command's columns, with their names and units.
+fn picked(name: &str, batch: &RecordBatch, picks: &[&str], shown: usize) -> TableData {
+    let columns: Vec<Vec<String>> = picks.iter().map(|source| display_column(batch, source)).collect();
     let rows = (0..batch.num_rows())
         .map(|i| columns.iter().map(|c| c.get(i).cloned().unwrap_or_default()).collect())
         .collect();
     TableData {
         name: name.to_owned(),
-        columns: picks.iter().map(|(_, heading, _)| (*heading).to_owned()).collect(),
+        columns: picks.iter().map(|p| (*p).to_owned()).collect(),
         rows,
         shown: (shown < batch.num_rows()).then_some(shown),
     }
-}
-
-/// Each number of `raw` times `factor`, one decimal; other text as is.
-fn scaled(raw: &[String], factor: f64) -> Vec<String> {
-    raw.iter()
-        .map(|v| v.parse::<f64>().map_or_else(|_| v.clone(), |x| format!("{:.1}", x * factor)))
-        .collect()
 }
 
 /// `batch` as a table named `name` (its CSV's stem), the page showing at
@@ -734,9 +694,7 @@ fn table(name: &str, batch: &RecordBatch, shown: usize) -> TableData {
     let schema = batch.schema();
     let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
     let rows = (0..batch.num_rows())
-        .map(|i| {
-            schema.fields().iter().zip(batch.columns()).map(|(f, c)| cell(c.as_ref(), f.name(), i)).collect()
-        })
+        .map(|i| batch.columns().iter().map(|c| cell(c.as_ref(), i)).collect())
         .collect();
     TableData { name: name.to_owned(), columns, rows, shown: (shown < batch.num_rows()).then_some(shown) }
 }

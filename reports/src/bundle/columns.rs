@@ -30,8 +30,9 @@ pub enum ColumnKind {
     /// A number that names something (GPU index, process id): right-aligned,
     /// shown as given (no thousands separators: `4242`, not `4,242`).
     Id,
-    /// A time, as the caller wrote it (`2026-11-02 10:00`): left-aligned,
-    /// kept on one line.
+    /// A time: an RFC 3339 instant (`2026-11-02T10:00:00Z`, as the CSV
+    /// holds it) shown to the minute, `2026-11-02 10:00`; anything else as
+    /// the caller wrote it. Left-aligned, kept on one line.
     Time,
     /// `true` or `false`, shown as `yes` or `no`: left-aligned.
     Flag,
@@ -40,15 +41,24 @@ pub enum ColumnKind {
     Money,
     /// A number in the unit its title names (GPU-hours, hours, %, kWh,
     /// GiB): right-aligned, thousands separated, with the decimals the
-    /// cell has (the caller writes a column with fixed decimals, so the
-    /// page shows what the CSV holds): `1234.50` reads `1,234.50`.
+    /// cell has: `1234.50` reads `1,234.50`. A column shows its amounts
+    /// with fixed decimals ([`Column::display`]).
     Amount,
+    /// A count of bytes (the CSV holds bytes), shown in GiB with one
+    /// decimal: right-aligned; the title says `(GiB)`.
+    Bytes,
+    /// A count of minutes (the CSV holds minutes), shown in hours with one
+    /// decimal: right-aligned; the title says `(hours)`.
+    Minutes,
 }
 
 impl ColumnKind {
     /// Whether the column is right-aligned (it holds numbers).
     pub fn is_numeric(self) -> bool {
-        matches!(self, ColumnKind::Id | ColumnKind::Money | ColumnKind::Amount)
+        matches!(
+            self,
+            ColumnKind::Id | ColumnKind::Money | ColumnKind::Amount | ColumnKind::Bytes | ColumnKind::Minutes
+        )
     }
 
     /// Whether its cells are kept on one line on the page (numbers, names,
@@ -64,7 +74,11 @@ impl ColumnKind {
     pub fn display<'a>(self, cell: &'a str, currency: &str) -> Cow<'a, str> {
         let number = || cell.trim().parse::<f64>().ok().filter(|v| v.is_finite());
         match self {
-            ColumnKind::Text | ColumnKind::Name | ColumnKind::Id | ColumnKind::Time => Cow::Borrowed(cell),
+            ColumnKind::Text | ColumnKind::Name | ColumnKind::Id => Cow::Borrowed(cell),
+            ColumnKind::Time => chrono::DateTime::parse_from_rfc3339(cell.trim())
+                .map_or(Cow::Borrowed(cell), |t| {
+                    Cow::Owned(t.naive_utc().format("%Y-%m-%d %H:%M").to_string())
+                }),
             ColumnKind::Team => Cow::Borrowed(crate::team::team_label(cell)),
             ColumnKind::Flag => match cell {
                 "true" => Cow::Borrowed("yes"),
@@ -76,6 +90,10 @@ impl ColumnKind {
                 let decimals = cell.trim().split_once('.').map_or(0, |(_, fraction)| fraction.len());
                 number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(grouped(v, decimals)))
             }
+            ColumnKind::Bytes => {
+                number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(grouped(v / f64::from(1u32 << 30), 1)))
+            }
+            ColumnKind::Minutes => number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(grouped(v / 60.0, 1))),
         }
     }
 }
@@ -94,6 +112,19 @@ pub struct Column {
 }
 
 impl Column {
+    /// `cell` (as the CSV holds it) as a reader sees it in this column: by
+    /// its kind ([`ColumnKind::display`]), an amount with fixed decimals,
+    /// one for a percentage and two for anything else (`0` reads `0.00`,
+    /// `0.1333…` reads `0.13`).
+    pub fn display<'a>(&self, cell: &'a str, currency: &str) -> Cow<'a, str> {
+        match (self.kind, cell.trim().parse::<f64>().ok().filter(|v| v.is_finite())) {
+            (ColumnKind::Amount, Some(v)) => {
+                Cow::Owned(grouped(v, if self.label.ends_with("(%)") { 1 } else { 2 }))
+            }
+            _ => self.kind.display(cell, currency),
+        }
+    }
+
     /// The title the page and the summary show, e.g. `"Idle cost ($)"` for
     /// `currency` `"USD"`, `"Idle cost (CHF)"` for `"CHF"`, `"Share (%)"`.
     pub fn title(&self, currency: &str) -> String {
@@ -129,14 +160,14 @@ pub const COLUMNS: &[Column] = &[
     col("reclaim_gpu_hours", "Reclaim GPU-hours", ColumnKind::Amount),
     col("zombie_gpu_hours", "Zombie GPU-hours", ColumnKind::Amount),
     col("freed_gpu_hours", "Freed GPU-hours", ColumnKind::Amount),
-    col("idle_hours", "Idle (hours)", ColumnKind::Amount),
+    col("idle_minutes", "Idle (hours)", ColumnKind::Minutes),
     col("idle_since", "Idle since (UTC)", ColumnKind::Time),
     col("proc_start", "Process start (UTC)", ColumnKind::Time),
     col("still_running", "Still running", ColumnKind::Flag),
     col("still_idle", "Still idle", ColumnKind::Flag),
     // Energy and memory.
     col("energy_kwh", "Energy (kWh)", ColumnKind::Amount),
-    col("used_mem_gib", "Memory (GiB)", ColumnKind::Amount),
+    col("used_mem_bytes", "Memory (GiB)", ColumnKind::Bytes),
     // Money.
     col("cost", "Cost", ColumnKind::Money),
     col("busy_cost", "Busy cost", ColumnKind::Money),
@@ -197,8 +228,10 @@ mod tests {
                 Some("(%)")
             } else if c.name.ends_with("_kwh") {
                 Some("(kWh)")
-            } else if c.name.ends_with("_gib") {
+            } else if c.name.ends_with("_gib") || c.name.ends_with("_bytes") {
                 Some("(GiB)")
+            } else if c.name.ends_with("_minutes") {
+                Some("(hours)")
             } else if c.name.ends_with("gpu_hours") {
                 Some("GPU-hours")
             } else if c.name.ends_with("_hours") {
@@ -234,6 +267,17 @@ mod tests {
         assert_eq!(ColumnKind::Text.display("12.5", "USD"), "12.5");
         assert_eq!(ColumnKind::Team.display("(unallocated)", "USD"), "no one (GPU empty)");
         assert_eq!(ColumnKind::Team.display("nlp", "USD"), "nlp");
+        assert_eq!(ColumnKind::Bytes.display("1610612736", "USD"), "1.5");
+        assert_eq!(ColumnKind::Minutes.display("90", "USD"), "1.5");
+        assert_eq!(ColumnKind::Time.display("2026-11-02T10:05:00Z", "USD"), "2026-11-02 10:05");
+        assert_eq!(ColumnKind::Time.display("2026-11-02T10:05:30.250Z", "USD"), "2026-11-02 10:05");
+        assert_eq!(ColumnKind::Time.display("2026-11-02 10:05", "USD"), "2026-11-02 10:05");
+        let column = |name: &str| *column(name).expect("a known column");
+        assert_eq!(column("gpu_hours").display("0", "USD"), "0.00");
+        assert_eq!(column("gpu_hours").display("0.13333333333333333", "USD"), "0.13");
+        assert_eq!(column("share_pct").display("34.642857142857146", "USD"), "34.6");
+        assert_eq!(column("cost").display("0.9704", "USD"), "$0.97");
+        assert_eq!(column("gpu_hours").display("", "USD"), "");
         assert!(
             ColumnKind::Money.is_numeric() && ColumnKind::Amount.is_numeric() && ColumnKind::Id.is_numeric()
         );

@@ -183,7 +183,7 @@ impl Page<'_> {
         for row in table.shown_rows() {
             out.push_str("<tr>");
             for (c, cell) in columns.iter().zip(row) {
-                let _ = write!(out, "<td{}>{}</td>", class(c), escape(&c.kind.display(cell, self.currency)));
+                let _ = write!(out, "<td{}>{}</td>", class(c), escape(&c.display(cell, self.currency)));
             }
             out.push_str("</tr>\n");
         }

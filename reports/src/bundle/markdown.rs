@@ -70,7 +70,7 @@ fn push_table(out: &mut String, table: &TableData, currency: &str) {
         let _ = writeln!(
             out,
             "{}",
-            row(&mut columns.iter().zip(cells).map(|(c, text)| cell(&c.kind.display(text, currency))))
+            row(&mut columns.iter().zip(cells).map(|(c, text)| cell(&c.display(text, currency))))
         );
     }
     let shown = table.shown_rows().len();
