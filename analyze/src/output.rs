@@ -20,7 +20,9 @@
 //!   table of millions of rows streams in bounded memory like the other
 //!   formats.
 //! - `csv`: a header line, then one line per row; a null is an empty field;
-//!   numbers in full, whatever the style; text a spreadsheet would run as a
+//!   numbers as the batch holds them, whatever the style (a figure rounds
+//!   its rows once, in [`Rows::to_batch`]: money to the cent, hours to two
+//!   decimals, percentages to one; the terminal rounds nothing further); text a spreadsheet would run as a
 //!   formula (`=HYPERLINK(…)`) starts with `'`, as in every CSV apron
 //!   writes ([`apron_reports::csv_cell`]).
 //! - `json`: one JSON array of objects keyed by column name (`[]` when there
