@@ -317,13 +317,14 @@ pub async fn write_report(
             change: None,
         },
         Figure {
-            label: "Zombies idle now".into(),
+            label: "Zombies idle now (of the month's)".into(),
             value: format!("{zombies_now} of {zombie_count}"),
-            change: Some(format!(
-                "{} GPU-hours held idle past {}",
-                hours(savings.total.zombie_gpu_hours),
-                humantime::format_duration(zombie_after)
-            )),
+            change: None,
+        },
+        Figure {
+            label: format!("GPU-hours zombies held idle past {}", humantime::format_duration(zombie_after)),
+            value: hours(savings.total.zombie_gpu_hours),
+            change: None,
         },
         Figure {
             label: format!(

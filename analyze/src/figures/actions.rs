@@ -125,8 +125,9 @@ pub fn actions(f: &Findings<'_>) -> Actions {
             ),
             worth: t.reclaim_cost,
             because: format!(
-                "{} GPU-hours idle past that: {} of them held by someone (reclaiming takes them back), {} on empty GPUs (already free, for a scheduler to use); {} idle now",
+                "{} GPU-hours idle past {}: held by someone (reclaiming takes it back) {}, on empty GPUs (already free, a scheduler's to use) {}; {} idle now",
                 hours(t.reclaim_gpu_hours),
+                humantime::format_duration(savings.reclaim_after),
                 cash((t.reclaim_cost - empty).max(0.0)),
                 cash(empty),
                 count(f.reclaimable_now, "GPU is", "GPUs are"),
@@ -324,7 +325,7 @@ mod tests {
         let because = &got.shown[0].because;
         assert_eq!(
             because,
-            "10.0 GPU-hours idle past that: $9,223.50 of them held by someone (reclaiming takes them back), $0.00 on empty GPUs (already free, for a scheduler to use); 3 GPUs are idle now"
+            "10.0 GPU-hours idle past 2h: held by someone (reclaiming takes it back) $9,223.50, on empty GPUs (already free, a scheduler's to use) $0.00; 3 GPUs are idle now"
         );
         assert!(!because.contains('_'), "no column names: {because}");
     }
