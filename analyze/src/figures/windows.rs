@@ -6,7 +6,10 @@
 //! Finding the windows is [`find_windows`], a pure function of the profile.
 //! Which GPUs of each host are idle in a window is [`idle_gpus`], a pure
 //! function of each GPU's own week (`queries/window_gpus.sql`, read by
-//! [`gpu_weeks`]); `apron windows --cron` schedules a job on them.
+//! [`gpu_weeks`]); `apron windows --cron` schedules a job on them. What
+//! filling a window is worth ([`window_worth`]) is those GPUs' idle cost in
+//! its hours over the period: not a week's cost scaled to a month, nor the
+//! whole fleet's.
 
 use apron_reports::{grouped, money};
 use datafusion::arrow::array::RecordBatch;
