@@ -31,6 +31,7 @@
 --   hour             hour of the day, 0–23 (UTC)
 --   weeks            how many times this hour of the week was recorded on this GPU
 --   idle_share_pct   idle share of the GPU's recorded time in this hour of the week (%; null: none recorded)
+--   idle_cost        the cost of its idle time in this hour of the week, summed over the period (currency)
 WITH parents AS (
   SELECT DISTINCT parent_gpu_uuid AS gpu_uuid FROM cost_buckets WHERE parent_gpu_uuid IS NOT NULL
 ),
@@ -51,7 +52,8 @@ cells AS (
     CAST(date_part('hour', minute) AS INT) AS hour,
     count(DISTINCT date_trunc('hour', minute)) AS weeks,
     sum(seconds) AS seconds,
-    coalesce(sum(seconds) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_seconds
+    coalesce(sum(seconds) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_seconds,
+    coalesce(sum(cost) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_cost
   FROM cost_buckets
   GROUP BY 1, 2, 3, 4
 )
@@ -65,7 +67,8 @@ SELECT
              WHEN 4 THEN 'Fri' WHEN 5 THEN 'Sat' ELSE 'Sun' END AS dow,
   c.hour,
   c.weeks,
-  CASE WHEN c.seconds > 0 THEN 100.0 * c.idle_seconds / c.seconds END AS idle_share_pct
+  CASE WHEN c.seconds > 0 THEN 100.0 * c.idle_seconds / c.seconds END AS idle_share_pct,
+  c.idle_cost
 FROM cells c
 JOIN gpus g ON g.host = c.host AND g.gpu_uuid = c.gpu_uuid
 LEFT JOIN parents p ON p.gpu_uuid = c.gpu_uuid

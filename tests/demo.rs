@@ -152,7 +152,8 @@ fn a_two_day_demo_writes_the_bundle_and_its_figures_are_spends() {
         &first[..first.len().min(120)]
     );
     let actions = std::fs::read_to_string(out_dir.join("actions.csv")).expect("actions.csv");
-    let actions: Vec<Vec<String>> = actions.lines().skip(1).map(csv_fields).collect();
+    let (together, actions): (Vec<Vec<String>>, Vec<Vec<String>>) =
+        actions.lines().skip(1).map(csv_fields).partition(|a| a[0].starts_with("Together"));
     assert!((1..=3).contains(&actions.len()), "{actions:?}");
     let savings = Command::new(bin("apron"))
         .arg("--data")
@@ -185,6 +186,13 @@ fn a_two_day_demo_writes_the_bundle_and_its_figures_are_spends() {
     assert_eq!(worths.len(), actions.len(), "every action has its worth: {actions:?}");
     assert!(worths.windows(2).all(|w| w[0] >= w[1]), "most money first: {worths:?}");
     assert!(worth("Reclaim GPUs idle").is_some(), "two idle days leave GPUs to reclaim: {actions:?}");
+    // Together, each GPU-minute once: at least what reclaiming and ending
+    // zombies free together, at most the idle cost; no action more.
+    let together = together.first().and_then(|a| money(&a[1])).expect("a Together row");
+    let freed = total["freed_cost"].as_f64().unwrap_or(f64::NAN);
+    assert!(cents_of(together) >= cents_of(freed), "together {together} < savings' {freed}");
+    assert!(cents_of(together) <= cents_of(idle_cost), "together {together} > idle cost {idle_cost}");
+    assert!(worths.iter().all(|w| cents_of(*w) <= cents_of(together)), "{worths:?} vs {together}");
 }
 
 /// The fields of one CSV line: commas split them except inside double

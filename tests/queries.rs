@@ -315,6 +315,7 @@ fn case(name: &str) -> Option<Case> {
                 "hour",
                 "weeks",
                 "idle_share_pct",
+                "idle_cost",
             ],
         },
         "process_jobs" => Case {
@@ -696,6 +697,24 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
         && near(&cell["idle_cost_per_week"], 1.2195)
         && cell["weeks"] == 1;
     check("windows: the Monday 10:00 cell", same, &windows);
+    // Each GPU's idle cost in that hour: GPU-A 5 idle minutes (0.6065),
+    // GPU-B 10 (0.613), GPU-C none.
+    let gpus = rows("window_gpus");
+    let got: Vec<(String, f64)> = gpus
+        .iter()
+        .map(|r| {
+            (
+                r["gpu_uuid"].as_str().unwrap_or_default().to_owned(),
+                r["idle_cost"].as_f64().unwrap_or(f64::NAN),
+            )
+        })
+        .collect();
+    let same = got.len() == 3
+        && got
+            .iter()
+            .zip([("GPU-A", 0.6065), ("GPU-B", 0.613), ("GPU-C", 0.0)])
+            .all(|((g, c), (wg, wc))| g == wg && (c - wc).abs() < 1e-9);
+    check("window_gpus: each GPU's idle cost in the hour", same, &got);
 
     // The charts' series, five-minute buckets. 10:00: GPU-A and GPU-C busy
     // (2 GPUs), GPU-B idle-empty; 10:05: GPU-C busy 3 of 5 minutes (0.6),

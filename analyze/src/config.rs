@@ -45,6 +45,9 @@
 //! purchase_price = 25000 # in `currency`; 0–10,000,000,000
 //! lifetime_years = 4     # 0.1–50
 //! ops_per_gpu_hour = 0.2 # in `currency`; 0–1,000,000
+//! ops_avoidable = false  # true: a GPU-hour not used does not cost its
+//!                        # operating cost (hired by the hour), so freeing it
+//!                        # saves that cash; false: it is paid either way
 //!
 //! [[team]]               # first matching team wins; any one rule matches
 //! name = "vision"
@@ -92,6 +95,7 @@ pub static DEFAULT_GPU_COST: LazyLock<GpuCost> = LazyLock::new(|| GpuCost {
     purchase_price: 25_000.0,
     lifetime_years: 4.0,
     ops_per_gpu_hour: 0.20,
+    ops_avoidable: false,
 });
 
 /// Where the effective configuration came from.
@@ -171,7 +175,7 @@ pub struct Energy {
     pub pue: f64,
 }
 
-/// One `[[gpu_cost]]` entry; every key is required.
+/// One `[[gpu_cost]]` entry; every key but `ops_avoidable` is required.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a [[gpu_cost]] table")]
 pub struct GpuCost {
@@ -190,6 +194,13 @@ pub struct GpuCost {
     /// [`MAX_OPS_PER_GPU_HOUR`].
     #[serde(deserialize_with = "ops_per_gpu_hour")]
     pub ops_per_gpu_hour: f64,
+    /// Whether a GPU-hour left unused does not cost its `ops_per_gpu_hour`
+    /// (a GPU hired by the hour, power and cooling billed by use): then
+    /// freeing it saves that cash. `false` (the default): the operating
+    /// cost is paid whether the GPU is used or not, and freeing capacity
+    /// saves only its energy.
+    #[serde(default)]
+    pub ops_avoidable: bool,
 }
 
 /// One `[[team]]` entry: a name and the rules that claim a process for it.
@@ -461,6 +472,13 @@ pub const SECONDS_PER_YEAR: f64 = 365.25 * DAY_SECS as f64;
 /// ops_per_gpu_hour / 3600`.
 pub fn rate_per_second(cost: &GpuCost) -> f64 {
     cost.purchase_price / (cost.lifetime_years * SECONDS_PER_YEAR) + cost.ops_per_gpu_hour / HOUR_SECS as f64
+}
+
+/// What one second of a GPU priced by `cost` costs that using it less
+/// would not spend: its operating cost where `ops_avoidable`, else 0 (the
+/// energy is apart: it is measured).
+pub fn avoidable_rate_per_second(cost: &GpuCost) -> f64 {
+    if cost.ops_avoidable { cost.ops_per_gpu_hour / HOUR_SECS as f64 } else { 0.0 }
 }
 
 /// The price of a GPU of `model` (its `gpu_model`): the first `[[gpu_cost]]`

@@ -19,8 +19,8 @@ use std::collections::BTreeSet;
 
 use apron_schemas::time::{DAY_MS, HOUR_MINUTES, HOUR_SECS, MINUTE_MS};
 
-use crate::config::rate_per_second;
 use crate::config::{Config, gpu_cost_for};
+use crate::config::{avoidable_rate_per_second, rate_per_second};
 use crate::error::{Error, SessionError};
 use crate::period::Period;
 use crate::session::Session;
@@ -74,28 +74,50 @@ pub struct Ledger {
     /// What ending each of [`Ledger::zombies`] (in its order) once it had
     /// held memory on its idle GPU `zombie_min_minutes` would have freed.
     pub zombie_freed: Vec<ZombieFreed>,
+    /// What reclaiming GPUs by the rule would have freed, per GPU and hour
+    /// of the week (0 = Monday 00:00 UTC), summed over the period: to tell
+    /// how much of an idle window's cost reclaiming frees already.
+    pub reclaimed_at: Vec<FreedAt>,
     /// What the rollups hold in the period; `None` when they hold nothing.
     pub coverage: Option<LedgerCoverage>,
 }
 
 /// What reclaiming GPUs by the rule would have freed of one team's GPU
 /// time ([`Ledger::reclaimed`]): GPU-hours (a MIG instance's by its share of
-/// its GPU) and their exact cost.
+/// its GPU), their exact cost, and of it the cash not spent (energy, and
+/// operating cost where the config marks it avoidable).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reclaimed {
     pub team: String,
     pub gpu_hours: f64,
     pub cost: f64,
+    pub energy_cost: f64,
+    pub ops_cost: f64,
 }
 
 /// What ending one zombie stretch by the rule would have freed
 /// ([`Ledger::zombie_freed`]): its share of the minutes past the rule, and
 /// of those the ones reclaiming its GPU would not have freed anyway; each
-/// as (GPU-hours, exact cost).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// as (GPU-hours, exact cost). Of the latter also the cash not spent
+/// (energy, avoidable operating cost) and the cost by hour of the week.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ZombieFreed {
     pub freed: (f64, f64),
     pub alone: (f64, f64),
+    /// (energy, avoidable operating cost) of `alone`.
+    pub alone_cash: (f64, f64),
+    /// `alone`'s cost by hour of the week (0 = Monday 00:00 UTC), hours
+    /// with none left out.
+    pub alone_at: Vec<(usize, f64)>,
+}
+
+/// Cost freed on one GPU in one hour of the week, summed over a period.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreedAt {
+    pub gpu_uuid: String,
+    /// 0 = Monday 00:00–01:00 UTC, 167 = Sunday 23:00.
+    pub hour_of_week: usize,
+    pub cost: f64,
 }
 
 /// What the reclaim stretches add up to, each GPU-minute counted by its
@@ -259,7 +281,9 @@ struct Pass {
     bucket_ms: i64,
     names: Names,
     teams: Teams,
-    rates: HashMap<Option<u32>, f64>,
+    /// Per GPU model: what a second costs besides energy, and of that what
+    /// is avoidable.
+    rates: HashMap<Option<u32>, (f64, f64)>,
     unallocated: u32,
     cube: Cube,
     /// Where the cube's rows go after each slice.
@@ -268,6 +292,8 @@ struct Pass {
     energy_unknown_seconds: f64,
     /// What reclaiming GPUs after the reclaim rule would have freed, by team.
     reclaimed: HashMap<u32, Freed>,
+    /// The same by GPU and hour of the week: cost.
+    reclaimed_at: HashMap<(u32, usize), f64>,
     /// Where the pass's time goes, for `APRON_LOG=debug`.
     timings: Timings,
 }
@@ -303,17 +329,20 @@ impl Pass {
             runs: runs::Runs::new(rules),
             energy_unknown_seconds: 0.0,
             reclaimed: HashMap::default(),
+            reclaimed_at: HashMap::default(),
             timings: Timings::default(),
         })
     }
 
-    /// What a second of a GPU of `model` costs besides energy.
-    fn rate(&mut self, model: Option<u32>) -> f64 {
+    /// What a second of a GPU of `model` costs besides energy, and of that
+    /// what using it less would not spend.
+    fn rate(&mut self, model: Option<u32>) -> (f64, f64) {
         if let Some(&r) = self.rates.get(&model) {
             return r;
         }
         let name = model.map_or("", |m| self.names.name(m));
-        let r = rate_per_second(gpu_cost_for(&self.config, name));
+        let cost = gpu_cost_for(&self.config, name);
+        let r = (rate_per_second(cost), avoidable_rate_per_second(cost));
         self.rates.insert(model, r);
         r
     }
@@ -350,7 +379,9 @@ impl Pass {
             let on = &procs[from..p];
             self.energy_unknown_seconds += g.energy_unknown_seconds;
             let gpu_seconds = g.seconds * g.capacity_share;
-            let cost = gpu_seconds * self.rate(g.model) + g.energy_j / 3_600_000.0 * price * pue;
+            let (rate, avoidable) = self.rate(g.model);
+            let energy = g.energy_j / 3_600_000.0 * price * pue;
+            let cost = gpu_seconds * rate + energy;
             let start = g.minute - g.minute.rem_euclid(self.bucket_ms);
             if bucket.first().is_some_and(|(k, _)| (k.gpu, k.bucket) != (g.gpu, start)) {
                 self.cube.extend(bucket.drain(..));
@@ -385,7 +416,8 @@ impl Pass {
                 }
             }
             self.runs.minute(g, on);
-            self.savings(g, on, gpu_seconds, cost);
+            let whole = Freed { seconds: gpu_seconds, cost, energy, ops: gpu_seconds * avoidable };
+            self.savings(g, on, whole);
         }
         self.cube.extend(bucket);
         for p in procs.iter() {
@@ -400,29 +432,34 @@ impl Pass {
     }
 
     /// What ending the stretches early would have freed of this minute
-    /// (`gpu_seconds` costing `cost`): the whole minute, for its owners'
-    /// teams, once its GPU has been idle longer than the reclaim rule; and
-    /// the share of each process that has held memory on it idle longer
-    /// than the zombie rule, kept with that process's stretch (whether it is
-    /// a zombie or starved of data is known at the stretch's end).
-    fn savings(&mut self, g: &minutes::GpuMinute, on: &[minutes::ProcMinute], gpu_seconds: f64, cost: f64) {
+    /// (`whole`: its GPU-seconds, cost and cash): the whole minute, for its
+    /// owners' teams, once its GPU has been idle longer than the reclaim
+    /// rule; and the share of each process that has held memory on it idle
+    /// longer than the zombie rule, kept with that process's stretch
+    /// (whether it is a zombie or starved of data is known at the
+    /// stretch's end).
+    fn savings(&mut self, g: &minutes::GpuMinute, on: &[minutes::ProcMinute], whole: Freed) {
         let rules = self.runs.rules();
         let Some(idle) = self.runs.idle_for(g.gpu, g.minute) else { return };
         let reclaimed = idle > rules.reclaim_min_minutes;
+        if reclaimed {
+            let at = runs::hour_of_week(g.minute);
+            *self.reclaimed_at.entry((g.gpu, at)).or_default() += whole.cost;
+        }
         if g.state == State::IdleEmpty || on.is_empty() {
             if reclaimed {
-                self.reclaimed.entry(self.unallocated).or_default().add(gpu_seconds, cost);
+                self.reclaimed.entry(self.unallocated).or_default().add(whole);
             }
             return;
         }
         for (o, share) in on.iter().zip(shares(g.state, on)) {
-            let (seconds, money) = (gpu_seconds * share, cost * share);
+            let part = whole.scaled(share);
             if reclaimed {
-                self.reclaimed.entry(o.team).or_default().add(seconds, money);
+                self.reclaimed.entry(o.team).or_default().add(part);
             }
             let key = (o.gpu, o.pid, o.start);
             if self.runs.holding_for(key, g.minute).is_some_and(|m| m > rules.zombie_min_minutes) {
-                self.runs.free(key, seconds, money, !reclaimed);
+                self.runs.free(key, g.minute, part, !reclaimed);
             }
         }
     }
@@ -436,6 +473,7 @@ impl Pass {
             energy_unknown_seconds,
             seen,
             reclaimed,
+            reclaimed_at,
             timings,
             ..
         } = self;
@@ -481,6 +519,10 @@ impl Pass {
                 b.idle_since,
             ))
         });
+        let mut alone_by_stretch: HashMap<(runs::Process, i64), Vec<(usize, f64)>> = HashMap::default();
+        for ((key, since, hour), cost) in std::mem::take(&mut runs.alone_at) {
+            alone_by_stretch.entry((key, since)).or_default().push((hour, cost));
+        }
         let mut zombies: Vec<(i64, ZombieRow, ZombieFreed)> = runs
             .zombies
             .iter()
@@ -504,7 +546,15 @@ impl Pass {
                     pcie_tx_mib_per_s: s.about.traffic.tx_mib_per_s(),
                 };
                 let hours = |f: Freed| (f.seconds / HOUR_SECS as f64, f.cost);
-                let freed = ZombieFreed { freed: hours(s.about.freed), alone: hours(s.about.freed_alone) };
+                let mut alone_at = alone_by_stretch.remove(&(*key, s.since)).unwrap_or_default();
+                alone_at.sort_by_key(|&(h, _)| h);
+                let a = s.about.freed_alone;
+                let freed = ZombieFreed {
+                    freed: hours(s.about.freed),
+                    alone: hours(a),
+                    alone_cash: (a.energy, a.ops),
+                    alone_at,
+                };
                 (s.about.mem_max.unwrap_or(0).saturating_mul(s.minutes), row, freed)
             })
             .collect();
@@ -523,14 +573,26 @@ impl Pass {
                 team: names.name(team).to_owned(),
                 gpu_hours: f.seconds / HOUR_SECS as f64,
                 cost: f.cost,
+                energy_cost: f.energy,
+                ops_cost: f.ops,
             })
             .collect();
+        let mut reclaimed_at: Vec<FreedAt> = reclaimed_at
+            .into_iter()
+            .map(|((gpu, hour_of_week), cost)| FreedAt {
+                gpu_uuid: names.name(gpu).to_owned(),
+                hour_of_week,
+                cost,
+            })
+            .collect();
+        reclaimed_at.sort_by(|a, b| (&a.gpu_uuid, a.hour_of_week).cmp(&(&b.gpu_uuid, b.hour_of_week)));
         reclaimed.sort_by(|a, b| b.cost.total_cmp(&a.cost).then_with(|| a.team.cmp(&b.team)));
-        let zombie_freed = zombies.iter().map(|(_, _, f)| *f).collect();
+        let zombie_freed = zombies.iter().map(|(_, _, f)| f.clone()).collect();
         Ok(Ledger {
             buckets: file.finish()?,
             reclaimed,
             zombie_freed,
+            reclaimed_at,
             energy_unknown_seconds,
             rules: runs.rules(),
             reclaim,

@@ -13,7 +13,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use apron_reports::{Assets, ChartName, Figure, NO_ONE, Section, TableData, grouped, team_label};
-use apron_schemas::time::DAY_MS;
 use chrono::{Datelike, NaiveDate};
 use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -57,8 +56,13 @@ pub struct Headline {
     /// Who held the GPUs whose idle time cost the most, at most three:
     /// (team, idle cost); "(unallocated)" is idle time no process held.
     pub top_idle_teams: Vec<(String, f64)>,
-    /// Zombie processes found (distinct processes).
-    pub zombies: usize,
+    /// Zombie processes holding memory on an idle GPU now (distinct
+    /// processes), and those that did for the rule's length at some point
+    /// in the period.
+    pub zombies_now: usize,
+    pub zombies_in_period: usize,
+    /// GPU-hours zombies held idle past the rule (each GPU-minute once).
+    pub zombie_gpu_hours: f64,
     /// The GPUs (and MIG instances) with at least one idle stretch of the
     /// reclaim length, in words: `3 GPUs and 2 MIG instances`.
     pub reclaim_units: String,
@@ -71,9 +75,18 @@ pub struct Headline {
     pub windows: Vec<String>,
     /// The actions worth most money ([`actions::actions`]): what, worth, how.
     pub actions: Vec<(String, f64, String)>,
-    /// What reclaiming and ending zombies by the config's rules would have
-    /// freed (currency).
+    /// What the actions that free capacity are worth together, each
+    /// GPU-minute once (currency); `None` with fewer than two.
+    pub together: Option<f64>,
+    /// Capacity reclaiming and ending zombies by the config's rules would
+    /// have freed, valued at cost (currency), and its GPU-hours.
     pub saved: f64,
+    pub saved_gpu_hours: f64,
+    /// Of it: held by someone, and already free, in words
+    /// ([`savings::Savings::split_phrase`]); and the cash not spent
+    /// ([`savings::Savings::cash_phrase`]).
+    pub saved_split: String,
+    pub saved_cash: String,
     /// The currency.
     pub currency: String,
     /// One line for each GPU model no `[[gpu_cost]]` entry priced
@@ -105,7 +118,15 @@ impl Headline {
                 self.top_idle_teams.iter().map(|(t, c)| format!("{} {}", team_label(t), money(*c))).collect();
             lines.push(format!("  top idle cost  {}", teams.join(", ")));
         }
-        lines.push(format!("  zombies        {} processes holding memory on idle GPUs", self.zombies));
+        lines.push(format!(
+            "  zombies        {} holding memory on an idle GPU now ({} in the period, {} GPU-hours held idle past the rule)",
+            match self.zombies_now {
+                1 => "1 process".to_owned(),
+                n => format!("{n} processes"),
+            },
+            self.zombies_in_period,
+            hours(self.zombie_gpu_hours)
+        ));
         lines.push(format!(
             "  reclaimable    {} GPU-hours on {}, in idle stretches of {} or more",
             hours(self.reclaim_hours),
@@ -116,12 +137,21 @@ impl Headline {
             lines.push(format!("  idle window    {w}"));
         }
         lines.push(format!(
-            "  would save     {} by reclaiming idle GPUs and ending zombies",
+            "  would free     {} GPU-hours of capacity, worth {} at cost, by reclaiming idle GPUs and ending zombies:",
+            hours(self.saved_gpu_hours),
             money(self.saved)
         ));
+        lines.push(format!("                 {}", self.saved_split));
+        lines.push(format!("                 {}", self.saved_cash));
         for (i, (what, worth, how)) in self.actions.iter().enumerate() {
             let label = if i == 0 { "  act first     " } else { "                " };
             lines.push(format!("{label}{}. {what}: {} ({how})", i + 1, money(*worth)));
+        }
+        if let Some(together) = self.together {
+            lines.push(format!(
+                "  together       {} (the actions that free capacity, each GPU-minute once)",
+                money(together)
+            ));
         }
         lines.extend(self.unpriced.iter().cloned());
         lines.extend(self.energy_unknown.iter().cloned());
@@ -185,6 +215,12 @@ pub async fn write_report(
     let profile = windows::profile(&report).await?;
     let idle_windows = profile.idle_windows(60.0, 2, &currency);
     let window_lines = idle_windows.sentences();
+    // The costliest window's worth: its cron lines' GPUs' idle cost in it.
+    let costliest = profile.recurring_windows(60.0, 2).into_iter().next();
+    let window_worth = match &costliest {
+        Some(w) => Some(windows::window_worth(&w.runs, &windows::gpu_weeks(&report).await?, 60.0)),
+        None => None,
+    };
     step("zombies");
     let zombies =
         zombies::zombies(&report, report.config.zombie.min_idle, report.config.zombie.min_mem_mib).await?;
@@ -194,16 +230,19 @@ pub async fn write_report(
     let previous = previous_month(global, month).await?;
     let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);
     let savings = savings::savings(&report, &spend, reclaim_after, zombie_after)?;
-    let days = (report.period.end_ms - report.period.start_ms) as f64 / DAY_MS as f64;
-    let actions = actions::actions(
-        &month.format("%Y-%m").to_string(),
-        days,
-        &savings,
-        zombies.processes(),
-        idle_windows.windows.first(),
-        spend.budgets.as_ref(),
-        &currency,
-    );
+    let month_arg = month.format("%Y-%m").to_string();
+    let reclaimable_now: std::collections::BTreeSet<&str> =
+        reclaim.rows.iter().filter(|r| r.still_idle).map(|r| r.gpu_uuid.as_str()).collect();
+    let actions = actions::actions(&actions::Findings {
+        month: &month_arg,
+        savings: &savings,
+        zombies_now: zombies.processes_idle_now(),
+        zombies_in_period: zombies.processes(),
+        reclaimable_now: reclaimable_now.len(),
+        window: costliest.as_ref().map(|w| &w.window).zip(window_worth.as_ref()),
+        budgets: spend.budgets.as_ref(),
+        currency: &currency,
+    });
 
     std::fs::create_dir_all(out_dir)
         .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
@@ -227,6 +266,7 @@ pub async fn write_report(
     let energy_kwh = totals.energy_kwh;
     let idle_pct = totals.idle_pct();
     let zombie_count = zombies.processes();
+    let zombies_now = zombies.processes_idle_now();
     let reclaim_units = reclaim.units();
     let reclaim_hours = reclaim.gpu_hours();
     let top_idle_teams = idle_teams.top(3);
@@ -275,7 +315,16 @@ pub async fn write_report(
             value: format!("{:.0}%", totals.busy_pct()),
             change: None,
         },
-        Figure { label: "Zombie processes".into(), value: zombie_count.to_string(), change: None },
+        Figure {
+            label: "Zombies idle now (of the month's)".into(),
+            value: format!("{zombies_now} of {zombie_count}"),
+            change: None,
+        },
+        Figure {
+            label: format!("GPU-hours zombies held idle past {}", humantime::format_duration(zombie_after)),
+            value: hours(savings.total.zombie_gpu_hours),
+            change: None,
+        },
         Figure {
             label: format!(
                 "GPU-hours idle {}+ in a row",
@@ -296,7 +345,7 @@ pub async fn write_report(
         ),
         None => format!("There is no data for the month before {month_name} to compare with."),
     };
-    let mut sections = vec![actions_section(&actions)];
+    let mut sections = vec![actions_section(&actions, &currency)];
     if let Some(b) = &spend.budgets {
         sections.push(Section {
             heading: "Budgets".into(),
@@ -409,12 +458,19 @@ pub async fn write_report(
         },
         Section {
             heading: "Zombies".into(),
-            paragraphs: vec![format!(
-                "Processes that held at least {} MiB of GPU memory while their GPU sat idle for {} or more: {zombie_count}. \
-                 Most memory × time first; a process idle in several stretches has a row for each.",
-                report.config.zombie.min_mem_mib,
-                humantime::format_duration(report.config.zombie.min_idle)
-            )],
+            paragraphs: vec![
+                format!(
+                    "Processes that held at least {} MiB of GPU memory while their GPU sat idle for {} or more: {zombie_count} \
+                     in the month, of which {zombies_now} still do at the data's last minute. \
+                     Most memory × time first; a process idle in several stretches has a row for each.",
+                    report.config.zombie.min_mem_mib,
+                    humantime::format_duration(report.config.zombie.min_idle)
+                ),
+                "\"Still running\": the process is on its GPU at the data's last minute. \"Still idle\": its GPU is \
+                 still idle then, so it holds memory on an idle GPU now: a zombie to stop. A process still running \
+                 but not still idle paused once and went back to work."
+                    .to_owned(),
+            ],
             table: Some(picked(
                 "zombies",
                 &zombie_rows,
@@ -463,20 +519,25 @@ pub async fn write_report(
             chart: None,
         },
         Section {
-            heading: "What it would save".into(),
+            heading: "What acting would free".into(),
             paragraphs: vec![
                 format!(
-                    "Had GPUs been reclaimed after {} idle and zombies ended after {}, {} of GPU time ({} GPU-hours) \
-                     would have been freed: {:.1}% of the {} idle cost. Reclaiming alone: {}; ending zombies alone: {} \
-                     (each GPU-minute counted once in the total).",
+                    "Had GPUs been reclaimed after {} idle and zombies ended after {}, {} GPU-hours of capacity \
+                     would have been freed, worth {} at cost: {:.1}% of the {} idle cost. Reclaiming alone: {}; \
+                     ending zombies alone: {} (each GPU-minute counted once in the total).",
                     humantime::format_duration(reclaim_after),
                     humantime::format_duration(zombie_after),
-                    money(savings.total.freed_cost),
                     hours(savings.total.freed_gpu_hours),
+                    money(savings.total.freed_cost),
                     savings.total.of_idle_pct().unwrap_or(0.0),
                     money(savings.total.idle_cost),
                     money(savings.total.reclaim_cost),
                     money(savings.total.zombie_cost)
+                ),
+                format!(
+                    "Capacity is not cash. Of it, {}. Then {}.",
+                    savings.split_phrase(&currency),
+                    savings.cash_phrase(&currency)
                 ),
                 format!("Other rules: apron savings --month {} --reclaim-after 4h --zombie-after 1h", month.format("%Y-%m")),
             ],
@@ -545,36 +606,60 @@ pub async fn write_report(
         energy_unknown: crate::header::energy_unknown_line(report.energy_unknown_hours),
         gpus: report.coverage.gpus,
         top_idle_teams,
-        zombies: zombie_count,
+        zombies_now,
+        zombies_in_period: zombie_count,
+        zombie_gpu_hours: savings.total.zombie_gpu_hours,
         reclaim_units,
         reclaim_hours,
         reclaim_for: report.config.reclaim.idle_for,
         windows: window_lines,
-        actions: actions.iter().map(|a| (a.what.clone(), a.worth, a.how.clone())).collect(),
+        actions: actions.shown.iter().map(|a| (a.what.clone(), a.worth, a.how.clone())).collect(),
+        together: actions.together.as_ref().map(|t| t.worth),
         saved: savings.total.freed_cost,
+        saved_gpu_hours: savings.total.freed_gpu_hours,
+        saved_split: savings.split_phrase(&currency),
+        saved_cash: savings.cash_phrase(&currency),
         currency,
         unpriced,
         index: out_dir.join("index.html"),
     })
 }
 
-/// The report's first section: the actions worth most money.
-fn actions_section(actions: &[actions::Action]) -> Section {
-    let rows: Vec<Vec<String>> = actions
+/// The report's first section: the actions worth most money, and those
+/// that free capacity together.
+fn actions_section(actions: &actions::Actions, currency: &str) -> Section {
+    let shown = &actions.shown;
+    let mut rows: Vec<Vec<String>> = shown
         .iter()
         .map(|a| vec![a.what.clone(), format!("{:.2}", a.worth), a.because.clone(), a.how.clone()])
         .collect();
+    if let Some(t) = &actions.together {
+        rows.push(vec![
+            "Together: the actions that free capacity".to_owned(),
+            format!("{:.2}", t.worth),
+            t.because.clone(),
+            String::new(),
+        ]);
+    }
+    let budget_note = if shown.iter().any(|a| !a.kind.frees_capacity()) {
+        " A budget's overrun is spend, not capacity: it is not in the total."
+    } else {
+        ""
+    };
     Section {
         heading: "Actions worth most this month".into(),
-        paragraphs: vec![if actions.is_empty() {
+        paragraphs: vec![if shown.is_empty() {
             "Nothing to act on: no idle stretch, zombie, idle window or budget overrun was worth money this month."
                 .to_owned()
         } else {
-            "What acting would be worth in the month, most first, and the command that lists what to act on. \
-             apron does none of it itself."
-                .to_owned()
+            format!(
+                "What each action alone would have freed in the month's data (GPU time valued at cost, in {currency}; \
+                 not cash: see What acting would free), most first, and the command that lists what to act on. \
+                 Two actions can free the same GPU-minute, so they do not add up: the last row counts each once.{budget_note} \
+                 apron does none of it itself."
+            )
         }],
-        table: (!actions.is_empty()).then(|| TableData {
+        table: (!shown.is_empty()).then(|| TableData {
             name: "actions".into(),
             columns: ["action", "worth", "because", "how"].map(str::to_owned).to_vec(),
             shown: None,

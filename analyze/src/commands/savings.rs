@@ -29,7 +29,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SavingsArgs, mut out: W) 
     let spend = spend(&report).await?;
     let savings = savings(&report, &spend, reclaim_after, zombie_after)?;
     report.header.push(spend.totals.header_line(&report.config.currency));
-    report.header.push(savings.header_line(&report.config.currency));
+    for line in savings.header_lines(&report.config.currency) {
+        report.header.push(line);
+    }
     report.header.print(global.format, &mut out)?;
     write_rows(global.format, &Style::report(&report.config.currency), &savings, out)?;
     Ok(())

@@ -374,6 +374,7 @@ fn a_gpu_second_costs_its_write_off_and_its_operation() {
         purchase_price: SECONDS_PER_YEAR,
         lifetime_years: 1.0,
         ops_per_gpu_hour: 3.6,
+        ops_avoidable: false,
     };
     assert!((rate_per_second(&cost) - 1.001).abs() < 1e-12);
 }
@@ -397,4 +398,19 @@ fn the_starved_threshold_is_whole_mib_per_second_up_to_a_tib() {
     );
     let line = refusal("[zombie]\nstarved_pcie_mib_per_s = 2.5\n");
     assert!(line.starts_with("apron.toml:2: `starved_pcie_mib_per_s`"), "{line}");
+}
+
+#[test]
+fn operating_cost_is_avoidable_only_where_the_entry_says_so() {
+    let entry =
+        "[[gpu_cost]]\nmodel = \"*\"\npurchase_price = 0\nlifetime_years = 1\nops_per_gpu_hour = 3.6\n";
+    let c = parse(entry).expect("a valid file");
+    assert!(!c.gpu_cost[0].ops_avoidable, "not avoidable unless said");
+    assert_eq!(avoidable_rate_per_second(&c.gpu_cost[0]), 0.0);
+    let c = parse(&format!("{entry}ops_avoidable = true\n")).expect("a valid file");
+    assert!((avoidable_rate_per_second(&c.gpu_cost[0]) - 0.001).abs() < 1e-15);
+    assert_eq!(
+        refusal(&format!("{entry}ops_avoidable = \"yes\"\n")),
+        "apron.toml:6: `ops_avoidable`: expected a boolean, found string \"yes\""
+    );
 }

@@ -6,7 +6,10 @@
 //! Finding the windows is [`find_windows`], a pure function of the profile.
 //! Which GPUs of each host are idle in a window is [`idle_gpus`], a pure
 //! function of each GPU's own week (`queries/window_gpus.sql`, read by
-//! [`gpu_weeks`]); `apron windows --cron` schedules a job on them.
+//! [`gpu_weeks`]); `apron windows --cron` schedules a job on them. What
+//! filling a window is worth ([`window_worth`]) is those GPUs' idle cost in
+//! its hours over the period: not a week's cost scaled to a month, nor the
+//! whole fleet's.
 
 use apron_reports::{grouped, money};
 use datafusion::arrow::array::RecordBatch;
@@ -375,6 +378,9 @@ pub struct GpuWeek {
     /// Monday 00:00 first ([`HOURS_PER_WEEK`] of them); `None` where it was
     /// never recorded.
     pub idle_share_pct: Vec<Option<f64>>,
+    /// The cost of its idle time in each hour of the week, Monday 00:00
+    /// first, summed over the period (currency; 0 where never recorded).
+    pub idle_cost: Vec<f64>,
 }
 
 /// The GPUs of one host that a window may hand to a job.
@@ -395,13 +401,7 @@ pub struct HostGpus {
 /// GPU is left out.
 pub fn idle_gpus(runs: &[Run], gpus: &[GpuWeek], min_share_pct: f64) -> Vec<HostGpus> {
     let mut hosts: Vec<HostGpus> = Vec::new();
-    let hours: Vec<usize> = runs.iter().flat_map(Run::hours_of_week).collect();
-    for gpu in gpus.iter().filter(|g| g.partition == Partition::Whole) {
-        let idle =
-            |h: &usize| gpu.idle_share_pct.get(*h).copied().flatten().is_some_and(|s| s >= min_share_pct);
-        if hours.is_empty() || !hours.iter().all(idle) {
-            continue;
-        }
+    for gpu in window_gpus(runs, gpus, min_share_pct) {
         match hosts.iter_mut().find(|h| h.host == gpu.host) {
             Some(h) => h.gpu_indices.push(gpu.gpu_index),
             None => hosts.push(HostGpus { host: gpu.host.clone(), gpu_indices: vec![gpu.gpu_index] }),
@@ -413,6 +413,41 @@ pub fn idle_gpus(runs: &[Run], gpus: &[GpuWeek], min_share_pct: f64) -> Vec<Host
     }
     hosts.sort_by(|a, b| a.host.cmp(&b.host));
     hosts
+}
+
+/// The GPUs of `gpus` that [`idle_gpus`] hands to a job in the window of
+/// `runs`: the whole GPUs recorded and at least `min_share_pct` idle in
+/// every hour of it.
+pub fn window_gpus<'a>(runs: &[Run], gpus: &'a [GpuWeek], min_share_pct: f64) -> Vec<&'a GpuWeek> {
+    let hours: Vec<usize> = runs.iter().flat_map(Run::hours_of_week).collect();
+    let idle = |gpu: &GpuWeek, h: usize| {
+        gpu.idle_share_pct.get(h).copied().flatten().is_some_and(|s| s >= min_share_pct)
+    };
+    gpus.iter()
+        .filter(|g| g.partition == Partition::Whole)
+        .filter(|g| !hours.is_empty() && hours.iter().all(|&h| idle(g, h)))
+        .collect()
+}
+
+/// What filling a window is worth over the period: the idle cost of the GPUs
+/// its cron lines use ([`window_gpus`]) in its hours, summed over the
+/// period, with those GPUs and hours.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowWorth {
+    /// The idle cost (currency).
+    pub idle_cost: f64,
+    /// The GPUs' UUIDs.
+    pub gpu_uuids: Vec<String>,
+    /// The hours of the week it covers (0 = Monday 00:00 UTC).
+    pub hours: Vec<usize>,
+}
+
+/// [`WindowWorth`] of the window of `runs` over `gpus`' weeks.
+pub fn window_worth(runs: &[Run], gpus: &[GpuWeek], min_share_pct: f64) -> WindowWorth {
+    let hours: Vec<usize> = runs.iter().flat_map(Run::hours_of_week).collect();
+    let on = window_gpus(runs, gpus, min_share_pct);
+    let idle_cost = on.iter().flat_map(|g| hours.iter().filter_map(|&h| g.idle_cost.get(h))).sum();
+    WindowWorth { idle_cost, gpu_uuids: on.iter().map(|g| g.gpu_uuid.clone()).collect(), hours }
 }
 
 /// Each GPU's week in `report`'s period (which has `cost_buckets`
@@ -427,6 +462,7 @@ fn read_gpu_weeks(batch: &RecordBatch) -> Result<Vec<GpuWeek>, ArrowError> {
     let (host, index, uuid) = (c.text("host")?, c.i32("gpu_index")?, c.text("gpu_uuid")?);
     let (parent, mig_mode) = (c.text_opt("parent_gpu_uuid")?, c.bool("mig_mode")?);
     let (dow, hour, share) = (c.text("dow")?, c.i32("hour")?, c.f64_opt("idle_share_pct")?);
+    let idle_cost = c.f64("idle_cost")?;
     let mut weeks: Vec<GpuWeek> = Vec::new();
     for i in 0..c.len() {
         let same = weeks.last().is_some_and(|w| w.host == host[i] && w.gpu_uuid == uuid[i]);
@@ -442,6 +478,7 @@ fn read_gpu_weeks(batch: &RecordBatch) -> Result<Vec<GpuWeek>, ArrowError> {
                 gpu_uuid: uuid[i].clone(),
                 partition,
                 idle_share_pct: vec![None; HOURS_PER_WEEK],
+                idle_cost: vec![0.0; HOURS_PER_WEEK],
             });
         }
         let (Some(day), Ok(h)) = (DAYS.iter().position(|d| *d == dow[i]), usize::try_from(hour[i])) else {
@@ -449,6 +486,7 @@ fn read_gpu_weeks(batch: &RecordBatch) -> Result<Vec<GpuWeek>, ArrowError> {
         };
         if let (Some(week), true) = (weeks.last_mut(), h < 24) {
             week.idle_share_pct[day * 24 + h] = share[i];
+            week.idle_cost[day * 24 + h] = idle_cost[i];
         }
     }
     Ok(weeks)
@@ -574,7 +612,8 @@ mod tests {
             gpu_index: index,
             gpu_uuid: format!("GPU-{host}-{index}"),
             partition,
-            idle_share_pct: (0..HOURS_PER_WEEK).map(share).collect(),
+            idle_share_pct: (0..HOURS_PER_WEEK).map(&share).collect(),
+            idle_cost: (0..HOURS_PER_WEEK).map(|h| share(h).unwrap_or(0.0) / 100.0).collect(),
         }
     }
 
@@ -604,6 +643,13 @@ mod tests {
             ]
         );
         assert!(idle_gpus(&[], &gpus, 60.0).is_empty(), "no hours, no GPUs");
+        // The window's worth: the idle cost of b0, b2 and a1 in its 32 hours
+        // (each GPU's idle cost is its share / 100 an hour): b0 0.6 × 32,
+        // b2 and a1 1.0 × 32; not the busy GPU's, nor the MIG GPU's.
+        let worth = window_worth(&runs, &gpus, 60.0);
+        assert_eq!(worth.gpu_uuids, ["GPU-b-2", "GPU-b-0", "GPU-a-1"]);
+        assert_eq!(worth.hours.len(), 32);
+        assert!((worth.idle_cost - (0.6 + 1.0 + 1.0) * 32.0).abs() < 1e-9, "{worth:?}");
     }
 
     #[test]
@@ -618,12 +664,14 @@ mod tests {
             ("hour", columns::int32([0, 23, 5, 5])),
             ("weeks", columns::int64([2, 2, 2, 2])),
             ("idle_share_pct", columns::float([Some(75.0), None, Some(10.0), Some(100.0)])),
+            ("idle_cost", columns::float([Some(3.0), Some(0.0), Some(0.0), Some(1.5)])),
         ])
         .expect("columns of one length");
         let weeks = read_gpu_weeks(&batch).expect("readable");
         assert_eq!(weeks.len(), 3);
         assert_eq!(weeks[0].partition, Partition::Whole);
         assert_eq!(weeks[0].idle_share_pct[0], Some(75.0));
+        assert_eq!((weeks[0].idle_cost[0], weeks[0].idle_cost[1]), (3.0, 0.0));
         assert_eq!(weeks[0].idle_share_pct[167], None);
         assert_eq!(weeks[0].idle_share_pct.iter().flatten().count(), 1);
         assert_eq!((weeks[1].partition, weeks[1].idle_share_pct[5]), (Partition::MigMode, Some(10.0)));

@@ -42,6 +42,18 @@ impl Zombies {
     pub fn processes(&self) -> usize {
         self.rows.iter().map(|r| (r.gpu_uuid.as_str(), r.pid, r.proc_start)).collect::<BTreeSet<_>>().len()
     }
+
+    /// Distinct processes holding memory on an idle GPU now ([`idle_now`]):
+    /// not every process that paused once in the period, only those whose
+    /// stretch runs up to the data's last minute.
+    pub fn processes_idle_now(&self) -> usize {
+        self.rows
+            .iter()
+            .filter(|r| idle_now(r))
+            .map(|r| (r.host.as_str(), r.pid, r.proc_start))
+            .collect::<BTreeSet<_>>()
+            .len()
+    }
 }
 
 /// Whether a stretch is a data-starved process's rather than a zombie's:
@@ -271,5 +283,22 @@ mod tests {
         let c = Columns::of(&batch);
         assert_eq!(c.timestamp_ms_opt("proc_start").expect("times")[4], None);
         assert_eq!(c.text_opt("comm").expect("text")[0], None);
+        assert_eq!(zombies.processes_idle_now(), 0, "none is idle now");
+        // Idle now: still running, its stretch up to the newest minute; one
+        // process on two GPUs counts once; idle earlier and busy now does not.
+        let now = |gpu: &str, pid: i32, idle: bool| ZombieRow {
+            still_running: true,
+            still_idle: idle,
+            ..row(gpu, pid, Some(1_000), 0)
+        };
+        let zombies = Zombies {
+            rows: vec![
+                now("GPU-a", 7, true),
+                now("GPU-b", 7, true),
+                now("GPU-c", 8, false),
+                now("GPU-d", 9, true),
+            ],
+        };
+        assert_eq!((zombies.processes(), zombies.processes_idle_now()), (4, 2));
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use crate::ledger::map::HashMap;
 
-use apron_schemas::time::MINUTE_MS;
+use apron_schemas::time::{DAY_MS, HOUR_MS, MINUTE_MS};
 
 use super::minutes::{GpuMinute, ProcMinute, State, max_opt};
 
@@ -63,19 +63,46 @@ pub struct Held {
     pub freed_alone: Freed,
 }
 
-/// GPU-seconds and their cost.
+/// GPU-seconds and their cost, and of that cost the cash that using them
+/// less would not spend: their energy, and their operating cost where the
+/// config says it is avoidable.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Freed {
     pub seconds: f64,
     pub cost: f64,
+    /// The energy's part of `cost`.
+    pub energy: f64,
+    /// The avoidable operating cost's part of `cost` (0 where the config
+    /// does not mark it avoidable).
+    pub ops: f64,
 }
 
 impl Freed {
-    /// Adds `seconds` costing `cost`.
-    pub fn add(&mut self, seconds: f64, cost: f64) {
-        self.seconds += seconds;
-        self.cost += cost;
+    /// Adds `other`.
+    pub fn add(&mut self, other: Freed) {
+        self.seconds += other.seconds;
+        self.cost += other.cost;
+        self.energy += other.energy;
+        self.ops += other.ops;
     }
+
+    /// Its part `share` (0–1).
+    pub fn scaled(self, share: f64) -> Freed {
+        Freed {
+            seconds: self.seconds * share,
+            cost: self.cost * share,
+            energy: self.energy * share,
+            ops: self.ops * share,
+        }
+    }
+}
+
+/// The hour of the week of the minute starting at `ms` (milliseconds since
+/// the epoch): 0 for Monday 00:00–01:00 UTC, 167 for Sunday 23:00.
+pub fn hour_of_week(ms: i64) -> usize {
+    // 1 January 1970 was a Thursday, day 3 of a week from Monday.
+    let day = (ms.div_euclid(DAY_MS) + 3).rem_euclid(7);
+    (day * 24 + ms.rem_euclid(DAY_MS) / HOUR_MS) as usize
 }
 
 /// What a GPU did over the minutes of a stretch, as sums of value ×
@@ -139,6 +166,9 @@ pub struct Runs {
     pub newest: HashMap<u32, i64>,
     /// Each process's newest minute.
     pub last_seen: HashMap<Process, i64>,
+    /// What ending each zombie stretch (process, first minute) would have
+    /// freed that reclaiming its GPU would not, by hour of the week: cost.
+    pub alone_at: HashMap<(Process, i64, usize), f64>,
 }
 
 impl Runs {
@@ -151,6 +181,7 @@ impl Runs {
             zombies: Vec::new(),
             newest: HashMap::default(),
             last_seen: HashMap::default(),
+            alone_at: HashMap::default(),
         }
     }
 
@@ -229,14 +260,15 @@ impl Runs {
         self.holding.get(&key).filter(|s| s.last == minute).map(|s| s.minutes)
     }
 
-    /// Adds to what ending process `key`'s open stretch would have freed:
-    /// `seconds` costing `cost`, `alone` when reclaiming its GPU would not
-    /// have freed them.
-    pub fn free(&mut self, key: Process, seconds: f64, cost: f64, alone: bool) {
+    /// Adds to what ending process `key`'s open stretch would have freed
+    /// of the minute starting at `minute`: `part`, `alone` when reclaiming
+    /// its GPU would not have freed it.
+    pub fn free(&mut self, key: Process, minute: i64, part: Freed, alone: bool) {
         if let Some(s) = self.holding.get_mut(&key) {
-            s.about.freed.add(seconds, cost);
+            s.about.freed.add(part);
             if alone {
-                s.about.freed_alone.add(seconds, cost);
+                s.about.freed_alone.add(part);
+                *self.alone_at.entry((key, s.since, hour_of_week(minute))).or_default() += part.cost;
             }
         }
     }
@@ -284,5 +316,20 @@ fn start<T>(g: &GpuMinute, about: T) -> Stretch<T> {
         gpu_minutes: g.capacity_share,
         instance: g.parent.is_some(),
         about,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hours_of_the_week_start_on_monday_utc() {
+        // Monday 2 November 2026 00:00 UTC, and 10:30 that day.
+        let monday = 1_793_577_600_000;
+        assert_eq!(hour_of_week(monday), 0);
+        assert_eq!(hour_of_week(monday + 10 * HOUR_MS + 30 * MINUTE_MS), 10);
+        assert_eq!(hour_of_week(monday - MINUTE_MS), 167, "Sunday 23:59");
+        assert_eq!(hour_of_week(0), 3 * 24, "1 January 1970 was a Thursday");
     }
 }

@@ -335,6 +335,7 @@ mod tests {
             gpu_uuid: format!("GPU-{host}-{index}"),
             partition,
             idle_share_pct: (0..HOURS_PER_WEEK).map(|h| Some(if idle(h) { 100.0 } else { 0.0 })).collect(),
+            idle_cost: (0..HOURS_PER_WEEK).map(|h| if idle(h) { 1.0 } else { 0.0 }).collect(),
         }
     }
 
