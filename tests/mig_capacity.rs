@@ -182,11 +182,11 @@ fn unheld_mig_slices_are_listed_apart_and_reclaim_counts_gpu_hours() {
         .sum();
     c.near("reclaim's GPU-hours = idle-cost's share-weighted idle hours", sum, idle, 0.015);
     // The unheld slices, apart, with their cost.
-    let unused = header.iter().find(|l| l.starts_with("Unused:"));
+    let unused = header.iter().find(|l| l.starts_with("Unused:") && l.contains("GPU-P"));
     c.check(unused.is_some_and(|l| l.contains("m1 GPU 0") && l.contains("GPU-P")), || {
         format!("an Unused: line names m1 GPU 0 (GPU-P): {header:?}")
     });
-    let hours = unused.and_then(|l| number_after(l, "GPU-P)")).unwrap_or(f64::NAN);
+    let hours = unused.and_then(|l| number_after(l, "GPU-P):")).unwrap_or(f64::NAN);
     c.near(&format!("unheld slices' GPU-hours ({unused:?})"), hours, 180.0 * 3.0 / 7.0 / 60.0, 0.005 + 1e-9);
     let cost = unused.and_then(|l| l.find('$').and_then(|i| number_after(&l[i..], ""))).unwrap_or(f64::NAN);
     c.near(&format!("unheld slices' cost ({unused:?})"), cost, 180.0 * 0.1213 * 3.0 / 7.0, 0.005 + 1e-9);
@@ -242,16 +242,19 @@ fn gpu_days_draws_one_row_per_physical_gpu_by_busy_share() {
     assert!((share(1) - 100.0 * 30.0 / 180.0).abs() < 1e-9, "m1/1: {}", share(1));
 
     let png = fx.dir.path().join("gpu-days.png");
-    let out = fx.apron(&["chart", "gpu-days", "--out", png.to_str().expect("utf-8"), "--from", START, "--to", END]);
+    let out =
+        fx.apron(&["chart", "gpu-days", "--out", png.to_str().expect("utf-8"), "--from", START, "--to", END]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
 fn hour_of_week_carries_the_idle_windows_that_windows_reports() {
     let fx = fixture();
-    let week = runtime().block_on(async { charts::hour_of_week(&report(&fx).await).await.expect("hour_of_week") });
+    let week =
+        runtime().block_on(async { charts::hour_of_week(&report(&fx).await).await.expect("hour_of_week") });
     println!("{:#?}", week.windows);
-    let runs: Vec<(u32, u32)> = week.windows.iter().flat_map(|w| w.runs.iter().map(|r| (r.start, r.hours))).collect();
+    let runs: Vec<(u32, u32)> =
+        week.windows.iter().flat_map(|w| w.runs.iter().map(|r| (r.start, r.hours))).collect();
     assert_eq!(runs, vec![(1, 2)], "Monday 01:00, 2 hours");
     assert_eq!(week.windows[0].label, "Mon 01:00–03:00");
     // The same window `apron windows --show windows` prints.

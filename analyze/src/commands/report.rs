@@ -67,6 +67,9 @@ pub struct Headline {
     pub reclaim_hours: f64,
     /// The reclaim stretch length, as configured.
     pub reclaim_for: std::time::Duration,
+    /// MIG slices no instance held, apart from reclaim (nobody holds them):
+    /// GPU-hours and their cost (currency); zero without MIG.
+    pub unused_mig: (f64, f64),
     /// The recurring idle windows, in words.
     pub windows: Vec<String>,
     /// The actions worth most money ([`actions::actions`]): what, worth, how.
@@ -112,6 +115,13 @@ impl Headline {
             self.reclaim_units,
             humantime::format_duration(self.reclaim_for)
         ));
+        if self.unused_mig.0 > 0.0 {
+            lines.push(format!(
+                "  unused MIG     {} GPU-hours ({}) in slices no MIG instance holds: the MIG layout's, not reclaimable",
+                hours(self.unused_mig.0),
+                money(self.unused_mig.1)
+            ));
+        }
         if let Some(w) = self.windows.first() {
             lines.push(format!("  idle window    {w}"));
         }
@@ -183,7 +193,8 @@ pub async fn write_report(
     let idle_gpus = idle_cost::idle_cost(&report, IdleBy::Gpu).await?;
     step("idle windows");
     let profile = windows::profile(&report).await?;
-    let idle_windows = profile.idle_windows(60.0, 2, &currency);
+    let idle_windows =
+        profile.idle_windows(windows::DEFAULT_MIN_IDLE_SHARE_PCT, windows::DEFAULT_MIN_HOURS, &currency);
     let window_lines = idle_windows.sentences();
     step("zombies");
     let zombies =
@@ -229,6 +240,7 @@ pub async fn write_report(
     let zombie_count = zombies.processes();
     let reclaim_units = reclaim.units();
     let reclaim_hours = reclaim.gpu_hours();
+    let unused_mig = reclaim.unpartitioned.iter().fold((0.0, 0.0), |(h, c), u| (h + u.gpu_hours, c + u.cost));
     let top_idle_teams = idle_teams.top(3);
     // Each table is the batch its command prints.
     let printed = |rows: &dyn Rows| {
@@ -432,13 +444,21 @@ pub async fn write_report(
         },
         Section {
             heading: "Reclaim candidates".into(),
-            paragraphs: vec![format!(
+            paragraphs: std::iter::once(format!(
                 "Idle for {} or more in a row: {reclaim_units}, in {} stretches of {} GPU-hours in all \
-                 (a MIG instance's hours counted by its share of its GPU), longest first.",
+                 (idle_gpu_hours: a MIG instance's hours counted by its share of its GPU; idle_minutes: \
+                 how long the stretch lasted), longest first.",
                 humantime::format_duration(report.config.reclaim.idle_for),
                 reclaim.rows.len(),
                 hours(reclaim_hours)
-            )],
+            ))
+            .chain(reclaim.unpartitioned_sentences(&currency).into_iter().map(|s| {
+                format!(
+                    "Not a candidate, apart: {s}. Nobody holds that capacity; the MIG layout leaves it \
+                     unused (make an instance of it, or change the layout, to use it)."
+                )
+            }))
+            .collect(),
             table: Some(picked(
                 "reclaim",
                 &reclaim_rows,
@@ -446,7 +466,8 @@ pub async fn write_report(
                     ("host", "host", Unit::AsIs),
                     ("gpu_index", "gpu_index", Unit::AsIs),
                     ("idle_since", "idle_since", Unit::AsIs),
-                    ("idle_minutes", "idle_hours", Unit::MinutesToHours),
+                    ("idle_gpu_hours", "idle_gpu_hours", Unit::AsIs),
+                    ("idle_minutes", "idle_minutes", Unit::AsIs),
                     ("held_by", "held_by", Unit::AsIs),
                     ("still_idle", "still_idle", Unit::AsIs),
                     ("gpu_uuid", "gpu_uuid", Unit::AsIs),
@@ -542,6 +563,7 @@ pub async fn write_report(
         reclaim_units,
         reclaim_hours,
         reclaim_for: report.config.reclaim.idle_for,
+        unused_mig,
         windows: window_lines,
         actions: actions.iter().map(|a| (a.what.clone(), a.worth, a.how.clone())).collect(),
         saved: savings.total.freed_cost,

@@ -126,6 +126,7 @@ pub const COLUMNS: &[Column] = &[
     col("zombie_gpu_hours", "Zombie GPU-hours", ColumnKind::Amount),
     col("freed_gpu_hours", "Freed GPU-hours", ColumnKind::Amount),
     col("idle_hours", "Idle (hours)", ColumnKind::Amount),
+    col("idle_minutes", "Idle for (minutes)", ColumnKind::Amount),
     col("idle_since", "Idle since (UTC)", ColumnKind::Time),
     col("proc_start", "Process start (UTC)", ColumnKind::Time),
     col("still_running", "Still running", ColumnKind::Flag),

@@ -99,9 +99,13 @@ fn gpu_month() -> Vec<GpuDayCell> {
     let mut cells = Vec::new();
     for (d, day) in first.iter_days().take(31).enumerate() {
         for gpu in 0..64 {
-            let mean_util_pct =
+            let busy_share_pct =
                 if gpu == 5 && d == 2 { None } else { Some(((gpu * 7 + d * 3) % 101) as f64) };
-            cells.push(GpuDayCell { gpu: format!("node{:02}/{}", gpu / 8 + 1, gpu % 8), day, mean_util_pct });
+            cells.push(GpuDayCell {
+                gpu: format!("node{:02}/{}", gpu / 8 + 1, gpu % 8),
+                day,
+                busy_share_pct,
+            });
         }
     }
     cells
@@ -125,7 +129,8 @@ fn render_all(dir: &Path) -> Vec<PathBuf> {
     fleet_state(&fleet(), &c, &path(ChartName::FleetState)).unwrap();
     idle_cost(&teams(), &c, &path(ChartName::IdleCost)).unwrap();
     team_spend(&teams(), &c, &path(ChartName::TeamSpend)).unwrap();
-    hour_of_week(&week(), &c, &path(ChartName::HourOfWeek)).unwrap();
+    hour_of_week(&HourOfWeek { cells: week(), windows: Vec::new() }, &c, &path(ChartName::HourOfWeek))
+        .unwrap();
     gpu_days(&gpu_month(), &c, &path(ChartName::GpuDays)).unwrap();
     power(&power_series(), &c, &path(ChartName::Power)).unwrap();
     ChartName::ALL.iter().map(|c| path(*c)).collect()
@@ -185,7 +190,7 @@ fn empty_series_draw_the_no_data_frame() {
             .unwrap()
             .extra
             .is_none(),
-        canvas::render(ChartName::HourOfWeek, &c, p, |r| hour_of_week::draw(&[], &c, r))
+        canvas::render(ChartName::HourOfWeek, &c, p, |r| hour_of_week::draw(&HourOfWeek::default(), &c, r))
             .unwrap()
             .extra
             .is_none(),
@@ -207,7 +212,7 @@ fn empty_series_draw_the_no_data_frame() {
 fn hour_of_week_cells_take_the_scale_colour_of_their_value() {
     let c = ctx();
     let rendered = canvas::render(ChartName::HourOfWeek, &c, Path::new("x.png"), |root| {
-        hour_of_week::draw(&week(), &c, root)
+        hour_of_week::draw(&HourOfWeek { cells: week(), windows: Vec::new() }, &c, root)
     })
     .unwrap();
     let img = image_of(&rendered);
