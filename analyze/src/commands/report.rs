@@ -384,7 +384,7 @@ pub async fn write_report(
             paragraphs: if window_lines.is_empty() {
                 vec!["No hour of the week was 60% idle or more for 2 hours in a row.".into()]
             } else {
-                let mut p = vec!["Recurring idle windows (hours of the week, UTC, at least 60% of GPU time idle):".to_owned()];
+                let mut p = vec!["Recurring idle windows (hours of the week, UTC, at least 60% of GPU time idle; outlined on the chart):".to_owned()];
                 p.extend(window_lines.iter().cloned());
                 p
             },
@@ -394,7 +394,8 @@ pub async fn write_report(
         Section {
             heading: "Every GPU, every day".into(),
             paragraphs: vec![format!(
-                "Mean utilization of each GPU per day, and the GPUs whose idle time cost the most:"
+                "The busy share of each physical GPU's time per day (a MIG GPU's instances each counted by their \
+                 share of it), and the GPUs whose idle time cost the most:"
             )],
             table: Some(picked(
                 "idle-cost-by-gpu",

@@ -141,7 +141,10 @@ fn every_chart_writes_a_full_size_png_that_is_not_blank() {
     let dir = tempfile::tempdir().unwrap();
     for path in render_all(dir.path()) {
         let img = decode(&path);
-        assert_eq!(img.dimensions(), (1600, 900), "{}", path.display());
+        // gpu-days grows taller to label each of its 64 GPUs: 64 rows of
+        // 14 px and 330 px of frame.
+        let height = if path.ends_with("gpu-days.png") { 64 * 14 + 330 } else { 900 };
+        assert_eq!(img.dimensions(), (1600, height), "{}", path.display());
         assert!(distinct_colours(&img) > 100, "{} has {} colours", path.display(), distinct_colours(&img));
         let white = share_of(&img, Rgb([255, 255, 255]));
         assert!(white < 0.97, "{} is {:.0}% white", path.display(), white * 100.0);
@@ -320,7 +323,15 @@ fn errors_name_the_output_file() {
 fn other_canvas_sizes_work() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.png");
+    // 64 GPUs need more than 450 px to label each: (64 × 14 + 330) / 2.
     gpu_days(&gpu_month(), &ctx().with_size(800, 450), &path).unwrap();
+    assert_eq!(decode(&path).dimensions(), (800, 613));
+    // 16 fit.
+    let sixteen: Vec<GpuDayCell> = gpu_month()
+        .into_iter()
+        .filter(|c| c.gpu.starts_with("node01") || c.gpu.starts_with("node02"))
+        .collect();
+    gpu_days(&sixteen, &ctx().with_size(800, 450), &path).unwrap();
     assert_eq!(decode(&path).dimensions(), (800, 450));
 }
 
