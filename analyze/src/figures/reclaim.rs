@@ -180,4 +180,32 @@ mod tests {
         assert_eq!(batch.schema().field(7).name(), "still_idle");
         assert!(reclaim.unpartitioned_lines("USD").is_empty());
     }
+
+    #[test]
+    fn the_headline_and_the_unheld_slices_in_words() {
+        let unheld = Unpartitioned {
+            host: "gpu-node03".into(),
+            gpu_index: 3,
+            gpu_uuid: "GPU-p".into(),
+            gpu_hours: 72.0 / 7.0,
+            cost: 11.674,
+        };
+        let reclaim = Reclaim {
+            rows: vec![row("GPU-a", 150)],
+            sum: ReclaimSum { gpu_hours: 2.5, gpus: 1, instances: 0 },
+            unpartitioned: vec![unheld],
+        };
+        assert_eq!(
+            reclaim.headline(Duration::from_secs(7200)),
+            "Reclaim:  2.5 GPU-hours on 1 GPU, in idle stretches of 2h or more \
+             (idle_gpu_hours: a MIG instance's hours counted by its share of its GPU)"
+        );
+        let lines = reclaim.unpartitioned_lines("USD");
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("Unused:   MIG capacity no instance holds, not a reclaim candidate"));
+        assert_eq!(
+            lines[1],
+            "Unused:   gpu-node03 GPU 3 (GPU-p): 10.29 GPU-hours, $11.67, in slices no MIG instance holds"
+        );
+    }
 }
