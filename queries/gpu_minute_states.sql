@@ -59,6 +59,7 @@
 --   state                   busy | idle_held | idle_empty | unknown
 --   parent_gpu_uuid, mig_profile  MIG: an instance's parent GPU and profile (null otherwise)
 --   capacity_share          the part of a physical GPU the row stands for (0–1; 1 for a whole GPU)
+--   partitioned             whether the row is a partitioned GPU's own: the slices no MIG instance holds
 --   pcie_tx_bytes_per_s, pcie_rx_bytes_per_s  mean PCIe traffic out of and into the GPU (bytes/s;
 --                           null: unknown, as for a MIG instance, whose traffic is its parent's)
 WITH gpu AS (
@@ -186,6 +187,7 @@ SELECT
   parent_gpu_uuid,
   mig_profile,
   capacity_share,
+  partitioned,
   pcie_tx_bytes_per_s,
   pcie_rx_bytes_per_s
 FROM active

@@ -4,7 +4,10 @@
 -- idle_empty) for at least $1 minutes in a row, since when, and who held
 -- memory on them meanwhile (proc_minute_states: held, the user as shown
 -- there). A minute with no samples, and a minute whose activity is
--- unknown, breaks a stretch: neither is ever taken for idle.
+-- unknown, breaks a stretch: neither is ever taken for idle. A partitioned
+-- GPU's own row (the MIG slices no instance holds) is not a candidate:
+-- nobody holds that capacity, the MIG layout leaves it unused (`apron
+-- reclaim` lists it apart with its cost).
 --
 -- apron registers gpu_minute_states and proc_minute_states for the period
 -- and the config wherever a query reads them (also under `apron sql`).
@@ -18,6 +21,8 @@
 --   gpu_uuid      GPU UUID
 --   idle_since    first minute of the stretch (UTC)
 --   idle_minutes  length of the stretch (minutes)
+--   idle_gpu_hours  GPU time in it (GPU-hours: a MIG instance's minutes
+--                 counted by its share of its GPU's slices)
 --   held_by       users whose processes held GPU memory during it ("uid N" or
 --                 "(unknown)" when the name is not known), comma-separated; empty if none
 --   still_idle    whether the stretch runs up to the GPU's newest recorded minute
@@ -27,11 +32,11 @@ WITH newest AS (
 idle AS (
   -- Consecutive idle minutes share a group: minute number minus rank.
   SELECT
-    host, gpu_index, gpu_uuid, minute,
+    host, gpu_index, gpu_uuid, minute, capacity_share,
     CAST(to_unixtime(minute) AS BIGINT) / 60
       - row_number() OVER (PARTITION BY gpu_uuid ORDER BY minute) AS grp
   FROM gpu_minute_states
-  WHERE state IN ('idle_held', 'idle_empty')
+  WHERE state IN ('idle_held', 'idle_empty') AND NOT partitioned
 ),
 holders AS (
   SELECT gpu_uuid, minute, "user"
@@ -41,7 +46,7 @@ holders AS (
 ),
 stretches AS (
   SELECT host, gpu_index, gpu_uuid, grp, min(minute) AS idle_since, max(minute) AS last_minute,
-         count(*) AS idle_minutes
+         count(*) AS idle_minutes, sum(capacity_share) / 60.0 AS idle_gpu_hours
   FROM idle
   GROUP BY host, gpu_index, gpu_uuid, grp
   HAVING count(*) >= $1
@@ -52,10 +57,12 @@ SELECT
   s.gpu_uuid,
   s.idle_since,
   s.idle_minutes,
+  s.idle_gpu_hours,
   coalesce(array_to_string(array_sort(array_distinct(array_agg(h."user"))), ','), '') AS held_by,
   s.last_minute = n.newest_minute AS still_idle
 FROM stretches s
 JOIN newest n ON n.gpu_uuid = s.gpu_uuid
 LEFT JOIN holders h ON h.gpu_uuid = s.gpu_uuid AND h.minute >= s.idle_since AND h.minute <= s.last_minute
-GROUP BY s.host, s.gpu_index, s.gpu_uuid, s.idle_since, s.idle_minutes, s.last_minute, n.newest_minute
+GROUP BY s.host, s.gpu_index, s.gpu_uuid, s.idle_since, s.idle_minutes, s.idle_gpu_hours, s.last_minute,
+         n.newest_minute
 ORDER BY s.idle_minutes DESC, s.host, s.gpu_index, s.idle_since

@@ -28,9 +28,9 @@
 //! Hour of the week: one cell, Monday 10:00, mean utilization weighted by
 //! recorded seconds: (5 × 50 + 5 × 0 + 10 × 0 + 8 × 100) / 28 = 37.5%.
 //!
-//! GPU-days: one cell per GPU on 2026-11-02: h1/0 (GPU-A) 5 minutes at 50%
-//! and 5 at 0% = 25%; h1/1 (GPU-B) 0%; h2/0 (GPU-C) 100% (its two
-//! unrecorded minutes are not in the mean).
+//! GPU-days: one cell per GPU on 2026-11-02, its busy share: h1/0 (GPU-A)
+//! 5 busy minutes of 10 = 50%; h1/1 (GPU-B) 0%; h2/0 (GPU-C) 100% (its
+//! two unrecorded minutes are not in the share).
 //!
 //! Money (`team-spend`, `idle-cost`): see `tests/reports.rs`; to the cent
 //! nlp 0.97 busy, vision 0.15 busy + 0.61 idle, "(unallocated)" 0.61 idle,
@@ -96,6 +96,7 @@ async fn series(fx: &Fixture) -> Series {
     let hour_of_week = charts::hour_of_week(&report)
         .await
         .expect("hour_of_week")
+        .cells
         .iter()
         .map(|c| (c.dow, c.hour, c.mean_util_pct))
         .collect();
@@ -103,7 +104,7 @@ async fn series(fx: &Fixture) -> Series {
         .await
         .expect("gpu_days")
         .into_iter()
-        .map(|c| (c.gpu, c.day.to_string(), c.mean_util_pct))
+        .map(|c| (c.gpu, c.day.to_string(), c.busy_share_pct))
         .collect();
     let power = charts::power(&report)
         .await
@@ -313,7 +314,7 @@ fn check_all(c: &mut Checks, fx: &Fixture, rt: &tokio::runtime::Runtime, variant
     // --- gpu-days, by hand -----------------------------------------------------
     let day = "2026-11-02".to_owned();
     let want = vec![
-        ("h1/0".to_owned(), day.clone(), Some(25.0)),
+        ("h1/0".to_owned(), day.clone(), Some(50.0)),
         ("h1/1".to_owned(), day.clone(), Some(0.0)),
         ("h2/0".to_owned(), day, Some(100.0)),
     ];
@@ -325,7 +326,7 @@ fn check_all(c: &mut Checks, fx: &Fixture, rt: &tokio::runtime::Runtime, variant
     c.eq(&what("gpu-days: one cell per (GPU, day)"), keys(&got), keys(&want));
     for (g, w) in got.iter().zip(&want) {
         c.near(
-            &what(&format!("gpu-days {} {}: mean_util_pct by hand", g.0, g.1)),
+            &what(&format!("gpu-days {} {}: busy_share_pct by hand", g.0, g.1)),
             g.2.unwrap_or(f64::NAN),
             w.2.unwrap_or(f64::NAN),
             1e-9,

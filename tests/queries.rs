@@ -122,7 +122,7 @@ fn case(name: &str) -> Option<Case> {
         },
         "gpu_days" => Case {
             params: vec![],
-            columns: &["host", "gpu_index", "gpu_uuid", "day", "mean_util_pct", "recorded_hours"],
+            columns: &["host", "gpu_index", "gpu_uuid", "day", "busy_share_pct", "recorded_hours"],
         },
         "gpu_minutes_from_raw" => Case { params: vec![], columns: GPU_MINUTES },
         "gpu_models" => Case { params: vec![start, end], columns: &["gpu_model", "gpus", "gpu_hours"] },
@@ -204,6 +204,7 @@ fn case(name: &str) -> Option<Case> {
                 "parent_gpu_uuid",
                 "mig_profile",
                 "capacity_share",
+                "partitioned",
                 "pcie_tx_bytes_per_s",
                 "pcie_rx_bytes_per_s",
             ],
@@ -267,6 +268,7 @@ fn case(name: &str) -> Option<Case> {
                 "gpu_uuid",
                 "idle_since",
                 "idle_minutes",
+                "idle_gpu_hours",
                 "held_by",
                 "still_idle",
             ],
@@ -743,11 +745,11 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
     ]);
     let got = utc(rows("power"));
     check("power", same_value(&got, &want), &got);
-    // GPU-A 50% for 5 minutes, 0% for 5: 25%; 10 minutes recorded. GPU-C 8.
+    // GPU-A busy (50%) for 5 minutes of 10: 50%; 10 minutes recorded. GPU-C 8.
     let want = serde_json::json!([
-        {"host": "h1", "gpu_index": 0, "gpu_uuid": "GPU-A", "day": "2026-11-02", "mean_util_pct": 25.0, "recorded_hours": 10.0 / 60.0},
-        {"host": "h1", "gpu_index": 1, "gpu_uuid": "GPU-B", "day": "2026-11-02", "mean_util_pct": 0.0, "recorded_hours": 10.0 / 60.0},
-        {"host": "h2", "gpu_index": 0, "gpu_uuid": "GPU-C", "day": "2026-11-02", "mean_util_pct": 100.0, "recorded_hours": 8.0 / 60.0},
+        {"host": "h1", "gpu_index": 0, "gpu_uuid": "GPU-A", "day": "2026-11-02", "busy_share_pct": 50.0, "recorded_hours": 10.0 / 60.0},
+        {"host": "h1", "gpu_index": 1, "gpu_uuid": "GPU-B", "day": "2026-11-02", "busy_share_pct": 0.0, "recorded_hours": 10.0 / 60.0},
+        {"host": "h2", "gpu_index": 0, "gpu_uuid": "GPU-C", "day": "2026-11-02", "busy_share_pct": 100.0, "recorded_hours": 8.0 / 60.0},
     ]);
     let got = Value::Array(rows("gpu_days"));
     check("gpu_days", same_value(&got, &want), &got);

@@ -96,7 +96,8 @@
 //! - Reclaim: GPU-E idle 10 minutes from 08:00, held by "uid 1005", still
 //!   idle; GPU-M 6 minutes from 08:02, held by "(unknown)", not still idle
 //!   (its newest minutes are unknown). In the report's CSVs, 10 and 6
-//!   minutes are 0.2 and 0.1 hours.
+//!   minutes are 0.2 and 0.1 hours (zombies), 0.17 and 0.10 GPU-hours
+//!   (reclaim's idle_gpu_hours: whole GPUs).
 //!
 //! Before `gpu_minute_states`, GPU-M had no utilization and so counted as
 //! busy throughout: no zombie, no reclaim row, no unknown cost; and reclaim
@@ -547,10 +548,10 @@ fn check_figures(fx: &Fixture, c: &mut Checks, variant: &str) {
     let reclaim = csv_rows(&out.join("reclaim.csv"));
     c.rows(
         &at("reclaim.csv"),
-        &only(&reclaim, &["gpu_uuid", "idle_minutes", "held_by", "still_idle"]),
+        &only(&reclaim, &["gpu_uuid", "idle_minutes", "idle_gpu_hours", "held_by", "still_idle"]),
         &[
-            json!({"gpu_uuid": "GPU-E", "idle_minutes": 10.0, "held_by": "uid 1005", "still_idle": "true"}),
-            json!({"gpu_uuid": "GPU-M", "idle_minutes": 6.0, "held_by": "(unknown)", "still_idle": "false"}),
+            json!({"gpu_uuid": "GPU-E", "idle_minutes": 10.0, "idle_gpu_hours": 0.17, "held_by": "uid 1005", "still_idle": "true"}),
+            json!({"gpu_uuid": "GPU-M", "idle_minutes": 6.0, "idle_gpu_hours": 0.1, "held_by": "(unknown)", "still_idle": "false"}),
         ],
     );
     let spend = csv_rows(&out.join("spend.csv"));

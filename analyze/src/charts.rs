@@ -9,7 +9,8 @@
 use std::path::Path;
 
 use apron_reports::{
-    ChartContext, ChartName, FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, TeamCost,
+    ChartContext, ChartName, FleetStatePoint, GpuDayCell, HourOfWeek, HourOfWeekCell, PowerPoint, TeamCost,
+    WeekRun, WeekWindow,
 };
 
 use crate::cli::IdleBy;
@@ -78,14 +79,18 @@ pub fn idle_by_team_of(idle: &IdleCost) -> Vec<TeamCost> {
         .collect()
 }
 
-/// `hour-of-week`: mean utilization per hour of the week, from `apron windows`.
-pub async fn hour_of_week(report: &Report) -> Result<Vec<HourOfWeekCell>, Error> {
+/// `hour-of-week`: mean utilization per hour of the week, from `apron
+/// windows`, with the recurring idle windows it reports by default.
+pub async fn hour_of_week(report: &Report) -> Result<HourOfWeek, Error> {
     Ok(hour_of_week_of(&windows::profile(report).await?))
 }
 
-/// The `hour-of-week` series of the `apron windows` profile.
-pub fn hour_of_week_of(profile: &Profile) -> Vec<HourOfWeekCell> {
-    profile
+/// The `hour-of-week` series of the `apron windows` profile: its cells and
+/// the windows `apron windows` reports with its default thresholds
+/// ([`windows::DEFAULT_MIN_IDLE_SHARE_PCT`], [`windows::DEFAULT_MIN_HOURS`]),
+/// as the report states them.
+pub fn hour_of_week_of(profile: &Profile) -> HourOfWeek {
+    let cells = profile
         .cells
         .iter()
         .map(|c| HourOfWeekCell {
@@ -93,11 +98,27 @@ pub fn hour_of_week_of(profile: &Profile) -> Vec<HourOfWeekCell> {
             hour: u32::try_from(c.hour).unwrap_or(0),
             mean_util_pct: c.mean_util_pct,
         })
-        .collect()
+        .collect();
+    let windows = profile
+        .recurring_windows(windows::DEFAULT_MIN_IDLE_SHARE_PCT, windows::DEFAULT_MIN_HOURS)
+        .into_iter()
+        .map(|w| WeekWindow {
+            label: w.window.label,
+            runs: w
+                .runs
+                .iter()
+                .map(|r| WeekRun {
+                    start: u32::try_from(r.start).unwrap_or(0),
+                    hours: u32::try_from(r.hours).unwrap_or(0),
+                })
+                .collect(),
+        })
+        .collect();
+    HourOfWeek { cells, windows }
 }
 
-/// `gpu-days`: each GPU's mean utilization per UTC day, rows labelled
-/// `host/index`.
+/// `gpu-days`: each physical GPU's busy share per UTC day, rows labelled
+/// `host/index` (a MIG GPU's instances in its row, by their shares).
 pub async fn gpu_days(report: &Report) -> Result<Vec<GpuDayCell>, Error> {
     figures::gpu_days::gpu_days(report).await
 }

@@ -41,7 +41,7 @@ use file::{BucketFile, BucketTable};
 use minutes::{State, Teams, shares};
 use read::Names;
 use runs::{Freed, Stretch};
-use stretches::{ReclaimRow, ZombieRow};
+use stretches::{ReclaimRow, Unpartitioned, ZombieRow};
 
 /// The owner of a minute no process holds, in team and user.
 const UNALLOCATED: &str = "(unallocated)";
@@ -62,6 +62,9 @@ pub struct Ledger {
     pub reclaim: Vec<ReclaimRow>,
     /// What the reclaim stretches add up to.
     pub reclaim_sum: ReclaimSum,
+    /// Each partitioned GPU's slices no MIG instance held, by host and
+    /// index: not reclaim stretches, listed apart.
+    pub unpartitioned: Vec<Unpartitioned>,
     /// Stretches of processes holding memory on idle GPUs, most
     /// memory-minutes first: the zombies of `queries/zombies.sql` and the
     /// data-starved of `queries/starved.sql` together, each with its GPU's
@@ -294,6 +297,8 @@ struct Pass {
     reclaimed: HashMap<u32, Freed>,
     /// The same by GPU and hour of the week: cost.
     reclaimed_at: HashMap<(u32, usize), f64>,
+    /// Each partitioned GPU's unheld slices: host, index, GPU time and cost.
+    unpartitioned: HashMap<u32, (u32, i32, Freed)>,
     /// Where the pass's time goes, for `APRON_LOG=debug`.
     timings: Timings,
 }
@@ -330,6 +335,7 @@ impl Pass {
             energy_unknown_seconds: 0.0,
             reclaimed: HashMap::default(),
             reclaimed_at: HashMap::default(),
+            unpartitioned: HashMap::default(),
             timings: Timings::default(),
         })
     }
@@ -415,8 +421,13 @@ impl Pass {
                     add(key(o.team, o.user), share);
                 }
             }
-            self.runs.minute(g, on);
             let whole = Freed { seconds: gpu_seconds, cost, energy, ops: gpu_seconds * avoidable };
+            if g.partitioned() {
+                let unheld = self.unpartitioned.entry(g.gpu).or_insert((g.host, g.index, Freed::default()));
+                (unheld.0, unheld.1) = (g.host, g.index);
+                unheld.2.add(whole);
+            }
+            self.runs.minute(g, on);
             self.savings(g, on, whole);
         }
         self.cube.extend(bucket);
@@ -474,6 +485,7 @@ impl Pass {
             seen,
             reclaimed,
             reclaimed_at,
+            unpartitioned,
             timings,
             ..
         } = self;
@@ -506,6 +518,7 @@ impl Pass {
                     gpu_uuid: names.name(*gpu).to_owned(),
                     idle_since: s.since,
                     idle_minutes: s.minutes,
+                    idle_gpu_hours: s.gpu_minutes / HOUR_MINUTES as f64,
                     held_by: users.join(","),
                     still_idle: newest(*gpu) == Some(s.last),
                 }
@@ -587,6 +600,18 @@ impl Pass {
             .collect();
         reclaimed_at.sort_by(|a, b| (&a.gpu_uuid, a.hour_of_week).cmp(&(&b.gpu_uuid, b.hour_of_week)));
         reclaimed.sort_by(|a, b| b.cost.total_cmp(&a.cost).then_with(|| a.team.cmp(&b.team)));
+        let mut unpartitioned: Vec<Unpartitioned> = unpartitioned
+            .into_iter()
+            .map(|(gpu, (host, index, f))| Unpartitioned {
+                host: names.name(host).to_owned(),
+                gpu_index: index,
+                gpu_uuid: names.name(gpu).to_owned(),
+                gpu_hours: f.seconds / HOUR_SECS as f64,
+                cost: f.cost,
+            })
+            .collect();
+        unpartitioned
+            .sort_by(|a, b| (&a.host, a.gpu_index, &a.gpu_uuid).cmp(&(&b.host, b.gpu_index, &b.gpu_uuid)));
         let zombie_freed = zombies.iter().map(|(_, _, f)| f.clone()).collect();
         Ok(Ledger {
             buckets: file.finish()?,
@@ -597,6 +622,7 @@ impl Pass {
             rules: runs.rules(),
             reclaim,
             reclaim_sum,
+            unpartitioned,
             zombies: zombies.into_iter().map(|(_, r, _)| r).collect(),
             coverage,
         })

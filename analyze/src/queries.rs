@@ -73,7 +73,7 @@ pub const FLEET_STATE: &str = include_str!("../../queries/fleet_state.sql");
 /// `queries/power.sql`: fleet power and energy over time.
 pub const POWER: &str = include_str!("../../queries/power.sql");
 
-/// `queries/gpu_days.sql`: each GPU's mean utilization per day.
+/// `queries/gpu_days.sql`: each physical GPU's busy share per day.
 pub const GPU_DAYS: &str = include_str!("../../queries/gpu_days.sql");
 
 /// Every embedded query by name (the file name without `.sql`).

@@ -11,8 +11,8 @@ use std::f64::consts::TAU;
 use std::path::PathBuf;
 
 use apron_reports::{
-    ChartContext, ChartName, Figure, FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, Report,
-    Section, TableData, TeamCost, money,
+    ChartContext, ChartName, Figure, FleetStatePoint, GpuDayCell, HourOfWeek, HourOfWeekCell, PowerPoint,
+    Report, Section, TableData, TeamCost, WeekRun, WeekWindow, money,
 };
 use chrono::{Datelike, NaiveDate};
 
@@ -54,6 +54,16 @@ fn main() -> Result<(), Box<dyn Error>> {
             week.push(HourOfWeekCell { dow, hour, mean_util_pct });
         }
     }
+    // Weeknights 00:00–06:00 and the weekend, as `apron windows` would find them.
+    let weeknights = (0..5).map(|d| WeekRun { start: d * 24, hours: 6 }).collect();
+    let windows = vec![
+        WeekWindow { label: "Mon–Fri 00:00–06:00".into(), runs: weeknights },
+        WeekWindow {
+            label: "Sat 00:00 – Mon 00:00".into(),
+            runs: vec![WeekRun { start: 5 * 24, hours: 48 }],
+        },
+    ];
+    let week = HourOfWeek { cells: week, windows };
     apron_reports::hour_of_week(&week, &ctx, &out.join(ChartName::HourOfWeek.file_name()))?;
 
     apron_reports::gpu_days(&gpu_days(), &ctx, &out.join(ChartName::GpuDays.file_name()))?;
@@ -142,12 +152,12 @@ fn gpu_days() -> Vec<GpuDayCell> {
                 6 if (17..21).contains(&d) => -1.0,
                 _ => 55.0 + 30.0 * seed.sin() * (seed * 0.3).cos(),
             };
-            let mean_util_pct = match base {
+            let busy_share_pct = match base {
                 b if b < 0.0 => None,
                 b if weekend => Some((b * 0.45).clamp(0.0, 100.0)),
                 b => Some(b.clamp(0.0, 100.0)),
             };
-            cells.push(GpuDayCell { gpu: format!("node{node:02}/{index}"), day, mean_util_pct });
+            cells.push(GpuDayCell { gpu: format!("node{node:02}/{index}"), day, busy_share_pct });
         }
     }
     cells

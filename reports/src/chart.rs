@@ -45,7 +45,9 @@ pub use hour_of_week::hour_of_week;
 pub use idle_cost::idle_cost;
 pub use name::{ChartName, UnknownChart};
 pub use power::power;
-pub use series::{FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, TeamCost};
+pub use series::{
+    FleetStatePoint, GpuDayCell, HourOfWeek, HourOfWeekCell, PowerPoint, TeamCost, WeekRun, WeekWindow,
+};
 pub use team_spend::team_spend;
 
 #[cfg(test)]

@@ -28,8 +28,9 @@ pub use bundle::{
     Section, TableData, column, mark_out_dir, out_dir_state, write_bundle,
 };
 pub use chart::{
-    ChartContext, ChartError, ChartName, FleetStatePoint, GpuDayCell, HourOfWeekCell, PowerPoint, TeamCost,
-    UnknownChart, fleet_state, gpu_days, hour_of_week, idle_cost, power, team_spend,
+    ChartContext, ChartError, ChartName, FleetStatePoint, GpuDayCell, HourOfWeek, HourOfWeekCell, PowerPoint,
+    TeamCost, UnknownChart, WeekRun, WeekWindow, fleet_state, gpu_days, hour_of_week, idle_cost, power,
+    team_spend,
 };
 pub use fonts::FontError;
 pub use number::{currency_unit, grouped, money, money_whole};

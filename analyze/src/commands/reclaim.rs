@@ -1,6 +1,7 @@
 //! `apron reclaim`: GPUs idle for at least `--for` in a row, over the period
 //! (default the last 30 days), with the idle threshold and the default
-//! stretch from the config ([`crate::figures::reclaim`]).
+//! stretch from the config ([`crate::figures::reclaim`]); the header gives
+//! their GPU-hours and, apart, the MIG slices no instance holds.
 
 use std::io::Write;
 
@@ -21,13 +22,13 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) 
     .await?;
     // Its rows say what is still running or idle: the header says as of when.
     report.header.keep_still();
-    report.header.print(global.format, &mut out)?;
     let idle_for = args.idle_for.unwrap_or(report.config.reclaim.idle_for);
-    write_rows(
-        global.format,
-        &Style::report(&report.config.currency),
-        &reclaim(&report, idle_for).await?,
-        out,
-    )?;
+    let reclaim = reclaim(&report, idle_for).await?;
+    report.header.push(reclaim.headline(idle_for));
+    for line in reclaim.unpartitioned_lines(&report.config.currency) {
+        report.header.push(line);
+    }
+    report.header.print(global.format, &mut out)?;
+    write_rows(global.format, &Style::report(&report.config.currency), &reclaim, out)?;
     Ok(())
 }

@@ -71,6 +71,9 @@ pub struct Headline {
     pub reclaim_hours: f64,
     /// The reclaim stretch length, as configured.
     pub reclaim_for: std::time::Duration,
+    /// MIG slices no instance held, apart from reclaim (nobody holds them):
+    /// GPU-hours and their cost (currency); zero without MIG.
+    pub unused_mig: (f64, f64),
     /// The recurring idle windows, in words.
     pub windows: Vec<String>,
     /// The actions worth most money ([`actions::actions`]): what, worth, how.
@@ -133,6 +136,13 @@ impl Headline {
             self.reclaim_units,
             humantime::format_duration(self.reclaim_for)
         ));
+        if self.unused_mig.0 > 0.0 {
+            lines.push(format!(
+                "  unused MIG     {} GPU-hours ({}) in slices no MIG instance holds: the MIG layout's, not reclaimable",
+                hours(self.unused_mig.0),
+                money(self.unused_mig.1)
+            ));
+        }
         if let Some(w) = self.windows.first() {
             lines.push(format!("  idle window    {w}"));
         }
@@ -213,7 +223,8 @@ pub async fn write_report(
     let idle_gpus = idle_cost::idle_cost(&report, IdleBy::Gpu).await?;
     step("idle windows");
     let profile = windows::profile(&report).await?;
-    let idle_windows = profile.idle_windows(60.0, 2, &currency);
+    let idle_windows =
+        profile.idle_windows(windows::DEFAULT_MIN_IDLE_SHARE_PCT, windows::DEFAULT_MIN_HOURS, &currency);
     let window_lines = idle_windows.sentences();
     // The costliest window's worth: its cron lines' GPUs' idle cost in it.
     let costliest = profile.recurring_windows(60.0, 2).into_iter().next();
@@ -269,6 +280,7 @@ pub async fn write_report(
     let zombies_now = zombies.processes_idle_now();
     let reclaim_units = reclaim.units();
     let reclaim_hours = reclaim.gpu_hours();
+    let unused_mig = reclaim.unpartitioned.iter().fold((0.0, 0.0), |(h, c), u| (h + u.gpu_hours, c + u.cost));
     let top_idle_teams = idle_teams.top(3);
     // Each table is the batch its command prints.
     let printed = |rows: &dyn Rows| {
@@ -428,7 +440,7 @@ pub async fn write_report(
             paragraphs: if window_lines.is_empty() {
                 vec!["No hour of the week was 60% idle or more for 2 hours in a row.".into()]
             } else {
-                let mut p = vec!["Recurring idle windows (hours of the week, UTC, at least 60% of GPU time idle):".to_owned()];
+                let mut p = vec!["Recurring idle windows (hours of the week, UTC, at least 60% of GPU time idle; outlined on the chart):".to_owned()];
                 p.extend(window_lines.iter().cloned());
                 p
             },
@@ -438,7 +450,8 @@ pub async fn write_report(
         Section {
             heading: "Every GPU, every day".into(),
             paragraphs: vec![format!(
-                "Mean utilization of each GPU per day, and the GPUs whose idle time cost the most:"
+                "The busy share of each physical GPU's time per day (a MIG GPU's instances each counted by their \
+                 share of it), and the GPUs whose idle time cost the most:"
             )],
             table: Some(picked(
                 "idle-cost-by-gpu",
@@ -495,13 +508,21 @@ pub async fn write_report(
         },
         Section {
             heading: "Reclaim candidates".into(),
-            paragraphs: vec![format!(
+            paragraphs: std::iter::once(format!(
                 "Idle for {} or more in a row: {reclaim_units}, in {} stretches of {} GPU-hours in all \
-                 (a MIG instance's hours counted by its share of its GPU), longest first.",
+                 (idle_gpu_hours: a MIG instance's hours counted by its share of its GPU; idle_minutes: \
+                 how long the stretch lasted), longest first.",
                 humantime::format_duration(report.config.reclaim.idle_for),
                 reclaim.rows.len(),
                 hours(reclaim_hours)
-            )],
+            ))
+            .chain(reclaim.unpartitioned_sentences(&currency).into_iter().map(|s| {
+                format!(
+                    "Not a candidate, apart: {s}. Nobody holds that capacity; the MIG layout leaves it \
+                     unused (make an instance of it, or change the layout, to use it)."
+                )
+            }))
+            .collect(),
             table: Some(picked(
                 "reclaim",
                 &reclaim_rows,
@@ -509,6 +530,7 @@ pub async fn write_report(
                     "host",
                     "gpu_index",
                     "idle_since",
+                    "idle_gpu_hours",
                     "idle_minutes",
                     "held_by",
                     "still_idle",
@@ -612,6 +634,7 @@ pub async fn write_report(
         reclaim_units,
         reclaim_hours,
         reclaim_for: report.config.reclaim.idle_for,
+        unused_mig,
         windows: window_lines,
         actions: actions.shown.iter().map(|a| (a.what.clone(), a.worth, a.how.clone())).collect(),
         together: actions.together.as_ref().map(|t| t.worth),

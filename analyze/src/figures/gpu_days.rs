@@ -1,6 +1,7 @@
-//! GPU-days: every GPU's mean utilization per UTC day
+//! GPU-days: every physical GPU's busy share per UTC day
 //! (`queries/gpu_days.sql` over `minute_costs`), the series of the gpu-days
-//! chart, each GPU labelled `host/index`.
+//! chart, each GPU labelled `host/index`: a MIG GPU is one row, its
+//! instances each counted by its share of it.
 
 use apron_reports::GpuDayCell;
 use chrono::NaiveDate;
@@ -13,7 +14,7 @@ use crate::columns::Columns;
 use crate::error::Error;
 use crate::queries;
 
-/// Each GPU's mean utilization per day of `report` (which has
+/// Each physical GPU's busy share per day of `report` (which has
 /// `minute_costs` registered), by host, index and day.
 pub async fn gpu_days(report: &Report) -> Result<Vec<GpuDayCell>, Error> {
     let batch = query(&report.session, queries::GPU_DAYS, Vec::new()).await?;
@@ -23,12 +24,12 @@ pub async fn gpu_days(report: &Report) -> Result<Vec<GpuDayCell>, Error> {
 fn read(batch: &RecordBatch) -> Result<Vec<GpuDayCell>, ArrowError> {
     let c = Columns::of(batch);
     let (host, gpu_index, day, util) =
-        (c.text("host")?, c.i32("gpu_index")?, c.date32("day")?, c.f64_opt("mean_util_pct")?);
+        (c.text("host")?, c.i32("gpu_index")?, c.date32("day")?, c.f64_opt("busy_share_pct")?);
     Ok((0..c.len())
         .map(|i| GpuDayCell {
             gpu: format!("{}/{}", host[i], gpu_index[i]),
             day: Date32Type::to_naive_date_opt(day[i]).unwrap_or(NaiveDate::MIN),
-            mean_util_pct: util[i],
+            busy_share_pct: util[i],
         })
         .collect())
 }

@@ -217,6 +217,15 @@ fn label(group: &[(usize, usize)]) -> String {
     }
 }
 
+/// The least idle share of an hour in a window (%) that `apron windows`
+/// looks for by default (`--min-idle-share`), and so the report and the
+/// hour-of-week chart.
+pub const DEFAULT_MIN_IDLE_SHARE_PCT: f64 = 60.0;
+
+/// The shortest window (hours) `apron windows` reports by default
+/// (`--min-hours`).
+pub const DEFAULT_MIN_HOURS: usize = 2;
+
 /// The hour-of-week profile of a period: one cell per recorded hour of the
 /// week, Monday 00:00 first.
 #[derive(Debug, Clone, PartialEq)]

@@ -39,6 +39,14 @@ pub struct GpuMinute {
     pub pcie_rx: Option<f64>,
 }
 
+impl GpuMinute {
+    /// Whether the minute is a partitioned GPU's own row: the slices no MIG
+    /// instance holds, capacity nobody can use until an instance is made.
+    pub fn partitioned(&self) -> bool {
+        self.parent.is_none() && self.total_slices.is_some()
+    }
+}
+
 /// One process on one GPU over one UTC minute.
 #[derive(Debug, Clone, Copy)]
 pub struct ProcMinute {

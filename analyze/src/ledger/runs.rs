@@ -3,7 +3,8 @@
 //! (`queries/reclaim.sql`) and a process holding memory on an idle GPU long
 //! enough to be a zombie (`queries/zombies.sql`), by those queries' rules:
 //! a minute missing, busy or of unknown activity breaks a stretch, and so
-//! does a change of the GPU's host or index. A process's stretch also
+//! does a change of the GPU's host or index. A partitioned GPU's own row
+//! (the MIG slices no instance holds) is never a reclaim stretch. A process's stretch also
 //! sums what its GPU did meanwhile ([`Traffic`]), which tells a zombie from
 //! a process starved of data (`queries/starved.sql`); the reports tell the
 //! two apart ([`crate::figures::zombies`]).
@@ -195,7 +196,10 @@ impl Runs {
     pub fn minute(&mut self, g: &GpuMinute, procs: &[ProcMinute]) {
         let newest = self.newest.entry(g.gpu).or_insert(g.minute);
         *newest = (*newest).max(g.minute);
-        if g.state.is_idle() {
+        // A partitioned GPU's own row is capacity no instance holds: not a
+        // GPU anyone could hand back (its stretches would be the MIG
+        // layout's, not idleness), so it starts no reclaim stretch.
+        if g.state.is_idle() && !g.partitioned() {
             let holders = procs.iter().filter(|p| p.held).map(|p| p.user);
             match self.idle.get_mut(&g.gpu) {
                 Some(s) if continues(s, g) => {

@@ -16,6 +16,9 @@ pub struct ReclaimRow {
     pub idle_since: i64,
     /// Length of the stretch (minutes).
     pub idle_minutes: i64,
+    /// GPU time in the stretch (GPU-hours): a MIG instance's minutes
+    /// counted by its share of its GPU's slices.
+    pub idle_gpu_hours: f64,
     /// Users whose processes held memory during it, comma-separated; empty
     /// when none did.
     pub held_by: String,
@@ -65,4 +68,22 @@ pub struct ZombieRow {
     /// throughout (a MIG instance's traffic is its parent's).
     pub pcie_rx_mib_per_s: Option<f64>,
     pub pcie_tx_mib_per_s: Option<f64>,
+}
+
+/// The MIG slices of one partitioned GPU that no instance held, over the
+/// period: capacity the partitioning leaves unused, which no one holds and
+/// so no one can hand back (not a reclaim candidate).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unpartitioned {
+    /// Host name.
+    pub host: String,
+    /// NVML index.
+    pub gpu_index: i32,
+    /// The partitioned GPU's UUID.
+    pub gpu_uuid: String,
+    /// GPU time in slices no instance held (GPU-hours: each minute counted
+    /// by the share of the GPU's slices free then).
+    pub gpu_hours: f64,
+    /// Its exact cost (currency).
+    pub cost: f64,
 }

@@ -304,7 +304,19 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
             rows(&session, queries::RECLAIM, vec![ScalarValue::Int64(Some(rules.reclaim_min_minutes))]).await;
         let from_views = reclaim_rows(&reclaim);
         assert!(!from_views.is_empty(), "the fleet has idle stretches");
-        assert_eq!(ledger.reclaim, from_views);
+        // The GPU-hours are sums of shares, in another order.
+        let rounded = |rows: &[ReclaimRow]| -> Vec<ReclaimRow> {
+            rows.iter()
+                .map(|r| ReclaimRow { idle_gpu_hours: (r.idle_gpu_hours * 1e9).round() / 1e9, ..r.clone() })
+                .collect()
+        };
+        assert_eq!(rounded(&ledger.reclaim), rounded(&from_views));
+        // No stretch of a partitioned GPU's unheld slices; an instance's
+        // hours are its share of its minutes.
+        assert!(ledger.reclaim.iter().all(|r| r.gpu_uuid != "GPU-mig-0"), "{:?}", ledger.reclaim);
+        assert!(!ledger.unpartitioned.is_empty(), "the MIG host has unheld slices");
+        let sum: f64 = ledger.reclaim.iter().map(|r| r.idle_gpu_hours).sum();
+        assert!((sum - ledger.reclaim_sum.gpu_hours).abs() < 1e-9, "{sum} vs {:?}", ledger.reclaim_sum);
     });
 }
 
@@ -367,6 +379,7 @@ fn reclaim_rows(batches: &[RecordBatch]) -> Vec<ReclaimRow> {
             (c.text("host").unwrap(), c.i32("gpu_index").unwrap(), c.text("gpu_uuid").unwrap());
         let (since, minutes) = (c.timestamp_ms("idle_since").unwrap(), c.i64("idle_minutes").unwrap());
         let (held_by, still) = (c.text("held_by").unwrap(), c.bool("still_idle").unwrap());
+        let gpu_hours = c.f64("idle_gpu_hours").unwrap();
         for i in 0..c.len() {
             out.push(ReclaimRow {
                 host: host[i].clone(),
@@ -374,6 +387,7 @@ fn reclaim_rows(batches: &[RecordBatch]) -> Vec<ReclaimRow> {
                 gpu_uuid: gpu_uuid[i].clone(),
                 idle_since: since[i],
                 idle_minutes: minutes[i],
+                idle_gpu_hours: gpu_hours[i],
                 held_by: held_by[i].clone(),
                 still_idle: still[i],
             });

@@ -162,7 +162,7 @@ pub const COLUMNS: &[Column] = &[
     col("freed_gpu_hours", "Freed GPU-hours", ColumnKind::Amount),
     col("freed_held_gpu_hours", "Freed, held GPU-hours", ColumnKind::Amount),
     col("freed_empty_gpu_hours", "Freed, already free GPU-hours", ColumnKind::Amount),
-    col("idle_minutes", "Idle (hours)", ColumnKind::Minutes),
+    col("idle_minutes", "Idle for (hours)", ColumnKind::Minutes),
     col("idle_since", "Idle since (UTC)", ColumnKind::Time),
     col("proc_start", "Process start (UTC)", ColumnKind::Time),
     col("still_running", "Still running (at the data's end)", ColumnKind::Flag),

@@ -1,6 +1,8 @@
-//! The GPU-days chart: every GPU a row, every day of the period a column,
-//! coloured by that GPU's mean utilization that day. It shows which GPUs
-//! sit idle for days on end, and hosts that went dark.
+//! The GPU-days chart: every physical GPU a row (a MIG GPU's instances in
+//! its row), every day of the period a column, coloured by the share of
+//! that GPU's time that was busy that day. It shows which GPUs sit idle for
+//! days on end, and hosts that went dark. Every row is labelled: with more
+//! GPUs than the canvas has room to label, it grows taller.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,6 +14,7 @@ use super::context::ChartContext;
 use super::error::ChartError;
 use super::frame;
 use super::heatmap::{self, Cells, Grid};
+use super::legend;
 use super::name::ChartName;
 use super::series::GpuDayCell;
 
@@ -21,7 +24,25 @@ use super::series::GpuDayCell;
 /// a hatched column. When two cells name the same GPU and day the later
 /// one wins.
 pub fn gpu_days(cells: &[GpuDayCell], ctx: &ChartContext, out: &Path) -> Result<(), ChartError> {
+    let rows = grid(cells).map_or(0, |g| g.rows.len());
+    let ctx = &ctx.clone().with_size(ctx.width, labelled_height(ctx.width, ctx.height, rows));
     canvas::write_png(ChartName::GpuDays, ctx, out, |root| draw(cells, ctx, root))
+}
+
+/// Pixels a row needs (at 1600x900) for a label of the smallest readable size.
+const ROW_PX: f64 = 14.0;
+
+/// Pixels of the canvas (at 1600x900) that are not grid: title, legend,
+/// day labels, footer.
+const FRAME_PX: f64 = 330.0;
+
+/// The canvas height that labels each of `rows` rows on a `width` wide
+/// canvas asked to be `height` tall: `height`, or taller (up to the
+/// largest canvas) when the rows would be too thin to label.
+fn labelled_height(width: u32, height: u32, rows: usize) -> u32 {
+    let s = (f64::from(width) / 1600.0).min(f64::from(height) / 900.0);
+    let needed = ((rows as f64 * ROW_PX + FRAME_PX) * s).ceil();
+    height.max(needed.min(f64::from(ChartContext::MAX_SIDE)) as u32)
 }
 
 /// Draws the chart on `root`; returns where the cells are, `None` when
@@ -31,7 +52,12 @@ pub(super) fn draw(
     ctx: &ChartContext,
     root: &Area<'_>,
 ) -> Result<Option<Cells>, DrawError> {
-    let frame = frame::draw(root, ChartName::GpuDays, ctx, &heatmap::legend())?;
+    let mut legend = vec![legend::Entry::new(
+        "Busy share of GPU time (MIG: each instance by its share of the GPU)",
+        legend::Swatch::Scale,
+    )];
+    legend.extend(heatmap::legend());
+    let frame = frame::draw(root, ChartName::GpuDays, ctx, &legend)?;
     match grid(cells) {
         Some(grid) => heatmap::draw(root, &frame, &grid).map(Some),
         None => {
@@ -58,7 +84,7 @@ fn grid(cells: &[GpuDayCell]) -> Option<Grid> {
     let mut values = vec![None; rows.len() * days.len()];
     for cell in cells {
         let col = (cell.day - first).num_days() as usize;
-        values[row_of[cell.gpu.as_str()] * days.len() + col] = cell.mean_util_pct.filter(|v| v.is_finite());
+        values[row_of[cell.gpu.as_str()] * days.len() + col] = cell.busy_share_pct.filter(|v| v.is_finite());
     }
     Some(Grid {
         columns: days.iter().map(|d| d.format("%b %d").to_string()).collect(),
@@ -66,8 +92,10 @@ fn grid(cells: &[GpuDayCell]) -> Option<Grid> {
         values,
         x_title: "Day (UTC)".to_owned(),
         y_title: "GPU (host, index)".to_owned(),
+        scale_title: "Busy share of GPU time (%)".to_owned(),
         print_values: false,
         group_rows: true,
+        label_every_row: true,
     })
 }
 
@@ -79,7 +107,7 @@ mod tests {
         GpuDayCell {
             gpu: gpu.to_owned(),
             day: NaiveDate::from_ymd_opt(2026, 11, day).unwrap(),
-            mean_util_pct: v,
+            busy_share_pct: v,
         }
     }
 

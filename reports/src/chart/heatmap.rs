@@ -1,7 +1,8 @@
-//! The utilization heatmap both grid charts share ([`super::hour_of_week`]
-//! and [`super::gpu_days`]): labelled rows and columns of cells coloured on
-//! the viridis scale, a colour scale bar with percent labels, and the
-//! no-data hatch for cells without samples.
+//! The heatmap both grid charts share ([`super::hour_of_week`] and
+//! [`super::gpu_days`]): labelled rows and columns of cells coloured on
+//! the viridis scale by a percentage (each chart names its own), a colour
+//! scale bar with percent labels, and the no-data hatch for cells without
+//! samples.
 //!
 //! The grid is laid out here in canvas pixels (no plotters coordinates) so
 //! cells tile exactly and labels can be thinned when rows or columns are
@@ -28,18 +29,24 @@ pub(super) struct Grid {
     pub(super) rows: Vec<String>,
     /// Column labels, left to right.
     pub(super) columns: Vec<String>,
-    /// Utilization in percent per cell, row by row; `None` is no data.
+    /// The chart's percentage per cell, row by row; `None` is no data.
     pub(super) values: Vec<Option<f64>>,
     /// Title under the columns, with units.
     pub(super) x_title: String,
     /// Title beside the rows.
     pub(super) y_title: String,
+    /// Title of the colour scale: what the percentage is, `Mean
+    /// utilization (%)`.
+    pub(super) scale_title: String,
     /// Print each cell's value in it when the cells are big enough.
     pub(super) print_values: bool,
     /// Leave a gap between rows whose labels differ before the first `/`
     /// (GPUs of different hosts), and label such groups once when rows are
     /// too thin to label each.
     pub(super) group_rows: bool,
+    /// Label every row, in a smaller font where rows are thin, rather than
+    /// every other one.
+    pub(super) label_every_row: bool,
 }
 
 impl Grid {
@@ -117,8 +124,12 @@ enum RowLabels {
 impl RowLabels {
     fn choose(grid: &Grid, frame: &Frame, cell_h: f64, groups: Vec<(String, usize, usize)>) -> Self {
         let tick = axis::tick_font(frame);
-        let font = Font { size: tick.size.min(cell_h * 0.9).max(frame.size(11.0)), ..tick };
-        let step = ((font.size * 1.2) / cell_h).ceil().max(1.0) as usize;
+        let (font, step) = if grid.label_every_row {
+            (Font { size: tick.size.min(cell_h / 1.2), ..tick }, 1)
+        } else {
+            let font = Font { size: tick.size.min(cell_h * 0.9).max(frame.size(11.0)), ..tick };
+            (font, ((font.size * 1.2) / cell_h).ceil().max(1.0) as usize)
+        };
         let max_width = frame.body.width() / 5;
         let grouped = groups.len() > 1 && step > 1 && groups.iter().any(|(_, first, last)| last > first);
         if grouped {
@@ -249,13 +260,20 @@ pub(super) fn draw(root: &Area<'_>, frame: &Frame, grid: &Grid) -> Result<Cells,
         bottom: grid_bottom as i32,
     };
     axis::titles(root, frame, grid_rect, Some(&grid.x_title), Some(&grid.y_title), None)?;
-    scale_bar(root, frame, grid_rect, bar_w, &scale_labels)?;
+    scale_bar(root, frame, grid_rect, bar_w, &scale_labels, &grid.scale_title)?;
     Ok(cells)
 }
 
 /// The colour scale to the right of the grid: 0 % at the bottom, 100 % at
 /// the top, with its title turned down along the right edge.
-fn scale_bar(root: &Area<'_>, frame: &Frame, grid: Rect, bar_w: i32, labels: &[String]) -> DrawResult {
+fn scale_bar(
+    root: &Area<'_>,
+    frame: &Frame,
+    grid: Rect,
+    bar_w: i32,
+    labels: &[String],
+    title_text: &str,
+) -> DrawResult {
     let left = grid.right + frame.px(36.0);
     let (top, bottom) = (grid.top, grid.bottom);
     let height = (bottom - top).max(1);
@@ -280,7 +298,7 @@ fn scale_bar(root: &Area<'_>, frame: &Frame, grid: Rect, bar_w: i32, labels: &[S
     let title = axis::title_font(frame);
     text::draw_turned(
         root,
-        "Mean utilization (%)",
+        title_text,
         &title,
         (frame.body.right - frame.px(10.0), (top + bottom) / 2),
         false,

@@ -22,6 +22,10 @@ pub(super) enum Swatch {
     Line(RGBColor),
     /// The no-data hatch.
     NoData,
+    /// The heatmaps' colour scale, low to high, left to right.
+    Scale,
+    /// A rectangle's outline, as the hour-of-week chart marks idle windows.
+    Outline(RGBColor),
 }
 
 /// One legend item.
@@ -55,6 +59,19 @@ pub(super) fn draw(area: &Area<'_>, entries: &[Entry], (x, y): (i32, i32), s: f6
             }
             Swatch::NoData => {
                 palette::hatch(area, Rect { left, top, right: left + sw, bottom }, (6.0 * s).round() as i32)?;
+            }
+            Swatch::Scale => {
+                for x in left..=left + sw {
+                    let t = f64::from(x - left) / f64::from(sw.max(1));
+                    area.draw(&PathElement::new(
+                        vec![(x, top), (x, bottom)],
+                        palette::viridis(t).stroke_width(1),
+                    ))?;
+                }
+            }
+            Swatch::Outline(colour) => {
+                let stroke = colour.stroke_width((3.0 * s).round().max(1.0) as u32);
+                area.draw(&Rectangle::new([(left, top), (left + sw, bottom)], stroke))?;
             }
         }
         let label_x = left + sw + (10.0 * s) as i32;

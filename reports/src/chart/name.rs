@@ -17,7 +17,7 @@ pub enum ChartName {
     TeamSpend,
     /// Mean utilization by weekday and hour (UTC).
     HourOfWeek,
-    /// Mean utilization of every GPU on every day.
+    /// Busy share of every physical GPU on every day.
     GpuDays,
     /// Fleet power and cumulative energy.
     Power,
@@ -59,7 +59,7 @@ impl ChartName {
             ChartName::IdleCost => "Idle cost by team",
             ChartName::TeamSpend => "Spend by team: busy and idle",
             ChartName::HourOfWeek => "GPU utilization by hour of the week",
-            ChartName::GpuDays => "Utilization of every GPU, day by day",
+            ChartName::GpuDays => "Busy share of every GPU, day by day",
             ChartName::Power => "Fleet power and energy",
         }
     }

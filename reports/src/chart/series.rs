@@ -47,16 +47,51 @@ pub struct HourOfWeekCell {
     pub mean_util_pct: Option<f64>,
 }
 
-/// Mean utilization of one GPU on one day, for [`gpu_days`](crate::gpu_days).
+/// The hour-of-week chart's series: its cells and the recurring idle
+/// windows to mark on them, for [`hour_of_week`](crate::hour_of_week).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HourOfWeek {
+    /// Mean utilization per hour of the week.
+    pub cells: Vec<HourOfWeekCell>,
+    /// The recurring idle windows found in those cells (as `apron windows`
+    /// reports them), each outlined on the chart.
+    pub windows: Vec<WeekWindow>,
+}
+
+/// A recurring idle window: what `apron windows` calls it and the hours of
+/// the week it covers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeekWindow {
+    /// How `apron windows` names it: `Mon–Fri 00:00–06:00`.
+    pub label: String,
+    /// Its runs of consecutive hours, one per day it recurs on (or one run
+    /// over several days).
+    pub runs: Vec<WeekRun>,
+}
+
+/// A run of consecutive hours of the week, on into the next week past
+/// Sunday 24:00.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WeekRun {
+    /// Its first hour of the week, 0 = Monday 00:00 UTC … 167.
+    pub start: u32,
+    /// Its length in hours, 1–168.
+    pub hours: u32,
+}
+
+/// The busy share of one physical GPU on one day, for
+/// [`gpu_days`](crate::gpu_days).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuDayCell {
-    /// The GPU's row label, e.g. `"node01/3"` (host / index).
+    /// The GPU's row label, e.g. `"node01/3"` (host / index); a MIG
+    /// instance is part of its parent's row.
     pub gpu: String,
     /// The UTC day.
     pub day: chrono::NaiveDate,
-    /// Mean utilization in percent, 0–100; `None` when the GPU has no
-    /// samples that day.
-    pub mean_util_pct: Option<f64>,
+    /// Busy share of the GPU's time that day in percent, 0–100: busy
+    /// GPU-seconds over GPU-seconds busy or idle, a MIG instance's counted
+    /// by its share of the GPU; `None` when nothing of the day is known.
+    pub busy_share_pct: Option<f64>,
 }
 
 /// Fleet power over one time bucket, for [`power`](crate::power).

@@ -99,9 +99,13 @@ fn gpu_month() -> Vec<GpuDayCell> {
     let mut cells = Vec::new();
     for (d, day) in first.iter_days().take(31).enumerate() {
         for gpu in 0..64 {
-            let mean_util_pct =
+            let busy_share_pct =
                 if gpu == 5 && d == 2 { None } else { Some(((gpu * 7 + d * 3) % 101) as f64) };
-            cells.push(GpuDayCell { gpu: format!("node{:02}/{}", gpu / 8 + 1, gpu % 8), day, mean_util_pct });
+            cells.push(GpuDayCell {
+                gpu: format!("node{:02}/{}", gpu / 8 + 1, gpu % 8),
+                day,
+                busy_share_pct,
+            });
         }
     }
     cells
@@ -125,7 +129,8 @@ fn render_all(dir: &Path) -> Vec<PathBuf> {
     fleet_state(&fleet(), &c, &path(ChartName::FleetState)).unwrap();
     idle_cost(&teams(), &c, &path(ChartName::IdleCost)).unwrap();
     team_spend(&teams(), &c, &path(ChartName::TeamSpend)).unwrap();
-    hour_of_week(&week(), &c, &path(ChartName::HourOfWeek)).unwrap();
+    hour_of_week(&HourOfWeek { cells: week(), windows: Vec::new() }, &c, &path(ChartName::HourOfWeek))
+        .unwrap();
     gpu_days(&gpu_month(), &c, &path(ChartName::GpuDays)).unwrap();
     power(&power_series(), &c, &path(ChartName::Power)).unwrap();
     ChartName::ALL.iter().map(|c| path(*c)).collect()
@@ -136,7 +141,10 @@ fn every_chart_writes_a_full_size_png_that_is_not_blank() {
     let dir = tempfile::tempdir().unwrap();
     for path in render_all(dir.path()) {
         let img = decode(&path);
-        assert_eq!(img.dimensions(), (1600, 900), "{}", path.display());
+        // gpu-days grows taller to label each of its 64 GPUs: 64 rows of
+        // 14 px and 330 px of frame.
+        let height = if path.ends_with("gpu-days.png") { 64 * 14 + 330 } else { 900 };
+        assert_eq!(img.dimensions(), (1600, height), "{}", path.display());
         assert!(distinct_colours(&img) > 100, "{} has {} colours", path.display(), distinct_colours(&img));
         let white = share_of(&img, Rgb([255, 255, 255]));
         assert!(white < 0.97, "{} is {:.0}% white", path.display(), white * 100.0);
@@ -185,7 +193,7 @@ fn empty_series_draw_the_no_data_frame() {
             .unwrap()
             .extra
             .is_none(),
-        canvas::render(ChartName::HourOfWeek, &c, p, |r| hour_of_week::draw(&[], &c, r))
+        canvas::render(ChartName::HourOfWeek, &c, p, |r| hour_of_week::draw(&HourOfWeek::default(), &c, r))
             .unwrap()
             .extra
             .is_none(),
@@ -207,7 +215,7 @@ fn empty_series_draw_the_no_data_frame() {
 fn hour_of_week_cells_take_the_scale_colour_of_their_value() {
     let c = ctx();
     let rendered = canvas::render(ChartName::HourOfWeek, &c, Path::new("x.png"), |root| {
-        hour_of_week::draw(&week(), &c, root)
+        hour_of_week::draw(&HourOfWeek { cells: week(), windows: Vec::new() }, &c, root)
     })
     .unwrap();
     let img = image_of(&rendered);
@@ -315,7 +323,15 @@ fn errors_name_the_output_file() {
 fn other_canvas_sizes_work() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.png");
+    // 64 GPUs need more than 450 px to label each: (64 × 14 + 330) / 2.
     gpu_days(&gpu_month(), &ctx().with_size(800, 450), &path).unwrap();
+    assert_eq!(decode(&path).dimensions(), (800, 613));
+    // 16 fit.
+    let sixteen: Vec<GpuDayCell> = gpu_month()
+        .into_iter()
+        .filter(|c| c.gpu.starts_with("node01") || c.gpu.starts_with("node02"))
+        .collect();
+    gpu_days(&sixteen, &ctx().with_size(800, 450), &path).unwrap();
     assert_eq!(decode(&path).dimensions(), (800, 450));
 }
 
