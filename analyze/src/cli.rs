@@ -82,11 +82,11 @@ pub enum Command {
     /// last 30 days) that no [[gpu_cost]] entry prices.
     Config(ConfigArgs),
 
-    /// Print the gpu_index of the least-loaded GPU of a host (lowest mean
-    /// utilization over the window, ties broken by most free memory), or a
-    /// MIG instance's MIG-… UUID, for CUDA_VISIBLE_DEVICES=$(apron pick
-    /// --host $(hostname)). With --format csv|json, print every GPU of the
-    /// host, best first.
+    /// Print the gpu_index of the least-loaded GPU of a host (this one
+    /// unless --host names another; lowest mean utilization over the window,
+    /// ties broken by most free memory), or a MIG instance's MIG-… UUID, for
+    /// CUDA_VISIBLE_DEVICES=$(apron pick). With --format csv|json, print
+    /// every GPU of the host, best first.
     Pick(PickArgs),
 
     /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m,
@@ -723,12 +723,13 @@ pub struct AlertsArgs {
     pub at: Option<i64>,
 }
 
-/// `apron pick --host H [--window 5m]`.
+/// `apron pick [--host H] [--window 5m]`.
 #[derive(Debug, Clone, Args)]
 pub struct PickArgs {
-    /// The host whose GPUs to rank.
+    /// The host whose GPUs to rank. Default: this machine, by the name
+    /// apron-recorder records it under without --host (its host name).
     #[arg(long)]
-    pub host: String,
+    pub host: Option<String>,
 
     /// How far back to average utilization (e.g. 30s, 5m, 1h).
     #[arg(long, default_value = "5m", value_parser = minutes)]
@@ -947,8 +948,8 @@ mod tests {
         assert!(line.ends_with("(see 'apron sql --help')"), "{line}");
         assert!(!line.contains('\n'));
         assert_eq!(
-            refused(&["apron", "pick"]),
-            "error: the following required arguments were not provided: --host <HOST> (see 'apron pick --help')"
+            refused(&["apron", "pick", "--host"]),
+            "error: a value is required for '--host <HOST>' but none was supplied (see 'apron pick --help')"
         );
         assert_eq!(
             refused(&["apron", "spend", "--last", "30"]),

@@ -344,6 +344,21 @@ pub enum SessionError {
         /// ", newest sample at …" when the host has older data, else empty.
         newest: String,
     },
+
+    /// `apron pick` without `--host` found no samples at all of this
+    /// machine: it is not the host the data is about.
+    #[error("no samples from this host ({host}) under {}; pass --host HOST to pick a GPU of a host the data holds", data.display())]
+    NoDataForThisHost {
+        /// This machine's host name, as the recorder names it.
+        host: String,
+        /// The data folder.
+        data: PathBuf,
+    },
+
+    /// `apron pick` without `--host`, on a machine whose host name cannot
+    /// be read or used.
+    #[error("cannot tell which host to pick for; pass --host HOST")]
+    ThisHost(#[source] crate::this_host::ThisHostError),
 }
 
 /// The configuration file (`--config FILE` or `./apron.toml`).
