@@ -777,7 +777,7 @@ pub struct ConfigArgs {
     pub period: PeriodArgs,
 }
 
-/// `apron sql [QUERY | -f FILE] [--out FILE]`.
+/// `apron sql [QUERY | -f FILE] [--out FILE]`, or `apron sql --show [NAME]`.
 #[derive(Debug, Clone, Args)]
 #[command(group(ArgGroup::new("source").args(["query", "file"])))]
 pub struct SqlArgs {
@@ -813,6 +813,19 @@ pub struct SqlArgs {
     /// query for another type (CAST($1 AS VARCHAR)).
     #[arg(long = "param", value_name = "NAME=VALUE", requires = "source")]
     pub params: Vec<String>,
+
+    /// Print the SQL of the named report NAME as this binary carries it
+    /// (queries/NAME.sql: `apron sql --show pick`), to read, or to run with
+    /// `-f -` and the --param values its header lists; without NAME, list
+    /// the names and what each answers.
+    #[arg(
+        long,
+        value_name = "NAME",
+        num_args = 0..=1,
+        default_missing_value = "",
+        conflicts_with_all = ["query", "file", "out", "params"]
+    )]
+    pub show: Option<String>,
 
     /// The period of the views minute_costs (every GPU-minute priced and
     /// attributed, queries/minute_costs.sql) and cost_buckets (its sums from

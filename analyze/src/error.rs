@@ -529,6 +529,15 @@ pub enum InputError {
         source: io::Error,
     },
 
+    /// `sql --show NAME` with a name no query has.
+    #[error("no named query '{name}'; the named queries: {known} (apron sql --show lists them)")]
+    UnknownQuery {
+        /// The name as given.
+        name: String,
+        /// Every name, comma-separated.
+        known: String,
+    },
+
     /// A `--param` without `=`, or with an empty name.
     #[error("--param {given:?} is not NAME=VALUE (e.g. --param 1=2026-11-01)")]
     ParamSyntax {
