@@ -297,7 +297,7 @@ fn shown(text: &str) -> String {
             continue;
         }
         if chars.next_if_eq(&'[').is_some() {
-            while let Some(c) = chars.next() {
+            for c in chars.by_ref() {
                 if c.is_ascii_alphabetic() {
                     break;
                 }

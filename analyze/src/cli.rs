@@ -195,6 +195,7 @@ pub struct ManPagesArgs {
 pub struct ChartArgs {
     /// The chart: fleet-state, idle-cost, team-spend, hour-of-week,
     /// gpu-days or power.
+    #[arg(value_parser = chart_names(), hide_possible_values = true)]
     pub name: String,
 
     /// The PNG file to write (replaced if it exists).
@@ -212,6 +213,14 @@ pub struct ChartArgs {
     /// The period.
     #[command(flatten)]
     pub period: PeriodArgs,
+}
+
+/// The chart names, as possible values: clap refuses any other (naming
+/// them, and the likely one), and the completion scripts offer them.
+fn chart_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        apron_reports::ChartName::ALL.map(apron_reports::ChartName::name),
+    )
 }
 
 /// `apron report --month YYYY-MM --out DIR`.
