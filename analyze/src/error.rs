@@ -194,6 +194,28 @@ pub enum SessionError {
         present: Vec<String>,
     },
 
+    /// The query names a file in place of a table (`FROM 'x.parquet'`)
+    /// that is not there or is no table file.
+    #[error("cannot read {name} as a table: no such Parquet, CSV or JSON file (a path is read from {})", cwd.display())]
+    NoFileTable {
+        /// The path as the query names it.
+        name: String,
+        /// The working folder a relative path is read from.
+        cwd: PathBuf,
+    },
+
+    /// `read_parquet('x')` or `read_csv('x')` cannot open its file.
+    #[error("cannot read {path} ({function})")]
+    FileTable {
+        /// The function: `read_parquet` or `read_csv`.
+        function: &'static str,
+        /// The path as the query names it.
+        path: String,
+        /// Why it cannot.
+        #[source]
+        source: datafusion::error::DataFusionError,
+    },
+
     /// The query does not parse or does not plan (bad SQL, unknown column,
     /// wrong types); DataFusion's reason names the token or the column.
     #[error("invalid query")]
