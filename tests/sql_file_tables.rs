@@ -106,9 +106,23 @@ fn a_file_sql_out_wrote_is_read_back_as_a_table() {
         ],
     ));
     assert_eq!(joined.lines().nth(1), total.lines().nth(1).and_then(|l| l.split(',').next()), "{joined}");
-    // A file that is not there is named.
+    // A file that is not there is named, with where it was looked for.
     let line = fail(apron(&data, &work, &["sql", "SELECT * FROM 'nowhere.parquet'"]));
-    assert!(line.contains("nowhere.parquet"), "{line}");
+    let cwd = work.canonicalize().expect("the folder");
+    assert_eq!(
+        line,
+        format!(
+            "error: cannot read nowhere.parquet as a table: no such file (a path is read from {})",
+            cwd.display()
+        )
+    );
+    // One whose extension says no format: the functions that name one.
+    std::fs::copy(work.join("per_gpu.csv"), work.join("per_gpu.txt")).expect("copy");
+    let line = fail(apron(&data, &work, &["sql", "SELECT * FROM 'per_gpu.txt'"]));
+    assert!(line.contains("read_csv('per_gpu.txt')"), "{line}");
+    let got =
+        succeed(apron(&data, &work, &["--format", "csv", "sql", &format!("{sums} read_csv('per_gpu.txt')")]));
+    assert_eq!(got, total);
     let line = fail(apron(&data, &work, &["sql", "SELECT * FROM read_parquet('nowhere.parquet')"]));
     assert!(line.contains("nowhere.parquet"), "{line}");
 }

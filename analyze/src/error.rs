@@ -195,13 +195,23 @@ pub enum SessionError {
     },
 
     /// The query names a file in place of a table (`FROM 'x.parquet'`)
-    /// that is not there or is no table file.
-    #[error("cannot read {name} as a table: no such Parquet, CSV or JSON file (a path is read from {})", cwd.display())]
+    /// that is not there.
+    #[error("cannot read {name} as a table: no such file (a path is read from {})", cwd.display())]
     NoFileTable {
         /// The path as the query names it.
         name: String,
         /// The working folder a relative path is read from.
         cwd: PathBuf,
+    },
+
+    /// The query names a file in place of a table whose extension says no
+    /// format the engine reads.
+    #[error(
+        "cannot read {name} as a table: a file named as a table is read by its extension (.parquet, .csv, or .json with one object per line); read_parquet('{name}') or read_csv('{name}') name its format"
+    )]
+    FileTableFormat {
+        /// The path as the query names it.
+        name: String,
     },
 
     /// `read_parquet('x')` or `read_csv('x')` cannot open its file.

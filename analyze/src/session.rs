@@ -435,6 +435,7 @@ impl Session {
     fn plan_error(&self, err: DataFusionError) -> SessionError {
         match missing_table(&err) {
             // A path: a file named in place of a table that is not there.
+            Some(name) if Path::new(&name).is_file() => SessionError::FileTableFormat { name },
             Some(name) if looks_like_a_file(&name) => {
                 SessionError::NoFileTable { name, cwd: std::env::current_dir().unwrap_or_default() }
             }
