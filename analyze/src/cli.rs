@@ -71,9 +71,10 @@ pub enum Command {
     /// proc_samples, the minute rollups gpu_minutes and proc_minutes, all
     /// partitioned by date and host; minute_costs, every GPU-minute of the
     /// period priced and attributed, and cost_buckets, its sums per minute,
-    /// GPU, state and owner), with its $1 or $name placeholders bound by
+    /// GPU, state and owner; a Parquet or CSV file named in place of a
+    /// table, FROM 'x.parquet'), with its $1 or $name placeholders bound by
     /// --param; or, without a query, a shell (or the statements of standard
-    /// input) over the same tables.
+    /// input) over the same tables. --show prints a named report's SQL.
     Sql(SqlArgs),
 
     /// Print the effective configuration (--config FILE, else ./apron.toml,
