@@ -82,9 +82,8 @@ fn an_unknown_chart_is_one_error_line_and_no_file() {
     assert_eq!(out.status.code(), Some(2), "exit code; stderr: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         stderr_lines(&out),
-        [
-            "error: unknown chart 'nosuch'; known charts: fleet-state, idle-cost, team-spend, hour-of-week, gpu-days, power"
-        ]
+        ["error: invalid value 'nosuch' for '<NAME>' [possible values: fleet-state, idle-cost, team-spend, \
+             hour-of-week, gpu-days, power] (see 'apron chart --help')"]
     );
     assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
     assert!(files_under(dir.path()).is_empty(), "files written: {:?}", files_under(dir.path()));

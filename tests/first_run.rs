@@ -3,9 +3,9 @@
 //! with, run as printed, then every `sh` example of the README, run as
 //! written in the demo's folder.
 //!
-//! The layout is a clone's: the demo's folder `apron-demo/` beside
-//! `queries/` (a link to the repository's), so `../queries/pick.sql` in the
-//! README is found as it is from a clone. A README block preceded by
+//! The layout is an installed binary's, not a clone's: no `queries/` beside
+//! the demo's folder `apron-demo/`, so the README's SQL examples must take
+//! a report's SQL from the binary (`apron sql --show NAME`). A README block preceded by
 //! `<!-- not run by tests/first_run.rs: REASON -->` is skipped (it needs a
 //! GPU node, a bucket, the hosts, or installs something); every other `sh`
 //! block runs with `sh -e`, in `apron-demo/` (or from the folder above when
@@ -82,18 +82,18 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A clone's layout in a temporary folder: `queries/` (linked) beside
-/// where the demo writes.
-fn clone_layout() -> (tempfile::TempDir, PathBuf) {
+/// A temporary folder for the demo to write in, with nothing of the
+/// repository beside it (no `queries/`: the binary carries its SQL), and
+/// the repository.
+fn installed_layout() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("a temporary folder");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf();
-    std::os::unix::fs::symlink(repo.join("queries"), tmp.path().join("queries")).expect("links queries/");
     (tmp, repo)
 }
 
 #[test]
 fn the_demo_then_its_commands_then_every_readme_example_run_as_written() {
-    let (tmp, repo) = clone_layout();
+    let (tmp, repo) = installed_layout();
     // The README's main command is `cargo run -p apron-analyze -- demo`:
     // the same binary, run from the clone's top, shortened to three days.
     let demo = Command::new(bin("apron"))

@@ -7,7 +7,7 @@ use std::time::Duration;
 use apron_schemas::{DataLayout, GpuSample};
 use apron_store::source::Tick;
 use apron_store::writer::RollingWriter;
-use apron_tests::bin;
+use apron_tests::{bin, files_under, signal, wait_with_timeout};
 
 const GIB: i64 = 1 << 30;
 
@@ -136,4 +136,73 @@ fn a_mig_instance_is_picked_by_its_uuid_and_its_parent_never() {
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
     let order: Vec<&str> = rows.iter().map(|r| r["device"].as_str().expect("device")).collect();
     assert_eq!(order, ["MIG-1a", "0", "MIG-1b"], "the partitioned GPU itself is no candidate");
+}
+
+/// The host names the recorder gave the partition folders under `data`.
+fn recorded_hosts(data: &std::path::Path) -> Vec<String> {
+    let mut hosts: Vec<String> = files_under(data)
+        .iter()
+        .flat_map(|f| f.ancestors())
+        .filter_map(|d| d.file_name()?.to_str()?.strip_prefix("host=").map(str::to_owned))
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+#[test]
+fn pick_without_host_answers_for_the_host_the_recorder_names() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    // The real recorder, left to name this machine itself (no --host).
+    let child = Command::new(bin("apron-recorder"))
+        .args(["--source", "sim", "--sim-gpus", "2", "--interval", "200ms", "--rotate", "1s", "--data"])
+        .arg(&data)
+        .env("APRON_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the recorder starts");
+    let t0 = std::time::Instant::now();
+    while recorded_hosts(&data.join("gpu_samples")).is_empty() && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    signal(&child, libc::SIGTERM);
+    let out = wait_with_timeout(child, Duration::from_secs(30));
+    assert!(out.status.success(), "recorder: {}", String::from_utf8_lossy(&out.stderr));
+    let hosts = recorded_hosts(&data.join("gpu_samples"));
+    assert_eq!(hosts.len(), 1, "one host recorded: {hosts:?}");
+    let host = &hosts[0];
+    println!("the recorder named this host {host}");
+
+    // Without --host, pick ranks that host's GPUs: the same answer as with it.
+    let named = pick(&data, &["--format", "csv", "pick", "--host", host]);
+    assert!(named.status.success(), "{}", String::from_utf8_lossy(&named.stderr));
+    let unnamed = pick(&data, &["--format", "csv", "pick"]);
+    assert!(unnamed.status.success(), "{}", String::from_utf8_lossy(&unnamed.stderr));
+    assert_eq!(String::from_utf8_lossy(&unnamed.stdout), String::from_utf8_lossy(&named.stdout));
+    let rows = String::from_utf8_lossy(&unnamed.stdout).lines().count();
+    assert_eq!(rows, 3, "a header and the two simulated GPUs: {}", String::from_utf8_lossy(&unnamed.stdout));
+    let out = pick(&data, &["pick"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let device = String::from_utf8_lossy(&out.stdout);
+    assert!(["0\n", "1\n"].contains(&device.as_ref()), "an index: {device:?}");
+
+    // A data folder of other hosts only: one line naming this host and
+    // saying how to name another, nothing on stdout.
+    let other = tmp.path().join("other");
+    let now = chrono::Utc::now().timestamp_millis() / 1_000 * 1_000;
+    write(
+        &other,
+        "elsewhere",
+        (1..=10).rev().map(|s| (now - s * 1_000, vec![gpu(now - s * 1_000, 0, 10, 1)])),
+    );
+    let out = pick(&other, &["pick"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("this host ({host})")), "{err}");
+    assert!(err.contains("--host"), "{err}");
 }

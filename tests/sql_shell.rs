@@ -286,6 +286,57 @@ fn ctrl_c_cancels_the_running_query_not_the_shell() {
     assert!(term.wait(ANSWER).success());
 }
 
+/// `text` without the terminal's escape sequences (`ESC [ … letter`,
+/// `ESC 7`, `ESC 8`): what a person reads.
+fn shown(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        if chars.next_if_eq(&'[').is_some() {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            chars.next();
+        }
+    }
+    out
+}
+
+#[test]
+fn the_menu_of_completions_shows_names_as_they_are_written() {
+    let fx = Fixture::new();
+    let state = fx.dir.path().join("state");
+    let mut term = shell(&fx, &state, fx.dir.path());
+    term.expect("apron> ", ANSWER);
+    // Three names start so: the view named on demand, the table, a column.
+    term.send("SELECT * FROM gpu_m\t");
+    // Each painting ends with the cursor shown again; styles may split a
+    // name, so the text is read as shown.
+    let mut painted = String::new();
+    while !shown(&painted).contains("gpu_model") {
+        painted.push_str(&term.expect("\x1b[?25h", ANSWER));
+    }
+    let menu = shown(&painted);
+    assert!(menu.contains("gpu_minute_states"), "the first (selected) name as written: {menu:?}");
+    assert!(!menu.contains("GPU_MINUTE_STATES"), "no name upper-cased: {menu:?}");
+    assert!(menu.contains("gpu_minutes"), "{menu:?}");
+    // Enter takes the selected name, as written.
+    term.send("\r");
+    term.expect("FROM gpu_minute_states", ANSWER);
+    // Ctrl-C clears the line; Ctrl-D at the empty prompt leaves.
+    term.send("\x03");
+    term.expect("apron> ", ANSWER);
+    term.send("\x04");
+    assert!(term.wait(ANSWER).success());
+}
+
 #[test]
 fn a_history_that_cannot_be_written_is_one_warning() {
     let fx = Fixture::new();

@@ -71,9 +71,10 @@ pub enum Command {
     /// proc_samples, the minute rollups gpu_minutes and proc_minutes, all
     /// partitioned by date and host; minute_costs, every GPU-minute of the
     /// period priced and attributed, and cost_buckets, its sums per minute,
-    /// GPU, state and owner), with its $1 or $name placeholders bound by
+    /// GPU, state and owner; a Parquet or CSV file named in place of a
+    /// table, FROM 'x.parquet'), with its $1 or $name placeholders bound by
     /// --param; or, without a query, a shell (or the statements of standard
-    /// input) over the same tables.
+    /// input) over the same tables. --show prints a named report's SQL.
     Sql(SqlArgs),
 
     /// Print the effective configuration (--config FILE, else ./apron.toml,
@@ -82,11 +83,11 @@ pub enum Command {
     /// last 30 days) that no [[gpu_cost]] entry prices.
     Config(ConfigArgs),
 
-    /// Print the gpu_index of the least-loaded GPU of a host (lowest mean
-    /// utilization over the window, ties broken by most free memory), or a
-    /// MIG instance's MIG-… UUID, for CUDA_VISIBLE_DEVICES=$(apron pick
-    /// --host $(hostname)). With --format csv|json, print every GPU of the
-    /// host, best first.
+    /// Print the gpu_index of the least-loaded GPU of a host (this one
+    /// unless --host names another; lowest mean utilization over the window,
+    /// ties broken by most free memory), or a MIG instance's MIG-… UUID, for
+    /// CUDA_VISIBLE_DEVICES=$(apron pick). With --format csv|json, print
+    /// every GPU of the host, best first.
     Pick(PickArgs),
 
     /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m,
@@ -195,6 +196,7 @@ pub struct ManPagesArgs {
 pub struct ChartArgs {
     /// The chart: fleet-state, idle-cost, team-spend, hour-of-week,
     /// gpu-days or power.
+    #[arg(value_parser = chart_names(), hide_possible_values = true)]
     pub name: String,
 
     /// The PNG file to write: a new file (an existing one is replaced only
@@ -217,6 +219,14 @@ pub struct ChartArgs {
     /// The period.
     #[command(flatten)]
     pub period: PeriodArgs,
+}
+
+/// The chart names, as possible values: clap refuses any other (naming
+/// them, and the likely one), and the completion scripts offer them.
+fn chart_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        apron_reports::ChartName::ALL.map(apron_reports::ChartName::name),
+    )
 }
 
 /// `apron report --month YYYY-MM --out DIR`.
@@ -728,12 +738,13 @@ pub struct AlertsArgs {
     pub at: Option<i64>,
 }
 
-/// `apron pick --host H [--window 5m]`.
+/// `apron pick [--host H] [--window 5m]`.
 #[derive(Debug, Clone, Args)]
 pub struct PickArgs {
-    /// The host whose GPUs to rank.
+    /// The host whose GPUs to rank. Default: this machine, by the name
+    /// apron-recorder records it under without --host (its host name).
     #[arg(long)]
-    pub host: String,
+    pub host: Option<String>,
 
     /// How far back to average utilization (e.g. 30s, 5m, 1h).
     #[arg(long, default_value = "5m", value_parser = minutes)]
@@ -781,7 +792,7 @@ pub struct ConfigArgs {
     pub period: PeriodArgs,
 }
 
-/// `apron sql [QUERY | -f FILE] [--out FILE]`.
+/// `apron sql [QUERY | -f FILE] [--out FILE]`, or `apron sql --show [NAME]`.
 #[derive(Debug, Clone, Args)]
 #[command(group(ArgGroup::new("source").args(["query", "file"])))]
 pub struct SqlArgs {
@@ -817,6 +828,19 @@ pub struct SqlArgs {
     /// query for another type (CAST($1 AS VARCHAR)).
     #[arg(long = "param", value_name = "NAME=VALUE", requires = "source")]
     pub params: Vec<String>,
+
+    /// Print the SQL of the named report NAME as this binary carries it
+    /// (queries/NAME.sql: `apron sql --show pick`), to read, or to run with
+    /// `-f -` and the --param values its header lists; without NAME, list
+    /// the names and what each answers.
+    #[arg(
+        long,
+        value_name = "NAME",
+        num_args = 0..=1,
+        default_missing_value = "",
+        conflicts_with_all = ["query", "file", "out", "params"]
+    )]
+    pub show: Option<String>,
 
     /// The period of the views minute_costs (every GPU-minute priced and
     /// attributed, queries/minute_costs.sql) and cost_buckets (its sums from
@@ -952,8 +976,8 @@ mod tests {
         assert!(line.ends_with("(see 'apron sql --help')"), "{line}");
         assert!(!line.contains('\n'));
         assert_eq!(
-            refused(&["apron", "pick"]),
-            "error: the following required arguments were not provided: --host <HOST> (see 'apron pick --help')"
+            refused(&["apron", "pick", "--host"]),
+            "error: a value is required for '--host <HOST>' but none was supplied (see 'apron pick --help')"
         );
         assert_eq!(
             refused(&["apron", "spend", "--last", "30"]),

@@ -194,6 +194,38 @@ pub enum SessionError {
         present: Vec<String>,
     },
 
+    /// The query names a file in place of a table (`FROM 'x.parquet'`)
+    /// that is not there.
+    #[error("cannot read {name} as a table: no such file (a path is read from {})", cwd.display())]
+    NoFileTable {
+        /// The path as the query names it.
+        name: String,
+        /// The working folder a relative path is read from.
+        cwd: PathBuf,
+    },
+
+    /// The query names a file in place of a table whose extension says no
+    /// format the engine reads.
+    #[error(
+        "cannot read {name} as a table: a file named as a table is read by its extension (.parquet, .csv, or .json with one object per line); read_parquet('{name}') or read_csv('{name}') name its format"
+    )]
+    FileTableFormat {
+        /// The path as the query names it.
+        name: String,
+    },
+
+    /// `read_parquet('x')` or `read_csv('x')` cannot open its file.
+    #[error("cannot read {path} ({function})")]
+    FileTable {
+        /// The function: `read_parquet` or `read_csv`.
+        function: &'static str,
+        /// The path as the query names it.
+        path: String,
+        /// Why it cannot.
+        #[source]
+        source: datafusion::error::DataFusionError,
+    },
+
     /// The query does not parse or does not plan (bad SQL, unknown column,
     /// wrong types); DataFusion's reason names the token or the column.
     #[error("invalid query")]
@@ -344,6 +376,21 @@ pub enum SessionError {
         /// ", newest sample at …" when the host has older data, else empty.
         newest: String,
     },
+
+    /// `apron pick` without `--host` found no samples at all of this
+    /// machine: it is not the host the data is about.
+    #[error("no samples from this host ({host}) under {}; pass --host HOST to pick a GPU of a host the data holds", data.display())]
+    NoDataForThisHost {
+        /// This machine's host name, as the recorder names it.
+        host: String,
+        /// The data folder.
+        data: PathBuf,
+    },
+
+    /// `apron pick` without `--host`, on a machine whose host name cannot
+    /// be read or used.
+    #[error("cannot tell which host to pick for; pass --host HOST")]
+    ThisHost(#[source] crate::this_host::ThisHostError),
 }
 
 /// The configuration file (`--config FILE` or `./apron.toml`).
@@ -520,6 +567,15 @@ pub enum InputError {
         /// Why it cannot be read.
         #[source]
         source: io::Error,
+    },
+
+    /// `sql --show NAME` with a name no query has.
+    #[error("no named query '{name}'; the named queries: {known} (apron sql --show lists them)")]
+    UnknownQuery {
+        /// The name as given.
+        name: String,
+        /// Every name, comma-separated.
+        known: String,
     },
 
     /// A `--param` without `=`, or with an empty name.

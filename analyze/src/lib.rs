@@ -34,6 +34,7 @@
 //! - `store`: the file system the listings read, where an empty data file
 //!   is an error;
 //! - [`panic_guard`]: a library's panic on bad input becomes an error;
+//! - [`this_host`]: this machine's host name, as the recorder names it;
 //! - [`error`]: the [`Error`] every command returns, and its one-line form.
 
 pub mod charts;
@@ -65,6 +66,7 @@ pub mod report_context;
 pub mod rounding;
 pub mod session;
 mod store;
+pub mod this_host;
 
 use std::io::BufWriter;
 use std::panic::AssertUnwindSafe;

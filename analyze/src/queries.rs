@@ -105,6 +105,30 @@ pub const ALL: &[(&str, &str)] = &[
     ("zombies", ZOMBIES),
 ];
 
+/// The embedded query named `name`: a file name without `.sql` (`pick`,
+/// `idle_cost`), as a command spells it (`idle-cost`), or with `.sql`.
+pub fn named(name: &str) -> Option<&'static str> {
+    let name = name.strip_suffix(".sql").unwrap_or(name).replace('-', "_");
+    ALL.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+}
+
+/// What a query answers: the first paragraph of its header comment, on one
+/// line, without its leading `name:`.
+pub fn summary(text: &str) -> String {
+    let words: Vec<&str> = text
+        .lines()
+        .map_while(|l| l.strip_prefix("--"))
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .flat_map(str::split_whitespace)
+        .collect();
+    let line = words.join(" ");
+    match line.split_once(": ") {
+        Some((name, rest)) if !name.contains(' ') => rest.to_owned(),
+        _ => line,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +153,15 @@ mod tests {
                 assert!(header.contains(section), "{name}: header lacks {section}");
             }
         }
+    }
+
+    #[test]
+    fn a_query_is_found_by_its_name_as_files_and_commands_spell_it() {
+        assert_eq!(named("pick"), Some(PICK));
+        assert_eq!(named("idle-cost"), Some(IDLE_COST));
+        assert_eq!(named("idle_cost.sql"), Some(IDLE_COST));
+        assert_eq!(named("nope"), None);
+        assert_eq!(summary(PICK), "the least-loaded GPU of one host, for CUDA_VISIBLE_DEVICES.");
+        assert!(summary(WINDOWS).starts_with("the fleet's week, hour by hour:"), "{}", summary(WINDOWS));
     }
 }

@@ -14,6 +14,16 @@
 //! partition columns `date` (`Date32`) and `host` (`Utf8`) come from the
 //! folder names and are not stored in the files; a filter on them skips whole
 //! folders.
+//!
+//! A file the user names in place of a table (`FROM 'x.parquet'`, `FROM
+//! 'x.csv'`, a path relative to the working folder) is read as a table of
+//! its own, its format from its extension and its schema from the file
+//! (DataFusion's URL tables): a result `apron sql --out` wrote reads back;
+//! `read_parquet('x')` and `read_csv('x')` read one in the format they name
+//! ([`file_tables`]).
+//! Reading only: every statement that would write through such a table is
+//! refused as any other ([`Session::sql`]), and the file system refuses
+//! writes besides ([`crate::store`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -73,6 +83,8 @@ pub struct Session {
     memory: MemoryLimit,
     /// The bucket, when the data folder is one (`s3://…`).
     bucket: Option<bucket::Bucket>,
+    /// The files `read_parquet` and `read_csv` read.
+    file_tables: Arc<file_tables::FileTables>,
 }
 
 impl std::fmt::Debug for Session {
@@ -116,7 +128,8 @@ impl Session {
 
         let runtime =
             memory::runtime_env(memory).map_err(|source| SessionError::Engine { limit: memory, source })?;
-        let ctx = SessionContext::new_with_config_rt(session_config(memory), Arc::clone(&runtime));
+        let ctx = SessionContext::new_with_config_rt(session_config(memory), Arc::clone(&runtime))
+            .enable_url_table();
         let parquet_options = ctx.state().default_table_options().parquet;
         let layout = DataLayout::new(data);
         let absolute = DataLayout::new(&root);
@@ -175,7 +188,8 @@ impl Session {
             return Err(SessionError::NoData { path: data.to_path_buf(), tables: names.join(", ") }.into());
         }
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
-        Ok(Self { ctx, layout, root, tables, memory, bucket: None })
+        let file_tables = file_tables::FileTables::register(&ctx);
+        Ok(Self { ctx, layout, root, tables, memory, bucket: None, file_tables })
     }
 
     /// [`Session::open_within`] a bucket: every table its folders hold, read
@@ -185,7 +199,7 @@ impl Session {
         let (bucket, present) = bucket::Bucket::open(url, days).await?;
         let runtime =
             memory::runtime_env(memory).map_err(|source| SessionError::Engine { limit: memory, source })?;
-        let ctx = SessionContext::new_with_config_rt(session_config(memory), runtime);
+        let ctx = SessionContext::new_with_config_rt(session_config(memory), runtime).enable_url_table();
         let parquet_options = ctx.state().default_table_options().parquet;
         // What the header, the report and every message call the data: the
         // URL without the credentials it may hold (which the S3 client
@@ -216,7 +230,8 @@ impl Session {
             return Err(SessionError::EmptyBucket { url: shown, tables: names.join(", ") }.into());
         }
         tracing::debug!(data = %shown, tables = ?tables, ?days, "registered the bucket's tables");
-        Ok(Self { ctx, layout, root: PathBuf::new(), tables, memory, bucket: Some(bucket) })
+        let file_tables = file_tables::FileTables::register(&ctx);
+        Ok(Self { ctx, layout, root: PathBuf::new(), tables, memory, bucket: Some(bucket), file_tables })
     }
 
     /// The hosts with a folder in `table`'s day `date`.
@@ -405,6 +420,7 @@ impl Session {
         if let Some(statement) = refused(&statement) {
             return Err(SessionError::ReadOnly { statement }.into());
         }
+        self.file_tables.prepare(&state, &statement).await?;
         let plan = state.statement_to_plan(statement).await.map_err(|e| self.plan_error(e))?;
         // The check above works on the statement's form; this one on what it
         // plans to, so nothing that writes slips through.
@@ -418,6 +434,11 @@ impl Session {
     /// tables that are present, anything else is an invalid query.
     fn plan_error(&self, err: DataFusionError) -> SessionError {
         match missing_table(&err) {
+            // A path: a file named in place of a table that is not there.
+            Some(name) if Path::new(&name).is_file() => SessionError::FileTableFormat { name },
+            Some(name) if looks_like_a_file(&name) => {
+                SessionError::NoFileTable { name, cwd: std::env::current_dir().unwrap_or_default() }
+            }
             Some(name) => SessionError::UnknownTable {
                 name,
                 data: self.layout.root().to_path_buf(),
@@ -699,6 +720,14 @@ fn leading_keywords(sql: &str) -> String {
     name
 }
 
+/// Whether a table name the engine did not find is a file's path: a
+/// folder in it, or the extension of a file the engine reads.
+fn looks_like_a_file(name: &str) -> bool {
+    const EXTENSIONS: &[&str] = &["parquet", "csv", "tsv", "json", "ndjson", "jsonl", "arrow", "avro"];
+    name.contains('/')
+        || name.rsplit_once('.').is_some_and(|(_, ext)| EXTENSIONS.contains(&ext.to_lowercase().as_str()))
+}
+
 /// The table a planning error says is missing, as the query spelled it.
 fn missing_table(err: &DataFusionError) -> Option<String> {
     let message = &err.diagnostic()?.message;
@@ -707,6 +736,7 @@ fn missing_table(err: &DataFusionError) -> Option<String> {
 }
 
 pub mod bucket;
+mod file_tables;
 
 pub use bucket::Days;
 

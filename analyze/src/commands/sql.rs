@@ -4,7 +4,8 @@
 //! format or written to a file ([`out_file`]); and `apron sql` alone, the
 //! same session for many statements ([`console`]): an interactive shell on
 //! a terminal ([`shell`]), else the statements of standard input
-//! ([`script`]).
+//! ([`script`]). `apron sql --show [NAME]` prints a named report's SQL as
+//! the binary carries it, or lists the names ([`show`]).
 //!
 //! So that every `queries/*.sql` runs on its own as its header says, a query
 //! whose text names `minute_costs`, `gpu_minute_states` or
@@ -33,6 +34,7 @@ mod out_file;
 mod rerun;
 mod script;
 mod shell;
+mod show;
 mod statements;
 mod views;
 
@@ -45,6 +47,9 @@ use views::Registered;
 /// FILE`; without either, the shell on a terminal, else the statements
 /// standard input holds.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SqlArgs, out: W) -> Result<(), Error> {
+    if let Some(name) = &args.show {
+        return show::run(name, out);
+    }
     // An --out the command cannot write is refused before anything is read.
     let out_format = args.out.as_deref().map(FileFormat::of).transpose()?;
     if args.query.is_none() && args.file.is_none() {
@@ -175,6 +180,7 @@ mod tests {
             file: Some("/nonexistent/q.sql".into()),
             out: None,
             params: Vec::new(),
+            show: None,
             period: PeriodArgs::default(),
         };
         let err = query_text(&args).expect_err("no such file");
@@ -192,6 +198,7 @@ mod tests {
             file: Some(path),
             out: None,
             params: Vec::new(),
+            show: None,
             period: PeriodArgs::default(),
         };
         assert_eq!(query_text(&from_file).expect("reads"), "SELECT 2");
@@ -200,6 +207,7 @@ mod tests {
             file: None,
             out: None,
             params: Vec::new(),
+            show: None,
             period: PeriodArgs::default(),
         };
         assert_eq!(query_text(&inline).expect("given"), "SELECT 1");

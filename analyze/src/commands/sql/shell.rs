@@ -23,10 +23,11 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use datafusion::sql::sqlparser::dialect::{GenericDialect, dialect_from_str};
+use nu_ansi_term::Style;
 use reedline::{
-    ColumnarMenu, Emacs, FileBackedHistory, HistoryItem, KeyCode, KeyModifiers, MenuBuilder, Prompt,
+    Color, ColumnarMenu, Emacs, FileBackedHistory, HistoryItem, KeyCode, KeyModifiers, MenuBuilder, Prompt,
     PromptEditMode, PromptHistorySearch, PromptHistorySearchStatus, Reedline, ReedlineEvent, ReedlineMenu,
-    Signal, ValidationResult, Validator, default_emacs_keybindings,
+    Signal, SimpleMatchHighlighter, ValidationResult, Validator, default_emacs_keybindings,
 };
 
 use crate::error::{Error, OutputError, one_line};
@@ -48,6 +49,18 @@ const HISTORY_SIZE: usize = 10_000;
 
 /// The completion menu's name, which Tab opens.
 const COMPLETION_MENU: &str = "completion_menu";
+
+/// The menu of completions: names as they are written, the selected one
+/// in reverse video, the part already typed underlined; no colour.
+fn completion_menu() -> ColumnarMenu {
+    ColumnarMenu::default()
+        .with_name(COMPLETION_MENU)
+        .with_text_style(Style::new())
+        .with_selected_text_style(Style::new().reverse())
+        .with_match_text_style(Style::new().underline())
+        .with_selected_match_text_style(Style::new().reverse().underline())
+        .with_description_text_style(Style::new())
+}
 
 /// Runs the shell on `console` until Ctrl-D or `.quit`, printing results to
 /// `out` and errors and notes on stderr. Fails only when the terminal
@@ -75,12 +88,15 @@ pub(crate) async fn run<W: Write>(console: &mut Console<'_>, mut out: W) -> Resu
         .with_completer(Box::new(completer.clone()))
         .with_quick_completions(true)
         .with_partial_completions(true)
-        .with_menu(ReedlineMenu::EngineCompleter(Box::new(
-            ColumnarMenu::default().with_name(COMPLETION_MENU),
-        )))
+        .with_menu(ReedlineMenu::EngineCompleter(Box::new(completion_menu())))
         .with_edit_mode(Box::new(Emacs::new(keys)))
         .with_validator(Box::new(StatementEnd { dialect: dialect.clone() }))
-        .with_ansi_colors(false);
+        // Without ANSI the menu marks its selection by upper-casing it
+        // (`GPU_MINUTE_STATES`, a name no table has), so the menu styles
+        // its selection instead: in reverse video, an attribute, not a
+        // colour; the prompt and the typed text stay the terminal's own.
+        .with_highlighter(Box::new(SimpleMatchHighlighter::default()))
+        .with_ansi_colors(true);
     writeln!(
         out,
         "apron sql over {} ({}). End statements with ;  .help for help, Ctrl-D to leave.",
@@ -183,6 +199,23 @@ impl Prompt for ShellPrompt {
 
     fn render_prompt_multiline_indicator(&self) -> Cow<'_, str> {
         Cow::Borrowed(CONTINUE)
+    }
+
+    // The terminal's own colour (the line editor's default is green).
+    fn get_prompt_color(&self) -> Color {
+        Color::Reset
+    }
+
+    fn get_prompt_multiline_color(&self) -> nu_ansi_term::Color {
+        nu_ansi_term::Color::Default
+    }
+
+    fn get_indicator_color(&self) -> Color {
+        Color::Reset
+    }
+
+    fn get_prompt_right_color(&self) -> Color {
+        Color::Reset
     }
 
     fn render_prompt_history_search_indicator(&self, search: PromptHistorySearch) -> Cow<'_, str> {
