@@ -133,7 +133,10 @@ impl Rows for Reclaim {
             ("gpu_uuid", columns::text(r.iter().map(|row| row.gpu_uuid.as_str()))),
             ("idle_since", columns::timestamp_ms(r.iter().map(|row| row.idle_since))),
             ("idle_minutes", columns::int64(r.iter().map(|row| row.idle_minutes))),
-            ("idle_gpu_hours", columns::float(r.iter().map(|row| Some(crate::rounding::round_to(row.idle_gpu_hours, 2))))),
+            (
+                "idle_gpu_hours",
+                columns::float(r.iter().map(|row| Some(crate::rounding::round_to(row.idle_gpu_hours, 2)))),
+            ),
             ("held_by", columns::text(r.iter().map(|row| row.held_by.as_str()))),
             ("still_idle", columns::boolean(r.iter().map(|row| row.still_idle))),
         ])
