@@ -590,6 +590,7 @@ fn unallocated_is_explained_above_the_rows_that_have_it() {
         (&["idle-cost", "--by", "team"][..], true),
         (&["idle-cost", "--by", "user"][..], true),
         (&["idle-cost", "--by", "host"][..], false),
+        (&["savings"][..], true),
     ] {
         let mut all = args.to_vec();
         all.extend_from_slice(&FROM_TO);

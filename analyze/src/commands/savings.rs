@@ -29,6 +29,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SavingsArgs, mut out: W) 
     let spend = spend(&report).await?;
     let savings = savings(&report, &spend, reclaim_after, zombie_after)?;
     report.header.push(spend.totals.header_line(&report.config.currency));
+    if savings.rows.iter().any(|r| r.team == apron_reports::UNALLOCATED) {
+        report.header.push(crate::header::unallocated_line());
+    }
     for line in savings.header_lines(&report.config.currency) {
         report.header.push(line);
     }
