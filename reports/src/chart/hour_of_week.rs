@@ -73,7 +73,7 @@ fn grid(cells: &[HourOfWeekCell]) -> Grid {
         values,
         x_title: "Hour of day (UTC)".to_owned(),
         y_title: "Day of week (UTC)".to_owned(),
-        scale_title: "Mean utilization (%)".to_owned(),
+        scale_title: "Mean activity (%: utilization, else SM activity)".to_owned(),
         print_values: true,
         group_rows: false,
         label_every_row: true,

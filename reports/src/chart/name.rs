@@ -58,7 +58,7 @@ impl ChartName {
             ChartName::FleetState => "Fleet state: busy and idle GPUs over time",
             ChartName::IdleCost => "Idle cost by team",
             ChartName::TeamSpend => "Spend by team: busy and idle",
-            ChartName::HourOfWeek => "GPU utilization by hour of the week",
+            ChartName::HourOfWeek => "GPU activity by hour of the week",
             ChartName::GpuDays => "Busy share of every GPU, day by day",
             ChartName::Power => "Fleet power and energy",
         }
