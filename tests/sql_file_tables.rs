@@ -12,23 +12,7 @@ use apron_tests::bin;
 /// A data folder the recorder simulated: 2 GPUs, one day, a sample a minute.
 fn simulated(dir: &Path) -> std::path::PathBuf {
     let data = dir.join("data");
-    let sim = Command::new(bin("apron-recorder"))
-        .args([
-            "simulate",
-            "--gpus",
-            "2",
-            "--days",
-            "1",
-            "--start",
-            "2026-11-01",
-            "--interval",
-            "60s",
-            "--data",
-        ])
-        .arg(&data)
-        .output()
-        .expect("the recorder runs");
-    assert!(sim.status.success(), "{}", String::from_utf8_lossy(&sim.stderr));
+    apron_tests::simulate_two_gpus_a_day(&data, "2026-11-01");
     data
 }
 

@@ -78,23 +78,7 @@ fn a_shown_query_runs_from_standard_input() {
     // on a data folder the recorder simulated.
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
-    let sim = Command::new(bin("apron-recorder"))
-        .args([
-            "simulate",
-            "--gpus",
-            "2",
-            "--days",
-            "1",
-            "--start",
-            "2026-11-01",
-            "--interval",
-            "60s",
-            "--data",
-        ])
-        .arg(&data)
-        .output()
-        .expect("the recorder runs");
-    assert!(sim.status.success(), "{}", String::from_utf8_lossy(&sim.stderr));
+    apron_tests::simulate_two_gpus_a_day(&data, "2026-11-01");
     let sql = apron(&["sql", "--show", "pick"]).stdout;
     let mut child = Command::new(bin("apron"))
         .arg("--data")

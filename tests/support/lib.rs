@@ -94,6 +94,16 @@ pub fn stdout_of(command: &mut Command) -> String {
     stdout
 }
 
+/// Fills `data` with what `apron-recorder simulate` writes for 2 GPUs over
+/// one day from `start` (`YYYY-MM-DD`), a sample a minute.
+pub fn simulate_two_gpus_a_day(data: &Path, start: &str) {
+    stdout_of(
+        Command::new(bin("apron-recorder"))
+            .args(["simulate", "--gpus", "2", "--days", "1", "--start", start, "--interval", "60s", "--data"])
+            .arg(data),
+    );
+}
+
 /// Path of the fake `libnvidia-ml.so` built from `tests/fake-nvml`.
 pub fn fake_nvml() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
