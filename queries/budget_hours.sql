@@ -1,5 +1,5 @@
 -- budget_hours: what each team spent, hour by hour, for the budgets and
--- their month-end forecast (analyze/src/figures/budgets.rs).
+-- their month-end forecast (analyze/src/report/figures/budgets.rs).
 --
 -- Answers: per team and UTC hour, the cost of the team's share of the
 -- hour's GPU-minutes, as spend.sql counts it ("(unallocated)" and

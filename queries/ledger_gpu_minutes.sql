@@ -1,5 +1,5 @@
 -- ledger_gpu_minutes: the gpu_minutes rows of one day of a period, as the
--- ledger (analyze/src/ledger.rs) reads them to compute every GPU-minute's
+-- ledger (analyze/src/ledger/mod.rs) reads them to compute every GPU-minute's
 -- state and cost in one pass, a day at a time (see gpu_minute_states.sql,
 -- whose definition the ledger follows and a test holds it to).
 --

@@ -1,5 +1,5 @@
 -- ledger_proc_minutes: the proc_minutes rows of one day of a period, as the
--- ledger (analyze/src/ledger.rs) reads them (see proc_minute_states.sql,
+-- ledger (analyze/src/ledger/mod.rs) reads them (see proc_minute_states.sql,
 -- whose definition the ledger follows and a test holds it to).
 --
 -- Parameters:

@@ -30,7 +30,7 @@
 --
 -- apron registers gpu_minute_states and proc_minute_states for the period
 -- and the config, and the config's prices as the table apron_gpu_rates
--- (analyze/src/config_tables.rs; `apron export-config` writes it for other
+-- (analyze/src/config/tables.rs; `apron export-config` writes it for other
 -- engines), wherever a query reads minute_costs (also under `apron sql`).
 -- Plain SQL, no apron function: `apron export-sql` runs it on Spark, Trino
 -- or Athena.

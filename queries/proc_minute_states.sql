@@ -16,7 +16,7 @@
 --
 -- apron registers it as the view proc_minute_states for the period wherever
 -- a query reads it (also under `apron sql`), with the config's team rules as
--- the table apron_team_rules (analyze/src/config_tables.rs; `apron
+-- the table apron_team_rules (analyze/src/config/tables.rs; `apron
 -- export-config` writes it for other engines). Plain SQL, no apron
 -- function: `apron export-sql` runs it on Spark, Trino or Athena.
 --

@@ -11,7 +11,7 @@
 --
 -- Reads cost_buckets: minute_costs (queries/minute_costs.sql) summed per
 -- bucket of the chart's length (at most an hour), GPU, state and owner,
--- which apron computes for the period and the config (analyze/src/ledger.rs);
+-- which apron computes for the period and the config (analyze/src/ledger/mod.rs);
 -- any sum over minute_costs at a bucket or coarser reads the same there.
 -- Under `apron sql`, cost_buckets is per minute.
 --

@@ -1,4 +1,4 @@
-//! End to end: the data series behind each chart (`apron_analyze::charts`)
+//! End to end: the data series behind each chart (`apron_analyze::report::charts`)
 //! agree with the reports, on the hand-built fleet of
 //! `apron_tests::scenario`, with its rollups and on the raw files alone.
 //!
@@ -36,10 +36,10 @@
 //! nlp 0.97 busy, vision 0.15 busy + 0.61 idle, "(unallocated)" 0.61 idle,
 //! unassigned 0.46 busy.
 
-use apron_analyze::charts;
 use apron_analyze::cli::{GlobalArgs, PeriodArgs};
 use apron_analyze::commands::Report;
 use apron_analyze::output::Format;
+use apron_analyze::report::charts;
 use apron_tests::checks::Checks;
 use apron_tests::scenario::{END, FROM_TO, Fixture, START, ms};
 use serde_json::Value;

@@ -26,10 +26,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use apron_analyze::cli::{Engine, IdleBy};
+use apron_analyze::commands::portable::engines::Report;
 use apron_analyze::output::{Format, write_batches};
-use apron_analyze::period::Period;
-use apron_analyze::portable::Report;
-use apron_analyze::rounding::cents_keeping_total;
+use apron_analyze::report::period::Period;
+use apron_analyze::report::rounding::cents_keeping_total;
 use apron_analyze::{Config, Session};
 use apron_tests::bin;
 use apron_tests::checks::Checks;
@@ -280,17 +280,17 @@ fn the_trino_and_athena_statements_compute_apron_s_figures() {
     let session = rt
         .block_on(Session::open(
             Path::new(&week.data),
-            apron_analyze::memory::MemoryLimit::for_this_machine(),
+            apron_analyze::session::memory::MemoryLimit::for_this_machine(),
         ))
         .expect("open the data folder");
-    apron_analyze::config_tables::register(&session, &config).expect("the config tables");
+    apron_analyze::config::tables::register(&session, &config).expect("the config tables");
     // The statements read `apron.TABLE`: the schema apron's tables are in, under that name too.
     let catalog = session.context().catalog("datafusion").expect("the default catalog");
     let tables = catalog.schema("public").expect("the default schema");
     catalog.register_schema("apron", tables).expect("the alias");
     let rows = |report, engine| -> Vec<Value> {
-        let sql =
-            apron_analyze::portable::statement(report, engine, "apron", &period).expect("the statement");
+        let sql = apron_analyze::commands::portable::engines::statement(report, engine, "apron", &period)
+            .expect("the statement");
         let batches = rt
             .block_on(async {
                 session.context().sql(sql.trim_end().trim_end_matches(';')).await?.collect().await

@@ -12,9 +12,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use apron_analyze::memory::MemoryLimit;
 use apron_analyze::output::{Format, write_batches};
-use apron_analyze::period::{Period, timestamp};
+use apron_analyze::report::period::{Period, timestamp};
+use apron_analyze::session::memory::MemoryLimit;
 use apron_analyze::{Config, Session};
 use apron_tests::scenario::{self, END, Fixture, GIB, START, ms};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
@@ -489,11 +489,11 @@ async fn run_all(data: &Path, variant: &str, failures: &mut Vec<String>) -> Vec<
     let session = Session::open(data, MemoryLimit::for_this_machine()).await.expect("open the data folder");
     let config = Config::from_toml(scenario::CONFIG, Path::new("apron.toml")).expect("the scenario's config");
     let period = Period { start_ms: ms(START), end_ms: ms(END) };
-    apron_analyze::cost::register_minute_costs(&session, &config, &period)
+    apron_analyze::config::pricing::register_minute_costs(&session, &config, &period)
         .await
         .expect("register minute_costs");
     // The figures read the ledger's cost_buckets, here per minute.
-    let rules = apron_analyze::report_context::rules(
+    let rules = apron_analyze::report::context::rules(
         config.zombie.min_idle,
         config.zombie.min_mem_mib,
         config.reclaim.idle_for,
@@ -504,7 +504,7 @@ async fn run_all(data: &Path, variant: &str, failures: &mut Vec<String>) -> Vec<
         .register(&session)
         .expect("register cost_buckets");
     let mut out = Vec::new();
-    for (name, sql) in apron_analyze::queries::ALL {
+    for (name, sql) in apron_analyze::session::queries::ALL {
         let Some(case) = case(name) else {
             failures.push(format!("{name} ({variant}): no case in tests/queries.rs"));
             continue;
@@ -541,7 +541,7 @@ fn every_query_file_is_covered_and_documents_its_parameters_and_columns() {
         .filter_map(|n| n.strip_suffix(".sql").map(str::to_owned))
         .collect();
     let embedded: BTreeSet<String> =
-        apron_analyze::queries::ALL.iter().map(|(n, _)| (*n).to_owned()).collect();
+        apron_analyze::session::queries::ALL.iter().map(|(n, _)| (*n).to_owned()).collect();
     assert_eq!(on_disk, embedded, "every queries/*.sql is embedded in apron (queries::ALL), and only those");
     let mut failures = Vec::new();
     for name in &on_disk {

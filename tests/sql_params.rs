@@ -17,9 +17,9 @@
 
 use std::path::{Path, PathBuf};
 
-use apron_analyze::memory::MemoryLimit;
 use apron_analyze::output::{Format, write_batches};
-use apron_analyze::period::{Period, timestamp};
+use apron_analyze::report::period::{Period, timestamp};
+use apron_analyze::session::memory::MemoryLimit;
 use apron_analyze::{Config, Session};
 use apron_tests::scenario::{self, END, FROM_TO, Fixture, START, ms};
 use datafusion::common::ScalarValue;
@@ -182,10 +182,10 @@ fn every_query_file_runs_through_apron_sql_with_its_documented_params() {
         rt.block_on(Session::open(&fx.data, MemoryLimit::for_this_machine())).expect("open the data folder");
     let config = Config::from_toml(scenario::CONFIG, Path::new("apron.toml")).expect("the scenario's config");
     let period = Period { start_ms: ms(START), end_ms: ms(END) };
-    rt.block_on(apron_analyze::cost::register_minute_costs(&session, &config, &period))
+    rt.block_on(apron_analyze::config::pricing::register_minute_costs(&session, &config, &period))
         .expect("register minute_costs");
     // The figures read the ledger's cost_buckets, per minute as under `apron sql`.
-    let rules = apron_analyze::report_context::rules(
+    let rules = apron_analyze::report::context::rules(
         config.zombie.min_idle,
         config.zombie.min_mem_mib,
         config.reclaim.idle_for,

@@ -10,9 +10,9 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use chrono::NaiveDate;
 
-use crate::memory::{MEMORY_LIMIT_ENV, MemoryLimit};
 use crate::output::Format;
-use crate::period::{self, PeriodChoice};
+use crate::report::period::{self, PeriodChoice};
+use crate::session::memory::{MEMORY_LIMIT_ENV, MemoryLimit};
 
 /// The exit code of every failure: a bad command line, bad input, a failed
 /// query.

@@ -68,7 +68,7 @@ pub enum Error {
     /// An amount of money too large to count in cents: a price in the
     /// config far beyond any real one.
     #[error(transparent)]
-    Money(#[from] crate::rounding::MoneyOverflow),
+    Money(#[from] crate::report::rounding::MoneyOverflow),
 
     /// A chart could not be drawn or written; the message names the file.
     #[error(transparent)]
@@ -240,7 +240,7 @@ pub enum SessionError {
     #[error("cannot set up the query engine under the memory limit of {limit}")]
     Engine {
         /// The limit asked for.
-        limit: crate::memory::MemoryLimit,
+        limit: crate::session::memory::MemoryLimit,
         /// DataFusion's reason.
         #[source]
         source: DataFusionError,
@@ -252,11 +252,11 @@ pub enum SessionError {
     /// what is in the debug log (`APRON_LOG=debug`), not in this line.
     #[error(
         "the query needs more than the memory limit of {limit} (--memory-limit or {} raises it)",
-        crate::memory::MEMORY_LIMIT_ENV
+        crate::session::memory::MEMORY_LIMIT_ENV
     )]
     MemoryLimit {
         /// The limit the query ran under.
-        limit: crate::memory::MemoryLimit,
+        limit: crate::session::memory::MemoryLimit,
     },
 
     /// A query past the memory limit could not spill: the temporary folder
@@ -265,13 +265,13 @@ pub enum SessionError {
         "cannot spill the query to disk under {} (TMPDIR chooses the folder; --memory-limit or {} \
          raises the limit of {limit})",
         dir.display(),
-        crate::memory::MEMORY_LIMIT_ENV
+        crate::session::memory::MEMORY_LIMIT_ENV
     )]
     Spill {
         /// The temporary folder the spill folder is made in.
         dir: PathBuf,
         /// The limit the query ran under.
-        limit: crate::memory::MemoryLimit,
+        limit: crate::session::memory::MemoryLimit,
         /// The operating system's reason, as DataFusion reports it.
         #[source]
         source: DataFusionError,
@@ -355,7 +355,7 @@ pub enum SessionError {
     /// The period holds no GPU samples.
     #[error("no GPU samples between {period} in {}{covers}", data.display())]
     NoDataInPeriod {
-        /// The period, as [`crate::period::Period::label`] shows it.
+        /// The period, as [`crate::report::period::Period::label`] shows it.
         period: String,
         /// The data folder.
         data: PathBuf,
@@ -390,7 +390,7 @@ pub enum SessionError {
     /// `apron pick` without `--host`, on a machine whose host name cannot
     /// be read or used.
     #[error("cannot tell which host to pick for; pass --host HOST")]
-    ThisHost(#[source] crate::this_host::ThisHostError),
+    ThisHost(#[source] crate::commands::pick::this_host::ThisHostError),
 }
 
 /// The configuration file (`--config FILE` or `./apron.toml`).

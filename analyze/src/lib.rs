@@ -1,72 +1,48 @@
 //! apron's analysis library: the `apron` command line, the DataFusion
-//! session over a data folder, read-only SQL, and result printing.
+//! session over a data folder, the ledger and the figures of the reports,
+//! and result printing.
 //!
 //! What the files hold and where is `apron_schemas`' business; recording is
 //! `apron-recorder`'s. The `apron` binary only parses its arguments and calls
-//! [`run`].
+//! [`run`]. The folders follow the data's path, stage by stage:
 //!
-//! - [`cli`]: the command line (global options, one subcommand per command);
-//! - [`config`]: `apron.toml`, its defaults, and which team owns a process;
-//! - [`memory`]: the memory limit of every command (`--memory-limit`), the
-//!   query engine's pool and spill folder under it;
-//! - [`session`]: a [`Session`] over a data folder, tables registered from
-//!   their folders, read-only planning, errors that name the bad table or file;
-//! - [`report_context`]: the [`report_context::Report`] every report over a
-//!   period starts from (config, session, period, coverage, header);
-//! - [`figures`]: every figure apron states, one module per report or chart
-//!   series (`figures/spend.rs`, …), returned as typed rows: where a money
-//!   figure is computed (to the cent, keeping totals), in one place;
-//! - [`columns`]: a query result's columns read by name into Rust values,
-//!   and typed rows built back into a batch;
-//! - [`output`]: `--format table|csv|json` for any result, and for typed
-//!   rows ([`output::Rows`]);
-//! - [`commands`]: one module per command (`commands/sql.rs`, …): parse,
-//!   call a figure, print;
-//! - [`charts`]: the series each chart draws, from the figures;
-//! - [`params`]: the `--param NAME=VALUE` values of `apron sql`, typed and
-//!   matched to the query's placeholders;
+//! - [`config`]: `apron.toml` and its defaults, which team owns a process,
+//!   the config as SQL tables ([`config::tables`]) and the priced views every
+//!   report reads ([`config::pricing`]);
+//! - [`session`]: a [`Session`] over a data folder, local
+//!   ([`session::local_files`], behind the write-ahead log's fence) or in a
+//!   bucket ([`session::object_storage`]): tables registered with their
+//!   schema, the minute tables made complete, the newest rows of a running
+//!   recorder, read-only planning, the memory limit, the named reports' SQL
+//!   ([`session::queries`]), and errors that name the bad table or file;
 //! - [`ledger`]: a period's GPU-minutes priced, attributed and followed in
 //!   stretches, in one pass a day at a time: what the cost reports read;
+//! - [`report`]: what a report over a period starts from
+//!   ([`report::context`]: config, session, period, coverage, header), and
+//!   every figure apron states ([`report::figures`], one module per report
+//!   or chart series, money to the cent keeping totals), read into typed
+//!   rows ([`report::columns`]), rounded ([`report::rounding`]) and drawn
+//!   ([`report::charts`]);
+//! - [`output`]: `--format table|csv|json` for any result, and for typed
+//!   rows ([`output::Rows`]);
+//! - [`cli`] and [`commands`]: the command line, and one module per
+//!   command (`commands/sql.rs`, …): parse, call a figure, print;
 //! - [`import`]: `apron import`'s parsers of nvidia-smi and pynvml CSV
 //!   logs and of dcgm-exporter series in Prometheus, written through the
 //!   recorder's writer;
-//! - [`integrity`]: finds the Parquet file that broke a query;
-//! - `store`: the file system the listings read, where an empty data file
-//!   is an error;
-//! - [`panic_guard`]: a library's panic on bad input becomes an error;
-//! - [`this_host`]: this machine's host name, as the recorder names it;
-//! - [`error`]: the [`Error`] every command returns, and its one-line form.
+//! - [`error`]: the [`Error`] every command returns, and its one-line form;
+//!   [`logging`]: diagnostics on stderr.
 
-pub mod charts;
 pub mod cli;
-pub mod columns;
 pub mod commands;
 pub mod config;
-pub mod config_tables;
-pub mod cost;
 pub mod error;
-pub mod fence;
-pub mod figures;
-pub mod header;
 pub mod import;
-pub mod integrity;
 pub mod ledger;
 pub mod logging;
-pub mod memory;
-pub mod minutes;
 pub mod output;
-pub mod panic_guard;
-pub mod params;
-pub mod period;
-pub mod portable;
-pub mod queries;
-pub mod query_schema;
-pub mod recent;
-pub mod report_context;
-pub mod rounding;
+pub mod report;
 pub mod session;
-mod store;
-pub mod this_host;
 
 use std::io::BufWriter;
 use std::panic::AssertUnwindSafe;
@@ -89,7 +65,7 @@ fn worker_threads() -> usize {
 /// This is the process's entry point: it installs a panic hook that prints
 /// nothing, so that a panic deep in a library becomes one error line.
 pub fn run(cli: &Cli) -> Result<commands::Outcome, Error> {
-    panic_guard::install_quiet_hook();
+    session::panic_guard::install_quiet_hook();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads())
         .thread_name("apron-query")
@@ -98,6 +74,7 @@ pub fn run(cli: &Cli) -> Result<commands::Outcome, Error> {
         .map_err(|source| Error::Runtime { source })?;
     let out = BufWriter::new(std::io::stdout().lock());
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(commands::run(cli, out))));
-    result
-        .unwrap_or_else(|payload| Err(Error::Panic { message: panic_guard::panic_message(payload.as_ref()) }))
+    result.unwrap_or_else(|payload| {
+        Err(Error::Panic { message: session::panic_guard::panic_message(payload.as_ref()) })
+    })
 }

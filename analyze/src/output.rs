@@ -4,7 +4,7 @@
 //! (that is [`crate::session`]) and does not choose where the text goes (the
 //! caller passes a writer). Every command prints through [`BatchWriter`], so
 //! `--format` means the same everywhere; a figure's typed rows
-//! (`crate::figures`) print through [`write_rows`], as the batch their
+//! (`crate::report::figures`) print through [`write_rows`], as the batch their
 //! [`Rows::to_batch`] states:
 //!
 //! - `table`: aligned columns with a header, numbers right-aligned; a null

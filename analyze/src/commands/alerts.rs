@@ -1,5 +1,5 @@
 //! `apron alerts`: the default alert rules checked now (or `--at` a time),
-//! with the thresholds and budgets of the config ([`crate::figures::alerts`]). Prints the rules that fire
+//! with the thresholds and budgets of the config ([`crate::report::figures::alerts`]). Prints the rules that fire
 //! and ends with exit code 1 when any does, 0 when none does (printing
 //! nothing, so cron mails only when there is something to say).
 
@@ -11,8 +11,8 @@ use crate::cli::{AlertsArgs, GlobalArgs};
 use crate::commands::outcome::Outcome;
 use crate::config::Config;
 use crate::error::Error;
-use crate::figures::alerts::alerts;
 use crate::output::{Style, write_rows};
+use crate::report::figures::alerts::alerts;
 use crate::session::Session;
 
 /// Checks the rules over `global.data` and prints those that fire.

@@ -1,15 +1,15 @@
 //! `apron chart NAME [period] --out FILE.png`: one chart of the period,
-//! drawn from the same series as the reports ([`crate::charts`]). An
+//! drawn from the same series as the reports ([`crate::report::charts`]). An
 //! existing FILE is replaced only with `--force`.
 
 use std::io::Write;
 
 use apron_reports::ChartName;
 
-use crate::charts;
 use crate::cli::{ChartArgs, GlobalArgs};
 use crate::commands::Report;
 use crate::error::{Error, InputError, OutputError};
+use crate::report::charts;
 
 /// Draws the chart and says where it is.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ChartArgs, mut out: W) -> Result<(), Error> {

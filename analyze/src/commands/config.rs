@@ -2,7 +2,7 @@
 //! from, and, when there is a data folder, the GPU models recorded in the
 //! period that no `[[gpu_cost]]` entry prices (they are priced at the
 //! built-in default). Reading and checking the file is [`crate::config`]'s
-//! job; which models are unpriced is [`crate::header::unpriced`]'s.
+//! job; which models are unpriced is [`crate::report::header::unpriced`]'s.
 
 use std::io::Write;
 use std::path::Path;
@@ -10,9 +10,9 @@ use std::path::Path;
 use crate::cli::{ConfigArgs, GlobalArgs};
 use crate::config::Config;
 use crate::error::{ConfigError, Error, OutputError, SessionError};
-use crate::header::{Coverage, Unpriced, price, unpriced};
 use crate::output::Format;
-use crate::period::Period;
+use crate::report::header::{Coverage, Unpriced, price, unpriced};
+use crate::report::period::Period;
 use crate::session::Session;
 
 /// The data folder `--data` names when it is not given.

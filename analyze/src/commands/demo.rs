@@ -247,7 +247,7 @@ fn shell_word(word: &str) -> String {
 }
 
 fn days_in_month(first: NaiveDate) -> u32 {
-    crate::period::Period::next_month(first)
+    crate::report::period::Period::next_month(first)
         .map_or(30, |n| u32::try_from((n - first).num_days()).unwrap_or(30))
 }
 

@@ -1,17 +1,17 @@
 //! One module per `apron` command. Each exposes `run(global, args, out)`:
 //! it takes its parsed arguments, calls the figure it prints
-//! ([`crate::figures`]; `sql` and `pick` plan their own SQL through a
+//! ([`crate::report::figures`]; `sql` and `pick` plan their own SQL through a
 //! [`crate::Session`]), prints it in `global.format` to `out`, and returns
 //! [`crate::Error`]. Parsing is [`crate::cli`]'s job; computing a figure is
-//! [`crate::figures`]'.
+//! [`crate::report::figures`]'.
 
 use std::io::Write;
 
 use crate::cli::{Cli, Command};
 use crate::error::Error;
 /// What every report over a period starts from (kept here for the
-/// commands' callers; it lives in [`crate::report_context`]).
-pub use crate::report_context::Report;
+/// commands' callers; it lives in [`crate::report::context`]).
+pub use crate::report::context::Report;
 
 pub mod alerts;
 pub mod chart;

@@ -5,6 +5,8 @@
 //! recent samples" into an error rather than a guess, naming the host's
 //! newest sample (`queries/newest_sample.sql`).
 
+pub mod this_host;
+
 use std::io::Write;
 use std::sync::Arc;
 
@@ -17,8 +19,8 @@ use datafusion::common::ScalarValue;
 use crate::cli::{GlobalArgs, PickArgs};
 use crate::error::{Error, OutputError, SessionError};
 use crate::output::Format;
-use crate::queries;
 use crate::session::Session;
+use crate::session::queries;
 
 /// Ranks the GPUs of `args.host` (else this machine's) and prints the best
 /// one's index, or a MIG instance's UUID (or, with `--format csv|json`, the
@@ -26,9 +28,10 @@ use crate::session::Session;
 pub async fn run<W: Write>(global: &GlobalArgs, args: &PickArgs, mut out: W) -> Result<(), Error> {
     let host = match &args.host {
         Some(host) => Host { name: host.clone(), this_machine: false },
-        None => {
-            Host { name: crate::this_host::host_name().map_err(SessionError::ThisHost)?, this_machine: true }
-        }
+        None => Host {
+            name: crate::commands::pick::this_host::host_name().map_err(SessionError::ThisHost)?,
+            this_machine: true,
+        },
     };
     let session = Session::open(&global.data, global.memory_limit()).await?;
     let window_ms = i64::try_from(args.window.as_millis()).unwrap_or(i64::MAX);

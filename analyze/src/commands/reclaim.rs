@@ -1,6 +1,6 @@
 //! `apron reclaim`: GPUs idle for at least `--for` in a row, over the period
 //! (default the last 30 days), with the idle threshold and the default
-//! stretch from the config ([`crate::figures::reclaim`]); the header gives
+//! stretch from the config ([`crate::report::figures::reclaim`]); the header gives
 //! their GPU-hours and, apart, the MIG slices no instance holds.
 
 use std::io::Write;
@@ -8,9 +8,9 @@ use std::io::Write;
 use crate::cli::{GlobalArgs, ReclaimArgs};
 use crate::commands::Report;
 use crate::error::Error;
-use crate::figures::reclaim::reclaim;
 use crate::output::{Style, write_rows};
-use crate::report_context::rules;
+use crate::report::context::rules;
+use crate::report::figures::reclaim::reclaim;
 
 /// Lists the idle stretches, longest first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) -> Result<(), Error> {

@@ -6,7 +6,7 @@
 //!
 //! The figures are the same typed rows as `apron spend`, `idle-cost`,
 //! `windows`, `zombies`, `reclaim` and `chart` print
-//! ([`crate::figures`]); each table's CSV is built from the batch the
+//! ([`crate::report::figures`]); each table's CSV is built from the batch the
 //! command prints. The page and the files are drawn by `apron_reports`.
 
 use std::io::Write;
@@ -18,14 +18,14 @@ use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::charts;
 use crate::cli::{GlobalArgs, IdleBy, PeriodArgs, ReportArgs};
 use crate::commands::Report;
 use crate::error::{Error, OutputError, SessionError};
-use crate::figures::{actions, idle_cost, reclaim, savings, spend, windows, zombies};
-use crate::header::hours;
 use crate::output::Rows;
-use crate::period::Period;
+use crate::report::charts;
+use crate::report::figures::{actions, idle_cost, reclaim, savings, spend, windows, zombies};
+use crate::report::header::hours;
+use crate::report::period::Period;
 
 /// Rows shown of the long tables (zombies, reclaim candidates, GPUs); the
 /// CSVs hold all of them.
@@ -49,7 +49,7 @@ pub struct Headline {
     /// Of which with no activity known.
     pub unknown_gpu_hours: f64,
     /// The header's line on energy that was not measured, if any
-    /// ([`crate::header::energy_unknown_line`]).
+    /// ([`crate::report::header::energy_unknown_line`]).
     pub energy_unknown: Option<String>,
     /// GPUs recorded.
     pub gpus: i64,
@@ -93,7 +93,7 @@ pub struct Headline {
     /// The currency.
     pub currency: String,
     /// One line for each GPU model no `[[gpu_cost]]` entry priced
-    /// ([`crate::header::Unpriced::line`]).
+    /// ([`crate::report::header::Unpriced::line`]).
     pub unpriced: Vec<String>,
     /// The report's page.
     pub index: PathBuf,
@@ -293,7 +293,7 @@ pub async fn write_report(
     let savings_rows = printed(&savings)?;
     let (zombie_rows, reclaim_rows) = (printed(&zombies)?, printed(&reclaim)?);
     let mean = totals.mean_gpus(report.period.elapsed_hours(i64::MAX));
-    let unpriced: Vec<String> = crate::header::unpriced(&report.config, &report.coverage)
+    let unpriced: Vec<String> = crate::report::header::unpriced(&report.config, &report.coverage)
         .iter()
         .map(|u| u.line(&report.config))
         .collect();
@@ -597,7 +597,7 @@ pub async fn write_report(
             format!("Config: {}. Data: {}.", report.config.source, report.session.layout().root().display()),
         ]
         .into_iter()
-        .chain(crate::header::energy_unknown_line(report.energy_unknown_hours))
+        .chain(crate::report::header::energy_unknown_line(report.energy_unknown_hours))
         .chain(unpriced.iter().cloned())
         .collect(),
         table: None,
@@ -625,7 +625,7 @@ pub async fn write_report(
         unknown_cost: totals.unknown_cost,
         gpu_hours: totals.gpu_hours,
         unknown_gpu_hours: totals.unknown_gpu_hours,
-        energy_unknown: crate::header::energy_unknown_line(report.energy_unknown_hours),
+        energy_unknown: crate::report::header::energy_unknown_line(report.energy_unknown_hours),
         gpus: report.coverage.gpus,
         top_idle_teams,
         zombies_now,

@@ -1,17 +1,17 @@
 //! `apron savings`: the period replayed with GPUs reclaimed after
 //! `--reclaim-after` idle and zombies ended after `--zombie-after`, what it
 //! would have freed per team against the idle cost
-//! ([`crate::figures::savings`]).
+//! ([`crate::report::figures::savings`]).
 
 use std::io::Write;
 
 use crate::cli::{GlobalArgs, SavingsArgs};
 use crate::commands::Report;
 use crate::error::Error;
-use crate::figures::savings::savings;
-use crate::figures::spend::spend;
 use crate::output::{Style, write_rows};
-use crate::report_context::rules;
+use crate::report::context::rules;
+use crate::report::figures::savings::savings;
+use crate::report::figures::spend::spend;
 
 /// Prints what the rules would have freed, per team and in total.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SavingsArgs, mut out: W) -> Result<(), Error> {
@@ -30,7 +30,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SavingsArgs, mut out: W) 
     let savings = savings(&report, &spend, reclaim_after, zombie_after)?;
     report.header.push(spend.totals.header_line(&report.config.currency));
     if savings.rows.iter().any(|r| r.team == apron_reports::UNALLOCATED) {
-        report.header.push(crate::header::unallocated_line());
+        report.header.push(crate::report::header::unallocated_line());
     }
     for line in savings.header_lines(&report.config.currency) {
         report.header.push(line);

@@ -1,13 +1,13 @@
 //! `apron spend`: what each team's GPU time cost in the period, with the
-//! fleet's cost in the header ([`crate::figures::spend`]).
+//! fleet's cost in the header ([`crate::report::figures::spend`]).
 
 use std::io::Write;
 
 use crate::cli::{GlobalArgs, SpendArgs};
 use crate::commands::Report;
 use crate::error::Error;
-use crate::figures::spend::spend;
 use crate::output::{Style, write_rows};
+use crate::report::figures::spend::spend;
 
 /// Prints the spend per team.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) -> Result<(), Error> {
@@ -15,7 +15,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) ->
     let spend = spend(&report).await?;
     report.header.push(spend.totals.header_line(&report.config.currency));
     if spend.rows.iter().any(|r| r.team == apron_reports::UNALLOCATED) {
-        report.header.push(crate::header::unallocated_line());
+        report.header.push(crate::report::header::unallocated_line());
     }
     for line in spend.budget_lines(&report.config) {
         report.header.push(line);

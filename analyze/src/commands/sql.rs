@@ -1,6 +1,6 @@
 //! `apron sql QUERY | sql -f FILE [--param NAME=VALUE …] [--out FILE]`:
 //! one ad-hoc read-only query over the data folder, its placeholders bound
-//! to the `--param` values ([`crate::params`]), printed in the chosen
+//! to the `--param` values ([`crate::commands::sql::params`]), printed in the chosen
 //! format or written to a file ([`out_file`]); and `apron sql` alone, the
 //! same session for many statements ([`console`]): an interactive shell on
 //! a terminal ([`shell`]), else the statements of standard input
@@ -24,13 +24,14 @@ use datafusion::prelude::DataFrame;
 
 use crate::cli::{GlobalArgs, SqlArgs};
 use crate::error::{Error, InputError, OutputError};
-use crate::params::{self, Param};
 use crate::session::Session;
+use params::Param;
 
 mod complete;
 mod console;
 mod dot;
 mod out_file;
+pub mod params;
 mod rerun;
 mod script;
 mod shell;

@@ -1,6 +1,6 @@
 //! `apron starved`: processes that held GPU memory while their GPU sat idle
 //! by the activity rule but moved data over PCIe: starved of input, not
-//! zombies ([`crate::figures::starved`]), with the GPU's activity and
+//! zombies ([`crate::report::figures::starved`]), with the GPU's activity and
 //! traffic over the stretch.
 
 use std::io::Write;
@@ -8,9 +8,9 @@ use std::io::Write;
 use crate::cli::{GlobalArgs, StarvedArgs};
 use crate::commands::Report;
 use crate::error::Error;
-use crate::figures::zombies::held_idle;
 use crate::output::{Style, write_rows};
-use crate::report_context::rules;
+use crate::report::context::rules;
+use crate::report::figures::zombies::held_idle;
 
 /// Lists the data-starved stretches, most memory-minutes first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &StarvedArgs, mut out: W) -> Result<(), Error> {

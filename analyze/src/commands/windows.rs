@@ -1,6 +1,6 @@
 //! `apron windows`: the fleet's week hour by hour and the recurring idle
 //! windows it shows, in words in the header and, with `--show windows`, as
-//! rows ([`crate::figures::windows`]); with `--cron COMMAND`, the crontab
+//! rows ([`crate::report::figures::windows`]); with `--cron COMMAND`, the crontab
 //! lines that run COMMAND in those windows on the GPUs idle in them
 //! ([`cron`]).
 
@@ -9,8 +9,8 @@ use std::io::Write;
 use crate::cli::{GlobalArgs, WindowsArgs, WindowsShow};
 use crate::commands::Report;
 use crate::error::{Error, InputError, OutputError};
-use crate::figures::windows::{gpu_weeks, profile};
 use crate::output::{Style, write_rows};
+use crate::report::figures::windows::{gpu_weeks, profile};
 
 pub mod cron;
 

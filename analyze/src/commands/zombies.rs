@@ -1,5 +1,5 @@
 //! `apron zombies`: processes that held GPU memory while their GPU sat idle,
-//! each with its team ([`crate::figures::zombies`]); those whose GPU moved
+//! each with its team ([`crate::report::figures::zombies`]); those whose GPU moved
 //! data over PCIe meanwhile are `apron starved`'s. With `--commands`, the
 //! shell script that stops the zombies still running ([`script`]).
 
@@ -8,9 +8,9 @@ use std::io::Write;
 use crate::cli::{GlobalArgs, ZombiesArgs};
 use crate::commands::Report;
 use crate::error::{Error, InputError, OutputError};
-use crate::figures::zombies::{held_idle, running};
 use crate::output::{Style, write_rows};
-use crate::report_context::rules;
+use crate::report::context::rules;
+use crate::report::figures::zombies::{held_idle, running};
 
 pub mod script;
 

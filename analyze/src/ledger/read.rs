@@ -19,8 +19,8 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
 use crate::error::{Error, SessionError};
-use crate::queries;
 use crate::session::Session;
+use crate::session::queries;
 
 /// Every text value the ledger has met, each kept once and named by its
 /// number: GPU UUIDs, hosts, models, users, teams, command names.

@@ -17,9 +17,9 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::ScalarValue;
 
 use super::*;
-use crate::columns::Columns;
-use crate::period::{Period, PeriodChoice};
-use crate::queries;
+use crate::report::columns::Columns;
+use crate::report::period::{Period, PeriodChoice};
+use crate::session::queries;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
@@ -199,9 +199,10 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
     fleet(dir.path());
     let (config, period) = (config(), period());
     runtime().block_on(async {
-        let session =
-            Session::open(dir.path(), crate::memory::MemoryLimit::for_this_machine()).await.expect("opens");
-        crate::cost::register_minute_costs(&session, &config, &period).await.expect("views");
+        let session = Session::open(dir.path(), crate::session::memory::MemoryLimit::for_this_machine())
+            .await
+            .expect("opens");
+        crate::config::pricing::register_minute_costs(&session, &config, &period).await.expect("views");
         let rules = Rules { zombie_min_mem_bytes: 1 << 20, zombie_min_minutes: 5, reclaim_min_minutes: 5 };
         // Hourly buckets reading every host at once; five-minute buckets
         // reading one host at a time.
@@ -244,7 +245,7 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
             Ledger::compute_sliced(&session, &config, &period, HOUR_MS, rules, 2).await.expect("ledger");
         // The header's coverage, from the ledger's pass and from its two queries.
         let now = period.end_ms + HOUR_MS;
-        let views = crate::header::Coverage::of(&session, &period, now).await.expect("coverage");
+        let views = crate::report::header::Coverage::of(&session, &period, now).await.expect("coverage");
         let seen = ledger.coverage.clone().expect("the ledger saw the rollups");
         assert_eq!((seen.gpus, &seen.models), (views.gpus, &views.models));
         assert!((seen.recorded_seconds / 3600.0 - views.recorded_hours).abs() < 1e-9);
@@ -253,7 +254,7 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
             assert_eq!((&a.model, a.gpus), (&b.model, b.gpus));
             assert!((a.gpu_hours - b.gpu_hours).abs() < 1e-9, "{a:?} vs {b:?}");
         }
-        let row = crate::header::CoverageRow {
+        let row = crate::report::header::CoverageRow {
             first_minute: seen.first_minute,
             last_minute: seen.last_minute,
             gpus: seen.gpus,
@@ -261,7 +262,7 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
             models: seen.models.clone(),
         };
         let from_ledger =
-            crate::header::Coverage::from_row(&session, &period, now, row, views.model_hours.clone())
+            crate::report::header::Coverage::from_row(&session, &period, now, row, views.model_hours.clone())
                 .await
                 .expect("coverage");
         assert_eq!((from_ledger.first_ms, from_ledger.last_ms), (views.first_ms, views.last_ms));
@@ -281,7 +282,7 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
                 .zombies
                 .iter()
                 .cloned()
-                .partition(|r| crate::figures::zombies::is_starved(r, threshold));
+                .partition(|r| crate::report::figures::zombies::is_starved(r, threshold));
             let from_views = zombie_rows(&rows(&session, queries::ZOMBIES, params.clone()).await);
             assert!(!from_views.is_empty(), "the fleet has zombies");
             assert_eq!(zombies.into_iter().map(untrafficked).collect::<Vec<_>>(), from_views);
@@ -405,9 +406,10 @@ fn the_buckets_file_lives_as_long_as_its_table() {
     fleet(dir.path());
     let (config, period) = (config(), period());
     runtime().block_on(async {
-        let session =
-            Session::open(dir.path(), crate::memory::MemoryLimit::for_this_machine()).await.expect("opens");
-        let rules = crate::report_context::rules(
+        let session = Session::open(dir.path(), crate::session::memory::MemoryLimit::for_this_machine())
+            .await
+            .expect("opens");
+        let rules = crate::report::context::rules(
             config.zombie.min_idle,
             config.zombie.min_mem_mib,
             config.reclaim.idle_for,

@@ -113,7 +113,7 @@ impl<'a> Console<'a> {
         register_named(&self.session, self.global, self.period, sql, &mut self.registered).await?;
         // No values to bind: a placeholder is refused as `apron sql QUERY`
         // refuses one without its --param.
-        let df = crate::params::bind_to(self.session.sql(sql).await?, Vec::new())?;
+        let df = crate::commands::sql::params::bind_to(self.session.sql(sql).await?, Vec::new())?;
         self.session.print(df, self.format, out).await.map(drop)
     }
 

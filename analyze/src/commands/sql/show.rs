@@ -1,12 +1,12 @@
 //! `apron sql --show [NAME]`: the SQL of a named report as this binary
-//! embeds it ([`crate::queries`]), so a report's SQL can be read, changed
+//! embeds it ([`crate::session::queries`]), so a report's SQL can be read, changed
 //! and run (`apron sql --show pick | apron sql -f - --param …`) without a
 //! source checkout; without a name, the names and what each answers.
 
 use std::io::Write;
 
 use crate::error::{Error, InputError, OutputError};
-use crate::queries;
+use crate::session::queries;
 
 /// Prints the query `name` (empty: the list of names) to `out`. A name no
 /// query has is an [`InputError::UnknownQuery`] naming them all.

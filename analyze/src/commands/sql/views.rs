@@ -1,6 +1,6 @@
 //! What `apron sql` registers for a statement that names it, and only
 //! then (so a plain query needs no config): the views `minute_costs`,
-//! `gpu_minute_states` and `proc_minute_states` ([`crate::cost`]) and the
+//! `gpu_minute_states` and `proc_minute_states` ([`crate::config::pricing`]) and the
 //! ledger's `cost_buckets` ([`crate::ledger`]) for the period flags under
 //! the config, and the config's `apron_` functions and tables.
 //!
@@ -14,7 +14,7 @@ use crate::cli::{GlobalArgs, PeriodArgs};
 use crate::config::Config;
 use crate::error::Error;
 use crate::ledger::Ledger;
-use crate::period::Period;
+use crate::report::period::Period;
 use crate::session::Session;
 
 /// What a session has registered so far of the views and functions above.
@@ -44,14 +44,14 @@ pub(crate) async fn register_named(
     let period = || Period::choose(&period.choice(), chrono::Utc::now().timestamp_millis());
     if text.contains("minute_costs") {
         if !registered.costs {
-            crate::cost::register_minute_costs(session, &config()?, &period()?).await?;
+            crate::config::pricing::register_minute_costs(session, &config()?, &period()?).await?;
             registered.costs = true;
             registered.states = true;
             registered.functions = true;
         }
     } else if text.contains("gpu_minute_states") || text.contains("proc_minute_states") {
         if !registered.states {
-            crate::cost::register_states(session, &config()?, &period()?).await?;
+            crate::config::pricing::register_states(session, &config()?, &period()?).await?;
             registered.states = true;
             registered.functions = true;
         }
@@ -59,8 +59,8 @@ pub(crate) async fn register_named(
         // A query that calls an `apron_` function or reads a config table
         // gets them from the config.
         let config = config()?;
-        crate::cost::register_functions(session, &config);
-        crate::config_tables::register(session, &config)?;
+        crate::config::pricing::register_functions(session, &config);
+        crate::config::tables::register(session, &config)?;
         registered.functions = true;
     }
     if text.contains("cost_buckets") && !registered.buckets {
@@ -72,7 +72,7 @@ pub(crate) async fn register_named(
 
 /// Registers `cost_buckets` for `period` under `config`, per minute.
 async fn register_cost_buckets(session: &Session, config: Config, period: &Period) -> Result<(), Error> {
-    let rules = crate::report_context::rules(
+    let rules = crate::report::context::rules(
         config.zombie.min_idle,
         config.zombie.min_mem_mib,
         config.reclaim.idle_for,

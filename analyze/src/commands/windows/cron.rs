@@ -2,8 +2,8 @@
 //! that start COMMAND at the start of each recurring idle window, on the
 //! host's GPUs idle in it, and stop it at the window's end. apron installs
 //! nothing and starts nothing; it writes text, from the windows
-//! ([`crate::figures::windows::find_recurring`]) and each GPU's week
-//! ([`crate::figures::windows::idle_gpus`]), and this module is pure.
+//! ([`crate::report::figures::windows::find_recurring`]) and each GPU's week
+//! ([`crate::report::figures::windows::idle_gpus`]), and this module is pure.
 //!
 //! Per host (by name) a `# host NAME` header and `CRON_TZ=UTC` (the windows
 //! are hours of the UTC week), then per window (earliest first) a comment
@@ -39,7 +39,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use crate::figures::windows::{DAYS, GpuWeek, HOURS_PER_WEEK, Partition, RecurringWindow, Run, idle_gpus};
+use crate::report::figures::windows::{
+    DAYS, GpuWeek, HOURS_PER_WEEK, Partition, RecurringWindow, Run, idle_gpus,
+};
 
 /// The longest job line a crontab may hold for every cron: Vixie cron (and
 /// Debian's) reads at most 1,000 characters of a command (`MAX_COMMAND`).
@@ -307,7 +309,7 @@ fn comment(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::figures::windows::Window;
+    use crate::report::figures::windows::Window;
 
     fn days(list: &[usize]) -> BTreeSet<usize> {
         list.iter().copied().collect()

@@ -1,7 +1,7 @@
 //! The shell script `apron zombies --commands` prints: for each zombie idle
 //! now, host by host, what an operator runs on that host to stop it.
 //! apron itself never signals a process; it writes text, from the rows
-//! [`crate::figures::zombies::running`] gives, and this module is pure.
+//! [`crate::report::figures::zombies::running`] gives, and this module is pure.
 //!
 //! The script acts on the world as it is when it runs, not as apron saw
 //! it. Per target (in the list's order, most memory-minutes first; hosts in
@@ -39,7 +39,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::figures::zombies::Running;
+use crate::report::figures::zombies::Running;
 
 /// What the script is made with besides its zombies.
 #[derive(Debug, Clone, Copy)]

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use super::*;
-use crate::figures::zombies::ZombieRow;
+use crate::report::figures::zombies::ZombieRow;
 
 /// 2026-11-30 08:00 UTC.
 const SINCE: i64 = 1_796_025_600_000;

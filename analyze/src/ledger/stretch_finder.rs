@@ -1,0 +1,339 @@
+//! Stretches of minutes in a row, followed GPU by GPU and process by
+//! process as the days go by: a GPU idle long enough to reclaim
+//! (`queries/reclaim.sql`) and a process holding memory on an idle GPU long
+//! enough to be a zombie (`queries/zombies.sql`), by those queries' rules:
+//! a minute missing, busy or of unknown activity breaks a stretch, and so
+//! does a change of the GPU's host or index. A partitioned GPU's own row
+//! (the MIG slices no instance holds) is never a reclaim stretch. A process's stretch also
+//! sums what its GPU did meanwhile ([`Traffic`]), which tells a zombie from
+//! a process starved of data (`queries/starved.sql`); the reports tell the
+//! two apart ([`crate::report::figures::zombies`]).
+
+use std::collections::BTreeSet;
+
+use crate::ledger::map::HashMap;
+
+use apron_schemas::time::{DAY_MS, HOUR_MS, MINUTE_MS};
+
+use super::minutes::{GpuMinute, ProcMinute, State, max_opt};
+
+/// What the stretches must be to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// Least memory a zombie holds (bytes); an unknown amount counts.
+    pub zombie_min_mem_bytes: i64,
+    /// Shortest zombie stretch (minutes).
+    pub zombie_min_minutes: i64,
+    /// Shortest reclaim stretch (minutes).
+    pub reclaim_min_minutes: i64,
+}
+
+/// A stretch of consecutive minutes.
+#[derive(Debug, Clone)]
+pub struct Stretch<T> {
+    pub host: u32,
+    pub index: i32,
+    pub since: i64,
+    pub last: i64,
+    pub minutes: i64,
+    /// Its minutes, each counted by the capacity share of its GPU-minute
+    /// (a MIG instance's slices of its parent's).
+    pub gpu_minutes: f64,
+    /// Whether it is a MIG instance's.
+    pub instance: bool,
+    pub about: T,
+}
+
+/// What a reclaim stretch records: the users who held memory during it.
+pub type Holders = BTreeSet<u32>;
+
+/// What a zombie stretch records.
+#[derive(Debug, Clone, Copy)]
+pub struct Held {
+    pub mem_max: Option<i64>,
+    /// The process's command name, user and team at the stretch's last minute.
+    pub comm: Option<u32>,
+    pub user: u32,
+    pub team: u32,
+    /// What its GPU did over the stretch.
+    pub traffic: Traffic,
+    /// What ending it after the zombie rule would have freed: its share of
+    /// its minutes past the rule, and of those the minutes reclaiming its
+    /// GPU would not have freed anyway ([`StretchFinder::free`]).
+    pub freed: Freed,
+    pub freed_alone: Freed,
+}
+
+/// GPU-seconds and their cost, and of that cost the cash that using them
+/// less would not spend: their energy, and their operating cost where the
+/// config says it is avoidable.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Freed {
+    pub seconds: f64,
+    pub cost: f64,
+    /// The energy's part of `cost`.
+    pub energy: f64,
+    /// The avoidable operating cost's part of `cost` (0 where the config
+    /// does not mark it avoidable).
+    pub ops: f64,
+}
+
+impl Freed {
+    /// Adds `other`.
+    pub fn add(&mut self, other: Freed) {
+        self.seconds += other.seconds;
+        self.cost += other.cost;
+        self.energy += other.energy;
+        self.ops += other.ops;
+    }
+
+    /// Its part `share` (0–1).
+    pub fn scaled(self, share: f64) -> Freed {
+        Freed {
+            seconds: self.seconds * share,
+            cost: self.cost * share,
+            energy: self.energy * share,
+            ops: self.ops * share,
+        }
+    }
+}
+
+/// The hour of the week of the minute starting at `ms` (milliseconds since
+/// the epoch): 0 for Monday 00:00–01:00 UTC, 167 for Sunday 23:00.
+pub fn hour_of_week(ms: i64) -> usize {
+    // 1 January 1970 was a Thursday, day 3 of a week from Monday.
+    let day = (ms.div_euclid(DAY_MS) + 3).rem_euclid(7);
+    (day * 24 + ms.rem_euclid(DAY_MS) / HOUR_MS) as usize
+}
+
+/// What a GPU did over the minutes of a stretch, as sums of value ×
+/// seconds and of the seconds where the value is known, from which
+/// `queries/starved.sql`'s seconds-weighted means come.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Traffic {
+    seconds: f64,
+    activity: f64,
+    rx: f64,
+    rx_seconds: f64,
+    tx: f64,
+    tx_seconds: f64,
+}
+
+/// Bytes in a MiB.
+const MIB: f64 = 1_048_576.0;
+
+impl Traffic {
+    /// These sums with the GPU-minute `g`'s added.
+    pub fn with(self, g: &GpuMinute) -> Traffic {
+        let weighted = |sum: f64, known: f64, value: Option<f64>| match value {
+            Some(v) => (sum + v * g.seconds, known + g.seconds),
+            None => (sum, known),
+        };
+        let (activity, _) = weighted(self.activity, 0.0, g.activity);
+        let (rx, rx_seconds) = weighted(self.rx, self.rx_seconds, g.pcie_rx);
+        let (tx, tx_seconds) = weighted(self.tx, self.tx_seconds, g.pcie_tx);
+        Traffic { seconds: self.seconds + g.seconds, activity, rx, rx_seconds, tx, tx_seconds }
+    }
+
+    /// The GPU's mean activity (%); `None` without a recorded second.
+    pub fn activity_pct(&self) -> Option<f64> {
+        (self.seconds > 0.0).then(|| self.activity / self.seconds)
+    }
+
+    /// Mean PCIe traffic into the GPU (MiB/s); `None` when unknown throughout.
+    pub fn rx_mib_per_s(&self) -> Option<f64> {
+        (self.rx_seconds > 0.0).then(|| self.rx / self.rx_seconds / MIB)
+    }
+
+    /// Mean PCIe traffic out of the GPU (MiB/s); `None` when unknown throughout.
+    pub fn tx_mib_per_s(&self) -> Option<f64> {
+        (self.tx_seconds > 0.0).then(|| self.tx / self.tx_seconds / MIB)
+    }
+}
+
+/// A process: GPU, pid, start.
+pub type Process = (u32, i32, Option<i64>);
+
+/// The stretches so far, open and closed.
+#[derive(Debug)]
+pub struct StretchFinder {
+    rules: Rules,
+    idle: HashMap<u32, Stretch<Holders>>,
+    holding: HashMap<Process, Stretch<Held>>,
+    /// Closed stretches long enough to count.
+    pub reclaim: Vec<(u32, Stretch<Holders>)>,
+    pub zombies: Vec<(Process, Stretch<Held>)>,
+    /// Each GPU's newest minute.
+    pub newest: HashMap<u32, i64>,
+    /// Each process's newest minute.
+    pub last_seen: HashMap<Process, i64>,
+    /// What ending each zombie stretch (process, first minute) would have
+    /// freed that reclaiming its GPU would not, by hour of the week: cost.
+    pub alone_at: HashMap<(Process, i64, usize), f64>,
+}
+
+impl StretchFinder {
+    pub fn new(rules: Rules) -> Self {
+        StretchFinder {
+            rules,
+            idle: HashMap::default(),
+            holding: HashMap::default(),
+            reclaim: Vec::new(),
+            zombies: Vec::new(),
+            newest: HashMap::default(),
+            last_seen: HashMap::default(),
+            alone_at: HashMap::default(),
+        }
+    }
+
+    /// The rules the stretches are found by.
+    pub fn rules(&self) -> Rules {
+        self.rules
+    }
+
+    /// Follows one GPU-minute with its processes; minutes come in order
+    /// for each GPU.
+    pub fn minute(&mut self, g: &GpuMinute, procs: &[ProcMinute]) {
+        let newest = self.newest.entry(g.gpu).or_insert(g.minute);
+        *newest = (*newest).max(g.minute);
+        // A partitioned GPU's own row is capacity no instance holds: not a
+        // GPU anyone could hand back (its stretches would be the MIG
+        // layout's, not idleness), so it starts no reclaim stretch.
+        if g.state.is_idle() && !g.partitioned() {
+            let holders = procs.iter().filter(|p| p.held).map(|p| p.user);
+            match self.idle.get_mut(&g.gpu) {
+                Some(s) if continues(s, g) => {
+                    s.last = g.minute;
+                    s.minutes += 1;
+                    s.gpu_minutes += g.capacity_share;
+                    s.about.extend(holders);
+                }
+                _ => {
+                    let fresh = start(g, holders.collect());
+                    if let Some(old) = self.idle.insert(g.gpu, fresh) {
+                        self.close_idle(g.gpu, old);
+                    }
+                }
+            }
+        }
+        if g.state == State::IdleHeld {
+            let min_mem = self.rules.zombie_min_mem_bytes;
+            for p in procs.iter().filter(|p| p.held && p.mem_max.is_none_or(|m| m >= min_mem)) {
+                let key = (p.gpu, p.pid, p.start);
+                let traffic = Traffic::default().with(g);
+                let (freed, freed_alone) = (Freed::default(), Freed::default());
+                let now = Held {
+                    mem_max: p.mem_max,
+                    comm: p.comm,
+                    user: p.user,
+                    team: p.team,
+                    traffic,
+                    freed,
+                    freed_alone,
+                };
+                match self.holding.get_mut(&key) {
+                    Some(s) if continues(s, g) => {
+                        s.last = g.minute;
+                        s.minutes += 1;
+                        s.gpu_minutes += g.capacity_share;
+                        let traffic = s.about.traffic.with(g);
+                        let (freed, freed_alone) = (s.about.freed, s.about.freed_alone);
+                        let mem_max = max_opt(s.about.mem_max, p.mem_max);
+                        s.about = Held { mem_max, traffic, freed, freed_alone, ..now };
+                    }
+                    _ => {
+                        if let Some(old) = self.holding.insert(key, start(g, now)) {
+                            self.close_holding(key, old);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// How many minutes GPU `gpu` has been idle in a row up to `minute`
+    /// (counting it), if it is idle then: call after [`StretchFinder::minute`].
+    pub fn idle_for(&self, gpu: u32, minute: i64) -> Option<i64> {
+        self.idle.get(&gpu).filter(|s| s.last == minute).map(|s| s.minutes)
+    }
+
+    /// How many minutes process `key` has held memory on its idle GPU in a
+    /// row up to `minute` (counting it), if it did then: call after
+    /// [`StretchFinder::minute`].
+    pub fn holding_for(&self, key: Process, minute: i64) -> Option<i64> {
+        self.holding.get(&key).filter(|s| s.last == minute).map(|s| s.minutes)
+    }
+
+    /// Adds to what ending process `key`'s open stretch would have freed
+    /// of the minute starting at `minute`: `part`, `alone` when reclaiming
+    /// its GPU would not have freed it.
+    pub fn free(&mut self, key: Process, minute: i64, part: Freed, alone: bool) {
+        if let Some(s) = self.holding.get_mut(&key) {
+            s.about.freed.add(part);
+            if alone {
+                s.about.freed_alone.add(part);
+                *self.alone_at.entry((key, s.since, hour_of_week(minute))).or_default() += part.cost;
+            }
+        }
+    }
+
+    /// Notes a process-minute (with or without its GPU-minute).
+    pub fn seen(&mut self, p: &ProcMinute) {
+        let last = self.last_seen.entry((p.gpu, p.pid, p.start)).or_insert(p.minute);
+        *last = (*last).max(p.minute);
+    }
+
+    /// Closes every open stretch: the period is over.
+    pub fn finish(&mut self) {
+        for (gpu, s) in std::mem::take(&mut self.idle) {
+            self.close_idle(gpu, s);
+        }
+        for (key, s) in std::mem::take(&mut self.holding) {
+            self.close_holding(key, s);
+        }
+    }
+
+    fn close_idle(&mut self, gpu: u32, s: Stretch<Holders>) {
+        if s.minutes >= self.rules.reclaim_min_minutes {
+            self.reclaim.push((gpu, s));
+        }
+    }
+
+    fn close_holding(&mut self, key: Process, s: Stretch<Held>) {
+        if s.minutes >= self.rules.zombie_min_minutes {
+            self.zombies.push((key, s));
+        }
+    }
+}
+
+fn continues<T>(s: &Stretch<T>, g: &GpuMinute) -> bool {
+    s.last + MINUTE_MS == g.minute && s.host == g.host && s.index == g.index
+}
+
+fn start<T>(g: &GpuMinute, about: T) -> Stretch<T> {
+    Stretch {
+        host: g.host,
+        index: g.index,
+        since: g.minute,
+        last: g.minute,
+        minutes: 1,
+        gpu_minutes: g.capacity_share,
+        instance: g.parent.is_some(),
+        about,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hours_of_the_week_start_on_monday_utc() {
+        // Monday 2 November 2026 00:00 UTC, and 10:30 that day.
+        let monday = 1_793_577_600_000;
+        assert_eq!(hour_of_week(monday), 0);
+        assert_eq!(hour_of_week(monday + 10 * HOUR_MS + 30 * MINUTE_MS), 10);
+        assert_eq!(hour_of_week(monday - MINUTE_MS), 167, "Sunday 23:59");
+        assert_eq!(hour_of_week(0), 3 * 24, "1 January 1970 was a Thursday");
+    }
+}

@@ -1,0 +1,236 @@
+//! What every report over a period starts from: the effective config, the
+//! session over the data folder, the period chosen, what the data holds in
+//! it, and the header lines that say so ([`Report`]).
+//!
+//! The figures (`crate::report::figures`), the charts (`crate::report::charts`) and the
+//! commands all take a [`Report`]; none of them builds one its own way.
+
+use std::time::Duration;
+
+use apron_schemas::time::{HOUR_SECS, MINUTE_MS, MINUTE_SECS};
+
+use crate::cli::{GlobalArgs, PeriodArgs};
+use crate::config::Config;
+use crate::error::Error;
+use crate::ledger::{Ledger, Rules};
+use crate::report::header::{Coverage, CoverageRow, Header, ModelHours, config_warnings};
+use crate::report::period::Period;
+use crate::session::{Days, Session};
+
+/// What every report over a period starts from.
+#[derive(Debug)]
+pub struct Report {
+    /// The effective configuration.
+    pub config: Config,
+    /// The session over the data folder.
+    pub session: Session,
+    /// The period chosen.
+    pub period: Period,
+    /// What the data holds in it.
+    pub coverage: Coverage,
+    /// The header to print, which commands may extend.
+    pub header: Header,
+    /// GPU-hours of the period whose energy was not measured (neither an
+    /// energy counter nor a power reading); known once the costs are
+    /// registered ([`Report::with_costs`]), 0 before.
+    pub energy_unknown_hours: f64,
+    /// The period's ledger, once the costs are registered.
+    pub ledger: Option<Ledger>,
+    /// The time the report was asked for (ms since the epoch): whether a
+    /// period, or a month, is over.
+    pub now_ms: i64,
+}
+
+impl Report {
+    /// Loads the config, opens the data folder, chooses the period and
+    /// finds what the data holds in it (an empty period is an error). Config
+    /// warnings go to stderr.
+    pub async fn prepare(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+        let report = Self::prepare_quietly(global, period).await?;
+        for warning in config_warnings(&report.config, &report.coverage) {
+            eprintln!("{warning}");
+        }
+        Ok(report)
+    }
+
+    /// [`Report::prepare`] without printing the config warnings.
+    pub async fn prepare_quietly(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+        let config = Config::load(global.config.as_deref())?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let period = Period::choose(&period.choice(), now_ms)?;
+        let session = open(global, &period).await?;
+        let coverage = Coverage::of(&session, &period, now_ms).await?;
+        let header = Header::new(&period, &coverage, &session, &config);
+        Ok(Report {
+            config,
+            session,
+            period,
+            coverage,
+            header,
+            energy_unknown_hours: 0.0,
+            ledger: None,
+            now_ms,
+        })
+    }
+
+    /// [`Report::prepare`] and [`Report::with_costs`] in one pass: the
+    /// header's coverage comes from the ledger's pass, not from reading
+    /// the rollups again. Config warnings go to stderr.
+    pub async fn prepare_costs(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+        Self::prepare_costs_by(global, period, Report::config_rules).await
+    }
+
+    /// [`Report::prepare_costs`] without printing the config warnings.
+    pub async fn prepare_costs_quietly(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+        let (report, ledger) = Self::prepare_ledger(global, period, Report::config_rules).await?;
+        report.attach(ledger)
+    }
+
+    /// [`Report::prepare_costs`] with the ledger's stretches found by the
+    /// rules `rules_of` gives for the config (`savings`).
+    pub async fn prepare_costs_by(
+        global: &GlobalArgs,
+        period: &PeriodArgs,
+        rules_of: impl FnOnce(&Config) -> Rules,
+    ) -> Result<Report, Error> {
+        let (report, ledger) = Self::prepare_ledger(global, period, rules_of).await?;
+        for warning in config_warnings(&report.config, &report.coverage) {
+            eprintln!("{warning}");
+        }
+        report.attach(ledger)
+    }
+
+    /// [`Report::prepare`] for `zombies` and `reclaim`: the ledger's pass
+    /// finds the stretches by the rules `rules_of` gives for the config,
+    /// and the header's coverage comes from it. The header is `prepare`'s.
+    pub async fn prepare_stretches(
+        global: &GlobalArgs,
+        period: &PeriodArgs,
+        rules_of: impl FnOnce(&Config) -> Rules,
+    ) -> Result<Report, Error> {
+        let (mut report, ledger) = Self::prepare_ledger(global, period, rules_of).await?;
+        for warning in config_warnings(&report.config, &report.coverage) {
+            eprintln!("{warning}");
+        }
+        report.ledger = Some(ledger);
+        Ok(report)
+    }
+
+    /// The config, session, period, ledger and coverage of a report, the
+    /// ledger's stretches found by `rules_of`'s rules.
+    async fn prepare_ledger(
+        global: &GlobalArgs,
+        period: &PeriodArgs,
+        rules_of: impl FnOnce(&Config) -> Rules,
+    ) -> Result<(Report, Ledger), Error> {
+        let config = Config::load(global.config.as_deref())?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let period = Period::choose(&period.choice(), now_ms)?;
+        let session = open(global, &period).await?;
+        let bucket_ms = bucket_ms(&period);
+        let rules = rules_of(&config);
+        let ledger = Ledger::compute(&session, &config, &period, bucket_ms, rules).await?;
+        let coverage = match &ledger.coverage {
+            Some(seen) => {
+                let row = CoverageRow {
+                    first_minute: seen.first_minute,
+                    last_minute: seen.last_minute,
+                    gpus: seen.gpus,
+                    recorded_seconds: seen.recorded_seconds,
+                    models: seen.models.clone(),
+                };
+                let models = seen
+                    .model_hours
+                    .iter()
+                    .map(|m| ModelHours { model: m.model.clone(), gpus: m.gpus, gpu_hours: m.gpu_hours })
+                    .collect();
+                Coverage::from_row(&session, &period, now_ms, row, models).await?
+            }
+            // Nothing in the period: the coverage says so, as an error.
+            None => Coverage::of(&session, &period, now_ms).await?,
+        };
+        let header = Header::new(&period, &coverage, &session, &config);
+        let report = Report {
+            config,
+            session,
+            period,
+            coverage,
+            header,
+            energy_unknown_hours: 0.0,
+            ledger: None,
+            now_ms,
+        };
+        Ok((report, ledger))
+    }
+
+    /// Computes the period's ledger ([`Ledger`]) and registers its
+    /// `cost_buckets` for the cost reports, bucketed as the period's charts
+    /// are (at most an hour), its stretches found by the config's zombie and
+    /// reclaim rules; adds to the header for how long energy was not
+    /// measured, if at all.
+    pub async fn with_costs(self) -> Result<Report, Error> {
+        let ledger =
+            Ledger::compute(&self.session, &self.config, &self.period, bucket_ms(&self.period), self.rules())
+                .await?;
+        self.attach(ledger)
+    }
+
+    /// Registers `ledger`'s `cost_buckets`, states the energy not measured,
+    /// and keeps it.
+    fn attach(mut self, ledger: Ledger) -> Result<Report, Error> {
+        ledger.register(&self.session)?;
+        self.energy_unknown_hours = ledger.energy_unknown_seconds / HOUR_SECS as f64;
+        if let Some(line) = crate::report::header::energy_unknown_line(self.energy_unknown_hours) {
+            self.header.push(line);
+        }
+        self.ledger = Some(ledger);
+        Ok(self)
+    }
+
+    /// Where the period's data ends (ms since the epoch): the end of its
+    /// last recorded minute, as the ledger saw it, else the last sample.
+    pub fn data_end_ms(&self) -> i64 {
+        match self.ledger.as_ref().and_then(|l| l.coverage.as_ref()) {
+            Some(seen) => seen.last_minute + MINUTE_MS,
+            None => self.coverage.last_ms,
+        }
+    }
+
+    /// The stretch rules of the config: what `zombies` and `reclaim` find by default.
+    pub fn rules(&self) -> Rules {
+        Self::config_rules(&self.config)
+    }
+
+    /// The stretch rules of `config`.
+    pub fn config_rules(config: &Config) -> Rules {
+        rules(config.zombie.min_idle, config.zombie.min_mem_mib, config.reclaim.idle_for)
+    }
+}
+
+/// The session of a report over `period`: on a bucket, only the period's
+/// days are listed.
+async fn open(global: &GlobalArgs, period: &Period) -> Result<Session, Error> {
+    let days = Days::of_range(period.start_ms, period.end_ms);
+    Session::open_within(&global.data, global.memory_limit(), days).await
+}
+
+/// The bucket of a period's `cost_buckets`: its charts' (at most an hour).
+fn bucket_ms(period: &Period) -> i64 {
+    period.chart_bucket_seconds().min(HOUR_SECS as i64) * 1000
+}
+
+/// Stretch rules: a zombie holds at least `zombie_min_mem_mib` MiB for at
+/// least `zombie_min_idle`; a GPU is reclaimable after `reclaim_for` idle.
+pub fn rules(zombie_min_idle: Duration, zombie_min_mem_mib: u64, reclaim_for: Duration) -> Rules {
+    Rules {
+        zombie_min_mem_bytes: i64::try_from(zombie_min_mem_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX),
+        zombie_min_minutes: whole_minutes(zombie_min_idle),
+        reclaim_min_minutes: whole_minutes(reclaim_for),
+    }
+}
+
+/// Whole minutes of `d`, rounded up, at least one: how many idle minutes a
+/// stretch needs.
+pub fn whole_minutes(d: Duration) -> i64 {
+    i64::try_from(d.as_secs().div_ceil(MINUTE_SECS)).unwrap_or(i64::MAX).max(1)
+}

@@ -1,0 +1,166 @@
+//! Alerts: the default alert rules (`queries/alerts.sql`) checked at one
+//! moment with the thresholds of the config: low and high usage, and hosts
+//! or GPUs that stopped sending samples (`no_data`); and, for teams with a
+//! `budget_per_month`, the month's spend past the budget
+//! (`budget_exceeded`) or its forecast past it (`budget_forecast_exceeded`,
+//! [`super::budgets`]).
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::ScalarValue;
+
+use apron_schemas::time::{HOUR_MS, MINUTE_MS};
+
+use super::{Report, budgets, query, unreadable};
+use crate::config::Config;
+use crate::error::Error;
+use crate::ledger::Ledger;
+use crate::output::Rows;
+use crate::report::columns::{self, Columns, batch_of};
+use crate::report::period::Period;
+use crate::report::rounding::round_to;
+use crate::session::Session;
+use crate::session::queries;
+
+/// One rule firing on one GPU (for `no_data`, on a whole host; for the
+/// budget rules, on a team).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertRow {
+    /// `low_usage_1h`, `low_usage_4h`, `high_usage_15m`, `no_data`,
+    /// `budget_exceeded` or `budget_forecast_exceeded`.
+    pub rule: String,
+    /// Host name; `None` for the budget rules.
+    pub host: Option<String>,
+    /// NVML index; `None` for `no_data` on a whole host.
+    pub gpu_index: Option<i32>,
+    /// GPU UUID; `None` for `no_data` on a whole host.
+    pub gpu_uuid: Option<String>,
+    /// The team, for the budget rules.
+    pub team: Option<String>,
+    /// Mean utilization over the rule's window (%); for `no_data`, minutes
+    /// since the newest sample; for `budget_exceeded`, what the team spent
+    /// this month, for `budget_forecast_exceeded` its forecast for the
+    /// month (currency). (`None` only if the query gives none.)
+    pub value: Option<f64>,
+    /// The unit of `value`: `%`, `minutes`, or the config's currency
+    /// (`USD`).
+    pub unit: String,
+    /// The team's budget for the month (currency), for the budget rules.
+    pub budget: Option<f64>,
+    /// Since when the rule holds, milliseconds since the epoch (UTC); for
+    /// `no_data`, the newest sample; for `budget_exceeded`, the hour the
+    /// spend passed the budget; for `budget_forecast_exceeded`, the hour it
+    /// will at this rate. (`None` only if the query gives none.)
+    pub since: Option<i64>,
+}
+
+/// The rules firing at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alerts {
+    /// One row per rule firing.
+    pub rows: Vec<AlertRow>,
+}
+
+impl Alerts {
+    /// Whether any rule fires.
+    pub fn firing(&self) -> bool {
+        !self.rows.is_empty()
+    }
+}
+
+/// The rules of `config` checked over `session` at `now_ms` (milliseconds
+/// since the epoch).
+pub async fn alerts(session: &Session, config: &Config, now_ms: i64) -> Result<Alerts, Error> {
+    // `[alerts] no_data` in milliseconds (the config keeps it under 7 days).
+    let no_data_ms = i64::try_from(config.alerts.no_data.as_millis()).unwrap_or(i64::MAX);
+    let at = |ms: i64| ScalarValue::TimestampMillisecond(Some(ms), Some(Arc::from("UTC")));
+    let params = vec![
+        at(now_ms),
+        ScalarValue::Float64(Some(config.alerts.low_usage_1h)),
+        ScalarValue::Float64(Some(config.alerts.low_usage_4h)),
+        ScalarValue::Float64(Some(config.alerts.high_usage_15m)),
+        at(now_ms - no_data_ms),
+    ];
+    let batch = query(session, queries::ALERTS, params).await?;
+    let mut rows = read(&batch).map_err(unreadable)?;
+    rows.extend(budget_alerts(session, config, now_ms).await?);
+    Ok(Alerts { rows })
+}
+
+/// The budget rules at `now_ms`: the month so far, from the ledger of its
+/// first hour to now (none when no team has a budget).
+async fn budget_alerts(session: &Session, config: &Config, now_ms: i64) -> Result<Vec<AlertRow>, Error> {
+    let Some(month) = budgets::month_holding(now_ms).filter(|_| budgets::any(config)) else {
+        return Ok(Vec::new());
+    };
+    if now_ms <= month.start_ms {
+        return Ok(Vec::new());
+    }
+    let so_far = Period { start_ms: month.start_ms, end_ms: now_ms };
+    let ledger = Ledger::compute(session, config, &so_far, HOUR_MS, Report::config_rules(config)).await?;
+    let Some(seen) = &ledger.coverage else { return Ok(Vec::new()) };
+    let data_end = seen.last_minute + MINUTE_MS;
+    ledger.register(session)?;
+    let b = budgets::budgets(session, config, month, data_end, now_ms).await?;
+    let row = |rule: &str, r: &budgets::BudgetRow, value: f64, since: Option<i64>| AlertRow {
+        rule: rule.to_owned(),
+        host: None,
+        gpu_index: None,
+        gpu_uuid: None,
+        team: Some(r.team.clone()),
+        value: Some(round_to(value, 2)),
+        unit: config.currency.clone(),
+        budget: Some(r.budget),
+        since,
+    };
+    let mut rows: Vec<AlertRow> =
+        b.exceeded().map(|r| row("budget_exceeded", r, r.spent, r.exceeded_at)).collect();
+    rows.extend(
+        b.forecast_exceeded().map(|r| row("budget_forecast_exceeded", r, r.forecast, r.forecast_exceeded_at)),
+    );
+    Ok(rows)
+}
+
+/// The unit of a usage or `no_data` rule's value (`queries/alerts.sql`).
+fn unit_of(rule: &str) -> &'static str {
+    if rule == "no_data" { "minutes" } else { "%" }
+}
+
+fn read(batch: &RecordBatch) -> Result<Vec<AlertRow>, ArrowError> {
+    let c = Columns::of(batch);
+    let (rule, host, gpu_index, gpu_uuid) =
+        (c.text("rule")?, c.text("host")?, c.i32_opt("gpu_index")?, c.text_opt("gpu_uuid")?);
+    let (value, since) = (c.f64_opt("value")?, c.timestamp_ms_opt("since")?);
+    Ok((0..c.len())
+        .map(|i| AlertRow {
+            rule: rule[i].clone(),
+            host: Some(host[i].clone()),
+            gpu_index: gpu_index[i],
+            gpu_uuid: gpu_uuid[i].clone(),
+            team: None,
+            value: value[i],
+            unit: unit_of(&rule[i]).to_owned(),
+            budget: None,
+            since: since[i],
+        })
+        .collect())
+}
+
+impl Rows for Alerts {
+    fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
+        let r = &self.rows;
+        batch_of(vec![
+            ("rule", columns::text(r.iter().map(|row| row.rule.as_str()))),
+            ("host", columns::text(r.iter().map(|row| row.host.as_deref()))),
+            ("gpu_index", columns::int32(r.iter().map(|row| row.gpu_index))),
+            ("gpu_uuid", columns::text(r.iter().map(|row| row.gpu_uuid.as_deref()))),
+            ("team", columns::text(r.iter().map(|row| row.team.as_deref()))),
+            ("value", columns::float(r.iter().map(|row| row.value))),
+            ("unit", columns::text(r.iter().map(|row| row.unit.as_str()))),
+            ("budget", columns::float(r.iter().map(|row| row.budget))),
+            ("since", columns::timestamp_ms(r.iter().map(|row| row.since))),
+        ])
+    }
+}

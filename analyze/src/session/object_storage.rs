@@ -1,0 +1,438 @@
+//! A bucket as the data folder (`apron --data s3://BUCKET/PREFIX`): the
+//! tables are read where the recorders shipped them
+//! (`PREFIX/<table>/date=…/host=…/….parquet`, see `apron-recorder ship`).
+//!
+//! - **Reached as the AWS environment says** (`AWS_ACCESS_KEY_ID`,
+//!   `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
+//!   `AWS_ALLOW_HTTP`), never through flags, with the bounded waits of
+//!   [`apron_store::remote`]: a bucket that is missing, refuses the
+//!   credentials, cannot be reached or is no S3 server is one line naming
+//!   the URL and the cause within seconds.
+//! - **The canonical schema**, as for a local folder: no footer is read to
+//!   infer one. A table is present when its folder holds anything (one
+//!   LIST request per table when the session opens).
+//! - **A bucket holds closed days only**: there is no write-ahead log to
+//!   read, no fence to keep, and every shipped day has its rollups, so the
+//!   local-only parts of a session (the newest rows, minutes derived from
+//!   raw files, the footer check that names a broken file) step aside.
+//! - **A period lists only its own days.** [`BucketStore`] answers the
+//!   listing of a table's whole folder with the listings of the period's
+//!   `date=` folders, so a month's report on a bucket of three years lists
+//!   some 30 folders per table, not 1,095. Without a period (ad-hoc SQL)
+//!   the whole table is listed.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::Path as FsPath;
+use std::sync::Arc;
+
+use apron_schemas::Table;
+use apron_schemas::paths::is_data_file_name;
+use apron_store::remote::Remote;
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::NaiveDate;
+use datafusion::object_store::path::Path;
+use datafusion::object_store::{
+    CopyOptions, Error as StoreError, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+use datafusion::parquet::arrow::async_reader::MetadataFetch;
+use datafusion::parquet::arrow::parquet_to_arrow_schema;
+use datafusion::parquet::errors::ParquetError;
+use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use futures::stream::{BoxStream, StreamExt};
+
+use crate::error::SessionError;
+
+/// Day folders listed at once.
+const LIST_CONCURRENCY: usize = 8;
+
+/// The days a session reads, first and last included (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Days {
+    /// The first day.
+    pub first: NaiveDate,
+    /// The last day.
+    pub last: NaiveDate,
+}
+
+impl Days {
+    /// The days of `[start_ms, end_ms)`, ms since the epoch; `None` when
+    /// empty or out of the calendar's range.
+    pub fn of_range(start_ms: i64, end_ms: i64) -> Option<Days> {
+        if end_ms <= start_ms {
+            return None;
+        }
+        let first = chrono::DateTime::from_timestamp_millis(start_ms)?.date_naive();
+        let last = chrono::DateTime::from_timestamp_millis(end_ms.checked_sub(1)?)?.date_naive();
+        (first <= last).then_some(Days { first, last })
+    }
+
+    /// Each day, in order.
+    fn each(self) -> impl Iterator<Item = NaiveDate> {
+        self.first.iter_days().take_while(move |d| *d <= self.last)
+    }
+}
+
+/// The URL `data` names when it is a bucket (`s3://…`, `s3a://…`).
+pub fn bucket_url(data: &FsPath) -> Option<&str> {
+    data.to_str().filter(|s| s.starts_with("s3://") || s.starts_with("s3a://"))
+}
+
+/// The object store's error as the one-line cause of a message.
+fn cause(e: &StoreError) -> String {
+    apron_store::remote::describe(e)
+}
+
+/// An open bucket: its tables' folders and the store that reads them.
+#[derive(Debug)]
+pub(crate) struct Bucket {
+    remote: Remote,
+    store: Arc<BucketStore>,
+}
+
+impl Bucket {
+    /// Opens the bucket of `url`, reading only `days` when given; returns
+    /// it with the tables whose folders hold anything.
+    pub(crate) async fn open(url: &str, days: Option<Days>) -> Result<(Bucket, Vec<Table>), SessionError> {
+        let remote = Remote::from_url(url).map_err(|e| SessionError::Bucket {
+            url: apron_store::redact::userinfo(url).into_owned(),
+            cause: format_remote(&e),
+        })?;
+        let tables = Table::ALL.iter().map(|t| remote.key(t.name())).collect();
+        let store = Arc::new(BucketStore { inner: Arc::clone(remote.store()), tables, days });
+        let mut present = Vec::new();
+        for table in Table::ALL {
+            let key = remote.key(table.name());
+            let listed = store
+                .inner
+                .list_with_delimiter(Some(&key))
+                .await
+                .map_err(|e| SessionError::Bucket { url: remote.url_of(&key), cause: cause(&e) })?;
+            if !listed.common_prefixes.is_empty() || !listed.objects.is_empty() {
+                present.push(table);
+            }
+        }
+        Ok((Bucket { remote, store }, present))
+    }
+
+    /// `s3://BUCKET`, which the engine reads through [`Bucket::store`].
+    pub(crate) fn bucket_url(&self) -> String {
+        self.remote.bucket_url()
+    }
+
+    /// The store the engine reads the bucket through.
+    pub(crate) fn store(&self) -> Arc<dyn ObjectStore> {
+        Arc::clone(&self.store) as Arc<dyn ObjectStore>
+    }
+
+    /// The URL of `table`'s folder, ending in `/`.
+    pub(crate) fn table_url(&self, table: Table) -> String {
+        format!("{}/", self.remote.url_of(&self.remote.key(table.name())))
+    }
+
+    /// The hosts of `table`'s day `date` (one LIST request); none when it
+    /// cannot be listed.
+    pub(crate) async fn hosts_on(&self, table: Table, date: NaiveDate) -> Vec<String> {
+        let key = self.remote.key(&format!("{}/date={date}", table.name()));
+        match self.store.inner.list_with_delimiter(Some(&key)).await {
+            Ok(listed) => listed
+                .common_prefixes
+                .iter()
+                .filter_map(|p| p.filename().and_then(|n| n.strip_prefix("host=")).map(str::to_owned))
+                .collect(),
+            Err(e) => {
+                tracing::debug!(error = %cause(&e), "cannot list the hosts of a day; reading them at once");
+                Vec::new()
+            }
+        }
+    }
+}
+
+impl Bucket {
+    /// Every data object of `tables` the engine would list (within the
+    /// session's days): named as [`is_data_file_name`] says, in `key=value`
+    /// folders. None of a table whose folder cannot be listed.
+    pub(crate) async fn data_objects(&self, tables: &[Table]) -> Vec<(Table, ObjectMeta)> {
+        let mut out = Vec::new();
+        for &table in tables {
+            let prefix = self.remote.key(table.name());
+            let listed: Vec<Result<ObjectMeta>> = self.store.list(Some(&prefix)).collect().await;
+            for meta in listed.into_iter().flatten() {
+                let Some(parts) = meta.location.prefix_match(&prefix) else { continue };
+                let parts: Vec<String> = parts.map(|p| p.as_ref().to_owned()).collect();
+                let Some((name, folders)) = parts.split_last() else { continue };
+                if is_data_file_name(name)
+                    && folders.iter().all(|f| f.contains('=') && !f.starts_with(['.', '_']))
+                {
+                    out.push((table, meta));
+                }
+            }
+        }
+        out
+    }
+
+    /// The table whose folder holds the object `location`.
+    pub(crate) fn table_of(&self, location: &Path) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| location.prefix_match(&self.remote.key(t.name())).is_some())
+    }
+
+    /// The first of `objects` (of their tables) whose footer cannot be read
+    /// or whose schema lacks a column its table requires, as the error
+    /// naming its URL; `None` when every one is sound. Reads each footer
+    /// (a GET or two per object), so it runs only once a query has failed.
+    pub(crate) async fn find_bad_object(&self, objects: &[(Table, ObjectMeta)]) -> Option<SessionError> {
+        for (table, meta) in objects {
+            if let Some(bad) = self.check_object(*table, meta).await {
+                return Some(bad);
+            }
+        }
+        None
+    }
+
+    /// What is wrong with the object `meta` of `table`, if anything.
+    async fn check_object(&self, table: Table, meta: &ObjectMeta) -> Option<SessionError> {
+        let path = std::path::PathBuf::from(self.remote.url_of(&meta.location));
+        if meta.size == 0 {
+            return Some(SessionError::EmptyFile { path });
+        }
+        let footer = Footer { store: self.remote.store().as_ref(), location: &meta.location };
+        let reading = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Optional)
+            .load_and_finish(footer, meta.size);
+        // A reader that panics on a damaged footer is a damaged footer.
+        let read = crate::session::panic_guard::contain(reading).await;
+        let corrupt = |source| Some(SessionError::CorruptFile { path: path.clone(), source });
+        let metadata = match read {
+            Ok(Ok(metadata)) => metadata,
+            Ok(Err(e)) => return corrupt(e),
+            Err(panic) => return corrupt(ParquetError::General(panic)),
+        };
+        let file = metadata.file_metadata();
+        match parquet_to_arrow_schema(file.schema_descr(), file.key_value_metadata()) {
+            Ok(schema) => crate::session::integrity::schema_problem(&path, &schema, table),
+            Err(e) => corrupt(e),
+        }
+    }
+}
+
+/// The byte ranges of one object, as the footer reader asks for them.
+struct Footer<'a> {
+    store: &'a dyn ObjectStore,
+    location: &'a Path,
+}
+
+impl MetadataFetch for Footer<'_> {
+    fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, std::result::Result<Bytes, ParquetError>> {
+        async move {
+            self.store.get_range(self.location, range).await.map_err(|e| ParquetError::External(Box::new(e)))
+        }
+        .boxed()
+    }
+}
+
+/// A [`apron_store::remote::RemoteError`] on one line, without the URL
+/// it already names at the front.
+fn format_remote(e: &apron_store::remote::RemoteError) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The bucket as the engine reads it: read-only, and listing a table's
+/// whole folder as the listings of the session's days only.
+#[derive(Debug)]
+pub(crate) struct BucketStore {
+    inner: Arc<dyn ObjectStore>,
+    /// The keys of the tables' folders.
+    tables: Vec<Path>,
+    days: Option<Days>,
+}
+
+impl fmt::Display for BucketStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BucketStore({})", self.inner)
+    }
+}
+
+/// Why a write through the store is refused.
+fn read_only(operation: &str) -> StoreError {
+    StoreError::NotSupported {
+        source: format!("{operation}: apron reads the bucket and never writes to it").into(),
+    }
+}
+
+#[async_trait]
+impl ObjectStore for BucketStore {
+    async fn put_opts(&self, _location: &Path, _payload: PutPayload, _opts: PutOptions) -> Result<PutResult> {
+        Err(read_only("put"))
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        _location: &Path,
+        _opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        Err(read_only("put"))
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        locations.map(|_| Err(read_only("delete"))).boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        match (self.days, prefix) {
+            (Some(days), Some(table)) if self.tables.contains(table) => {
+                let inner = Arc::clone(&self.inner);
+                let folders: Vec<Path> =
+                    days.each().map(|d| table.clone().join(format!("date={d}"))).collect();
+                futures::stream::iter(folders)
+                    .map(move |folder| inner.list(Some(&folder)))
+                    .flatten_unordered(LIST_CONCURRENCY)
+                    .boxed()
+            }
+            _ => self.inner.list(prefix),
+        }
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, _from: &Path, _to: &Path, _options: CopyOptions) -> Result<()> {
+        Err(read_only("copy"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use datafusion::object_store::memory::InMemory;
+    use futures::TryStreamExt;
+
+    use super::*;
+
+    /// An in-memory bucket counting the listings it answers.
+    #[derive(Debug, Default)]
+    struct Counted {
+        inner: InMemory,
+        lists: AtomicUsize,
+    }
+
+    impl fmt::Display for Counted {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "Counted")
+        }
+    }
+
+    #[async_trait]
+    impl ObjectStore for Counted {
+        async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
+            self.inner.put_opts(l, p, o).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            l: &Path,
+            o: PutMultipartOptions,
+        ) -> Result<Box<dyn MultipartUpload>> {
+            self.inner.put_multipart_opts(l, o).await
+        }
+        async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
+            self.inner.get_opts(l, o).await
+        }
+        fn delete_stream(&self, l: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+            self.inner.delete_stream(l)
+        }
+        fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+            self.lists.fetch_add(1, Ordering::Relaxed);
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+            self.lists.fetch_add(1, Ordering::Relaxed);
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(&self, f: &Path, t: &Path, o: CopyOptions) -> Result<()> {
+            self.inner.copy_opts(f, t, o).await
+        }
+    }
+
+    fn day(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").expect("a date")
+    }
+
+    #[tokio::test]
+    async fn a_period_lists_only_its_own_day_folders() {
+        let counted = Arc::new(Counted::default());
+        // Three years of one host, a file a day.
+        let mut d = day("2024-01-01");
+        while d <= day("2026-12-31") {
+            let key = Path::from(format!("fleet/gpu_minutes/date={d}/host=n1/x.parquet"));
+            counted.inner.put(&key, PutPayload::from_static(b"PAR1")).await.expect("puts");
+            d = d.succ_opt().expect("a next day");
+        }
+        let table = Path::from("fleet/gpu_minutes");
+        let store = |days| BucketStore {
+            inner: Arc::clone(&counted) as Arc<dyn ObjectStore>,
+            tables: vec![table.clone()],
+            days,
+        };
+        let october = Days { first: day("2026-10-01"), last: day("2026-10-31") };
+        let listed: Vec<ObjectMeta> =
+            store(Some(october)).list(Some(&table)).try_collect().await.expect("lists");
+        let mut dates: Vec<String> = listed
+            .iter()
+            .map(|m| m.location.as_ref().split('/').nth(2).expect("a date folder").to_owned())
+            .collect();
+        dates.sort();
+        assert_eq!(dates.len(), 31);
+        assert_eq!((dates[0].as_str(), dates[30].as_str()), ("date=2026-10-01", "date=2026-10-31"));
+        assert_eq!(counted.lists.swap(0, Ordering::Relaxed), 31, "one request per day of the period");
+        // Without a period, and below a table's folder, listings are the bucket's own.
+        let all: Vec<ObjectMeta> = store(None).list(Some(&table)).try_collect().await.expect("lists");
+        assert_eq!(all.len(), 1096);
+        let one: Vec<ObjectMeta> = store(Some(october))
+            .list(Some(&Path::from("fleet/gpu_minutes/date=2025-01-01")))
+            .try_collect()
+            .await
+            .expect("lists");
+        assert_eq!(one.len(), 1);
+        // Read-only.
+        let put = store(None).put_opts(&table, PutPayload::from_static(b"x"), PutOptions::default()).await;
+        assert!(matches!(put, Err(StoreError::NotSupported { .. })));
+    }
+
+    #[test]
+    fn days_of_a_range_end_before_its_end() {
+        let ms = |s: &str| chrono::DateTime::parse_from_rfc3339(s).expect("a time").timestamp_millis();
+        let days = Days::of_range(ms("2026-10-01T00:00:00Z"), ms("2026-11-01T00:00:00Z")).expect("days");
+        assert_eq!(days, Days { first: day("2026-10-01"), last: day("2026-10-31") });
+        assert_eq!(Days::of_range(5, 5), None);
+        assert_eq!(bucket_url(FsPath::new("s3://b/p")), Some("s3://b/p"));
+        assert_eq!(bucket_url(FsPath::new("./data")), None);
+    }
+}
