@@ -9,6 +9,43 @@ use apron_schemas::time::HOUR_SECS;
 use super::map::HashMap;
 use super::read::{GpuPart, Names};
 
+/// The row of `queries/coverage.sql`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoverageRow {
+    /// First and last minute with a rollup row, milliseconds since the epoch.
+    pub first_minute: i64,
+    /// Last minute.
+    pub last_minute: i64,
+    /// GPUs recorded.
+    pub gpus: i64,
+    /// Recorded seconds.
+    pub recorded_seconds: f64,
+    /// The models recorded, sorted.
+    pub models: Vec<String>,
+}
+
+/// The recorded GPU-hours of one GPU model in a period.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelHours {
+    /// The model as NVML names it; `None` when it was not recorded.
+    pub model: Option<String>,
+    /// GPUs of it recorded.
+    pub gpus: i64,
+    /// Their recorded GPU-hours.
+    pub gpu_hours: f64,
+}
+
+/// What the rollups hold in a period: the row of `queries/coverage.sql`
+/// and the rows of `queries/gpu_models.sql`, as the ledger's pass finds
+/// them ([`CoverageTally`]) or the queries give them (`report::header`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerCoverage {
+    /// First and last minute, GPUs, recorded seconds, models.
+    pub row: CoverageRow,
+    /// GPUs and hours per model, by model, the unrecorded model last.
+    pub model_hours: Vec<ModelHours>,
+}
+
 /// What the rollups hold, so far.
 #[derive(Debug, Default)]
 pub struct CoverageTally {
@@ -20,14 +57,6 @@ pub struct CoverageTally {
     model_seconds: Vec<(Option<u32>, f64)>,
     /// The GPUs seen with each model.
     model_gpus: HashMap<(Option<u32>, u32), ()>,
-}
-
-/// One model's GPUs and hours, as `queries/gpu_models.sql` gives them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelCoverage {
-    pub model: Option<String>,
-    pub gpus: i64,
-    pub gpu_hours: f64,
 }
 
 impl CoverageTally {
@@ -67,11 +96,11 @@ impl CoverageTally {
     }
 
     /// GPUs and hours per model, by model, the unrecorded model last.
-    pub fn model_hours(&self, names: &Names) -> Vec<ModelCoverage> {
-        let mut out: Vec<ModelCoverage> = self
+    pub fn model_hours(&self, names: &Names) -> Vec<ModelHours> {
+        let mut out: Vec<ModelHours> = self
             .model_seconds
             .iter()
-            .map(|&(model, seconds)| ModelCoverage {
+            .map(|&(model, seconds)| ModelHours {
                 model: model.map(|m| names.name(m).to_owned()),
                 gpus: i64::try_from(self.model_gpus.keys().filter(|(m, _)| *m == model).count())
                     .unwrap_or(i64::MAX),

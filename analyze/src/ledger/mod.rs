@@ -34,7 +34,10 @@ pub mod read;
 pub mod stretch_finder;
 pub mod stretches;
 
+pub use coverage::LedgerCoverage;
 pub use stretch_finder::Rules;
+
+use coverage::CoverageRow;
 
 use cost_buckets::{CostBuckets, Key, Sums};
 use cost_buckets_file::{CostBucketsFile, CostBucketsTable};
@@ -150,18 +153,6 @@ impl ReclaimSum {
             instances: count(true),
         }
     }
-}
-
-/// What the rollups hold in the period, as `queries/coverage.sql` and
-/// `queries/gpu_models.sql` give it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LedgerCoverage {
-    pub first_minute: i64,
-    pub last_minute: i64,
-    pub gpus: i64,
-    pub recorded_seconds: f64,
-    pub models: Vec<String>,
-    pub model_hours: Vec<coverage::ModelCoverage>,
 }
 
 impl Ledger {
@@ -493,11 +484,13 @@ impl Pass {
         cost_buckets.drain_into(&names, BATCH_ROWS, &mut file)?;
         let coverage = match (tally.first_minute, tally.last_minute) {
             (Some(first_minute), Some(last_minute)) => Some(LedgerCoverage {
-                first_minute,
-                last_minute,
-                gpus: tally.gpus(),
-                recorded_seconds: tally.recorded_seconds,
-                models: tally.models(&names),
+                row: CoverageRow {
+                    first_minute,
+                    last_minute,
+                    gpus: tally.gpus(),
+                    recorded_seconds: tally.recorded_seconds,
+                    models: tally.models(&names),
+                },
                 model_hours: tally.model_hours(&names),
             }),
             _ => None,

@@ -246,21 +246,16 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
         // The header's coverage, from the ledger's pass and from its two queries.
         let now = period.end_ms + HOUR_MS;
         let views = crate::report::header::Coverage::of(&session, &period, now).await.expect("coverage");
-        let seen = ledger.coverage.clone().expect("the ledger saw the rollups");
+        let coverage = ledger.coverage.clone().expect("the ledger saw the rollups");
+        let seen = &coverage.row;
         assert_eq!((seen.gpus, &seen.models), (views.gpus, &views.models));
         assert!((seen.recorded_seconds / 3600.0 - views.recorded_hours).abs() < 1e-9);
-        assert_eq!(seen.model_hours.len(), views.model_hours.len());
-        for (a, b) in seen.model_hours.iter().zip(&views.model_hours) {
+        assert_eq!(coverage.model_hours.len(), views.model_hours.len());
+        for (a, b) in coverage.model_hours.iter().zip(&views.model_hours) {
             assert_eq!((&a.model, a.gpus), (&b.model, b.gpus));
             assert!((a.gpu_hours - b.gpu_hours).abs() < 1e-9, "{a:?} vs {b:?}");
         }
-        let row = crate::report::header::CoverageRow {
-            first_minute: seen.first_minute,
-            last_minute: seen.last_minute,
-            gpus: seen.gpus,
-            recorded_seconds: seen.recorded_seconds,
-            models: seen.models.clone(),
-        };
+        let row = seen.clone();
         let from_ledger =
             crate::report::header::Coverage::from_row(&session, &period, now, row, views.model_hours.clone())
                 .await

@@ -13,7 +13,7 @@ use crate::cli::{GlobalArgs, PeriodArgs};
 use crate::config::Config;
 use crate::error::Error;
 use crate::ledger::{Ledger, Rules};
-use crate::report::header::{Coverage, CoverageRow, Header, ModelHours, config_warnings};
+use crate::report::header::{Coverage, Header, config_warnings};
 use crate::report::period::Period;
 use crate::session::{Days, Session};
 
@@ -132,19 +132,8 @@ impl Report {
         let ledger = Ledger::compute(&session, &config, &period, bucket_ms, rules).await?;
         let coverage = match &ledger.coverage {
             Some(seen) => {
-                let row = CoverageRow {
-                    first_minute: seen.first_minute,
-                    last_minute: seen.last_minute,
-                    gpus: seen.gpus,
-                    recorded_seconds: seen.recorded_seconds,
-                    models: seen.models.clone(),
-                };
-                let models = seen
-                    .model_hours
-                    .iter()
-                    .map(|m| ModelHours { model: m.model.clone(), gpus: m.gpus, gpu_hours: m.gpu_hours })
-                    .collect();
-                Coverage::from_row(&session, &period, now_ms, row, models).await?
+                Coverage::from_row(&session, &period, now_ms, seen.row.clone(), seen.model_hours.clone())
+                    .await?
             }
             // Nothing in the period: the coverage says so, as an error.
             None => Coverage::of(&session, &period, now_ms).await?,
@@ -191,7 +180,7 @@ impl Report {
     /// last recorded minute, as the ledger saw it, else the last sample.
     pub fn data_end_ms(&self) -> i64 {
         match self.ledger.as_ref().and_then(|l| l.coverage.as_ref()) {
-            Some(seen) => seen.last_minute + MINUTE_MS,
+            Some(seen) => seen.row.last_minute + MINUTE_MS,
             None => self.coverage.last_ms,
         }
     }

@@ -17,6 +17,7 @@ use datafusion::arrow::datatypes::{Float64Type, Int64Type, TimestampMillisecondT
 
 use crate::config::{Config, GpuCost, gpu_cost_for};
 use crate::error::{Error, OutputError, SessionError};
+use crate::ledger::coverage::{CoverageRow, ModelHours};
 use crate::output::Format;
 use crate::report::period::{Period, show_ms, timestamp};
 use crate::session::Session;
@@ -41,17 +42,6 @@ pub struct Coverage {
     /// The recorded GPU-hours of each model (`queries/gpu_models.sql`), by
     /// model; a GPU whose model was not recorded last, as `None`.
     pub model_hours: Vec<ModelHours>,
-}
-
-/// The recorded GPU-hours of one GPU model in a period.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelHours {
-    /// The model as NVML names it; `None` when it was not recorded.
-    pub model: Option<String>,
-    /// GPUs of it recorded.
-    pub gpus: i64,
-    /// Their recorded GPU-hours.
-    pub gpu_hours: f64,
 }
 
 impl Coverage {
@@ -179,21 +169,6 @@ pub fn unpriced(config: &Config, coverage: &Coverage) -> Vec<Unpriced> {
             cost: gpu_cost_for(config, m.model.as_deref().unwrap_or("")).clone(),
         })
         .collect()
-}
-
-/// The row of `queries/coverage.sql`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CoverageRow {
-    /// First and last minute with a rollup row, milliseconds since the epoch.
-    pub first_minute: i64,
-    /// Last minute.
-    pub last_minute: i64,
-    /// GPUs recorded.
-    pub gpus: i64,
-    /// Recorded seconds.
-    pub recorded_seconds: f64,
-    /// The models recorded, sorted.
-    pub models: Vec<String>,
 }
 
 async fn coverage_row(session: &Session, period: &Period) -> Result<Option<CoverageRow>, Error> {

@@ -101,7 +101,7 @@ async fn budget_alerts(session: &Session, config: &Config, now_ms: i64) -> Resul
     let so_far = Period { start_ms: month.start_ms, end_ms: now_ms };
     let ledger = Ledger::compute(session, config, &so_far, HOUR_MS, Report::config_rules(config)).await?;
     let Some(seen) = &ledger.coverage else { return Ok(Vec::new()) };
-    let data_end = seen.last_minute + MINUTE_MS;
+    let data_end = seen.row.last_minute + MINUTE_MS;
     ledger.register(session)?;
     let b = budgets::budgets(session, config, month, data_end, now_ms).await?;
     let row = |rule: &str, r: &budgets::BudgetRow, value: f64, since: Option<i64>| AlertRow {
