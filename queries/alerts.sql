@@ -1,7 +1,8 @@
--- alerts: the default alert rules of DESIGN.md, per GPU, at one moment.
+-- alerts: the default alert rules, per GPU, at one moment.
 --
--- Answers: which GPUs were barely used over the last hour or the last four
--- hours, and which ran hot over the last 15 minutes, by their activity as
+-- Answers (the rules of docs/src/definitions.md): which GPUs were barely
+-- used over the last hour or the last four hours, and which ran hot over
+-- the last 15 minutes, by their activity as
 -- gpu_minute_states defines it, here per raw sample: gpu_util_pct where
 -- known, else sm_active_pct (GPM; MIG instances report only that). A rule
 -- judges a GPU only when at least 90% of its window was recorded with its

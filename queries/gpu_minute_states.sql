@@ -3,7 +3,7 @@
 -- reads (minute_costs, zombies, reclaim, and through minute_costs spend,
 -- idle-cost, windows and the charts).
 --
--- Answers, per DESIGN.md's definitions: a GPU-minute is one GPU over one
+-- Answers, per docs/src/definitions.md: a GPU-minute is one GPU over one
 -- UTC minute, its rollup rows aggregated by (gpu_uuid, minute) (a minute
 -- split across two files has a row in each). Its seconds are the recorded
 -- seconds. Its activity is the seconds-weighted mean gpu_util_pct where

@@ -10,7 +10,7 @@
 --   $4  first host read (inclusive; '' for all)
 --   $5  host after the last read (exclusive; U+10FFFF for all)
 --
--- Output, one row per gpu_minutes row (see gpu_minutes in DESIGN.md):
+-- Output, one row per gpu_minutes row (see gpu_minutes in docs/src/durability.md):
 --   gpu_uuid, minute, host, gpu_index, gpu_model  the GPU-minute (or its part in one file)
 --   seconds                                       recorded seconds (s)
 --   gpu_util_pct_mean, sm_active_pct_mean         activity (%; null: unknown)

@@ -9,7 +9,7 @@
 --   $4  first host read (inclusive; '' for all)
 --   $5  host after the last read (exclusive; U+10FFFF for all)
 --
--- Output, one row per proc_minutes row (see proc_minutes in DESIGN.md):
+-- Output, one row per proc_minutes row (see proc_minutes in docs/src/durability.md):
 --   gpu_uuid, minute, pid, proc_start        the process-minute (or its part in one file)
 --   seconds                                  seconds the process was seen (s)
 --   used_mem_bytes_mean, used_mem_bytes_max  its GPU memory (bytes; null: unknown)

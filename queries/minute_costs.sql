@@ -2,7 +2,7 @@
 -- attributed to the processes on it: the one definition of cost behind
 -- spend, idle-cost, windows and the charts.
 --
--- Answers, per DESIGN.md's definitions: each GPU-minute of
+-- Answers, per docs/src/definitions.md: each GPU-minute of
 -- gpu_minute_states (its seconds, activity, energy and state: busy,
 -- idle_held, idle_empty or unknown) costs
 --   seconds × capacity_share × apron_gpu_rate(gpu_model)

@@ -1,11 +1,11 @@
 //! The first run, as a new user makes it: `apron demo` (the README's main
 //! command, from the binary cargo built), then the commands the demo ends
-//! with, run as printed, then every `sh` example of the README, run as
-//! written in the demo's folder.
+//! with, run as printed, then every `sh` example of the README and of the
+//! book's chapters (`docs/src/**/*.md`), run as written in the demo's folder.
 //!
 //! The layout is an installed binary's, not a clone's: no `queries/` beside
 //! the demo's folder `apron-demo/`, so the README's SQL examples must take
-//! a report's SQL from the binary (`apron sql --show NAME`). A README block preceded by
+//! a report's SQL from the binary (`apron sql --show NAME`). A block preceded by
 //! `<!-- not run by tests/first_run.rs: REASON -->` is skipped (it needs a
 //! GPU node, a bucket, the hosts, or installs something); every other `sh`
 //! block runs with `sh -e`, in `apron-demo/` (or from the folder above when
@@ -17,17 +17,17 @@ use std::process::{Command, Output};
 
 use apron_tests::bin;
 
-/// The marker that skips the README block under it.
+/// The marker that skips the block under it.
 const NOT_RUN: &str = "<!-- not run by tests/first_run.rs:";
 
-/// One `sh` block of the README: the line its fence is on, and its text.
+/// One `sh` block of a document: the line its fence is on, and its text.
 #[derive(Debug)]
 struct Block {
     line: usize,
     text: String,
 }
 
-/// The README's `sh` blocks, without the ones marked [`NOT_RUN`].
+/// A document's `sh` blocks, without the ones marked [`NOT_RUN`].
 fn runnable_blocks(readme: &str) -> (Vec<Block>, usize) {
     let mut blocks = Vec::new();
     let mut skipped = 0;
@@ -91,6 +91,32 @@ fn installed_layout() -> (tempfile::TempDir, PathBuf) {
     (tmp, repo)
 }
 
+/// The README, then the book's chapters (`docs/src/**/*.md`) in path
+/// order: the documents whose examples run, named from the repository.
+fn documents(repo: &Path) -> Vec<(String, PathBuf)> {
+    let mut chapters = Vec::new();
+    let mut folders = vec![repo.join("docs/src")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("reads the book's folder") {
+            let path = entry.expect("a folder entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                chapters.push(path);
+            }
+        }
+    }
+    chapters.sort();
+    assert!(!chapters.is_empty(), "the book's chapters in {}", repo.join("docs/src").display());
+    std::iter::once(repo.join("README.md"))
+        .chain(chapters)
+        .map(|path| {
+            let name = path.strip_prefix(repo).expect("in the repository").display().to_string();
+            (name, path)
+        })
+        .collect()
+}
+
 #[test]
 fn the_demo_then_its_commands_then_every_readme_example_run_as_written() {
     let (tmp, repo) = installed_layout();
@@ -142,13 +168,19 @@ fn the_demo_then_its_commands_then_every_readme_example_run_as_written() {
         }
     }
 
-    // Every README example.
-    let readme = std::fs::read_to_string(repo.join("README.md")).expect("reads README.md");
-    let (blocks, skipped) = runnable_blocks(&readme);
+    // Every example of the README and of the book.
+    let mut blocks = Vec::new();
+    let mut skipped = 0;
+    for (name, path) in documents(&repo) {
+        let text = std::fs::read_to_string(&path).expect("reads a document");
+        let (found, marked) = runnable_blocks(&text);
+        blocks.extend(found.into_iter().map(|block| (name.clone(), block)));
+        skipped += marked;
+    }
     assert!(blocks.len() >= 7, "runnable README blocks: {}", blocks.len());
     assert!(skipped >= 5, "skipped README blocks: {skipped}");
     let mut apron_commands = 0;
-    for block in &blocks {
+    for (file, block) in &blocks {
         let (dir, script) = match block.text.strip_prefix("cd apron-demo") {
             Some(_) => (tmp.path(), block.text.clone()),
             None => (demo_dir.as_path(), block.text.clone()),
@@ -158,13 +190,13 @@ fn the_demo_then_its_commands_then_every_readme_example_run_as_written() {
         let stderr = text(&out.stderr);
         assert!(
             out.status.success(),
-            "README.md:{}: the block failed ({}):\n{}\nstdout:\n{}\nstderr:\n{stderr}",
+            "{file}:{}: the block failed ({}):\n{}\nstdout:\n{}\nstderr:\n{stderr}",
             block.line,
             out.status,
             block.text,
             text(&out.stdout)
         );
-        assert!(!stderr.contains("error"), "README.md:{}: {stderr}", block.line);
+        assert!(!stderr.contains("error"), "{file}:{}: {stderr}", block.line);
     }
     assert!(apron_commands >= 15, "apron commands run from the README: {apron_commands}");
     // What the examples wrote is where they said.

@@ -416,7 +416,7 @@ async fn run(session: &Session, sql: &str, params: Vec<ScalarValue>) -> Result<A
     let df = session.sql_with_params(sql, params).await.map_err(|e| format!("plan: {e:#}"))?;
     let (schema, batches) = session.collect(df).await.map_err(|e| format!("run: {e:#}"))?;
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    // DESIGN.md: timestamps are Timestamp(Millisecond, "UTC").
+    // docs/src/recording.md: timestamps are Timestamp(Millisecond, "UTC").
     let naive: Vec<String> = schema
         .fields()
         .iter()

@@ -1,7 +1,7 @@
 //! End to end: the numbers of apron's cost reports (`spend`, `idle-cost`,
 //! `windows`) and of `zombies` and `reclaim`, on the hand-built fleet of
 //! `apron_tests::scenario`, each figure worked out by hand below from
-//! DESIGN.md's definitions, not by re-running the SQL. Then the same
+//! docs/src/definitions.md, not by re-running the SQL. Then the same
 //! reports on the raw files alone (rollups deleted) must say exactly the
 //! same.
 //!

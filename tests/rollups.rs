@@ -234,7 +234,7 @@ fn raw_procs(data: &Path) -> Vec<RawProc> {
     out
 }
 
-/// Each sample's energy in joules (DESIGN: the counter's delta where it
+/// Each sample's energy in joules (docs/src/definitions.md: the counter's delta where it
 /// exists, else power × time), by (gpu_uuid, ts): the delta to the GPU's
 /// previous sample when that one is exactly one interval earlier and the
 /// counter did not go back, else power × interval.

@@ -1,5 +1,5 @@
 //! Benchmark: the recorder's CPU per tick and memory in steady state, with
-//! 8 GPUs and 16 GPU processes, against DESIGN.md's target (≤ 100 µs CPU per
+//! 8 GPUs and 16 GPU processes, against the target in docs/src/performance.md (≤ 100 µs CPU per
 //! tick besides NVML's own calls, ≤ 25 MB RSS).
 //!
 //! `cargo bench -p apron-recorder --bench recorder` runs the release

@@ -5,7 +5,7 @@
 //! process is stopped only while its GPU is idle now and not on what an
 //! older report saw.
 //!
-//! A GPU-minute's state is DESIGN.md's ([`apron_schemas::minute_state`]),
+//! A GPU-minute's state is docs/src/definitions.md's ([`apron_schemas::minute_state`]),
 //! from the same minute rollups the analysis reads: the `gpu_minutes` (and
 //! `proc_minutes`) files of the host's newest days, and the rollup
 //! ([`apron_store::rollup`]) of the rows its WAL segments hold. A minute

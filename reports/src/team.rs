@@ -1,6 +1,6 @@
 //! How a team key reads to a person. The data, the commands' CSV and JSON
 //! and the report's CSV files keep the key `(unallocated)` (GPU time no
-//! process held: DESIGN.md's attribution); a manager reading the page, the
+//! process held: the attribution of docs/src/definitions.md); a manager reading the page, the
 //! summary, a chart or the report's headline sees it in words,
 //! [`NO_ONE`], and every other team as it is named.
 

@@ -1,4 +1,4 @@
-//! A GPU-minute's state: DESIGN.md's one definition of busy, idle-held,
+//! A GPU-minute's state: the one definition (docs/src/definitions.md) of busy, idle-held,
 //! idle-empty and unknown, for the Rust code that applies it (the
 //! analysis ledger, the recorder's `/metrics`). `queries/gpu_minute_states.sql`
 //! states the same rule in SQL; tests hold the two to each other.

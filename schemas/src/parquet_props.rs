@@ -1,6 +1,6 @@
 //! Parquet writer settings shared by every apron file.
 //!
-//! Measured on synthetic 1 Hz telemetry (DESIGN.md "On disk"): dictionary
+//! Measured on synthetic 1 Hz telemetry (docs/src/recording.md, "On disk"): dictionary
 //! encoding only on string columns, DELTA_BINARY_PACKED on timestamps and
 //! integer metrics, BYTE_STREAM_SPLIT on floats and zstd on top make files
 //! far smaller than zstd alone. Statistics are kept per page so the page

@@ -4,7 +4,7 @@
 
 use super::*;
 
-/// A file giving every key, in the order DESIGN.md shows them.
+/// A file giving every key: the example of docs/src/configuration.md, then the rest.
 const FULL: &str = r#"currency = "EUR"
 
 [idle]

@@ -1,5 +1,5 @@
 //! Each GPU's state over the last full UTC minute, for `/metrics`: the
-//! definition of `queries/gpu_minute_states.sql` (DESIGN.md's GPU-minute),
+//! definition of `queries/gpu_minute_states.sql` (the GPU-minute of docs/src/definitions.md),
 //! applied to the ticks as they come instead of to the rollups.
 //!
 //! A GPU-minute's activity is its interval-weighted mean `gpu_util_pct`
