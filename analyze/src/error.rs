@@ -103,6 +103,14 @@ pub enum Error {
         /// The panic's message and location.
         message: String,
     },
+
+    /// A command used a part of the report context it did not prepare: a
+    /// bug.
+    #[error("internal error: {message}; this is a bug in apron")]
+    Internal {
+        /// What was missing.
+        message: &'static str,
+    },
 }
 
 /// The data folder, a file in it, or a query over it.

@@ -12,6 +12,7 @@ use crate::commands::outcome::Outcome;
 use crate::config::Config;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
+use crate::report::context::MonthSoFar;
 use crate::report::figures::alerts::alerts;
 use crate::session::Session;
 
@@ -20,7 +21,8 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &AlertsArgs, out: W) -> Re
     let config = Config::load(global.config.as_deref())?;
     let session = Session::open(&global.data, global.memory_limit()).await?;
     let at = args.at.unwrap_or_else(|| Utc::now().timestamp_millis());
-    let alerts = alerts(&session, &config, at).await?;
+    let month = MonthSoFar::open(&session, &config, at).await?;
+    let alerts = alerts(&session, &config, at, month.as_ref()).await?;
     if !alerts.firing() {
         return Ok(Outcome::Done);
     }

@@ -23,7 +23,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) 
     // Its rows say what is still running or idle: the header says as of when.
     report.header.keep_still();
     let idle_for = args.idle_for.unwrap_or(report.config.reclaim.idle_for);
-    let reclaim = reclaim(&report, idle_for).await?;
+    let reclaim = reclaim(&report)?;
     report.header.push(reclaim.headline(idle_for));
     for line in reclaim.unpartitioned_lines(&report.config.currency) {
         report.header.push(line);

@@ -233,10 +233,9 @@ pub async fn write_report(
         None => None,
     };
     step("zombies");
-    let zombies =
-        zombies::zombies(&report, report.config.zombie.min_idle, report.config.zombie.min_mem_mib).await?;
+    let zombies = zombies::zombies(&report)?;
     step("reclaim candidates");
-    let reclaim = reclaim::reclaim(&report, report.config.reclaim.idle_for).await?;
+    let reclaim = reclaim::reclaim(&report)?;
     step("the previous month");
     let previous = previous_month(global, month).await?;
     let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);

@@ -27,10 +27,8 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &StarvedArgs, mut out: W) 
     // Its rows say what is still running or idle: the header says as of when.
     report.header.keep_still();
     report.header.print(global.format, &mut out)?;
-    let min_idle = args.min_idle.unwrap_or(report.config.zombie.min_idle);
-    let min_mem_mib = args.min_mem.unwrap_or(report.config.zombie.min_mem_mib);
     let threshold = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
-    let (_, starved) = held_idle(&report, min_idle, min_mem_mib, threshold).await?;
+    let (_, starved) = held_idle(&report, threshold)?;
     write_rows(global.format, &Style::report(&report.config.currency), &starved, out)?;
     Ok(())
 }

@@ -51,9 +51,8 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) 
     // Its rows say what is still running or idle: the header says as of when.
     report.header.keep_still();
     let min_idle = args.min_idle.unwrap_or(report.config.zombie.min_idle);
-    let min_mem_mib = args.min_mem.unwrap_or(report.config.zombie.min_mem_mib);
     let starved = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
-    let (zombies, _) = held_idle(&report, min_idle, min_mem_mib, starved).await?;
+    let (zombies, _) = held_idle(&report, starved)?;
     if args.commands {
         if let Some(message) = period_refused(report.period.end_ms, report.now_ms, args.any_period) {
             return Err(InputError::Usage { message }.into());

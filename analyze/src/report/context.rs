@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use apron_schemas::time::{HOUR_SECS, MINUTE_MS, MINUTE_SECS};
+use apron_schemas::time::{HOUR_MS, HOUR_SECS, MINUTE_MS, MINUTE_SECS};
 
 use crate::cli::{GlobalArgs, PeriodArgs};
 use crate::config::Config;
@@ -176,6 +176,15 @@ impl Report {
         Ok(self)
     }
 
+    /// The period's ledger, as the report was prepared with it
+    /// ([`Report::prepare_costs`], [`Report::prepare_stretches`],
+    /// [`Report::with_costs`]): figures read it and never compute one.
+    pub fn ledger(&self) -> Result<&Ledger, Error> {
+        self.ledger
+            .as_ref()
+            .ok_or(Error::Internal { message: "a report needs its ledger and was prepared without one" })
+    }
+
     /// Where the period's data ends (ms since the epoch): the end of its
     /// last recorded minute, as the ledger saw it, else the last sample.
     pub fn data_end_ms(&self) -> i64 {
@@ -198,6 +207,38 @@ impl Report {
 
 /// The session of a report over `period`: on a bucket, only the period's
 /// days are listed.
+/// The calendar month holding a moment, so far: what `apron alerts`' budget
+/// rules read ([`crate::report::figures::alerts`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MonthSoFar {
+    /// The whole calendar month.
+    pub month: Period,
+    /// Where its data ends: the end of its last recorded minute.
+    pub data_end_ms: i64,
+}
+
+impl MonthSoFar {
+    /// The month holding `now_ms`, from its first hour to `now_ms`, with its
+    /// ledger's `cost_buckets` registered in `session` (which has none
+    /// before) for the budget figures. `None` when no team has a budget,
+    /// the month has not begun, or it holds no data.
+    pub async fn open(session: &Session, config: &Config, now_ms: i64) -> Result<Option<MonthSoFar>, Error> {
+        use crate::report::figures::budgets;
+        let Some(month) = budgets::month_holding(now_ms).filter(|_| budgets::any(config)) else {
+            return Ok(None);
+        };
+        if now_ms <= month.start_ms {
+            return Ok(None);
+        }
+        let so_far = Period { start_ms: month.start_ms, end_ms: now_ms };
+        let ledger = Ledger::compute(session, config, &so_far, HOUR_MS, Report::config_rules(config)).await?;
+        let Some(seen) = &ledger.coverage else { return Ok(None) };
+        let data_end_ms = seen.row.last_minute + MINUTE_MS;
+        ledger.register(session)?;
+        Ok(Some(MonthSoFar { month, data_end_ms }))
+    }
+}
+
 async fn open(global: &GlobalArgs, period: &Period) -> Result<Session, Error> {
     let days = Days::of_range(period.start_ms, period.end_ms);
     Session::open_within(&global.data, global.memory_limit(), days).await

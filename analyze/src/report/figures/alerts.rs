@@ -11,15 +11,12 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
-use apron_schemas::time::{HOUR_MS, MINUTE_MS};
-
-use super::{Report, budgets, query, unreadable};
+use super::{budgets, query, unreadable};
 use crate::config::Config;
 use crate::error::Error;
-use crate::ledger::Ledger;
 use crate::output::Rows;
 use crate::report::columns::{self, Columns, batch_of};
-use crate::report::period::Period;
+use crate::report::context::MonthSoFar;
 use crate::report::rounding::round_to;
 use crate::session::Session;
 use crate::session::queries;
@@ -71,8 +68,13 @@ impl Alerts {
 }
 
 /// The rules of `config` checked over `session` at `now_ms` (milliseconds
-/// since the epoch).
-pub async fn alerts(session: &Session, config: &Config, now_ms: i64) -> Result<Alerts, Error> {
+/// since the epoch); the budget rules over `month` ([`MonthSoFar::open`]).
+pub async fn alerts(
+    session: &Session,
+    config: &Config,
+    now_ms: i64,
+    month: Option<&MonthSoFar>,
+) -> Result<Alerts, Error> {
     // `[alerts] no_data` in milliseconds (the config keeps it under 7 days).
     let no_data_ms = i64::try_from(config.alerts.no_data.as_millis()).unwrap_or(i64::MAX);
     let at = |ms: i64| ScalarValue::TimestampMillisecond(Some(ms), Some(Arc::from("UTC")));
@@ -85,25 +87,20 @@ pub async fn alerts(session: &Session, config: &Config, now_ms: i64) -> Result<A
     ];
     let batch = query(session, queries::ALERTS, params).await?;
     let mut rows = read(&batch).map_err(unreadable)?;
-    rows.extend(budget_alerts(session, config, now_ms).await?);
+    rows.extend(budget_alerts(session, config, now_ms, month).await?);
     Ok(Alerts { rows })
 }
 
-/// The budget rules at `now_ms`: the month so far, from the ledger of its
-/// first hour to now (none when no team has a budget).
-async fn budget_alerts(session: &Session, config: &Config, now_ms: i64) -> Result<Vec<AlertRow>, Error> {
-    let Some(month) = budgets::month_holding(now_ms).filter(|_| budgets::any(config)) else {
-        return Ok(Vec::new());
-    };
-    if now_ms <= month.start_ms {
-        return Ok(Vec::new());
-    }
-    let so_far = Period { start_ms: month.start_ms, end_ms: now_ms };
-    let ledger = Ledger::compute(session, config, &so_far, HOUR_MS, Report::config_rules(config)).await?;
-    let Some(seen) = &ledger.coverage else { return Ok(Vec::new()) };
-    let data_end = seen.row.last_minute + MINUTE_MS;
-    ledger.register(session)?;
-    let b = budgets::budgets(session, config, month, data_end, now_ms).await?;
+/// The budget rules at `now_ms`, over `month` so far (none when no team
+/// has a budget: `month` is `None`).
+async fn budget_alerts(
+    session: &Session,
+    config: &Config,
+    now_ms: i64,
+    month: Option<&MonthSoFar>,
+) -> Result<Vec<AlertRow>, Error> {
+    let Some(month) = month else { return Ok(Vec::new()) };
+    let b = budgets::budgets(session, config, month.month, month.data_end_ms, now_ms).await?;
     let row = |rule: &str, r: &budgets::BudgetRow, value: f64, since: Option<i64>| AlertRow {
         rule: rule.to_owned(),
         host: None,

@@ -9,16 +9,14 @@
 use std::time::Duration;
 
 use apron_reports::{grouped, money};
-use apron_schemas::time::HOUR_MS;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
 use super::Report;
 use crate::error::Error;
-use crate::ledger::{Ledger, ReclaimSum};
+use crate::ledger::ReclaimSum;
 use crate::output::Rows;
 use crate::report::columns::{self, batch_of};
-use crate::report::context::rules;
 
 pub use crate::ledger::stretches::{ReclaimRow, Unpartitioned};
 
@@ -107,21 +105,15 @@ impl Reclaim {
     }
 }
 
-/// The idle stretches of at least `idle_for` in the period of `report`.
-pub async fn reclaim(report: &Report, idle_for: Duration) -> Result<Reclaim, Error> {
-    let zombie = &report.config.zombie;
-    let rules = rules(zombie.min_idle, zombie.min_mem_mib, idle_for);
-    let (rows, sum, unpartitioned) = match &report.ledger {
-        Some(ledger) if ledger.rules == rules => {
-            (ledger.reclaim.clone(), ledger.reclaim_sum, ledger.unpartitioned.clone())
-        }
-        _ => {
-            let ledger =
-                Ledger::compute(&report.session, &report.config, &report.period, HOUR_MS, rules).await?;
-            (ledger.reclaim, ledger.reclaim_sum, ledger.unpartitioned)
-        }
-    };
-    Ok(Reclaim { rows, sum, unpartitioned })
+/// The idle stretches in the period of `report`, as its ledger found them
+/// (at least the `idle_for` of the rules it was prepared with).
+pub fn reclaim(report: &Report) -> Result<Reclaim, Error> {
+    let ledger = report.ledger()?;
+    Ok(Reclaim {
+        rows: ledger.reclaim.clone(),
+        sum: ledger.reclaim_sum,
+        unpartitioned: ledger.unpartitioned.clone(),
+    })
 }
 
 impl Rows for Reclaim {

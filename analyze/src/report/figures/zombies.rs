@@ -11,19 +11,16 @@
 //! commands themselves are `apron zombies --commands`'.
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::Duration;
 
-use apron_schemas::time::{HOUR_MS, MINUTE_MS};
+use apron_schemas::time::MINUTE_MS;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
 use super::starved::{Starved, held_idle_columns};
 use super::{Report, query, unreadable};
 use crate::error::Error;
-use crate::ledger::Ledger;
 use crate::output::Rows;
 use crate::report::columns::{Columns, batch_of};
-use crate::report::context::rules;
 use crate::report::period::timestamp;
 use crate::session::queries;
 
@@ -66,33 +63,21 @@ pub fn is_starved(row: &ZombieRow, starved_pcie_mib_per_s: u64) -> bool {
             >= starved_pcie_mib_per_s as f64
 }
 
-/// The stretches of processes holding at least `min_mem_mib` MiB (or an
-/// unknown amount) on a GPU idle for at least `min_idle` in the period of
-/// `report`, told apart by `starved_pcie_mib_per_s` ([`is_starved`]): the
-/// zombies, and the processes starved of data. Both keep the ledger's
+/// The stretches of processes holding memory on an idle GPU in the period
+/// of `report`, as its ledger found them (by the zombie rules it was
+/// prepared with), told apart by `starved_pcie_mib_per_s` ([`is_starved`]):
+/// the zombies, and the processes starved of data. Both keep the ledger's
 /// order, most memory-minutes first.
-pub async fn held_idle(
-    report: &Report,
-    min_idle: Duration,
-    min_mem_mib: u64,
-    starved_pcie_mib_per_s: u64,
-) -> Result<(Zombies, Starved), Error> {
-    let rules = rules(min_idle, min_mem_mib, report.config.reclaim.idle_for);
-    let rows = match &report.ledger {
-        Some(ledger) if ledger.rules == rules => ledger.zombies.clone(),
-        _ => Ledger::compute(&report.session, &report.config, &report.period, HOUR_MS, rules).await?.zombies,
-    };
+pub fn held_idle(report: &Report, starved_pcie_mib_per_s: u64) -> Result<(Zombies, Starved), Error> {
+    let rows = report.ledger()?.zombies.clone();
     let (starved, zombies) = rows.into_iter().partition(|r| is_starved(r, starved_pcie_mib_per_s));
     Ok((Zombies { rows: zombies }, Starved { rows: starved }))
 }
 
-/// The zombie stretches in the period of `report`: processes holding at
-/// least `min_mem_mib` MiB (or an unknown amount) on a GPU idle for at
-/// least `min_idle`, without those starved of data by the config's
-/// `[zombie] starved_pcie_mib_per_s`.
-pub async fn zombies(report: &Report, min_idle: Duration, min_mem_mib: u64) -> Result<Zombies, Error> {
-    let starved = report.config.zombie.starved_pcie_mib_per_s;
-    Ok(held_idle(report, min_idle, min_mem_mib, starved).await?.0)
+/// The zombie stretches in the period of `report`, without those starved
+/// of data by the config's `[zombie] starved_pcie_mib_per_s`.
+pub fn zombies(report: &Report) -> Result<Zombies, Error> {
+    Ok(held_idle(report, report.config.zombie.starved_pcie_mib_per_s)?.0)
 }
 
 /// A zombie idle now, with what stops it.
