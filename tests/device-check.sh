@@ -3,7 +3,7 @@
 # (no GPU needed), then run on the GPU machine with devcheck/ carried along:
 #
 #   cargo build -p apron-recorder
-#   test_bin=$(cargo test -p apron-tests --test it --no-run 2>&1 | grep -o 'target/debug/deps/it-[0-9a-f]*' | head -1)
+#   test_bin=$(cargo test -p apron-tests --test nvml --no-run 2>&1 | grep -o 'target/debug/deps/nvml-[0-9a-f]*' | head -1)
 #   mkdir -p devcheck && cp target/debug/apron-recorder devcheck/ && cp "$test_bin" devcheck/nvml-test
 #   strip devcheck/* && cp tests/device-check.sh devcheck/run.sh
 #   cp tests/device-crosscheck.py devcheck/

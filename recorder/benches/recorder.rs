@@ -17,7 +17,7 @@
 //! - through the fake with one of the eight GPUs hung after its third
 //!   answer (`hang_after=3`): the tick waits for it only until its
 //!   deadline, and a thread blocked in NVML does not hold the exit up.
-//!   These were wall-clock assertions in `tests/it/nvml.rs`; the tests now
+//!   These were wall-clock assertions in `tests/nvml.rs`; the tests now
 //!   check the behaviour (the stall counted, the exit clean) and this
 //!   measures the times.
 //!

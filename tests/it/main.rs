@@ -4,8 +4,18 @@
 //!
 //! Run one area with `cargo test -p apron-tests --test it MODULE::` (for
 //! example `--test it cli_snapshots::`), one test with its full name and
-//! `-- --exact`. `tests/tick_allocations.rs` is a binary of its own: it
-//! installs a counting global allocator.
+//! `-- --exact`.
+//!
+//! Four files are binaries of their own:
+//!
+//! - `tests/tick_allocations.rs` installs a counting global allocator;
+//! - `tests/import.rs` and `tests/sql_out.rs` bound the peak memory of an
+//!   `apron` they start, read from `wait4`'s rusage; std starts it with
+//!   `posix_spawn`, which shares the test process's memory until `exec`,
+//!   and Linux then counts the test process's high-water mark as the
+//!   child's. The other tests here raise that mark to hundreds of MB;
+//! - `tests/nvml.rs` is what the device check (`tests/device-check.sh`)
+//!   carries to a GPU machine, small without DataFusion.
 
 mod actions;
 mod alerts;
@@ -21,14 +31,12 @@ mod durability;
 mod faults;
 mod first_run;
 mod identity_trust;
-mod import;
 mod import_locking;
 mod memory_limit;
 mod metrics;
 mod metrics_limits;
 mod mig_capacity;
 mod module_cycles;
-mod nvml;
 mod pick;
 mod portable;
 mod queries;
@@ -45,7 +53,6 @@ mod ship;
 mod snapshot;
 mod sql;
 mod sql_file_tables;
-mod sql_out;
 mod sql_params;
 mod sql_shell;
 mod sql_show;

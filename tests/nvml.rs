@@ -74,7 +74,7 @@ fn run_in_child_via(wrapper: &[&str], test: &str, env: &[(&str, String)]) {
         None => Command::new(exe),
     };
     let child = cmd
-        .args([harness_name(test).as_str(), "--exact", "--nocapture", "--test-threads=1"])
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(SCENARIO_ENV, test)
         .env(FAKE_ENV, fake_nvml())
         .env("FAKE_NVML_LOG", logs.path().join("calls.log"))
@@ -90,15 +90,6 @@ fn run_in_child_via(wrapper: &[&str], test: &str, env: &[(&str, String)]) {
         output.status.success() && stdout.contains("test result: ok. 1 passed"),
         "scenario {test} failed in its own process:\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
-}
-
-/// `test`'s name as the test harness lists it: its module path below the
-/// crate root, then its own name (`nvml::two_gpus_with_processes`).
-fn harness_name(test: &str) -> String {
-    match module_path!().split_once("::") {
-        Some((_crate, module)) => format!("{module}::{test}"),
-        None => test.to_owned(),
-    }
 }
 
 /// A `sleep` process, killed and reaped when dropped.
@@ -1485,7 +1476,7 @@ fn the_recorder_reports_stalls_refusals_and_hidden_gpus_once() {
 }
 
 /// The real NVML of a GPU machine: run with `cargo test -p apron-tests
-/// --test it -- --ignored real_gpus`. Checks plausibility, not values.
+/// --test nvml -- --ignored real_gpus`. Checks plausibility, not values.
 #[test]
 #[ignore = "needs an NVIDIA GPU and its driver"]
 fn real_gpus_sample_plausibly() {
