@@ -49,9 +49,11 @@ impl Terminal {
 
     fn start(command: &mut Command, answers_cursor: bool) -> Terminal {
         // SAFETY: posix_openpt returns a new descriptor or -1; the ones
-        // after take that descriptor, which this function owns.
+        // after take that descriptor, which this function owns. Closed on
+        // exec: the programs other tests of this process start meanwhile
+        // must not hold the terminal open.
         let master = unsafe {
-            let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+            let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
             assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
             assert_eq!(libc::grantpt(fd), 0, "grantpt");
             assert_eq!(libc::unlockpt(fd), 0, "unlockpt");

@@ -1,7 +1,7 @@
 //! A small hand-built fleet whose every cost figure can be worked out by
 //! hand, written through the recorder's real writer (raw files and minute
-//! rollups), and the `apron.toml` that prices it. `tests/reports.rs` works
-//! out the figures; `tests/queries.rs` and `tests/bad_input.rs` reuse the
+//! rollups), and the `apron.toml` that prices it. `tests/it/reports.rs` works
+//! out the figures; `tests/it/queries.rs` and `tests/it/bad_input.rs` reuse the
 //! data.
 //!
 //! Ten minutes, Monday 2026-11-02 10:00–10:10 UTC, one sample every 10 s

@@ -1,4 +1,4 @@
-//! Apache Spark for tests/portable.rs: a Python with pyspark 4, run in local
+//! Apache Spark for tests/it/portable.rs: a Python with pyspark 4, run in local
 //! mode (no cluster, no network but 127.0.0.1; Java 17 from the machine).
 //!
 //! The Python is `$APRON_TEST_PYSPARK_PYTHON`, else the virtual

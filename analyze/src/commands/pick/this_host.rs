@@ -4,7 +4,7 @@
 //!
 //! The recorder reads it through `nix`; `apron` links no `nix`, so this
 //! module makes the same call through `libc` (the same buffer of 256 bytes,
-//! the name cut at its first NUL). `tests/pick.rs` checks that both agree.
+//! the name cut at its first NUL). `tests/it/pick.rs` checks that both agree.
 
 use std::ffi::{CStr, OsString};
 use std::os::unix::ffi::OsStringExt;

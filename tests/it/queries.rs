@@ -506,7 +506,7 @@ async fn run_all(data: &Path, variant: &str, failures: &mut Vec<String>) -> Vec<
     let mut out = Vec::new();
     for (name, sql) in apron_analyze::session::queries::ALL {
         let Some(case) = case(name) else {
-            failures.push(format!("{name} ({variant}): no case in tests/queries.rs"));
+            failures.push(format!("{name} ({variant}): no case in tests/it/queries.rs"));
             continue;
         };
         match run(&session, sql, case.params).await {
@@ -546,7 +546,7 @@ fn every_query_file_is_covered_and_documents_its_parameters_and_columns() {
     let mut failures = Vec::new();
     for name in &on_disk {
         let Some(case) = case(name) else {
-            failures.push(format!("{name}.sql: no case in tests/queries.rs"));
+            failures.push(format!("{name}.sql: no case in tests/it/queries.rs"));
             continue;
         };
         let text = std::fs::read_to_string(dir.join(format!("{name}.sql"))).expect("read the query");
@@ -656,7 +656,7 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
     check("minute_costs: Σ energy_j", (sum(&mc, "energy_j") - 504_000.0).abs() < 1e-6, &sum(&mc, "energy_j"));
     check("minute_costs: Σ cost", (sum(&mc, "cost") - 2.7964).abs() < 1e-9, &sum(&mc, "cost"));
 
-    // spend before rounding (tests/reports.rs works these out).
+    // spend before rounding (tests/it/reports.rs works these out).
     let spend = rows("spend");
     let costs: Vec<(String, f64, f64, f64)> = spend
         .iter()
@@ -754,7 +754,7 @@ fn every_query_runs_with_and_without_rollups_and_agrees() {
     let got = Value::Array(rows("gpu_days"));
     check("gpu_days", same_value(&got, &want), &got);
 
-    // The other reports' rows (tests/reports.rs checks them in full).
+    // The other reports' rows (tests/it/reports.rs checks them in full).
     let reclaim = rows("reclaim");
     let gpus: Vec<&str> = reclaim.iter().filter_map(|r| r["gpu_uuid"].as_str()).collect();
     check("reclaim: GPU-B then GPU-A", gpus == ["GPU-B", "GPU-A"], &gpus);

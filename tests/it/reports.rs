@@ -579,7 +579,7 @@ fn the_still_line_is_printed_only_above_still_columns() {
 
 #[test]
 fn unallocated_is_explained_above_the_rows_that_have_it() {
-    // GPU-B sat idle and empty (tests/reports.rs): "(unallocated)" has a
+    // GPU-B sat idle and empty (tests/it/reports.rs): "(unallocated)" has a
     // row in spend and in idle-cost by team or user, none by host.
     let fx = Fixture::new();
     let mut c = Checks::default();

@@ -1,6 +1,6 @@
 //! End to end: `apron report --month YYYY-MM --out DIR`, the monthly report
 //! bundle, on the hand-built fleet of `apron_tests::scenario` (ten minutes
-//! on Monday 2026-11-02; `tests/reports.rs` works its figures out by hand).
+//! on Monday 2026-11-02; `tests/it/reports.rs` works its figures out by hand).
 //!
 //! - The folder holds the page, the summary, the six charts and the five
 //!   tables, and nothing else; its figures are the ones `apron spend` and
@@ -131,7 +131,7 @@ fn the_monthly_report_holds_every_file_with_the_figures_of_the_reports() {
     let want: Vec<String> =
         rows.iter().map(|r| format!("{:.2}", r["cost"].as_f64().unwrap_or(f64::NAN))).collect();
     assert_eq!(csv_column(&dir.join("spend.csv"), "cost"), want, "spend.csv's cost = apron spend's");
-    // By hand (tests/reports.rs): nlp, vision, (unallocated), unassigned.
+    // By hand (tests/it/reports.rs): nlp, vision, (unallocated), unassigned.
     assert_eq!(csv_column(&dir.join("spend.csv"), "team"), ["nlp", "vision", "(unallocated)", "unassigned"]);
     assert_eq!(want, ["0.97", "0.76", "0.61", "0.46"]);
     let idle = fx.apron(&["idle-cost", "--by", "team", "--month", "2026-11", "--format", "json"]);
@@ -170,7 +170,7 @@ fn the_monthly_report_holds_every_file_with_the_figures_of_the_reports() {
     assert!(html.contains(r#"<th scope="col" class="num">Cost ($)</th>"#), "a titled money column");
     assert!(html.contains(r#"<td class="line">nlp</td>"#), "nlp's spend row");
     assert!(summary.contains("\n| Team | GPU-hours | Busy GPU-hours | Idle-held GPU-hours |"), "{summary}");
-    // nlp's row (tests/reports.rs): $0.97 of the fleet's $2.80 is 34.6%.
+    // nlp's row (tests/it/reports.rs): $0.97 of the fleet's $2.80 is 34.6%.
     let nlp = summary.lines().find(|l| l.starts_with("| nlp |")).expect("nlp's spend row in summary.md");
     assert_eq!(
         nlp,
@@ -189,7 +189,7 @@ fn the_monthly_report_holds_every_file_with_the_figures_of_the_reports() {
 
 #[test]
 fn unallocated_reads_in_plain_words_where_a_person_reads_it() {
-    // The scenario's idle cost (tests/reports.rs): vision $0.61 held idle,
+    // The scenario's idle cost (tests/it/reports.rs): vision $0.61 held idle,
     // $0.61 idle with no process on GPU-B ("(unallocated)"), nothing else.
     let fx = Fixture::new();
     let dir = fx.dir.path().join("report");

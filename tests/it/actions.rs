@@ -1,5 +1,5 @@
 //! End to end: what acting on apron's findings is worth, on the hand-built
-//! fleet of `apron_tests::scenario` (see tests/reports.rs for its minutes
+//! fleet of `apron_tests::scenario` (see tests/it/reports.rs for its minutes
 //! and prices): `apron savings` and the budgets of `spend` and `alerts`,
 //! every figure worked out by hand below.
 //!

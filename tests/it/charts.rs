@@ -3,7 +3,7 @@
 //! for with something drawn on it, refuses an unknown chart name or an
 //! output folder that does not exist with one error line, and the `apron`
 //! binary draws its text without fontconfig or FreeType. What the charts
-//! show is checked on their data series, in `tests/chart_series.rs`.
+//! show is checked on their data series, in `tests/it/chart_series.rs`.
 
 use std::path::Path;
 use std::process::{Command, Output};

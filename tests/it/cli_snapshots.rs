@@ -4,10 +4,10 @@
 //! the real binary as a process, with an empty environment (no
 //! `$APRON_DATA` in the help's defaults) in a temporary folder.
 //!
-//! The snapshots are `tests/snapshots/cli_snapshots__*.snap`. A changed
-//! help text or message fails the test; when the change is meant, accept it
-//! with `INSTA_UPDATE=always cargo test -p apron-tests --test cli_snapshots`
-//! (or `cargo insta review`) and commit the `.snap` files. On CI (`CI` set)
+//! The snapshots are `tests/it/snapshots/it__cli_snapshots__*.snap`. A
+//! changed help text or message fails the test; when the change is meant,
+//! accept it with `INSTA_UPDATE=always cargo test -p apron-tests --test it
+//! cli_snapshots::` (or `cargo insta review`) and commit the `.snap` files. On CI (`CI` set)
 //! insta writes nothing and a mismatch fails.
 //!
 //! Temporary paths are replaced by `[TMP]` before comparing.

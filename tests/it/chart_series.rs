@@ -32,7 +32,7 @@
 //! 5 busy minutes of 10 = 50%; h1/1 (GPU-B) 0%; h2/0 (GPU-C) 100% (its
 //! two unrecorded minutes are not in the share).
 //!
-//! Money (`team-spend`, `idle-cost`): see `tests/reports.rs`; to the cent
+//! Money (`team-spend`, `idle-cost`): see `tests/it/reports.rs`; to the cent
 //! nlp 0.97 busy, vision 0.15 busy + 0.61 idle, "(unallocated)" 0.61 idle,
 //! unassigned 0.46 busy.
 

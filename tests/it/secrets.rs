@@ -11,7 +11,7 @@
 //!
 //! The Prometheus server is a small one of the test's own (127.0.0.1),
 //! answering `query_range` with one GPU's series; the S3 server is
-//! SeaweedFS, as in `tests/ship.rs`.
+//! SeaweedFS, as in `tests/it/ship.rs`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

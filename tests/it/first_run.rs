@@ -6,7 +6,7 @@
 //! The layout is an installed binary's, not a clone's: no `queries/` beside
 //! the demo's folder `apron-demo/`, so the README's SQL examples must take
 //! a report's SQL from the binary (`apron sql --show NAME`). A block preceded by
-//! `<!-- not run by tests/first_run.rs: REASON -->` is skipped (it needs a
+//! `<!-- not run by tests/it/first_run.rs: REASON -->` is skipped (it needs a
 //! GPU node, a bucket, the hosts, or installs something); every other `sh`
 //! block runs with `sh -e`, in `apron-demo/` (or from the folder above when
 //! it starts with `cd apron-demo`), with `apron` on `PATH`, and must exit 0
@@ -18,7 +18,7 @@ use std::process::{Command, Output};
 use apron_tests::bin;
 
 /// The marker that skips the block under it.
-const NOT_RUN: &str = "<!-- not run by tests/first_run.rs:";
+const NOT_RUN: &str = "<!-- not run by tests/it/first_run.rs:";
 
 /// One `sh` block of a document: the line its fence is on, and its text.
 #[derive(Debug)]
@@ -209,7 +209,7 @@ fn the_demo_then_its_commands_then_every_readme_example_run_as_written() {
 
 #[test]
 fn blocks_are_found_and_marked_ones_skipped() {
-    let readme = "text\n\n```sh\napron spend\n```\n\n<!-- not run by tests/first_run.rs: a bucket -->\n\
+    let readme = "text\n\n```sh\napron spend\n```\n\n<!-- not run by tests/it/first_run.rs: a bucket -->\n\
                   ```sh\napron --data s3://b sql x\n```\n\n```text\napron sql\n```\n";
     let (blocks, skipped) = runnable_blocks(readme);
     assert_eq!(blocks.len(), 1);

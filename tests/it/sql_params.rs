@@ -212,7 +212,7 @@ fn every_query_file_runs_through_apron_sql_with_its_documented_params() {
             }
             let Some(choice) = choose(&param.description) else {
                 failures.push(format!(
-                    "{name}.sql: no value for ${} \"{}\"; add its kind to VALUES in tests/sql_params.rs",
+                    "{name}.sql: no value for ${} \"{}\"; add its kind to VALUES in tests/it/sql_params.rs",
                     param.number, param.description
                 ));
                 continue;
