@@ -13,7 +13,7 @@ pub use apron_schemas::minute_state::State;
 
 /// One GPU over one UTC minute.
 #[derive(Debug, Clone, Copy)]
-pub struct GpuMinute {
+pub struct GpuMinuteState {
     pub gpu: u32,
     pub minute: i64,
     pub host: u32,
@@ -39,7 +39,7 @@ pub struct GpuMinute {
     pub pcie_rx: Option<f64>,
 }
 
-impl GpuMinute {
+impl GpuMinuteState {
     /// Whether the minute is a partitioned GPU's own row: the slices no MIG
     /// instance holds, capacity nobody can use until an instance is made.
     pub fn partitioned(&self) -> bool {
@@ -49,7 +49,7 @@ impl GpuMinute {
 
 /// One process on one GPU over one UTC minute.
 #[derive(Debug, Clone, Copy)]
-pub struct ProcMinute {
+pub struct ProcMinuteState {
     pub gpu: u32,
     pub minute: i64,
     pub pid: i32,
@@ -121,7 +121,7 @@ fn max_text(names: &Names, a: Option<u32>, b: Option<u32>) -> Option<u32> {
 
 /// The GPU-minutes of `parts` into `out` (emptied first), sorted by GPU
 /// then minute. `threshold` is the idle threshold (%).
-pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &mut Vec<GpuMinute>) {
+pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &mut Vec<GpuMinuteState>) {
     // Each file's rows are in this order already, and the files come one
     // after the other (`Session::collect_in_order`): a stable sort merges
     // the runs, if any.
@@ -158,7 +158,7 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
         let (util, sm) = (util.get(), sm.get());
         let activity = util.or(sm);
         let state = State::of(activity, threshold, held);
-        out.push(GpuMinute {
+        out.push(GpuMinuteState {
             gpu: first.gpu,
             minute: first.minute,
             host,
@@ -194,8 +194,8 @@ const SHARE_EPSILON: f64 = 1e-9;
 /// energy × that share, idle-empty) and is dropped when every slice is
 /// held. A parent and its instances are on one host, so they are read in
 /// the same slice: `out` holds them all.
-fn share_partitioned(out: &mut Vec<GpuMinute>) {
-    let share_of = |g: &GpuMinute| match (g.slices, g.total_slices) {
+fn share_partitioned(out: &mut Vec<GpuMinuteState>) {
+    let share_of = |g: &GpuMinuteState| match (g.slices, g.total_slices) {
         (Some(s), Some(t)) if t != 0 => Some(f64::from(s) / f64::from(t)),
         _ => None,
     };
@@ -262,7 +262,7 @@ pub fn proc_minutes(
     names: &mut Names,
     teams: &mut Teams,
     config: &Config,
-    out: &mut Vec<ProcMinute>,
+    out: &mut Vec<ProcMinuteState>,
 ) {
     sort_stably(parts, |p| (p.gpu, p.minute, p.pid, p.start));
     out.clear();
@@ -290,7 +290,7 @@ pub fn proc_minutes(
             account = max_text(names, account, p.account);
         }
         let (team, user) = teams.of(config, names, (user, uid, namespace, account));
-        out.push(ProcMinute {
+        out.push(ProcMinuteState {
             gpu: first.gpu,
             minute: first.minute,
             pid: first.pid,
@@ -313,7 +313,7 @@ pub fn proc_minutes(
 /// utilization, summing above 0, by SM-time (on a time-sliced GPU the
 /// process that computed pays for the computing); every other minute by
 /// memory-time, equal shares when none held measurable memory.
-pub fn shares(state: State, on: &[ProcMinute]) -> impl Iterator<Item = f64> + '_ {
+pub fn shares(state: State, on: &[ProcMinuteState]) -> impl Iterator<Item = f64> + '_ {
     let sm_total: f64 = on.iter().map(|o| o.sm_time).sum();
     let by_sm = state == State::Busy && sm_total > 0.0 && on.iter().all(|o| o.sm_known);
     let mem_total: f64 = on.iter().map(|o| o.mem_time).sum();

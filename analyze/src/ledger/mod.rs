@@ -263,8 +263,8 @@ fn joined(done: Result<Result<Pass, Error>, tokio::task::JoinError>) -> Result<P
 struct Buffers {
     gpu_parts: Vec<read::GpuPart>,
     proc_parts: Vec<read::ProcPart>,
-    gpus: Vec<minutes::GpuMinute>,
-    procs: Vec<minutes::ProcMinute>,
+    gpus: Vec<minutes::GpuMinuteState>,
+    procs: Vec<minutes::ProcMinuteState>,
 }
 
 /// The pass over the days, with what it carries from one day to the next.
@@ -440,7 +440,7 @@ impl Pass {
     /// longer than the zombie rule, kept with that process's stretch
     /// (whether it is a zombie or starved of data is known at the
     /// stretch's end).
-    fn savings(&mut self, g: &minutes::GpuMinute, on: &[minutes::ProcMinute], whole: Freed) {
+    fn savings(&mut self, g: &minutes::GpuMinuteState, on: &[minutes::ProcMinuteState], whole: Freed) {
         let rules = self.stretch_finder.rules();
         let Some(idle) = self.stretch_finder.idle_for(g.gpu, g.minute) else { return };
         let reclaimed = idle > rules.reclaim_min_minutes;

@@ -15,7 +15,7 @@ use crate::ledger::map::HashMap;
 
 use apron_schemas::time::{DAY_MS, HOUR_MS, MINUTE_MS};
 
-use super::minutes::{GpuMinute, ProcMinute, State, max_opt};
+use super::minutes::{GpuMinuteState, ProcMinuteState, State, max_opt};
 
 /// What the stretches must be to count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,9 +47,9 @@ pub struct Stretch<T> {
 /// What a reclaim stretch records: the users who held memory during it.
 pub type Holders = BTreeSet<u32>;
 
-/// What a zombie stretch records.
+/// What a zombie stretch records: the process holding memory on the idle GPU.
 #[derive(Debug, Clone, Copy)]
-pub struct Held {
+pub struct Holding {
     pub mem_max: Option<i64>,
     /// The process's command name, user and team at the stretch's last minute.
     pub comm: Option<u32>,
@@ -124,7 +124,7 @@ const MIB: f64 = 1_048_576.0;
 
 impl Traffic {
     /// These sums with the GPU-minute `g`'s added.
-    pub fn with(self, g: &GpuMinute) -> Traffic {
+    pub fn with(self, g: &GpuMinuteState) -> Traffic {
         let weighted = |sum: f64, known: f64, value: Option<f64>| match value {
             Some(v) => (sum + v * g.seconds, known + g.seconds),
             None => (sum, known),
@@ -159,10 +159,10 @@ pub type Process = (u32, i32, Option<i64>);
 pub struct StretchFinder {
     rules: Rules,
     idle: HashMap<u32, Stretch<Holders>>,
-    holding: HashMap<Process, Stretch<Held>>,
+    holding: HashMap<Process, Stretch<Holding>>,
     /// Closed stretches long enough to count.
     pub reclaim: Vec<(u32, Stretch<Holders>)>,
-    pub zombies: Vec<(Process, Stretch<Held>)>,
+    pub zombies: Vec<(Process, Stretch<Holding>)>,
     /// Each GPU's newest minute.
     pub newest: HashMap<u32, i64>,
     /// Each process's newest minute.
@@ -193,7 +193,7 @@ impl StretchFinder {
 
     /// Follows one GPU-minute with its processes; minutes come in order
     /// for each GPU.
-    pub fn minute(&mut self, g: &GpuMinute, procs: &[ProcMinute]) {
+    pub fn minute(&mut self, g: &GpuMinuteState, procs: &[ProcMinuteState]) {
         let newest = self.newest.entry(g.gpu).or_insert(g.minute);
         *newest = (*newest).max(g.minute);
         // A partitioned GPU's own row is capacity no instance holds: not a
@@ -222,7 +222,7 @@ impl StretchFinder {
                 let key = (p.gpu, p.pid, p.start);
                 let traffic = Traffic::default().with(g);
                 let (freed, freed_alone) = (Freed::default(), Freed::default());
-                let now = Held {
+                let now = Holding {
                     mem_max: p.mem_max,
                     comm: p.comm,
                     user: p.user,
@@ -239,7 +239,7 @@ impl StretchFinder {
                         let traffic = s.about.traffic.with(g);
                         let (freed, freed_alone) = (s.about.freed, s.about.freed_alone);
                         let mem_max = max_opt(s.about.mem_max, p.mem_max);
-                        s.about = Held { mem_max, traffic, freed, freed_alone, ..now };
+                        s.about = Holding { mem_max, traffic, freed, freed_alone, ..now };
                     }
                     _ => {
                         if let Some(old) = self.holding.insert(key, start(g, now)) {
@@ -278,7 +278,7 @@ impl StretchFinder {
     }
 
     /// Notes a process-minute (with or without its GPU-minute).
-    pub fn seen(&mut self, p: &ProcMinute) {
+    pub fn seen(&mut self, p: &ProcMinuteState) {
         let last = self.last_seen.entry((p.gpu, p.pid, p.start)).or_insert(p.minute);
         *last = (*last).max(p.minute);
     }
@@ -299,18 +299,18 @@ impl StretchFinder {
         }
     }
 
-    fn close_holding(&mut self, key: Process, s: Stretch<Held>) {
+    fn close_holding(&mut self, key: Process, s: Stretch<Holding>) {
         if s.minutes >= self.rules.zombie_min_minutes {
             self.zombies.push((key, s));
         }
     }
 }
 
-fn continues<T>(s: &Stretch<T>, g: &GpuMinute) -> bool {
+fn continues<T>(s: &Stretch<T>, g: &GpuMinuteState) -> bool {
     s.last + MINUTE_MS == g.minute && s.host == g.host && s.index == g.index
 }
 
-fn start<T>(g: &GpuMinute, about: T) -> Stretch<T> {
+fn start<T>(g: &GpuMinuteState, about: T) -> Stretch<T> {
     Stretch {
         host: g.host,
         index: g.index,
