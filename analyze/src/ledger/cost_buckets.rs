@@ -23,10 +23,10 @@ use crate::error::SessionError;
 /// What a row of `cost_buckets` is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
-    pub bucket: i64,
+    pub minute: i64,
     pub gpu: u32,
     pub host: u32,
-    pub index: i32,
+    pub gpu_index: i32,
     pub model: Option<u32>,
     /// MIG: an instance's parent GPU and profile.
     pub parent: Option<u32>,
@@ -135,11 +135,11 @@ impl CostBuckets {
             };
             let columns: Vec<ArrayRef> = vec![
                 dict(keys.iter().map(|k| Some(id(k.host))).collect())?,
-                Arc::new(Int32Array::from_iter_values(keys.iter().map(|k| k.index))),
+                Arc::new(Int32Array::from_iter_values(keys.iter().map(|k| k.gpu_index))),
                 dict(keys.iter().map(|k| Some(id(k.gpu))).collect())?,
                 dict(keys.iter().map(|k| k.model.map(id)).collect())?,
                 Arc::new(
-                    TimestampMillisecondArray::from_iter_values(keys.iter().map(|k| k.bucket))
+                    TimestampMillisecondArray::from_iter_values(keys.iter().map(|k| k.minute))
                         .with_timezone("UTC"),
                 ),
                 dict(keys.iter().map(|k| Some(state_base + k.state as i32)).collect())?,

@@ -17,11 +17,11 @@ pub struct GpuMinuteState {
     pub gpu: u32,
     pub minute: i64,
     pub host: u32,
-    pub index: i32,
+    pub gpu_index: i32,
     pub model: Option<u32>,
     pub seconds: f64,
-    pub util: Option<f64>,
-    pub activity: Option<f64>,
+    pub util_pct: Option<f64>,
+    pub activity_pct: Option<f64>,
     pub energy_j: f64,
     pub energy_unknown_seconds: f64,
     pub state: State,
@@ -32,18 +32,18 @@ pub struct GpuMinuteState {
     /// MIG: an instance's parent, profile and slices, the whole GPU's slices.
     pub parent: Option<u32>,
     pub profile: Option<u32>,
-    pub slices: Option<i32>,
-    pub total_slices: Option<i32>,
+    pub mig_slices: Option<i32>,
+    pub mig_total_slices: Option<i32>,
     /// Mean PCIe traffic out of and into the GPU (bytes/s; `None`: unknown).
-    pub pcie_tx: Option<f64>,
-    pub pcie_rx: Option<f64>,
+    pub pcie_tx_bytes_per_s: Option<f64>,
+    pub pcie_rx_bytes_per_s: Option<f64>,
 }
 
 impl GpuMinuteState {
     /// Whether the minute is a partitioned GPU's own row: the slices no MIG
     /// instance holds, capacity nobody can use until an instance is made.
     pub fn partitioned(&self) -> bool {
-        self.parent.is_none() && self.total_slices.is_some()
+        self.parent.is_none() && self.mig_total_slices.is_some()
     }
 }
 
@@ -53,13 +53,13 @@ pub struct ProcMinuteState {
     pub gpu: u32,
     pub minute: i64,
     pub pid: i32,
-    pub start: Option<i64>,
+    pub proc_start: Option<i64>,
     pub mem_time: f64,
     /// Its own SM utilization × seconds (percent-seconds; 0 when unknown).
     pub sm_time: f64,
     /// Whether NVML gave its SM utilization in every part of the minute.
     pub sm_known: bool,
-    pub mem_max: Option<i64>,
+    pub used_mem_bytes: Option<i64>,
     pub held: bool,
     pub comm: Option<u32>,
     /// The user as shown: the name, "uid N" or "(unknown)".
@@ -129,7 +129,7 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
     out.clear();
     for group in parts.chunk_by(|a, b| (a.gpu, a.minute) == (b.gpu, b.minute)) {
         let first = group[0];
-        let (mut host, mut index, mut model) = (first.host, first.index, first.model);
+        let (mut host, mut index, mut model) = (first.host, first.gpu_index, first.model);
         let (mut seconds, mut util, mut sm) = (0.0, Mean::default(), Mean::default());
         let (mut pcie_tx, mut pcie_rx) = (Mean::default(), Mean::default());
         let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
@@ -137,23 +137,23 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
         for p in group {
             parent = max_text(names, parent, p.parent);
             profile = max_text(names, profile, p.profile);
-            slices = slices.max(p.slices);
-            total_slices = total_slices.max(p.total_slices);
+            slices = slices.max(p.mig_slices);
+            total_slices = total_slices.max(p.mig_total_slices);
             if p.host != host && names.greater(p.host, host) {
                 host = p.host;
             }
-            index = index.max(p.index);
+            index = index.max(p.gpu_index);
             model = max_text(names, model, p.model);
             seconds += p.seconds;
-            util.add(p.util, p.seconds);
-            sm.add(p.sm, p.seconds);
-            pcie_tx.add(p.pcie_tx, p.seconds);
-            pcie_rx.add(p.pcie_rx, p.seconds);
-            match p.energy.or(p.power.map(|mw| mw * p.seconds / 1000.0)) {
+            util.add(p.gpu_util_pct_mean, p.seconds);
+            sm.add(p.sm_active_pct_mean, p.seconds);
+            pcie_tx.add(p.pcie_tx_bytes_per_s_mean, p.seconds);
+            pcie_rx.add(p.pcie_rx_bytes_per_s_mean, p.seconds);
+            match p.energy_j.or(p.power_mw_mean.map(|mw| mw * p.seconds / 1000.0)) {
                 Some(j) => energy += j,
                 None => unknown_seconds += p.seconds,
             }
-            held |= p.held;
+            held |= p.proc_held;
         }
         let (util, sm) = (util.get(), sm.get());
         let activity = util.or(sm);
@@ -162,24 +162,24 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             gpu: first.gpu,
             minute: first.minute,
             host,
-            index,
+            gpu_index: index,
             model,
             seconds,
-            util,
-            activity,
+            util_pct: util,
+            activity_pct: activity,
             energy_j: energy,
             energy_unknown_seconds: unknown_seconds,
             state,
             capacity_share: 1.0,
             parent,
             profile,
-            slices,
-            total_slices,
-            pcie_tx: pcie_tx.get(),
-            pcie_rx: pcie_rx.get(),
+            mig_slices: slices,
+            mig_total_slices: total_slices,
+            pcie_tx_bytes_per_s: pcie_tx.get(),
+            pcie_rx_bytes_per_s: pcie_rx.get(),
         });
     }
-    if out.iter().any(|g| g.total_slices.is_some()) {
+    if out.iter().any(|g| g.mig_total_slices.is_some()) {
         share_partitioned(out);
     }
 }
@@ -195,7 +195,7 @@ const SHARE_EPSILON: f64 = 1e-9;
 /// held. A parent and its instances are on one host, so they are read in
 /// the same slice: `out` holds them all.
 fn share_partitioned(out: &mut Vec<GpuMinuteState>) {
-    let share_of = |g: &GpuMinuteState| match (g.slices, g.total_slices) {
+    let share_of = |g: &GpuMinuteState| match (g.mig_slices, g.mig_total_slices) {
         (Some(s), Some(t)) if t != 0 => Some(f64::from(s) / f64::from(t)),
         _ => None,
     };
@@ -204,7 +204,7 @@ fn share_partitioned(out: &mut Vec<GpuMinuteState>) {
     for g in out.iter() {
         if let Some(parent) = g.parent {
             *assigned.entry((parent, g.minute)).or_default() += share_of(g).unwrap_or(0.0);
-        } else if g.total_slices.is_some() {
+        } else if g.mig_total_slices.is_some() {
             hardware.insert((g.gpu, g.minute), (g.energy_j, g.energy_unknown_seconds));
         }
     }
@@ -214,7 +214,7 @@ fn share_partitioned(out: &mut Vec<GpuMinuteState>) {
             let (energy, unknown) = hardware.get(&(parent, g.minute)).copied().unwrap_or((0.0, g.seconds));
             g.energy_j = energy * g.capacity_share;
             g.energy_unknown_seconds = unknown * g.capacity_share;
-        } else if g.total_slices.is_some() {
+        } else if g.mig_total_slices.is_some() {
             let held = assigned.get(&(g.gpu, g.minute)).copied().unwrap_or(0.0);
             g.capacity_share = (1.0 - held).max(0.0);
             g.energy_j *= g.capacity_share;
@@ -264,9 +264,10 @@ pub fn proc_minutes(
     config: &Config,
     out: &mut Vec<ProcMinuteState>,
 ) {
-    sort_stably(parts, |p| (p.gpu, p.minute, p.pid, p.start));
+    sort_stably(parts, |p| (p.gpu, p.minute, p.pid, p.proc_start));
     out.clear();
-    for group in parts.chunk_by(|a, b| (a.gpu, a.minute, a.pid, a.start) == (b.gpu, b.minute, b.pid, b.start))
+    for group in parts
+        .chunk_by(|a, b| (a.gpu, a.minute, a.pid, a.proc_start) == (b.gpu, b.minute, b.pid, b.proc_start))
     {
         let first = group[0];
         let (mut mem_time, mut mem_max, mut held) = (0.0, None::<i64>, false);
@@ -274,31 +275,31 @@ pub fn proc_minutes(
         let (mut comm, mut user, mut uid) = (None, None, None::<i64>);
         let (mut namespace, mut account) = (None, None);
         for p in group {
-            if let Some(mean) = p.mem_mean {
+            if let Some(mean) = p.used_mem_bytes_mean {
                 mem_time += mean * p.seconds;
             }
-            match p.sm_mean {
+            match p.sm_util_pct_mean {
                 Some(mean) => sm_time += mean * p.seconds,
                 None => sm_known = false,
             }
-            mem_max = max_opt(mem_max, p.mem_max);
-            held |= p.mem_max.is_none_or(|m| m > 0);
+            mem_max = max_opt(mem_max, p.used_mem_bytes_max);
+            held |= p.used_mem_bytes_max.is_none_or(|m| m > 0);
             comm = max_text(names, comm, p.comm);
             user = max_text(names, user, p.user);
             uid = max_opt(uid, p.uid);
-            namespace = max_text(names, namespace, p.namespace);
-            account = max_text(names, account, p.account);
+            namespace = max_text(names, namespace, p.k8s_namespace);
+            account = max_text(names, account, p.slurm_account);
         }
         let (team, user) = teams.of(config, names, (user, uid, namespace, account));
         out.push(ProcMinuteState {
             gpu: first.gpu,
             minute: first.minute,
             pid: first.pid,
-            start: first.start,
+            proc_start: first.proc_start,
             mem_time,
             sm_time,
             sm_known,
-            mem_max,
+            used_mem_bytes: mem_max,
             held,
             comm,
             user,

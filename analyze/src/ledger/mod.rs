@@ -380,14 +380,14 @@ impl Pass {
             let energy = g.energy_j / 3_600_000.0 * price * pue;
             let cost = gpu_seconds * rate + energy;
             let start = g.minute - g.minute.rem_euclid(self.bucket_ms);
-            if bucket.first().is_some_and(|(k, _)| (k.gpu, k.bucket) != (g.gpu, start)) {
+            if bucket.first().is_some_and(|(k, _)| (k.gpu, k.minute) != (g.gpu, start)) {
                 self.cost_buckets.extend(bucket.drain(..));
             }
             let key = |team, user| Key {
-                bucket: start,
+                minute: start,
                 gpu: g.gpu,
                 host: g.host,
-                index: g.index,
+                gpu_index: g.gpu_index,
                 model: g.model,
                 parent: g.parent,
                 profile: g.profile,
@@ -403,7 +403,7 @@ impl Pass {
                         &mut bucket.last_mut().expect("just pushed").1
                     }
                 };
-                sums.add(gpu_seconds * share, g.energy_j * share, cost * share, g.util, g.activity);
+                sums.add(gpu_seconds * share, g.energy_j * share, cost * share, g.util_pct, g.activity_pct);
             };
             if g.state == State::IdleEmpty || on.is_empty() {
                 add(key(self.unallocated, self.unallocated), 1.0);
@@ -412,10 +412,12 @@ impl Pass {
                     add(key(o.team, o.user), share);
                 }
             }
-            let whole = Freed { seconds: gpu_seconds, cost, energy, ops: gpu_seconds * avoidable };
+            let whole =
+                Freed { seconds: gpu_seconds, cost, energy_cost: energy, ops_cost: gpu_seconds * avoidable };
             if g.partitioned() {
-                let unheld = self.unpartitioned.entry(g.gpu).or_insert((g.host, g.index, Freed::default()));
-                (unheld.0, unheld.1) = (g.host, g.index);
+                let unheld =
+                    self.unpartitioned.entry(g.gpu).or_insert((g.host, g.gpu_index, Freed::default()));
+                (unheld.0, unheld.1) = (g.host, g.gpu_index);
                 unheld.2.add(whole);
             }
             self.stretch_finder.minute(g, on);
@@ -459,7 +461,7 @@ impl Pass {
             if reclaimed {
                 self.reclaimed.entry(o.team).or_default().add(part);
             }
-            let key = (o.gpu, o.pid, o.start);
+            let key = (o.gpu, o.pid, o.proc_start);
             if self.stretch_finder.holding_for(key, g.minute).is_some_and(|m| m > rules.zombie_min_minutes) {
                 self.stretch_finder.free(key, g.minute, part, !reclaimed);
             }
@@ -507,7 +509,7 @@ impl Pass {
                 users.sort_unstable();
                 ReclaimRow {
                     host: names.name(s.host).to_owned(),
-                    gpu_index: s.index,
+                    gpu_index: s.gpu_index,
                     gpu_uuid: names.name(*gpu).to_owned(),
                     idle_since: s.since,
                     idle_minutes: s.minutes,
@@ -536,14 +538,14 @@ impl Pass {
             .map(|(key @ (gpu, pid, start), s)| {
                 let row = ZombieRow {
                     host: names.name(s.host).to_owned(),
-                    gpu_index: s.index,
+                    gpu_index: s.gpu_index,
                     gpu_uuid: names.name(*gpu).to_owned(),
                     pid: *pid,
                     proc_start: *start,
                     comm: s.about.comm.map(|c| names.name(c).to_owned()),
                     user: Some(names.name(s.about.user).to_owned()),
                     team: names.name(s.about.team).to_owned(),
-                    used_mem_bytes: s.about.mem_max,
+                    used_mem_bytes: s.about.used_mem_bytes,
                     idle_since: s.since,
                     idle_minutes: s.minutes,
                     still_running: stretch_finder.last_seen.get(key).copied() == newest(*gpu),
@@ -559,10 +561,10 @@ impl Pass {
                 let freed = ZombieFreed {
                     freed: hours(s.about.freed),
                     alone: hours(a),
-                    alone_cash: (a.energy, a.ops),
+                    alone_cash: (a.energy_cost, a.ops_cost),
                     alone_at,
                 };
-                (s.about.mem_max.unwrap_or(0).saturating_mul(s.minutes), row, freed)
+                (s.about.used_mem_bytes.unwrap_or(0).saturating_mul(s.minutes), row, freed)
             })
             .collect();
         zombies.sort_by(|(wa, a, _), (wb, b, _)| {
@@ -580,8 +582,8 @@ impl Pass {
                 team: names.name(team).to_owned(),
                 gpu_hours: f.seconds / HOUR_SECS as f64,
                 cost: f.cost,
-                energy_cost: f.energy,
-                ops_cost: f.ops,
+                energy_cost: f.energy_cost,
+                ops_cost: f.ops_cost,
             })
             .collect();
         let mut reclaimed_at: Vec<FreedAt> = reclaimed_at
@@ -633,7 +635,7 @@ mod reclaim_sum_tests {
     fn stretch(minutes: i64, share: f64, instance: bool) -> Stretch<()> {
         Stretch {
             host: 0,
-            index: 0,
+            gpu_index: 0,
             since: 0,
             last: (minutes - 1) * MINUTE_MS,
             minutes,

@@ -32,7 +32,7 @@ pub struct Rules {
 #[derive(Debug, Clone)]
 pub struct Stretch<T> {
     pub host: u32,
-    pub index: i32,
+    pub gpu_index: i32,
     pub since: i64,
     pub last: i64,
     pub minutes: i64,
@@ -50,7 +50,7 @@ pub type Holders = BTreeSet<u32>;
 /// What a zombie stretch records: the process holding memory on the idle GPU.
 #[derive(Debug, Clone, Copy)]
 pub struct Holding {
-    pub mem_max: Option<i64>,
+    pub used_mem_bytes: Option<i64>,
     /// The process's command name, user and team at the stretch's last minute.
     pub comm: Option<u32>,
     pub user: u32,
@@ -72,10 +72,10 @@ pub struct Freed {
     pub seconds: f64,
     pub cost: f64,
     /// The energy's part of `cost`.
-    pub energy: f64,
+    pub energy_cost: f64,
     /// The avoidable operating cost's part of `cost` (0 where the config
     /// does not mark it avoidable).
-    pub ops: f64,
+    pub ops_cost: f64,
 }
 
 impl Freed {
@@ -83,8 +83,8 @@ impl Freed {
     pub fn add(&mut self, other: Freed) {
         self.seconds += other.seconds;
         self.cost += other.cost;
-        self.energy += other.energy;
-        self.ops += other.ops;
+        self.energy_cost += other.energy_cost;
+        self.ops_cost += other.ops_cost;
     }
 
     /// Its part `share` (0–1).
@@ -92,8 +92,8 @@ impl Freed {
         Freed {
             seconds: self.seconds * share,
             cost: self.cost * share,
-            energy: self.energy * share,
-            ops: self.ops * share,
+            energy_cost: self.energy_cost * share,
+            ops_cost: self.ops_cost * share,
         }
     }
 }
@@ -129,9 +129,9 @@ impl Traffic {
             Some(v) => (sum + v * g.seconds, known + g.seconds),
             None => (sum, known),
         };
-        let (activity, _) = weighted(self.activity, 0.0, g.activity);
-        let (rx, rx_seconds) = weighted(self.rx, self.rx_seconds, g.pcie_rx);
-        let (tx, tx_seconds) = weighted(self.tx, self.tx_seconds, g.pcie_tx);
+        let (activity, _) = weighted(self.activity, 0.0, g.activity_pct);
+        let (rx, rx_seconds) = weighted(self.rx, self.rx_seconds, g.pcie_rx_bytes_per_s);
+        let (tx, tx_seconds) = weighted(self.tx, self.tx_seconds, g.pcie_tx_bytes_per_s);
         Traffic { seconds: self.seconds + g.seconds, activity, rx, rx_seconds, tx, tx_seconds }
     }
 
@@ -218,12 +218,12 @@ impl StretchFinder {
         }
         if g.state == State::IdleHeld {
             let min_mem = self.rules.zombie_min_mem_bytes;
-            for p in procs.iter().filter(|p| p.held && p.mem_max.is_none_or(|m| m >= min_mem)) {
-                let key = (p.gpu, p.pid, p.start);
+            for p in procs.iter().filter(|p| p.held && p.used_mem_bytes.is_none_or(|m| m >= min_mem)) {
+                let key = (p.gpu, p.pid, p.proc_start);
                 let traffic = Traffic::default().with(g);
                 let (freed, freed_alone) = (Freed::default(), Freed::default());
                 let now = Holding {
-                    mem_max: p.mem_max,
+                    used_mem_bytes: p.used_mem_bytes,
                     comm: p.comm,
                     user: p.user,
                     team: p.team,
@@ -238,8 +238,8 @@ impl StretchFinder {
                         s.gpu_minutes += g.capacity_share;
                         let traffic = s.about.traffic.with(g);
                         let (freed, freed_alone) = (s.about.freed, s.about.freed_alone);
-                        let mem_max = max_opt(s.about.mem_max, p.mem_max);
-                        s.about = Holding { mem_max, traffic, freed, freed_alone, ..now };
+                        let mem_max = max_opt(s.about.used_mem_bytes, p.used_mem_bytes);
+                        s.about = Holding { used_mem_bytes: mem_max, traffic, freed, freed_alone, ..now };
                     }
                     _ => {
                         if let Some(old) = self.holding.insert(key, start(g, now)) {
@@ -279,7 +279,7 @@ impl StretchFinder {
 
     /// Notes a process-minute (with or without its GPU-minute).
     pub fn seen(&mut self, p: &ProcMinuteState) {
-        let last = self.last_seen.entry((p.gpu, p.pid, p.start)).or_insert(p.minute);
+        let last = self.last_seen.entry((p.gpu, p.pid, p.proc_start)).or_insert(p.minute);
         *last = (*last).max(p.minute);
     }
 
@@ -307,13 +307,13 @@ impl StretchFinder {
 }
 
 fn continues<T>(s: &Stretch<T>, g: &GpuMinuteState) -> bool {
-    s.last + MINUTE_MS == g.minute && s.host == g.host && s.index == g.index
+    s.last + MINUTE_MS == g.minute && s.host == g.host && s.gpu_index == g.gpu_index
 }
 
 fn start<T>(g: &GpuMinuteState, about: T) -> Stretch<T> {
     Stretch {
         host: g.host,
-        index: g.index,
+        gpu_index: g.gpu_index,
         since: g.minute,
         last: g.minute,
         minutes: 1,
