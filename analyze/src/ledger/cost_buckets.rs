@@ -23,24 +23,37 @@ use crate::error::SessionError;
 /// What a row of `cost_buckets` is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
+    /// The bucket's first minute (column `minute`; ms since the epoch, UTC).
     pub minute: i64,
-    pub gpu: u32,
+    /// The GPU (column `gpu_uuid`), as its interned id in [`Names`].
+    pub gpu_uuid: u32,
+    /// Its host (column `host`), as an interned id in [`Names`].
     pub host: u32,
+    /// Its NVML index (column `gpu_index`).
     pub gpu_index: i32,
-    pub model: Option<u32>,
-    /// MIG: an instance's parent GPU and profile.
-    pub parent: Option<u32>,
-    pub profile: Option<u32>,
+    /// Its model (column `gpu_model`), as an interned id in [`Names`]; `None`: unknown.
+    pub gpu_model: Option<u32>,
+    /// MIG: an instance's parent GPU (column `parent_gpu_uuid`), as an interned id in [`Names`]; `None`
+    /// otherwise.
+    pub parent_gpu_uuid: Option<u32>,
+    /// MIG: an instance's profile (column `mig_profile`), as an interned id in [`Names`]; `None` otherwise.
+    pub mig_profile: Option<u32>,
+    /// The GPU-minutes' state (column `state`).
     pub state: State,
+    /// The owner's team (column `team`), as an interned id in [`Names`].
     pub team: u32,
+    /// The owner's user as shown (column `user`), as an interned id in [`Names`].
     pub user: u32,
 }
 
 /// The sums of a row.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Sums {
+    /// GPU-seconds (column `seconds`; s).
     pub seconds: f64,
+    /// Energy (column `energy_j`; J).
     pub energy_j: f64,
+    /// Cost (column `cost`; currency).
     pub cost: f64,
     util: f64,
     util_seconds: f64,
@@ -81,7 +94,7 @@ impl CostBuckets {
         }
     }
 
-    /// The schema of [`CostBuckets::batches`].
+    /// The schema of the `cost_buckets` table: the batches [`CostBuckets::drain_into`] writes.
     pub fn schema() -> SchemaRef {
         let text = || DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
         Arc::new(Schema::new(vec![
@@ -136,8 +149,8 @@ impl CostBuckets {
             let columns: Vec<ArrayRef> = vec![
                 dict(keys.iter().map(|k| Some(id(k.host))).collect())?,
                 Arc::new(Int32Array::from_iter_values(keys.iter().map(|k| k.gpu_index))),
-                dict(keys.iter().map(|k| Some(id(k.gpu))).collect())?,
-                dict(keys.iter().map(|k| k.model.map(id)).collect())?,
+                dict(keys.iter().map(|k| Some(id(k.gpu_uuid))).collect())?,
+                dict(keys.iter().map(|k| k.gpu_model.map(id)).collect())?,
                 Arc::new(
                     TimestampMillisecondArray::from_iter_values(keys.iter().map(|k| k.minute))
                         .with_timezone("UTC"),
@@ -150,8 +163,8 @@ impl CostBuckets {
                 Arc::new(Float64Array::from_iter_values(sums.iter().map(|s| s.seconds))),
                 Arc::new(Float64Array::from_iter_values(sums.iter().map(|s| s.energy_j))),
                 Arc::new(Float64Array::from_iter_values(sums.iter().map(|s| s.cost))),
-                dict(keys.iter().map(|k| k.parent.map(id)).collect())?,
-                dict(keys.iter().map(|k| k.profile.map(id)).collect())?,
+                dict(keys.iter().map(|k| k.parent_gpu_uuid.map(id)).collect())?,
+                dict(keys.iter().map(|k| k.mig_profile.map(id)).collect())?,
             ];
             let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
                 .map_err(|source| SessionError::Execute { source: source.into() })?;

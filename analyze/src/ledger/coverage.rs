@@ -49,8 +49,11 @@ pub struct LedgerCoverage {
 /// What the rollups hold, so far.
 #[derive(Debug, Default)]
 pub struct CoverageTally {
+    /// The first minute recorded (ms since the epoch, UTC); `None`: none yet.
     pub first_minute: Option<i64>,
+    /// The last minute recorded (ms since the epoch, UTC); `None`: none yet.
     pub last_minute: Option<i64>,
+    /// Recorded seconds summed over every GPU (s).
     pub recorded_seconds: f64,
     gpus: HashMap<u32, ()>,
     /// Recorded seconds per model (few: a list).
@@ -65,19 +68,19 @@ impl CoverageTally {
         let mut last: Option<(Option<u32>, u32)> = None;
         // A MIG instance is part of its parent, which is counted: GPUs and
         // GPU-hours are the hardware's.
-        for p in parts.iter().filter(|p| p.parent.is_none()) {
+        for p in parts.iter().filter(|p| p.parent_gpu_uuid.is_none()) {
             self.first_minute = Some(self.first_minute.map_or(p.minute, |m| m.min(p.minute)));
             self.last_minute = Some(self.last_minute.map_or(p.minute, |m| m.max(p.minute)));
             self.recorded_seconds += p.seconds;
-            match self.model_seconds.iter_mut().find(|(m, _)| *m == p.model) {
+            match self.model_seconds.iter_mut().find(|(m, _)| *m == p.gpu_model) {
                 Some((_, s)) => *s += p.seconds,
-                None => self.model_seconds.push((p.model, p.seconds)),
+                None => self.model_seconds.push((p.gpu_model, p.seconds)),
             }
             // A GPU's rows come together: look it up once a run.
-            if last != Some((p.model, p.gpu)) {
-                self.gpus.insert(p.gpu, ());
-                self.model_gpus.insert((p.model, p.gpu), ());
-                last = Some((p.model, p.gpu));
+            if last != Some((p.gpu_model, p.gpu_uuid)) {
+                self.gpus.insert(p.gpu_uuid, ());
+                self.model_gpus.insert((p.gpu_model, p.gpu_uuid), ());
+                last = Some((p.gpu_model, p.gpu_uuid));
             }
         }
     }

@@ -14,28 +14,45 @@ pub use apron_schemas::minute_state::State;
 /// One GPU over one UTC minute.
 #[derive(Debug, Clone, Copy)]
 pub struct GpuMinuteState {
-    pub gpu: u32,
+    /// The GPU (`gpu_uuid`), as its interned id in [`Names`].
+    pub gpu_uuid: u32,
+    /// Start of the UTC minute (`minute`; ms since the epoch).
     pub minute: i64,
+    /// Its host (`host`), as an interned id in [`Names`].
     pub host: u32,
+    /// Its last known NVML index (`gpu_index`).
     pub gpu_index: i32,
-    pub model: Option<u32>,
+    /// Its last known model (`gpu_model`), as an interned id in [`Names`]; `None`: unknown.
+    pub gpu_model: Option<u32>,
+    /// Recorded seconds (`seconds`; s).
     pub seconds: f64,
+    /// Mean `gpu_util_pct` (`util_pct`; %; `None`: unknown).
     pub util_pct: Option<f64>,
+    /// `util_pct` where known, else mean `sm_active_pct` (`activity_pct`; %; `None`: unknown).
     pub activity_pct: Option<f64>,
+    /// Energy drawn (`energy_j`; J; measured or power × time, 0 where neither).
     pub energy_j: f64,
+    /// Seconds with neither energy nor power (`energy_unknown_seconds`; s).
     pub energy_unknown_seconds: f64,
+    /// Busy, idle-held, idle-empty or unknown (`state`).
     pub state: State,
     /// The part of a physical GPU the minute stands for: 1 for a whole GPU,
     /// a MIG instance's share of its parent's slices, what no instance
     /// holds for a partitioned GPU's own row (`gpu_minute_states`).
     pub capacity_share: f64,
-    /// MIG: an instance's parent, profile and slices, the whole GPU's slices.
-    pub parent: Option<u32>,
-    pub profile: Option<u32>,
+    /// MIG: an instance's parent GPU (`parent_gpu_uuid`), as an interned id in [`Names`]; `None` otherwise.
+    pub parent_gpu_uuid: Option<u32>,
+    /// MIG: an instance's profile (`mig_profile`), as an interned id in [`Names`]; `None` otherwise.
+    pub mig_profile: Option<u32>,
+    /// MIG: an instance's slices of its parent's (`mig_slices`); `None` otherwise.
     pub mig_slices: Option<i32>,
+    /// MIG: the whole GPU's slices (`mig_total_slices`), on a partitioned GPU and its instances; `None`
+    /// otherwise.
     pub mig_total_slices: Option<i32>,
-    /// Mean PCIe traffic out of and into the GPU (bytes/s; `None`: unknown).
+    /// Mean PCIe traffic out of the GPU (`pcie_tx_bytes_per_s`; bytes/s; `None`: unknown, as for a MIG
+    /// instance).
     pub pcie_tx_bytes_per_s: Option<f64>,
+    /// Mean PCIe traffic into the GPU (`pcie_rx_bytes_per_s`; bytes/s; `None`: unknown).
     pub pcie_rx_bytes_per_s: Option<f64>,
 }
 
@@ -43,27 +60,37 @@ impl GpuMinuteState {
     /// Whether the minute is a partitioned GPU's own row: the slices no MIG
     /// instance holds, capacity nobody can use until an instance is made.
     pub fn partitioned(&self) -> bool {
-        self.parent.is_none() && self.mig_total_slices.is_some()
+        self.parent_gpu_uuid.is_none() && self.mig_total_slices.is_some()
     }
 }
 
 /// One process on one GPU over one UTC minute.
 #[derive(Debug, Clone, Copy)]
 pub struct ProcMinuteState {
-    pub gpu: u32,
+    /// The GPU (`gpu_uuid`), as its interned id in [`Names`].
+    pub gpu_uuid: u32,
+    /// Start of the UTC minute (`minute`; ms since the epoch).
     pub minute: i64,
+    /// The process id (`pid`).
     pub pid: i32,
+    /// The process's start (`proc_start`; ms since the epoch, UTC; `None`: unknown): a reused pid is another
+    /// process.
     pub proc_start: Option<i64>,
+    /// Used memory × seconds (`mem_time`; byte-seconds; 0 when unknown).
     pub mem_time: f64,
     /// Its own SM utilization × seconds (percent-seconds; 0 when unknown).
     pub sm_time: f64,
     /// Whether NVML gave its SM utilization in every part of the minute.
     pub sm_known: bool,
+    /// The most memory it held (`used_mem_bytes`; bytes; `None`: unknown).
     pub used_mem_bytes: Option<i64>,
+    /// Whether it held GPU memory, above 0 or unknown (`held`).
     pub held: bool,
+    /// Its command name (`comm`), as an interned id in [`Names`]; `None`: unknown.
     pub comm: Option<u32>,
     /// The user as shown: the name, "uid N" or "(unknown)".
     pub user: u32,
+    /// Its team (`team`) by the config's rules, or "unassigned", as an interned id in [`Names`].
     pub team: u32,
 }
 
@@ -125,25 +152,25 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
     // Each file's rows are in this order already, and the files come one
     // after the other (`Session::collect_in_order`): a stable sort merges
     // the runs, if any.
-    parts.sort_by_key(|p| (p.gpu, p.minute));
+    parts.sort_by_key(|p| (p.gpu_uuid, p.minute));
     out.clear();
-    for group in parts.chunk_by(|a, b| (a.gpu, a.minute) == (b.gpu, b.minute)) {
+    for group in parts.chunk_by(|a, b| (a.gpu_uuid, a.minute) == (b.gpu_uuid, b.minute)) {
         let first = group[0];
-        let (mut host, mut index, mut model) = (first.host, first.gpu_index, first.model);
+        let (mut host, mut index, mut model) = (first.host, first.gpu_index, first.gpu_model);
         let (mut seconds, mut util, mut sm) = (0.0, Mean::default(), Mean::default());
         let (mut pcie_tx, mut pcie_rx) = (Mean::default(), Mean::default());
         let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
         let (mut parent, mut profile, mut slices, mut total_slices) = (None, None, None, None);
         for p in group {
-            parent = max_text(names, parent, p.parent);
-            profile = max_text(names, profile, p.profile);
+            parent = max_text(names, parent, p.parent_gpu_uuid);
+            profile = max_text(names, profile, p.mig_profile);
             slices = slices.max(p.mig_slices);
             total_slices = total_slices.max(p.mig_total_slices);
             if p.host != host && names.greater(p.host, host) {
                 host = p.host;
             }
             index = index.max(p.gpu_index);
-            model = max_text(names, model, p.model);
+            model = max_text(names, model, p.gpu_model);
             seconds += p.seconds;
             util.add(p.gpu_util_pct_mean, p.seconds);
             sm.add(p.sm_active_pct_mean, p.seconds);
@@ -159,11 +186,11 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
         let activity = util.or(sm);
         let state = State::of(activity, threshold, held);
         out.push(GpuMinuteState {
-            gpu: first.gpu,
+            gpu_uuid: first.gpu_uuid,
             minute: first.minute,
             host,
             gpu_index: index,
-            model,
+            gpu_model: model,
             seconds,
             util_pct: util,
             activity_pct: activity,
@@ -171,8 +198,8 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             energy_unknown_seconds: unknown_seconds,
             state,
             capacity_share: 1.0,
-            parent,
-            profile,
+            parent_gpu_uuid: parent,
+            mig_profile: profile,
             mig_slices: slices,
             mig_total_slices: total_slices,
             pcie_tx_bytes_per_s: pcie_tx.get(),
@@ -202,20 +229,20 @@ fn share_partitioned(out: &mut Vec<GpuMinuteState>) {
     let mut assigned: HashMap<(u32, i64), f64> = HashMap::default();
     let mut hardware: HashMap<(u32, i64), (f64, f64)> = HashMap::default();
     for g in out.iter() {
-        if let Some(parent) = g.parent {
+        if let Some(parent) = g.parent_gpu_uuid {
             *assigned.entry((parent, g.minute)).or_default() += share_of(g).unwrap_or(0.0);
         } else if g.mig_total_slices.is_some() {
-            hardware.insert((g.gpu, g.minute), (g.energy_j, g.energy_unknown_seconds));
+            hardware.insert((g.gpu_uuid, g.minute), (g.energy_j, g.energy_unknown_seconds));
         }
     }
     for g in out.iter_mut() {
-        if let Some(parent) = g.parent {
+        if let Some(parent) = g.parent_gpu_uuid {
             g.capacity_share = share_of(g).unwrap_or(0.0);
             let (energy, unknown) = hardware.get(&(parent, g.minute)).copied().unwrap_or((0.0, g.seconds));
             g.energy_j = energy * g.capacity_share;
             g.energy_unknown_seconds = unknown * g.capacity_share;
         } else if g.mig_total_slices.is_some() {
-            let held = assigned.get(&(g.gpu, g.minute)).copied().unwrap_or(0.0);
+            let held = assigned.get(&(g.gpu_uuid, g.minute)).copied().unwrap_or(0.0);
             g.capacity_share = (1.0 - held).max(0.0);
             g.energy_j *= g.capacity_share;
             g.energy_unknown_seconds *= g.capacity_share;
@@ -264,11 +291,11 @@ pub fn proc_minutes(
     config: &Config,
     out: &mut Vec<ProcMinuteState>,
 ) {
-    sort_stably(parts, |p| (p.gpu, p.minute, p.pid, p.proc_start));
+    sort_stably(parts, |p| (p.gpu_uuid, p.minute, p.pid, p.proc_start));
     out.clear();
-    for group in parts
-        .chunk_by(|a, b| (a.gpu, a.minute, a.pid, a.proc_start) == (b.gpu, b.minute, b.pid, b.proc_start))
-    {
+    for group in parts.chunk_by(|a, b| {
+        (a.gpu_uuid, a.minute, a.pid, a.proc_start) == (b.gpu_uuid, b.minute, b.pid, b.proc_start)
+    }) {
         let first = group[0];
         let (mut mem_time, mut mem_max, mut held) = (0.0, None::<i64>, false);
         let (mut sm_time, mut sm_known) = (0.0, true);
@@ -292,7 +319,7 @@ pub fn proc_minutes(
         }
         let (team, user) = teams.of(config, names, (user, uid, namespace, account));
         out.push(ProcMinuteState {
-            gpu: first.gpu,
+            gpu_uuid: first.gpu_uuid,
             minute: first.minute,
             pid: first.pid,
             proc_start: first.proc_start,

@@ -12,6 +12,10 @@
 //! the same numbers). A day of the fleet is in memory at a time, and
 //! what is kept grows with GPUs × buckets, not with minutes.
 
+// Every public item of the ledger says what it is and its unit (and which
+// column or SQL expression it follows, where it is one).
+#![deny(missing_docs)]
+
 use map::HashMap;
 
 use apron_schemas::Table;
@@ -94,10 +98,16 @@ pub struct Ledger {
 /// operating cost where the config marks it avoidable).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reclaimed {
+    /// The team (`minute_costs.team`).
     pub team: String,
+    /// GPU-hours freed.
     pub gpu_hours: f64,
+    /// Their exact cost (currency).
     pub cost: f64,
+    /// Of `cost`, the energy's part (currency).
     pub energy_cost: f64,
+    /// Of `cost`, the avoidable operating cost's part (currency; 0 where the config does not mark it
+    /// avoidable).
     pub ops_cost: f64,
 }
 
@@ -108,7 +118,9 @@ pub struct Reclaimed {
 /// (energy, avoidable operating cost) and the cost by hour of the week.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ZombieFreed {
+    /// Its share of the minutes past the rule: (GPU-hours, exact cost in currency).
     pub freed: (f64, f64),
+    /// Of `freed`, what reclaiming its GPU would not have freed anyway: (GPU-hours, exact cost in currency).
     pub alone: (f64, f64),
     /// (energy, avoidable operating cost) of `alone`.
     pub alone_cash: (f64, f64),
@@ -120,9 +132,11 @@ pub struct ZombieFreed {
 /// Cost freed on one GPU in one hour of the week, summed over a period.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FreedAt {
+    /// The GPU's UUID (`gpu_uuid`).
     pub gpu_uuid: String,
     /// 0 = Monday 00:00–01:00 UTC, 167 = Sunday 23:00.
     pub hour_of_week: usize,
+    /// Cost freed (currency).
     pub cost: f64,
 }
 
@@ -366,31 +380,31 @@ impl Pass {
         for g in gpus.iter() {
             // The process-minutes of this GPU-minute: both lists are sorted
             // by GPU then minute.
-            while p < procs.len() && (procs[p].gpu, procs[p].minute) < (g.gpu, g.minute) {
+            while p < procs.len() && (procs[p].gpu_uuid, procs[p].minute) < (g.gpu_uuid, g.minute) {
                 p += 1;
             }
             let from = p;
-            while p < procs.len() && (procs[p].gpu, procs[p].minute) == (g.gpu, g.minute) {
+            while p < procs.len() && (procs[p].gpu_uuid, procs[p].minute) == (g.gpu_uuid, g.minute) {
                 p += 1;
             }
             let on = &procs[from..p];
             self.energy_unknown_seconds += g.energy_unknown_seconds;
             let gpu_seconds = g.seconds * g.capacity_share;
-            let (rate, avoidable) = self.rate(g.model);
+            let (rate, avoidable) = self.rate(g.gpu_model);
             let energy = g.energy_j / 3_600_000.0 * price * pue;
             let cost = gpu_seconds * rate + energy;
             let start = g.minute - g.minute.rem_euclid(self.bucket_ms);
-            if bucket.first().is_some_and(|(k, _)| (k.gpu, k.minute) != (g.gpu, start)) {
+            if bucket.first().is_some_and(|(k, _)| (k.gpu_uuid, k.minute) != (g.gpu_uuid, start)) {
                 self.cost_buckets.extend(bucket.drain(..));
             }
             let key = |team, user| Key {
                 minute: start,
-                gpu: g.gpu,
+                gpu_uuid: g.gpu_uuid,
                 host: g.host,
                 gpu_index: g.gpu_index,
-                model: g.model,
-                parent: g.parent,
-                profile: g.profile,
+                gpu_model: g.gpu_model,
+                parent_gpu_uuid: g.parent_gpu_uuid,
+                mig_profile: g.mig_profile,
                 state: g.state,
                 team,
                 user,
@@ -416,7 +430,7 @@ impl Pass {
                 Freed { seconds: gpu_seconds, cost, energy_cost: energy, ops_cost: gpu_seconds * avoidable };
             if g.partitioned() {
                 let unheld =
-                    self.unpartitioned.entry(g.gpu).or_insert((g.host, g.gpu_index, Freed::default()));
+                    self.unpartitioned.entry(g.gpu_uuid).or_insert((g.host, g.gpu_index, Freed::default()));
                 (unheld.0, unheld.1) = (g.host, g.gpu_index);
                 unheld.2.add(whole);
             }
@@ -444,11 +458,11 @@ impl Pass {
     /// stretch's end).
     fn savings(&mut self, g: &minutes::GpuMinuteState, on: &[minutes::ProcMinuteState], whole: Freed) {
         let rules = self.stretch_finder.rules();
-        let Some(idle) = self.stretch_finder.idle_for(g.gpu, g.minute) else { return };
+        let Some(idle) = self.stretch_finder.idle_for(g.gpu_uuid, g.minute) else { return };
         let reclaimed = idle > rules.reclaim_min_minutes;
         if reclaimed {
             let at = stretch_finder::hour_of_week(g.minute);
-            *self.reclaimed_at.entry((g.gpu, at)).or_default() += whole.cost;
+            *self.reclaimed_at.entry((g.gpu_uuid, at)).or_default() += whole.cost;
         }
         if g.state == State::IdleEmpty || on.is_empty() {
             if reclaimed {
@@ -461,7 +475,7 @@ impl Pass {
             if reclaimed {
                 self.reclaimed.entry(o.team).or_default().add(part);
             }
-            let key = (o.gpu, o.pid, o.proc_start);
+            let key = (o.gpu_uuid, o.pid, o.proc_start);
             if self.stretch_finder.holding_for(key, g.minute).is_some_and(|m| m > rules.zombie_min_minutes) {
                 self.stretch_finder.free(key, g.minute, part, !reclaimed);
             }

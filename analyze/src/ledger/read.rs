@@ -61,63 +61,94 @@ impl Names {
 /// One `gpu_minutes` row (a GPU-minute, or the part of one a file holds).
 #[derive(Debug, Clone, Copy)]
 pub struct GpuPart {
-    pub gpu: u32,
+    /// The GPU (`gpu_uuid`), as its interned id in [`Names`].
+    pub gpu_uuid: u32,
+    /// Start of the UTC minute (`minute`; ms since the epoch).
     pub minute: i64,
+    /// Its host (`host`), as an interned id in [`Names`].
     pub host: u32,
+    /// Its NVML index (`gpu_index`).
     pub gpu_index: i32,
-    pub model: Option<u32>,
+    /// Its model (`gpu_model`), as an interned id in [`Names`]; `None`: unknown.
+    pub gpu_model: Option<u32>,
+    /// Recorded seconds (`seconds`; s).
     pub seconds: f64,
+    /// Mean GPU utilization (`gpu_util_pct_mean`; %; `None`: unknown).
     pub gpu_util_pct_mean: Option<f64>,
+    /// Mean SM activity, GPM (`sm_active_pct_mean`; %; `None`: unknown).
     pub sm_active_pct_mean: Option<f64>,
+    /// Energy drawn (`energy_j`; J; `None`: unknown).
     pub energy_j: Option<f64>,
+    /// Mean power (`power_mw_mean`; mW; `None`: unknown).
     pub power_mw_mean: Option<f64>,
+    /// Whether some process held memory on the GPU (`proc_held`; null read as false).
     pub proc_held: bool,
-    /// MIG: an instance's parent GPU and profile, and its slices of the parent's.
-    pub parent: Option<u32>,
-    pub profile: Option<u32>,
+    /// MIG: an instance's parent GPU (`parent_gpu_uuid`), as an interned id in [`Names`]; `None` otherwise.
+    pub parent_gpu_uuid: Option<u32>,
+    /// MIG: an instance's profile (`mig_profile`), as an interned id in [`Names`]; `None` otherwise.
+    pub mig_profile: Option<u32>,
+    /// MIG: an instance's slices of its parent's (`mig_slices`); `None` otherwise.
     pub mig_slices: Option<i32>,
+    /// MIG: the whole GPU's slices (`mig_total_slices`); `None` for a GPU not partitioned.
     pub mig_total_slices: Option<i32>,
-    /// PCIe traffic out of and into the GPU (bytes/s), where known.
+    /// Mean PCIe traffic out of the GPU (`pcie_tx_bytes_per_s_mean`; bytes/s; `None`: unknown).
     pub pcie_tx_bytes_per_s_mean: Option<f64>,
+    /// Mean PCIe traffic into the GPU (`pcie_rx_bytes_per_s_mean`; bytes/s; `None`: unknown).
     pub pcie_rx_bytes_per_s_mean: Option<f64>,
 }
 
 /// One `proc_minutes` row.
 #[derive(Debug, Clone, Copy)]
 pub struct ProcPart {
-    pub gpu: u32,
+    /// The GPU (`gpu_uuid`), as its interned id in [`Names`].
+    pub gpu_uuid: u32,
+    /// Start of the UTC minute (`minute`; ms since the epoch).
     pub minute: i64,
+    /// The process id (`pid`).
     pub pid: i32,
+    /// The process's start (`proc_start`; ms since the epoch, UTC; `None`: unknown).
     pub proc_start: Option<i64>,
+    /// Seconds it was seen (`seconds`; s).
     pub seconds: f64,
+    /// Mean used memory (`used_mem_bytes_mean`; bytes; `None`: unknown).
     pub used_mem_bytes_mean: Option<f64>,
+    /// Most used memory (`used_mem_bytes_max`; bytes; `None`: unknown).
     pub used_mem_bytes_max: Option<i64>,
     /// Its own SM utilization (%), where NVML gave it.
     pub sm_util_pct_mean: Option<f64>,
+    /// Its command name (`comm`), as an interned id in [`Names`]; `None`: unknown.
     pub comm: Option<u32>,
+    /// Its user name (`user`), as an interned id in [`Names`]; `None`: unknown.
     pub user: Option<u32>,
+    /// Its uid (`uid`; `None`: unknown).
     pub uid: Option<i64>,
+    /// Its Kubernetes namespace (`k8s_namespace`), as an interned id in [`Names`]; `None`: none.
     pub k8s_namespace: Option<u32>,
+    /// Its Slurm account (`slurm_account`), as an interned id in [`Names`]; `None`: none.
     pub slurm_account: Option<u32>,
 }
 
 /// One day's rows as the session gives them.
 #[derive(Debug, Default)]
 pub struct Day {
+    /// The `gpu_minutes` rows (`queries/ledger_gpu_minutes.sql`), in file order.
     pub gpus: Vec<RecordBatch>,
+    /// The `proc_minutes` rows (`queries/ledger_proc_minutes.sql`), in file order.
     pub procs: Vec<RecordBatch>,
 }
 
 /// A stretch of a day and a range of hosts, read at once.
 #[derive(Debug, Clone)]
 pub struct Slice {
-    /// From (inclusive) and to (exclusive), ms since the epoch, within `date`.
+    /// From (inclusive), ms since the epoch, within `date`.
     pub start_ms: i64,
+    /// To (exclusive), ms since the epoch.
     pub end_ms: i64,
     /// The day, in days since the epoch.
     pub date: i32,
-    /// The hosts from `first_host` (inclusive) to `end_host` (exclusive).
+    /// The first host of the slice (inclusive): the slice's hosts run from it to `end_host`.
     pub first_host: String,
+    /// The first host past the slice (exclusive).
     pub end_host: String,
 }
 
@@ -279,19 +310,19 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         out.push(GpuPart {
-            gpu: uuid[i].unwrap_or_default(),
+            gpu_uuid: uuid[i].unwrap_or_default(),
             minute: minute.value(i),
             host: host[i].unwrap_or_default(),
             gpu_index: index.value(i),
-            model: model[i],
+            gpu_model: model[i],
             seconds: seconds.value(i),
             gpu_util_pct_mean: opt(&util, i, |i| util.value(i)),
             sm_active_pct_mean: opt(&sm, i, |i| sm.value(i)),
             energy_j: opt(&energy, i, |i| energy.value(i)),
             power_mw_mean: opt(&power, i, |i| power.value(i)),
             proc_held: held.is_valid(i) && held.value(i),
-            parent: parent[i],
-            profile: profile[i],
+            parent_gpu_uuid: parent[i],
+            mig_profile: profile[i],
             mig_slices: opt(&slices, i, |i| slices.value(i)),
             mig_total_slices: opt(&total_slices, i, |i| total_slices.value(i)),
             pcie_tx_bytes_per_s_mean: opt(&pcie_tx, i, |i| pcie_tx.value(i)),
@@ -313,7 +344,7 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         out.push(ProcPart {
-            gpu: uuid[i].unwrap_or_default(),
+            gpu_uuid: uuid[i].unwrap_or_default(),
             minute: minute.value(i),
             pid: pid.value(i),
             proc_start: opt(&start, i, |i| start.value(i)),

@@ -31,16 +31,22 @@ pub struct Rules {
 /// A stretch of consecutive minutes.
 #[derive(Debug, Clone)]
 pub struct Stretch<T> {
+    /// The GPU's host, as an interned id in [`Names`](super::read::Names).
     pub host: u32,
+    /// The GPU's NVML index (`gpu_index`).
     pub gpu_index: i32,
+    /// Its first minute (ms since the epoch, UTC).
     pub since: i64,
+    /// Its last minute (ms since the epoch, UTC).
     pub last: i64,
+    /// Its length (minutes).
     pub minutes: i64,
     /// Its minutes, each counted by the capacity share of its GPU-minute
     /// (a MIG instance's slices of its parent's).
     pub gpu_minutes: f64,
     /// Whether it is a MIG instance's.
     pub instance: bool,
+    /// What it records: [`Holders`] for a reclaim stretch, [`Holding`] for a zombie's.
     pub about: T,
 }
 
@@ -50,10 +56,15 @@ pub type Holders = BTreeSet<u32>;
 /// What a zombie stretch records: the process holding memory on the idle GPU.
 #[derive(Debug, Clone, Copy)]
 pub struct Holding {
+    /// The most memory it held over the stretch (`used_mem_bytes`; bytes; `None`: unknown).
     pub used_mem_bytes: Option<i64>,
-    /// The process's command name, user and team at the stretch's last minute.
+    /// The process's command name at the stretch's last minute, as an
+    /// interned id in [`Names`](super::read::Names); `None`: unknown. Its
+    /// user and team below are also the last minute's.
     pub comm: Option<u32>,
+    /// Its user as shown, as an interned id in [`Names`](super::read::Names).
     pub user: u32,
+    /// Its team, as an interned id in [`Names`](super::read::Names).
     pub team: u32,
     /// What its GPU did over the stretch.
     pub traffic: Traffic,
@@ -61,6 +72,7 @@ pub struct Holding {
     /// its minutes past the rule, and of those the minutes reclaiming its
     /// GPU would not have freed anyway ([`StretchFinder::free`]).
     pub freed: Freed,
+    /// Of `freed`, what reclaiming its GPU would not have freed anyway.
     pub freed_alone: Freed,
 }
 
@@ -69,7 +81,9 @@ pub struct Holding {
 /// config says it is avoidable.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Freed {
+    /// GPU-seconds (s).
     pub seconds: f64,
+    /// Their exact cost (currency).
     pub cost: f64,
     /// The energy's part of `cost`.
     pub energy_cost: f64,
@@ -160,8 +174,10 @@ pub struct StretchFinder {
     rules: Rules,
     idle: HashMap<u32, Stretch<Holders>>,
     holding: HashMap<Process, Stretch<Holding>>,
-    /// Closed stretches long enough to count.
+    /// Closed reclaim stretches long enough to count, by GPU (interned
+    /// `gpu_uuid`).
     pub reclaim: Vec<(u32, Stretch<Holders>)>,
+    /// Closed zombie stretches long enough to count, by process.
     pub zombies: Vec<(Process, Stretch<Holding>)>,
     /// Each GPU's newest minute.
     pub newest: HashMap<u32, i64>,
@@ -173,6 +189,7 @@ pub struct StretchFinder {
 }
 
 impl StretchFinder {
+    /// No stretches yet, to be found by `rules`.
     pub fn new(rules: Rules) -> Self {
         StretchFinder {
             rules,
@@ -194,14 +211,14 @@ impl StretchFinder {
     /// Follows one GPU-minute with its processes; minutes come in order
     /// for each GPU.
     pub fn minute(&mut self, g: &GpuMinuteState, procs: &[ProcMinuteState]) {
-        let newest = self.newest.entry(g.gpu).or_insert(g.minute);
+        let newest = self.newest.entry(g.gpu_uuid).or_insert(g.minute);
         *newest = (*newest).max(g.minute);
         // A partitioned GPU's own row is capacity no instance holds: not a
         // GPU anyone could hand back (its stretches would be the MIG
         // layout's, not idleness), so it starts no reclaim stretch.
         if g.state.is_idle() && !g.partitioned() {
             let holders = procs.iter().filter(|p| p.held).map(|p| p.user);
-            match self.idle.get_mut(&g.gpu) {
+            match self.idle.get_mut(&g.gpu_uuid) {
                 Some(s) if continues(s, g) => {
                     s.last = g.minute;
                     s.minutes += 1;
@@ -210,8 +227,8 @@ impl StretchFinder {
                 }
                 _ => {
                     let fresh = start(g, holders.collect());
-                    if let Some(old) = self.idle.insert(g.gpu, fresh) {
-                        self.close_idle(g.gpu, old);
+                    if let Some(old) = self.idle.insert(g.gpu_uuid, fresh) {
+                        self.close_idle(g.gpu_uuid, old);
                     }
                 }
             }
@@ -219,7 +236,7 @@ impl StretchFinder {
         if g.state == State::IdleHeld {
             let min_mem = self.rules.zombie_min_mem_bytes;
             for p in procs.iter().filter(|p| p.held && p.used_mem_bytes.is_none_or(|m| m >= min_mem)) {
-                let key = (p.gpu, p.pid, p.proc_start);
+                let key = (p.gpu_uuid, p.pid, p.proc_start);
                 let traffic = Traffic::default().with(g);
                 let (freed, freed_alone) = (Freed::default(), Freed::default());
                 let now = Holding {
@@ -279,7 +296,7 @@ impl StretchFinder {
 
     /// Notes a process-minute (with or without its GPU-minute).
     pub fn seen(&mut self, p: &ProcMinuteState) {
-        let last = self.last_seen.entry((p.gpu, p.pid, p.proc_start)).or_insert(p.minute);
+        let last = self.last_seen.entry((p.gpu_uuid, p.pid, p.proc_start)).or_insert(p.minute);
         *last = (*last).max(p.minute);
     }
 
@@ -318,7 +335,7 @@ fn start<T>(g: &GpuMinuteState, about: T) -> Stretch<T> {
         last: g.minute,
         minutes: 1,
         gpu_minutes: g.capacity_share,
-        instance: g.parent.is_some(),
+        instance: g.parent_gpu_uuid.is_some(),
         about,
     }
 }

@@ -63,10 +63,11 @@ pub struct ZombieRow {
     /// activity); `None` only where not computed (a row read back from
     /// `queries/zombies.sql`, which does not give it).
     pub activity_pct: Option<f64>,
-    /// The GPU's mean PCIe traffic in and out over the stretch (MiB/s,
+    /// The GPU's mean PCIe traffic in over the stretch (MiB/s,
     /// each over the minutes where it is known); `None` when unknown
     /// throughout (a MIG instance's traffic is its parent's).
     pub pcie_rx_mib_per_s: Option<f64>,
+    /// The GPU's mean PCIe traffic out over the stretch (MiB/s); `None` as for `pcie_rx_mib_per_s`.
     pub pcie_tx_mib_per_s: Option<f64>,
 }
 
