@@ -30,7 +30,7 @@ mod markdown;
 mod report;
 mod table;
 
-pub use columns::{COLUMNS, Column, ColumnKind, column};
+pub use columns::{COLUMNS, Column, ColumnKind, KIND_KEY, column};
 pub use report::{Figure, Report, Section};
 pub use table::TableData;
 

@@ -8,8 +8,10 @@
 //! only glances at.
 //!
 //! Building: [`batch_of`] and the array constructors ([`text`], [`float`],
-//! …) turn typed rows back into the batch [`crate::output`] prints. What
-//! the rows mean is each figure's business (`crate::report::figures`).
+//! …) turn typed rows back into the batch [`crate::output`] prints, each
+//! field carrying its column's kind ([`kinded`]) from the report's column
+//! table. What the rows mean is each figure's business
+//! (`crate::report::figures`).
 
 use std::sync::Arc;
 
@@ -158,12 +160,29 @@ pub fn strings(array: &dyn Array) -> Vec<String> {
 
 /// A batch of `columns` (name, values), in that order. Every field may hold
 /// nulls: the printed form does not show it, and a figure's rows say
-/// themselves which values may be missing.
+/// themselves which values may be missing. Each field carries its column's
+/// kind ([`kinded`]).
 pub fn batch_of(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch, ArrowError> {
-    let fields: Vec<Field> =
-        columns.iter().map(|(name, values)| Field::new(*name, values.data_type().clone(), true)).collect();
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, values)| kinded(Field::new(*name, values.data_type().clone(), true)))
+        .collect();
     let arrays = columns.into_iter().map(|(_, values)| values).collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+}
+
+/// `field` with its column's kind as metadata ([`apron_reports::KIND_KEY`]:
+/// `money`, `percent`, …) as the report's column table states it
+/// ([`apron_reports::COLUMNS`], the one place a column's kind is said), so
+/// the terminal shows a column as the page does; a column not in that
+/// table (a query's, not a figure's) is left without.
+pub fn kinded(field: Field) -> Field {
+    match apron_reports::column(field.name()) {
+        Some(column) => field.with_metadata(
+            [(apron_reports::KIND_KEY.to_owned(), column.kind.name().to_owned())].into_iter().collect(),
+        ),
+        None => field,
+    }
 }
 
 /// A text column (`Utf8`).
