@@ -300,6 +300,18 @@ fn check(report: &Report) -> Result<(), BundleError> {
                 columns: table.columns.len(),
             });
         }
+        // The numbers, when given, are a number (or none) per cell.
+        if !table.numbers.is_empty() {
+            let numbers = (0..table.rows.len()).map(|i| table.numbers.get(i).map_or(0, Vec::len));
+            if let Some((i, cells)) = numbers.enumerate().find(|&(_, n)| n != table.columns.len()) {
+                return Err(BundleError::RaggedRow {
+                    table: table.name.clone(),
+                    row: i + 1,
+                    cells,
+                    columns: table.columns.len(),
+                });
+            }
+        }
     }
     Ok(())
 }

@@ -264,4 +264,14 @@ mod tests {
         assert_eq!(Columns::of(&batch).timestamp_ms_opt("t").expect("times"), [Some(0), None]);
         assert!(batch_of(vec![("a", int64([1])), ("b", int64([1, 2]))]).is_err(), "lengths differ");
     }
+
+    #[test]
+    fn built_fields_carry_the_kind_the_column_table_states() {
+        let batch = batch_of(vec![("worth", float([1.0])), ("share_pct", float([1.0])), ("n", int64([1]))])
+            .expect("same lengths");
+        let kind = |i: usize| batch.schema().field(i).metadata().get(apron_reports::KIND_KEY).cloned();
+        assert_eq!(kind(0).as_deref(), Some("money"));
+        assert_eq!(kind(1).as_deref(), Some("percent"));
+        assert_eq!(kind(2), None, "a column the table does not know carries no kind");
+    }
 }

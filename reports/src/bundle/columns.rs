@@ -110,11 +110,19 @@ impl ColumnKind {
     }
 
     /// `cell` (as the CSV holds it) as a reader sees it in a column of this
-    /// kind; amounts of money in `currency` (an ISO 4217 code). A cell that
-    /// is not a number where one is expected (empty for null, `n/a`) is
-    /// shown as it is.
+    /// kind, its number read from its text ([`ColumnKind::show`]).
     pub fn display<'a>(self, cell: &'a str, currency: &str) -> Cow<'a, str> {
-        let number = || cell.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+        self.show(cell, number_in(cell), currency)
+    }
+
+    /// `cell` (as the CSV holds it), whose number is `number` (as the
+    /// caller computed it; `None` for text or null), as a reader sees it in
+    /// a column of this kind: a numeric kind formats `number`, amounts of
+    /// money in `currency` (an ISO 4217 code). A cell without a (finite)
+    /// number where one is expected (empty for null, `n/a`) is shown as it
+    /// is.
+    pub fn show<'a>(self, cell: &'a str, number: Option<f64>, currency: &str) -> Cow<'a, str> {
+        let number = || number.filter(|v| v.is_finite());
         match self {
             ColumnKind::Text | ColumnKind::Name | ColumnKind::Id => Cow::Borrowed(cell),
             ColumnKind::Time => chrono::DateTime::parse_from_rfc3339(cell.trim())
@@ -159,10 +167,17 @@ impl Column {
     /// one for a percentage and two for anything else (`0` reads `0.00`,
     /// `0.1333…` reads `0.13`).
     pub fn display<'a>(&self, cell: &'a str, currency: &str) -> Cow<'a, str> {
-        match (self.kind, cell.trim().parse::<f64>().ok().filter(|v| v.is_finite())) {
+        self.show(cell, number_in(cell), currency)
+    }
+
+    /// `cell` (as the CSV holds it), whose number is `number` (as the
+    /// caller computed it; `None` for text or null), as a reader sees it in
+    /// this column: as [`Column::display`] says, formatting `number`.
+    pub fn show<'a>(&self, cell: &'a str, number: Option<f64>, currency: &str) -> Cow<'a, str> {
+        match (self.kind, number.filter(|v| v.is_finite())) {
             (ColumnKind::Amount | ColumnKind::Hours, Some(v)) => Cow::Owned(grouped(v, 2)),
             (ColumnKind::Percent, Some(v)) => Cow::Owned(grouped(v, 1)),
-            _ => self.kind.display(cell, currency),
+            _ => self.kind.show(cell, number, currency),
         }
     }
 
@@ -174,6 +189,12 @@ impl Column {
             _ => self.label.to_owned(),
         }
     }
+}
+
+/// The number a cell's text states (`1234.5`), if it states a finite one:
+/// for a table given as text alone ([`super::TableData::numbers`]).
+pub(super) fn number_in(cell: &str) -> Option<f64> {
+    cell.trim().parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 /// The key of a batch's field metadata that holds the column's kind
