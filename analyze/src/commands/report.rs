@@ -655,6 +655,8 @@ fn actions_section(actions: &actions::Actions, currency: &str) -> Section {
         .iter()
         .map(|a| vec![a.what.clone(), format!("{:.2}", a.worth), a.because.clone(), a.how.clone()])
         .collect();
+    let mut numbers: Vec<Vec<Option<f64>>> =
+        shown.iter().map(|a| vec![None, Some(a.worth), None, None]).collect();
     if let Some(t) = &actions.together {
         rows.push(vec![
             "Together: the actions that free capacity".to_owned(),
@@ -662,6 +664,7 @@ fn actions_section(actions: &actions::Actions, currency: &str) -> Section {
             t.because.clone(),
             String::new(),
         ]);
+        numbers.push(vec![None, Some(t.worth), None, None]);
     }
     let budget_note = if shown.iter().any(|a| !a.kind.frees_capacity()) {
         " A budget's overrun is spend, not capacity: it is not in the total."
@@ -686,6 +689,7 @@ fn actions_section(actions: &actions::Actions, currency: &str) -> Section {
             columns: ["action", "worth", "because", "how"].map(str::to_owned).to_vec(),
             shown: None,
             rows,
+            numbers,
         }),
         chart: None,
     }
@@ -787,10 +791,17 @@ fn picked(name: &str, batch: &RecordBatch, picks: &[&str], shown: usize) -> Tabl
     let rows = (0..batch.num_rows())
         .map(|i| columns.iter().map(|c| c.get(i).cloned().unwrap_or_default()).collect())
         .collect();
+    let picked: Vec<Vec<Option<f64>>> = picks
+        .iter()
+        .map(|source| batch.column_by_name(source).map_or_else(Vec::new, |c| numbers(c.as_ref())))
+        .collect();
+    let numbers =
+        (0..batch.num_rows()).map(|i| picked.iter().map(|c| c.get(i).copied().flatten()).collect()).collect();
     TableData {
         name: name.to_owned(),
         columns: picks.iter().map(|p| (*p).to_owned()).collect(),
         rows,
+        numbers,
         shown: (shown < batch.num_rows()).then_some(shown),
     }
 }
@@ -803,5 +814,27 @@ fn table(name: &str, batch: &RecordBatch, shown: usize) -> TableData {
     let rows = (0..batch.num_rows())
         .map(|i| batch.columns().iter().map(|c| cell(c.as_ref(), i)).collect())
         .collect();
-    TableData { name: name.to_owned(), columns, rows, shown: (shown < batch.num_rows()).then_some(shown) }
+    let by_column: Vec<Vec<Option<f64>>> = batch.columns().iter().map(|c| numbers(c.as_ref())).collect();
+    let numbers = (0..batch.num_rows()).map(|i| by_column.iter().map(|c| c[i]).collect()).collect();
+    TableData {
+        name: name.to_owned(),
+        columns,
+        rows,
+        numbers,
+        shown: (shown < batch.num_rows()).then_some(shown),
+    }
+}
+
+/// The number in each cell of `column` (`None` for null, or every cell of
+/// a column that is not numbers: text, times, flags), as the batch holds
+/// it: the page formats these, not the cells' text.
+fn numbers(column: &dyn Array) -> Vec<Option<f64>> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::{DataType, Float64Type};
+    let floats = if column.data_type().is_numeric() { cast(column, &DataType::Float64).ok() } else { None };
+    match floats {
+        Some(floats) => floats.as_primitive::<Float64Type>().iter().collect(),
+        None => vec![None; column.len()],
+    }
 }
