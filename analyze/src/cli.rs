@@ -288,7 +288,7 @@ pub struct DemoArgs {
     /// Time between simulated samples. The recorder samples every second;
     /// the demo samples less often to finish in a minute or two, which
     /// changes no figure but the row count.
-    #[arg(long, default_value = "10s", value_parser = seconds)]
+    #[arg(long, default_value = "10s", value_parser = apron_cli::units::positive_seconds)]
     pub interval: std::time::Duration,
 
     /// Simulate into this folder instead of OUT/data (query it afterwards
@@ -353,7 +353,7 @@ pub struct NvidiaSmiArgs {
 
     /// The time each row stands for. Default: the median spacing of each
     /// GPU's (or process's) consecutive samples.
-    #[arg(long, value_parser = seconds)]
+    #[arg(long, value_parser = apron_cli::units::positive_seconds)]
     pub interval: Option<std::time::Duration>,
 
     /// The GPU model of rows without a name column (e.g. "NVIDIA H100 80GB HBM3").
@@ -374,7 +374,7 @@ pub struct PynvmlArgs {
 
     /// The time each row stands for. Default: the median spacing of the
     /// samples (30s for the guide's logger).
-    #[arg(long, value_parser = seconds)]
+    #[arg(long, value_parser = apron_cli::units::positive_seconds)]
     pub interval: Option<std::time::Duration>,
 
     /// The GPUs' model, which the log does not record (e.g. "NVIDIA H100 80GB HBM3").
@@ -399,7 +399,7 @@ pub struct PrometheusArgs {
 
     /// The time each row stands for: gauges are averaged over it, counters
     /// taken at its end.
-    #[arg(long, default_value = "60s", value_parser = seconds)]
+    #[arg(long, default_value = "60s", value_parser = apron_cli::units::positive_seconds)]
     pub step: std::time::Duration,
 }
 
@@ -505,7 +505,7 @@ pub struct PeriodArgs {
     pub to: Option<i64>,
 
     /// The period ending now (e.g. 7d, 12h). Default: 30d.
-    #[arg(long, value_parser = days)]
+    #[arg(long, value_parser = apron_cli::units::positive_days)]
     pub last: Option<std::time::Duration>,
 }
 
@@ -617,7 +617,7 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 pub struct ReclaimArgs {
     /// Shortest idle stretch to report (default: `[reclaim] for` of the
     /// config, 2h).
-    #[arg(long = "for", value_parser = hours)]
+    #[arg(long = "for", value_parser = apron_cli::units::positive_hours)]
     pub idle_for: Option<std::time::Duration>,
 
     /// The period.
@@ -630,7 +630,7 @@ pub struct ReclaimArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ZombiesArgs {
     /// Shortest idle stretch (default: `[zombie] min_idle` of the config, 10m).
-    #[arg(long, value_parser = minutes)]
+    #[arg(long, value_parser = apron_cli::units::positive_minutes)]
     pub min_idle: Option<std::time::Duration>,
 
     /// Least GPU memory held: MiB (256) or a size (1GiB, 512M) (default:
@@ -674,7 +674,7 @@ pub struct ZombiesArgs {
 #[derive(Debug, Clone, Args)]
 pub struct StarvedArgs {
     /// Shortest idle stretch (default: `[zombie] min_idle` of the config, 10m).
-    #[arg(long, value_parser = minutes)]
+    #[arg(long, value_parser = apron_cli::units::positive_minutes)]
     pub min_idle: Option<std::time::Duration>,
 
     /// Least GPU memory held: MiB (256) or a size (1GiB, 512M) (default:
@@ -697,7 +697,7 @@ pub struct StarvedArgs {
 pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(3_600);
 
 fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
-    let d = seconds(s)?;
+    let d = apron_cli::units::positive_seconds(s)?;
     if d > MAX_WAIT {
         return Err("must be at most 1h".into());
     }
@@ -716,12 +716,12 @@ fn parse_starved_pcie(s: &str) -> Result<u64, String> {
 pub struct SavingsArgs {
     /// Reclaim a GPU once idle this long in a row (default: `[reclaim] for`
     /// of the config, 2h).
-    #[arg(long, value_name = "DURATION", value_parser = hours)]
+    #[arg(long, value_name = "DURATION", value_parser = apron_cli::units::positive_hours)]
     pub reclaim_after: Option<std::time::Duration>,
 
     /// End a zombie once it has held memory on its idle GPU this long
     /// (default: `[zombie] min_idle` of the config, 10m).
-    #[arg(long, value_name = "DURATION", value_parser = minutes)]
+    #[arg(long, value_name = "DURATION", value_parser = apron_cli::units::positive_minutes)]
     pub zombie_after: Option<std::time::Duration>,
 
     /// The period.
@@ -747,38 +747,8 @@ pub struct PickArgs {
     pub host: Option<String>,
 
     /// How far back to average utilization (e.g. 30s, 5m, 1h).
-    #[arg(long, default_value = "5m", value_parser = minutes)]
+    #[arg(long, default_value = "5m", value_parser = apron_cli::units::positive_minutes)]
     pub window: std::time::Duration,
-}
-
-/// A duration flag's value, longer than zero; a bare number is refused
-/// with the unit the flag most likely meant ([`apron_cli::units::duration`]).
-fn duration(s: &str, likely: apron_cli::units::Likely) -> Result<std::time::Duration, String> {
-    let d = apron_cli::units::duration(s, likely)?;
-    if d.is_zero() {
-        return Err("must be longer than zero".into());
-    }
-    Ok(d)
-}
-
-/// A duration whose bare number means seconds (`--wait 30`: 30s).
-fn seconds(s: &str) -> Result<std::time::Duration, String> {
-    duration(s, apron_cli::units::Likely::Seconds)
-}
-
-/// A duration whose bare number means minutes (`--min-idle 10`: 10m).
-fn minutes(s: &str) -> Result<std::time::Duration, String> {
-    duration(s, apron_cli::units::Likely::Minutes)
-}
-
-/// A duration whose bare number means hours (`--for 2`: 2h).
-fn hours(s: &str) -> Result<std::time::Duration, String> {
-    duration(s, apron_cli::units::Likely::Hours)
-}
-
-/// A duration whose bare number means days (`--last 30`: 30d).
-fn days(s: &str) -> Result<std::time::Duration, String> {
-    duration(s, apron_cli::units::Likely::Days)
 }
 
 /// `apron config [period]`: the global options (`--config`, `--format`,
