@@ -37,8 +37,9 @@
 //! unassigned 0.46 busy.
 
 use apron_analyze::charts;
-use apron_analyze::cli::{GlobalArgs, PeriodArgs};
+use apron_analyze::cli::GlobalArgs;
 use apron_analyze::commands::Report;
+use apron_analyze::commands::flag_groups::PeriodArgs;
 use apron_analyze::output::Format;
 use apron_tests::checks::Checks;
 use apron_tests::scenario::{END, FROM_TO, Fixture, START, ms};

@@ -25,9 +25,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use apron_analyze::cli::{Engine, IdleBy};
+use apron_analyze::figures::idle_cost::IdleBy;
 use apron_analyze::output::{Format, write_batches};
 use apron_analyze::period::Period;
+use apron_analyze::portable::Engine;
 use apron_analyze::portable::Report;
 use apron_analyze::rounding::cents_keeping_total;
 use apron_analyze::{Config, Session};

@@ -108,8 +108,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use apron_analyze::charts;
-use apron_analyze::cli::{GlobalArgs, PeriodArgs};
+use apron_analyze::cli::GlobalArgs;
 use apron_analyze::commands::Report;
+use apron_analyze::commands::flag_groups::PeriodArgs;
 use apron_analyze::output::Format;
 use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
 use apron_store::source::Tick;

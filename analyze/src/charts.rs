@@ -13,8 +13,8 @@ use apron_reports::{
     WeekRun, WeekWindow,
 };
 
-use crate::cli::IdleBy;
 use crate::error::Error;
+use crate::figures::idle_cost::IdleBy;
 use crate::figures::idle_cost::{self, IdleCost};
 use crate::figures::spend::{self, Spend};
 use crate::figures::windows::{self, Profile};

@@ -2,7 +2,9 @@
 //! it takes its parsed arguments, calls the figure it prints
 //! ([`crate::figures`]; `sql` and `pick` plan their own SQL through a
 //! [`crate::Session`]), prints it in `global.format` to `out`, and returns
-//! [`crate::Error`]. Parsing is [`crate::cli`]'s job; computing a figure is
+//! [`crate::Error`]. Each command's module also defines its arguments (its
+//! `Args`, which [`crate::cli`] names in its command list; flag groups
+//! several commands share are [`flag_groups`]); computing a figure is
 //! [`crate::figures`]'.
 
 use std::io::Write;
@@ -18,6 +20,7 @@ pub mod chart;
 pub mod config;
 pub mod demo;
 pub mod docs;
+pub mod flag_groups;
 pub mod idle_cost;
 pub mod import;
 mod outcome;

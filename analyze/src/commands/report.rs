@@ -14,18 +14,38 @@ use std::path::{Path, PathBuf};
 
 use apron_reports::{Assets, ChartName, Figure, NO_ONE, Section, TableData, grouped, team_label};
 use chrono::{Datelike, NaiveDate};
+use clap::Args;
 use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::charts;
-use crate::cli::{GlobalArgs, IdleBy, PeriodArgs, ReportArgs};
+use crate::cli::GlobalArgs;
 use crate::commands::Report;
+use crate::commands::flag_groups::{PeriodArgs, ReportWriteArgs};
 use crate::error::{Error, OutputError, SessionError};
+use crate::figures::idle_cost::IdleBy;
 use crate::figures::{actions, idle_cost, reclaim, savings, spend, windows, zombies};
 use crate::header::hours;
 use crate::output::Rows;
-use crate::period::Period;
+use crate::period::{self, Period};
+
+/// `apron report --month YYYY-MM --out DIR`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// The UTC calendar month to report on, YYYY-MM.
+    #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
+    pub month: NaiveDate,
+
+    /// The folder to write the report into: a new or empty folder, or an
+    /// earlier report's (whose files are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Whether to replace other files, and whether to embed the charts.
+    #[command(flatten)]
+    pub write: ReportWriteArgs,
+}
 
 /// Rows shown of the long tables (zombies, reclaim candidates, GPUs); the
 /// CSVs hold all of them.
@@ -172,8 +192,8 @@ impl Headline {
 
 /// Writes the report and prints where it is.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReportArgs, mut out: W) -> Result<(), Error> {
-    check_out_dir(&args.out, args.force)?;
-    let headline = write_report(global, args.month, &args.out, assets(args.self_contained)).await?;
+    check_out_dir(&args.out, args.write.force)?;
+    let headline = write_report(global, args.month, &args.out, assets(args.write.self_contained)).await?;
     for line in headline.lines() {
         writeln!(out, "{line}").map_err(|source| OutputError::Write { source })?;
     }

@@ -22,11 +22,12 @@ use std::path::Path;
 
 use datafusion::prelude::DataFrame;
 
-use crate::cli::{GlobalArgs, SqlArgs};
+use crate::cli::GlobalArgs;
 use crate::error::{Error, InputError, OutputError};
 use crate::params::{self, Param};
 use crate::session::Session;
 
+mod args;
 mod complete;
 mod console;
 mod dot;
@@ -38,6 +39,7 @@ mod show;
 mod statements;
 mod views;
 
+pub use args::SqlArgs;
 use out_file::FileFormat;
 use rerun::{Counting, MAX_TRIES, vanished};
 use views::Registered;
@@ -171,7 +173,7 @@ fn query_text(args: &SqlArgs) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::PeriodArgs;
+    use crate::commands::flag_groups::PeriodArgs;
 
     #[test]
     fn a_missing_query_file_is_named() {
