@@ -79,7 +79,9 @@ impl GlobalArgs {
     }
 }
 
-/// apron's commands.
+/// apron's commands. `apron --help` lists each by its one-line `about`;
+/// the doc comment is the paragraph `apron CMD --help` prints
+/// (`long_about`, written without a final period, as clap prints it).
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one read-only SQL query over the recorded tables (gpu_samples,
@@ -89,82 +91,100 @@ pub enum Command {
     /// GPU, state and owner; a Parquet or CSV file named in place of a
     /// table, FROM 'x.parquet'), with its $1 or $name placeholders bound by
     /// --param; or, without a query, a shell (or the statements of standard
-    /// input) over the same tables. --show prints a named report's SQL.
+    /// input) over the same tables. --show prints a named report's SQL
+    #[command(about = "Run a read-only SQL query over the recorded tables, or a SQL shell", long_about)]
     Sql(SqlArgs),
 
     /// Print the effective configuration (--config FILE, else ./apron.toml,
     /// else the defaults) as apron.toml, with a first line naming its source;
     /// with a data folder, also the GPU models of the period (default the
-    /// last 30 days) that no [[gpu_cost]] entry prices.
+    /// last 30 days) that no [[gpu_cost]] entry prices
+    #[command(about = "Print the effective configuration and the GPU models it leaves unpriced", long_about)]
     Config(ConfigArgs),
 
     /// Print the gpu_index of the least-loaded GPU of a host (this one
     /// unless --host names another; lowest mean utilization over the window,
     /// ties broken by most free memory), or a MIG instance's MIG-… UUID, for
     /// CUDA_VISIBLE_DEVICES=$(apron pick). With --format csv|json, print
-    /// every GPU of the host, best first.
+    /// every GPU of the host, best first
+    #[command(about = "Print the least-loaded GPU of a host, for CUDA_VISIBLE_DEVICES", long_about)]
     Pick(PickArgs),
 
     /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m,
     /// no_data; thresholds in the config) now. Exit code 1 when any rule fires, 0
-    /// when none does, 2 on error, for cron and scripts.
+    /// when none does, 2 on error, for cron and scripts
+    #[command(about = "Check the alert rules now (exit code 1 when any fires)", long_about)]
     Alerts(AlertsArgs),
 
     /// List GPUs idle (below the idle threshold, minute by minute) for at
     /// least --for in a row, since when, who held memory on them, and
-    /// whether they still are: candidates to hand back.
+    /// whether they still are: candidates to hand back
+    #[command(about = "List GPUs idle long enough in a row to hand back", long_about)]
     Reclaim(ReclaimArgs),
 
     /// Replay the period as if GPUs had been reclaimed after --reclaim-after
     /// idle and zombies ended after --zombie-after: the GPU-hours and money
-    /// that would have been freed, per team, against the idle cost.
+    /// that would have been freed, per team, against the idle cost
+    #[command(about = "What reclaiming idle GPUs and ending zombies would have freed", long_about)]
     Savings(SavingsArgs),
 
     /// List processes that held GPU memory while their GPU sat idle for at
     /// least --min-idle in a row: who, which GPU, how much, since when,
     /// and whether they still run. Processes whose GPU moved data over
     /// PCIe meanwhile are starved of data, not zombies (see `starved`).
-    /// With --commands, print the commands that stop those still running.
+    /// With --commands, print the commands that stop those still running
+    #[command(about = "List processes that held GPU memory while their GPU sat idle", long_about)]
     Zombies(ZombiesArgs),
 
     /// List processes that held GPU memory while their GPU sat idle for at
     /// least --min-idle in a row but moved data over PCIe meanwhile (at
     /// least --starved-pcie MiB/s): starved of input, not zombies, with
-    /// the GPU's mean activity and PCIe traffic over the stretch.
+    /// the GPU's mean activity and PCIe traffic over the stretch
+    #[command(about = "List processes on idle GPUs starved of data, not zombies", long_about)]
     Starved(StarvedArgs),
 
     /// What each team's GPU time cost: GPU-hours busy, idle-held and
-    /// idle-empty, energy and cost per team, adding up to the fleet's cost.
+    /// idle-empty, energy and cost per team, adding up to the fleet's cost
+    #[command(about = "What each team's GPU time cost", long_about)]
     Spend(SpendArgs),
 
     /// What idle GPU time cost, by team, user, host or GPU, largest first.
     IdleCost(IdleCostArgs),
 
     /// The fleet's week hour by hour (utilization, idle share, idle cost
-    /// per week) and the recurring idle windows it shows, in words.
+    /// per week) and the recurring idle windows it shows, in words
+    #[command(about = "The fleet's week hour by hour, and its recurring idle windows", long_about)]
     Windows(WindowsArgs),
 
     /// Draw one chart as a PNG: fleet-state, idle-cost, team-spend,
-    /// hour-of-week, gpu-days or power.
+    /// hour-of-week, gpu-days or power
+    #[command(about = "Draw one chart as a PNG", long_about)]
     Chart(ChartArgs),
 
     /// Write the monthly report: index.html, summary.md, every chart as a
-    /// PNG and every table as a CSV, into --out DIR.
+    /// PNG and every table as a CSV, into --out DIR
+    #[command(about = "Write the monthly report: HTML, Markdown, charts and CSVs", long_about)]
     Report(ReportArgs),
 
     /// Write the configuration's prices and team rules as three small
     /// Parquet tables (apron_settings, apron_gpu_rates, apron_team_rules)
-    /// into --out DIR, one folder each, for Spark, Trino or Athena.
+    /// into --out DIR, one folder each, for Spark, Trino or Athena
+    #[command(about = "Write the config's prices and team rules as Parquet tables", long_about)]
     ExportConfig(ExportConfigArgs),
 
     /// Print the statements that create apron's tables (partitioned by date
     /// and host, partitions discovered) and the config tables on Spark,
-    /// Trino or Athena, `;`-separated.
+    /// Trino or Athena, `;`-separated
+    #[command(
+        about = "Print the statements that create apron's tables on Spark, Trino or Athena",
+        long_about
+    )]
     Ddl(DdlArgs),
 
     /// Print one SQL statement computing spend, idle-cost or every priced
     /// GPU-minute on Spark, Trino or Athena, generated from the same
-    /// queries/*.sql apron runs, over the tables `apron ddl` creates.
+    /// queries/*.sql apron runs, over the tables `apron ddl` creates
+    #[command(about = "Print a report's SQL for Spark, Trino or Athena", long_about)]
     ExportSql(ExportSqlArgs),
 
     /// Import history kept elsewhere into the data folder, through the
@@ -172,21 +192,25 @@ pub enum Command {
     /// file per table, host and UTC day): nvidia-smi CSV logs, the pynvml
     /// logger's CSV, or dcgm-exporter series in Prometheus. Rows already in
     /// the data folder are skipped, so importing twice adds nothing; a bad
-    /// row stops the import before anything is written.
+    /// row stops the import before anything is written
+    #[command(about = "Import history from nvidia-smi or pynvml logs, or from Prometheus", long_about)]
     Import(ImportArgs),
 
     /// Simulate a month of a realistic fleet into OUT/data, write its report
     /// and config into OUT, and print the headline figures and commands to
-    /// explore it: what apron does, in one command, without a GPU.
+    /// explore it: what apron does, in one command, without a GPU
+    #[command(about = "Simulate a month of a fleet and write its report, without a GPU", long_about)]
     Demo(DemoArgs),
 
     /// Print the shell completion script for apron, e.g. `apron completions
     /// bash > ~/.local/share/bash-completion/completions/apron` (zsh: a file
-    /// `_apron` in a folder of $fpath; fish: ~/.config/fish/completions/apron.fish).
+    /// `_apron` in a folder of $fpath; fish: ~/.config/fish/completions/apron.fish)
+    #[command(about = "Print the shell completion script for apron", long_about)]
     Completions(CompletionsArgs),
 
     /// Write apron's manual pages (apron.1 and one per command, apron-spend.1,
-    /// …) into --out DIR, e.g. ~/.local/share/man/man1, then `man apron-spend`.
+    /// …) into --out DIR, e.g. ~/.local/share/man/man1, then `man apron-spend`
+    #[command(about = "Write apron's manual pages", long_about)]
     ManPages(ManPagesArgs),
 }
 
