@@ -38,8 +38,8 @@
 
 use apron_analyze::charts;
 use apron_analyze::cli::GlobalArgs;
+use apron_analyze::cli::flag_groups::PeriodArgs;
 use apron_analyze::commands::Report;
-use apron_analyze::commands::flag_groups::PeriodArgs;
 use apron_analyze::output::Format;
 use apron_tests::checks::Checks;
 use apron_tests::scenario::{END, FROM_TO, Fixture, START, ms};

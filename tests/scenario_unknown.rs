@@ -109,8 +109,8 @@ use std::time::Duration;
 
 use apron_analyze::charts;
 use apron_analyze::cli::GlobalArgs;
+use apron_analyze::cli::flag_groups::PeriodArgs;
 use apron_analyze::commands::Report;
-use apron_analyze::commands::flag_groups::PeriodArgs;
 use apron_analyze::output::Format;
 use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
 use apron_store::source::Tick;

@@ -2,6 +2,10 @@
 //! (each naming the `Args` its module in [`crate::commands`] defines), and
 //! how a command line clap refuses is reported.
 //!
+//! The flag groups several commands flatten in (the period, …) are
+//! [`flag_groups`], beside the global options, so that the report context
+//! reads them without reaching up into the commands.
+//!
 //! Parsing only; what each command does is in [`crate::commands`].
 
 use std::path::PathBuf;
@@ -28,6 +32,8 @@ use crate::commands::windows::WindowsArgs;
 use crate::commands::zombies::ZombiesArgs;
 use crate::memory::{MEMORY_LIMIT_ENV, MemoryLimit};
 use crate::output::Format;
+
+pub mod flag_groups;
 
 /// The exit code of every failure: a bad command line, bad input, a failed
 /// query.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use apron_schemas::time::{HOUR_SECS, MINUTE_MS, MINUTE_SECS};
 
 use crate::cli::GlobalArgs;
-use crate::commands::flag_groups::PeriodArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::Error;
 use crate::header::{Coverage, CoverageRow, Header, ModelHours, config_warnings};

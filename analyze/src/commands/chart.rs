@@ -10,8 +10,8 @@ use clap::Args;
 
 use crate::charts;
 use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::Report;
-use crate::commands::flag_groups::PeriodArgs;
 use crate::error::{Error, InputError, OutputError};
 
 /// `apron chart NAME [period] --out FILE.png`.

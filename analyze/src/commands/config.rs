@@ -10,7 +10,7 @@ use std::path::Path;
 use clap::Args;
 
 use crate::cli::GlobalArgs;
-use crate::commands::flag_groups::PeriodArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::{ConfigError, Error, OutputError, SessionError};
 use crate::header::{Coverage, Unpriced, price, unpriced};

@@ -24,7 +24,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::GlobalArgs;
-use crate::commands::flag_groups::ReportWriteArgs;
+use crate::cli::flag_groups::ReportWriteArgs;
 use crate::commands::report::{assets, write_report};
 use crate::error::{Error, InputError, OutputError};
 use crate::period;

@@ -7,8 +7,8 @@ use std::io::Write;
 use clap::Args;
 
 use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::Report;
-use crate::commands::flag_groups::PeriodArgs;
 use crate::error::Error;
 use crate::figures::idle_cost::{IdleBy, idle_cost};
 use crate::output::{Style, write_rows};

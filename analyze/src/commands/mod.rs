@@ -4,7 +4,7 @@
 //! [`crate::Session`]), prints it in `global.format` to `out`, and returns
 //! [`crate::Error`]. Each command's module also defines its arguments (its
 //! `Args`, which [`crate::cli`] names in its command list; flag groups
-//! several commands share are [`flag_groups`]); computing a figure is
+//! several commands share are [`crate::cli::flag_groups`]); computing a figure is
 //! [`crate::figures`]'.
 
 use std::io::Write;
@@ -20,7 +20,6 @@ pub mod chart;
 pub mod config;
 pub mod demo;
 pub mod docs;
-pub mod flag_groups;
 pub mod idle_cost;
 pub mod import;
 mod outcome;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::cli::GlobalArgs;
-use crate::commands::flag_groups::PeriodArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::{Error, InputError, OutputError};
 use crate::figures::idle_cost::IdleBy;

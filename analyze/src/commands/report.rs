@@ -21,8 +21,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::charts;
 use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::{PeriodArgs, ReportWriteArgs};
 use crate::commands::Report;
-use crate::commands::flag_groups::{PeriodArgs, ReportWriteArgs};
 use crate::error::{Error, OutputError, SessionError};
 use crate::figures::budgets::Budgets;
 use crate::figures::idle_cost::IdleBy;

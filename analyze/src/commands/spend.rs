@@ -6,8 +6,8 @@ use std::io::Write;
 use clap::Args;
 
 use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::Report;
-use crate::commands::flag_groups::PeriodArgs;
 use crate::error::Error;
 use crate::figures::spend::spend;
 use crate::output::{Style, write_rows};

@@ -173,7 +173,7 @@ fn query_text(args: &SqlArgs) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::flag_groups::PeriodArgs;
+    use crate::cli::flag_groups::PeriodArgs;
 
     #[test]
     fn a_missing_query_file_is_named() {

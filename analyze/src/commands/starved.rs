@@ -8,8 +8,8 @@ use std::io::Write;
 use clap::Args;
 
 use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::{HeldIdleArgs, PeriodArgs, parse_starved_pcie};
 use crate::commands::Report;
-use crate::commands::flag_groups::{HeldIdleArgs, PeriodArgs, parse_starved_pcie};
 use crate::error::Error;
 use crate::figures::zombies::held_idle;
 use crate::output::{Style, write_rows};

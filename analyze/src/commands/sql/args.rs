@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Args};
 
-use crate::commands::flag_groups::PeriodArgs;
+use crate::cli::flag_groups::PeriodArgs;
 
 /// `apron sql [QUERY | -f FILE] [--out FILE]`, or `apron sql --show [NAME]`.
 #[derive(Debug, Clone, Args)]

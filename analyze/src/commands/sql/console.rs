@@ -12,7 +12,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use crate::cli::GlobalArgs;
-use crate::commands::flag_groups::PeriodArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::error::{Error, OutputError};
 use crate::output::Format;
 use crate::session::Session;

@@ -11,7 +11,7 @@
 use apron_schemas::time::MINUTE_MS;
 
 use crate::cli::GlobalArgs;
-use crate::commands::flag_groups::PeriodArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::Error;
 use crate::ledger::Ledger;

@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use crate::commands::flag_groups::{PeriodArgs, parse_wait};
+use crate::cli::flag_groups::{PeriodArgs, parse_wait};
 use crate::figures::windows::{DEFAULT_MIN_HOURS, DEFAULT_MIN_IDLE_SHARE_PCT};
 
 /// What `apron windows` prints as rows.

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use crate::commands::flag_groups::{HeldIdleArgs, PeriodArgs, parse_starved_pcie, parse_wait};
+use crate::cli::flag_groups::{HeldIdleArgs, PeriodArgs, parse_starved_pcie, parse_wait};
 
 /// `apron zombies [--min-idle 10m] [--min-mem 256] [--starved-pcie 100]
 /// [--commands [--wait 30s]] [period]`.
