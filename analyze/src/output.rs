@@ -12,8 +12,10 @@
 //!   sql`'s, so it never looks like a measured 0; an empty result shows
 //!   its header. A named report's table ([`Style::report`]) shows
 //!   money as money in the config's currency (`$1,234.56`), hours and other
-//!   decimals with two places and percentages with one, by the column's
-//!   name ([`Kind::of`]); `apron sql` shows numbers as computed
+//!   decimals with two places and percentages with one, by the kind the
+//!   column's field carries ([`Kind::of`]: the figure's batch takes it from
+//!   the report's column table, [`apron_reports::COLUMNS`], which the page
+//!   reads too); `apron sql` shows numbers as computed
 //!   ([`Style::plain`]). The column widths come from the first
 //!   [`TABLE_WIDTH_ROWS`] rows; the rows after them are printed batch by
 //!   batch in those widths (a longer value widens its own line only), so a
@@ -35,7 +37,9 @@ use std::io::Write;
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type, SchemaRef, TimeUnit, TimestampMillisecondType};
+use datafusion::arrow::datatypes::{
+    DataType, Field, Float64Type, SchemaRef, TimeUnit, TimestampMillisecondType,
+};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::{csv, json};
@@ -68,8 +72,9 @@ impl Format {
     }
 }
 
-/// What a column's numbers are, by its name: apron names each column with
-/// its unit (`idle_cost`, `gpu_hours`, `share_pct`).
+/// What a column's numbers are on the terminal, by the kind its field
+/// carries (`crate::report::columns::kinded`: the report's column table,
+/// [`apron_reports::COLUMNS`], says it once for the terminal and the page).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// An amount of the config's currency.
@@ -78,41 +83,26 @@ pub enum Kind {
     Hours,
     /// A percentage.
     Percent,
-    /// Anything else.
+    /// A count of bytes or minutes, shown whole with thousands separators.
+    Count,
+    /// Anything else, or a column without a kind.
     Other,
 }
 
 impl Kind {
-    /// The kind of the column `name`. A column the report's page has
-    /// ([`apron_reports::COLUMNS`]) is read as the page reads it, so a
-    /// column is money on the terminal exactly when it is money on the page
-    /// (`worth`, `spent`); any other column by the unit its name ends with
-    /// (`…_cost`, `…_cost_…`, `…_hours`, `…_pct`), as the page's table names
-    /// its columns.
-    pub fn of(name: &str) -> Kind {
+    /// The kind of the column `field`: as its metadata says
+    /// ([`apron_reports::KIND_KEY`]), so a column is money on the terminal
+    /// exactly when it is money on the page (`worth`, `spent`); a field
+    /// without a kind (a query's column) is [`Kind::Other`].
+    pub fn of(field: &Field) -> Kind {
         use apron_reports::ColumnKind;
-        if let Some(column) = apron_reports::column(name) {
-            return match column.kind {
-                ColumnKind::Money => Kind::Money,
-                ColumnKind::Amount if column.label.ends_with("(%)") => Kind::Percent,
-                ColumnKind::Amount if name.ends_with("_hours") => Kind::Hours,
-                _ => Kind::Other,
-            };
-        }
-        let has = |unit: &str| {
-            name == unit
-                || name.ends_with(&format!("_{unit}"))
-                || name.contains(&format!("_{unit}_"))
-                || name.starts_with(&format!("{unit}_"))
-        };
-        if has("cost") {
-            Kind::Money
-        } else if has("hours") {
-            Kind::Hours
-        } else if has("pct") {
-            Kind::Percent
-        } else {
-            Kind::Other
+        let kind = field.metadata().get(apron_reports::KIND_KEY).and_then(|k| ColumnKind::from_name(k));
+        match kind {
+            Some(ColumnKind::Money) => Kind::Money,
+            Some(ColumnKind::Hours) => Kind::Hours,
+            Some(ColumnKind::Percent) => Kind::Percent,
+            Some(ColumnKind::Bytes | ColumnKind::Minutes) => Kind::Count,
+            _ => Kind::Other,
         }
     }
 }
@@ -144,12 +134,12 @@ impl Style {
         Style { currency: Some(currency.to_owned()) }
     }
 
-    /// The text of each value of the column `name`, or `None` where arrow's
-    /// own display is the style: a decimal by its [`Kind`]; a count of
-    /// bytes, minutes or seconds with thousands separators; a time to the
-    /// second (the milliseconds of a process's start tell a person nothing).
-    /// A null is empty.
-    fn column(&self, name: &str, column: &dyn Array) -> Option<Vec<String>> {
+    /// The text of each value of the column `field`, or `None` where
+    /// arrow's own display is the style: a decimal by its [`Kind`]; a count
+    /// of bytes or minutes with thousands separators; a time to the second
+    /// (the milliseconds of a process's start tell a person nothing). A
+    /// null is empty.
+    fn column(&self, field: &Field, column: &dyn Array) -> Option<Vec<String>> {
         use apron_reports::{grouped, money};
         let currency = self.currency.as_deref()?;
         let texts = |value: &dyn Fn(usize) -> String| {
@@ -159,14 +149,14 @@ impl Style {
             DataType::Float16 | DataType::Float32 | DataType::Float64 => {
                 let floats = cast(column, &DataType::Float64).ok()?;
                 let floats = floats.as_primitive::<Float64Type>();
-                let kind = Kind::of(name);
+                let kind = Kind::of(field);
                 Some(texts(&|i| match kind {
                     Kind::Money => money(floats.value(i), currency),
                     Kind::Percent => grouped(floats.value(i), 1),
-                    Kind::Hours | Kind::Other => grouped(floats.value(i), 2),
+                    Kind::Hours | Kind::Count | Kind::Other => grouped(floats.value(i), 2),
                 }))
             }
-            t if t.is_integer() && ["_bytes", "_minutes", "_seconds"].iter().any(|u| name.ends_with(u)) => {
+            t if t.is_integer() && Kind::of(field) == Kind::Count => {
                 let floats = cast(column, &DataType::Float64).ok()?;
                 let floats = floats.as_primitive::<Float64Type>();
                 Some(texts(&|i| grouped(floats.value(i), 0)))
@@ -430,7 +420,7 @@ fn cells(batch: &RecordBatch, style: &Style) -> Result<Vec<Vec<String>>, Error> 
         .columns()
         .iter()
         .zip(schema.fields())
-        .map(|(column, field)| match style.column(field.name(), column.as_ref()) {
+        .map(|(column, field)| match style.column(field, column.as_ref()) {
             Some(texts) => Ok(texts),
             None => {
                 let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
@@ -674,17 +664,23 @@ mod tests {
         assert!(csv.contains('\u{1b}'), "CSV keeps the data exact: {csv:?}");
     }
 
+    /// The field `name` of `data_type` with its column's kind, as a figure's
+    /// batch has it.
+    fn kinded(name: &str, data_type: DataType, nullable: bool) -> Field {
+        crate::report::columns::kinded(Field::new(name, data_type, nullable))
+    }
+
     #[test]
     fn a_report_table_shows_money_hours_and_percents_csv_keeps_full_numbers() {
         use datafusion::arrow::array::{Float64Array, Int64Array};
         let schema = Arc::new(Schema::new(vec![
-            Field::new("team", DataType::Utf8, false),
-            Field::new("gpu_hours", DataType::Float64, false),
-            Field::new("idle_cost", DataType::Float64, true),
-            Field::new("share_pct", DataType::Float64, false),
-            Field::new("used_mem_bytes", DataType::Int64, false),
-            Field::new("pid", DataType::Int64, false),
-            Field::new("since", DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), false),
+            kinded("team", DataType::Utf8, false),
+            kinded("gpu_hours", DataType::Float64, false),
+            kinded("idle_cost", DataType::Float64, true),
+            kinded("share_pct", DataType::Float64, false),
+            kinded("used_mem_bytes", DataType::Int64, false),
+            kinded("pid", DataType::Int64, false),
+            kinded("since", DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), false),
         ]));
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec!["nlp", "vision"])),
@@ -743,28 +739,23 @@ mod tests {
             ("worth", Kind::Money),
             ("spent", Kind::Money),
             ("freed_pct_of_idle", Kind::Percent),
-            ("idle_hours", Kind::Hours),
             ("gpu_index", Kind::Other),
         ] {
-            assert_eq!(Kind::of(name), kind, "{name}");
+            assert_eq!(Kind::of(&kinded(name, DataType::Float64, true)), kind, "{name}");
         }
     }
 
     #[test]
     fn a_column_is_money_on_the_terminal_exactly_when_it_is_on_the_page() {
         for column in apron_reports::COLUMNS {
+            let kind = Kind::of(&kinded(column.name, DataType::Float64, true));
             assert_eq!(
-                Kind::of(column.name) == Kind::Money,
+                kind == Kind::Money,
                 column.kind == apron_reports::ColumnKind::Money,
                 "{}",
                 column.name
             );
-            assert_eq!(
-                Kind::of(column.name) == Kind::Percent,
-                column.label.ends_with("(%)"),
-                "{}",
-                column.name
-            );
+            assert_eq!(kind == Kind::Percent, column.label.ends_with("(%)"), "{}", column.name);
         }
     }
 

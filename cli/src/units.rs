@@ -64,6 +64,54 @@ pub fn duration(text: &str, likely: Likely) -> Result<Duration, String> {
     humantime::parse_duration(trimmed).map_err(|e| format!("{e} (examples: {DURATION_EXAMPLES})"))
 }
 
+/// [`duration`], refused unless at least `min`, with "must be at least
+/// `min_text`" (`min` as the flag's help writes it: `1ms`, `1d`).
+pub fn duration_at_least(
+    text: &str,
+    likely: Likely,
+    min: Duration,
+    min_text: &str,
+) -> Result<Duration, String> {
+    let d = duration(text, likely)?;
+    if d < min {
+        return Err(format!("must be at least {min_text}"));
+    }
+    Ok(d)
+}
+
+/// [`duration`], refused when zero ("must be longer than zero").
+pub fn positive_duration(text: &str, likely: Likely) -> Result<Duration, String> {
+    let d = duration(text, likely)?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+/// A duration longer than zero whose bare number means seconds (`--wait
+/// 30`: 30s), as a clap `value_parser`.
+pub fn positive_seconds(text: &str) -> Result<Duration, String> {
+    positive_duration(text, Likely::Seconds)
+}
+
+/// A duration longer than zero whose bare number means minutes
+/// (`--min-idle 10`: 10m), as a clap `value_parser`.
+pub fn positive_minutes(text: &str) -> Result<Duration, String> {
+    positive_duration(text, Likely::Minutes)
+}
+
+/// A duration longer than zero whose bare number means hours (`--for 2`:
+/// 2h), as a clap `value_parser`.
+pub fn positive_hours(text: &str) -> Result<Duration, String> {
+    positive_duration(text, Likely::Hours)
+}
+
+/// A duration longer than zero whose bare number means days (`--last 30`:
+/// 30d), as a clap `value_parser`.
+pub fn positive_days(text: &str) -> Result<Duration, String> {
+    positive_duration(text, Likely::Days)
+}
+
 /// Why a size was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SizeError {
@@ -142,6 +190,20 @@ mod tests {
         assert!(minutes.contains("did you mean 10m (10 minutes)?"), "{minutes}");
         let other = duration("soon", Likely::Seconds).expect_err("not a duration");
         assert!(other.ends_with("(examples: 30s, 5m, 2h, 7d, 1h30m)"), "{other}");
+    }
+
+    #[test]
+    fn a_duration_below_its_floor_is_refused() {
+        assert_eq!(positive_seconds("0s"), Err("must be longer than zero".into()));
+        assert_eq!(positive_days("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(
+            duration_at_least("500us", Likely::Seconds, Duration::from_millis(1), "1ms"),
+            Err("must be at least 1ms".into())
+        );
+        assert_eq!(
+            duration_at_least("1ms", Likely::Seconds, Duration::from_millis(1), "1ms"),
+            Ok(Duration::from_millis(1))
+        );
     }
 
     #[test]

@@ -221,11 +221,7 @@ enum Command {
 /// A duration of at least 1ms; a bare number is refused with the unit it
 /// likely meant.
 fn duration(s: &str, likely: Likely) -> Result<Duration, String> {
-    let d = apron_cli::units::duration(s, likely)?;
-    if d < Duration::from_millis(1) {
-        return Err("must be at least 1ms".into());
-    }
-    Ok(d)
+    apron_cli::units::duration_at_least(s, likely, Duration::from_millis(1), "1ms")
 }
 
 /// A duration whose bare number means seconds (`--interval 1`: 1s).
@@ -255,11 +251,7 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 }
 
 fn parse_retention(s: &str) -> Result<Duration, String> {
-    let d = apron_cli::units::duration(s, Likely::Days)?;
-    if d < Duration::from_secs(DAY_SECS) {
-        return Err("must be at least 1d".into());
-    }
-    Ok(d)
+    apron_cli::units::duration_at_least(s, Likely::Days, Duration::from_secs(DAY_SECS), "1d")
 }
 
 fn parse_date(s: &str) -> Result<NaiveDate, String> {

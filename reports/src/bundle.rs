@@ -30,7 +30,7 @@ mod markdown;
 mod report;
 mod table;
 
-pub use columns::{COLUMNS, Column, ColumnKind, column};
+pub use columns::{COLUMNS, Column, ColumnKind, KIND_KEY, column};
 pub use report::{Figure, Report, Section};
 pub use table::TableData;
 
@@ -299,6 +299,18 @@ fn check(report: &Report) -> Result<(), BundleError> {
                 cells: row.len(),
                 columns: table.columns.len(),
             });
+        }
+        // The numbers, when given, are a number (or none) per cell.
+        if !table.numbers.is_empty() {
+            let numbers = (0..table.rows.len()).map(|i| table.numbers.get(i).map_or(0, Vec::len));
+            if let Some((i, cells)) = numbers.enumerate().find(|&(_, n)| n != table.columns.len()) {
+                return Err(BundleError::RaggedRow {
+                    table: table.name.clone(),
+                    row: i + 1,
+                    cells,
+                    columns: table.columns.len(),
+                });
+            }
         }
     }
     Ok(())

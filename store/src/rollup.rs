@@ -41,6 +41,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use apron_schemas::minute_state::holds_memory;
 use apron_schemas::time::MINUTE_MS;
 use apron_schemas::{GpuMinute, GpuSample, ProcIdentity, ProcMinute, ProcSample, Text};
 
@@ -287,7 +288,7 @@ pub fn gpu_minutes<'a>(
     let mut by_minute: HashMap<(Text, i64), (bool, i32)> = HashMap::new();
     for p in procs {
         let e = by_minute.entry((p.gpu_uuid.clone(), p.minute)).or_insert((false, 0));
-        e.0 |= p.used_mem_bytes_max.is_none_or(|m| m > 0);
+        e.0 |= holds_memory(p.used_mem_bytes_max);
         e.1 += 1;
     }
     let mut carry = carry.clone();

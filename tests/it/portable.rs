@@ -25,9 +25,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use apron_analyze::cli::{Engine, IdleBy};
+use apron_analyze::commands::portable::engines::Engine;
 use apron_analyze::commands::portable::engines::Report;
 use apron_analyze::output::{Format, write_batches};
+use apron_analyze::report::figures::idle_cost::IdleBy;
 use apron_analyze::report::period::Period;
 use apron_analyze::report::rounding::cents_keeping_total;
 use apron_analyze::{Config, Session};

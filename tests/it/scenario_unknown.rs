@@ -107,7 +107,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use apron_analyze::cli::{GlobalArgs, PeriodArgs};
+use apron_analyze::cli::GlobalArgs;
+use apron_analyze::cli::flag_groups::PeriodArgs;
 use apron_analyze::commands::Report;
 use apron_analyze::output::Format;
 use apron_analyze::report::charts;

@@ -6,15 +6,26 @@
 use std::io::Write;
 
 use chrono::Utc;
+use clap::Args;
 
-use crate::cli::{AlertsArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::commands::outcome::Outcome;
 use crate::config::Config;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
 use crate::report::context::MonthSoFar;
 use crate::report::figures::alerts::alerts;
+use crate::report::period;
 use crate::session::Session;
+
+/// `apron alerts [--at T]`.
+#[derive(Debug, Clone, Args)]
+pub struct AlertsArgs {
+    /// Check the rules as of this time instead of now: YYYY-MM-DD (midnight
+    /// UTC) or an RFC 3339 time. What would have fired then.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time)]
+    pub at: Option<i64>,
+}
 
 /// Checks the rules over `global.data` and prints those that fire.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &AlertsArgs, out: W) -> Result<Outcome, Error> {

@@ -3,13 +3,54 @@
 //! existing FILE is replaced only with `--force`.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use apron_reports::ChartName;
+use clap::Args;
 
-use crate::cli::{ChartArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::Report;
 use crate::error::{Error, InputError, OutputError};
 use crate::report::charts;
+
+/// `apron chart NAME [period] --out FILE.png`.
+#[derive(Debug, Clone, Args)]
+pub struct ChartArgs {
+    /// The chart: fleet-state, idle-cost, team-spend, hour-of-week,
+    /// gpu-days or power.
+    #[arg(value_parser = chart_names(), hide_possible_values = true)]
+    pub name: String,
+
+    /// The PNG file to write: a new file (an existing one is replaced only
+    /// with --force).
+    #[arg(long, value_name = "FILE.png")]
+    pub out: PathBuf,
+
+    /// Replace --out if it exists.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Width in pixels.
+    #[arg(long, default_value_t = 1600)]
+    pub width: u32,
+
+    /// Height in pixels.
+    #[arg(long, default_value_t = 900)]
+    pub height: u32,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
+
+/// The chart names, as possible values: clap refuses any other (naming
+/// them, and the likely one), and the completion scripts offer them.
+fn chart_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        apron_reports::ChartName::ALL.map(apron_reports::ChartName::name),
+    )
+}
 
 /// Draws the chart and says where it is.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ChartArgs, mut out: W) -> Result<(), Error> {

@@ -7,13 +7,27 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cli::{ConfigArgs, GlobalArgs};
+use clap::Args;
+
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::{ConfigError, Error, OutputError, SessionError};
 use crate::output::Format;
 use crate::report::header::{Coverage, Unpriced, price, unpriced};
 use crate::report::period::Period;
 use crate::session::Session;
+
+/// `apron config [period]`: the global options (`--config`, `--format`,
+/// `--data`) and the period whose GPU models are checked against the
+/// prices.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArgs {
+    /// The period whose GPU models are checked against the `[[gpu_cost]]`
+    /// entries, when there is a data folder.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
 
 /// The data folder `--data` names when it is not given.
 const DEFAULT_DATA: &str = "./data";

@@ -20,11 +20,51 @@ use apron_schemas::time::DAY_SECS;
 use apron_store::simulate::{SimulateOptions, simulate};
 use apron_store::source::sim::teams;
 use chrono::NaiveDate;
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::{DemoArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::ReportWriteArgs;
 use crate::commands::report::{assets, write_report};
 use crate::error::{Error, InputError, OutputError};
+use crate::report::period;
+
+/// `apron demo [--out DIR]`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// The folder to write the report into: a new or empty folder, or an
+    /// earlier report's (whose files are replaced).
+    #[arg(long, value_name = "DIR", default_value = "apron-demo")]
+    pub out: PathBuf,
+
+    /// Whether to replace other files, and whether to embed the charts.
+    #[command(flatten)]
+    pub write: ReportWriteArgs,
+
+    /// The month to simulate, YYYY-MM. Default: 2026-11, the month the
+    /// README's examples use.
+    #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
+    pub month: Option<NaiveDate>,
+
+    /// Days of the month to simulate (a shorter demo), from its first day.
+    #[arg(long, value_name = "DAYS")]
+    pub days: Option<u32>,
+
+    /// Hosts of 8 GPUs each.
+    #[arg(long, default_value_t = 4)]
+    pub hosts: usize,
+
+    /// Time between simulated samples. The recorder samples every second;
+    /// the demo samples less often to finish in a minute or two, which
+    /// changes no figure but the row count.
+    #[arg(long, default_value = "10s", value_parser = apron_cli::units::positive_seconds)]
+    pub interval: std::time::Duration,
+
+    /// Simulate into this folder instead of OUT/data (query it afterwards
+    /// with `apron --data DIR --config OUT/apron.toml …`).
+    #[arg(long, value_name = "DIR")]
+    pub keep_data: Option<PathBuf>,
+}
 
 /// The simulated team left out of the demo config, to show `unassigned`.
 const UNMAPPED_TEAM: &str = "platform";
@@ -42,7 +82,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
         let path = path.to_path_buf();
         move |e: std::io::Error| OutputError::Report { path, source: Box::new(e) }
     };
-    crate::commands::report::check_out_dir(&args.out, args.force)?;
+    crate::commands::report::check_out_dir(&args.out, args.write.force)?;
     // Marked first, so a demo that fails halfway can be run again into it.
     apron_reports::mark_out_dir(&args.out)
         .map_err(|e| OutputError::Report { path: args.out.clone(), source: Box::new(e) })?;
@@ -56,7 +96,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
     let gpus = args.hosts * 8;
     simulate_fleet(&data, gpus, month, days, args.interval)?;
     let global = GlobalArgs { data: data.clone(), config: Some(config_path.clone()), ..global.clone() };
-    let headline = write_report(&global, month, &args.out, assets(args.self_contained)).await?;
+    let headline = write_report(&global, month, &args.out, assets(args.write.self_contained)).await?;
 
     let mut text = format!(
         "Simulated {gpus} GPUs on {} hosts for {days} days of {} ({} s).\n",

@@ -4,11 +4,26 @@
 
 use std::io::Write;
 
-use crate::cli::{GlobalArgs, IdleCostArgs};
+use clap::Args;
+
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::Report;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
-use crate::report::figures::idle_cost::idle_cost;
+use crate::report::figures::idle_cost::{IdleBy, idle_cost};
+
+/// `apron idle-cost [--by team|user|host|gpu] [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct IdleCostArgs {
+    /// What to group idle time by.
+    #[arg(long, value_enum, default_value_t = IdleBy::Team)]
+    pub by: IdleBy,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
 
 /// Prints the idle cost per group.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &IdleCostArgs, mut out: W) -> Result<(), Error> {

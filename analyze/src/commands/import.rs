@@ -10,15 +10,129 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use apron_schemas::DataLayout;
+use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::{GlobalArgs, ImportArgs, ImportSource};
+use crate::cli::GlobalArgs;
 use crate::error::{Error, OutputError};
 use crate::import::{self, HostRows, ImportError, Written};
+use crate::report::period;
+
+/// `apron import nvidia-smi|pynvml|prometheus …`.
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// What to import from.
+    #[command(subcommand)]
+    pub source: ImportSource,
+}
+
+/// Where `apron import` reads history from.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ImportSource {
+    /// The CSV of `nvidia-smi --query-gpu=timestamp,uuid,index,name,… --format=csv`
+    /// (with or without nounits; noheader given --columns) into gpu_samples,
+    /// or of `--query-compute-apps=timestamp,gpu_uuid,pid,process_name,used_memory`
+    /// (told by its pid column) into proc_samples. `[N/A]` and `[Not Supported]`
+    /// are unknown (null); unknown columns are ignored.
+    NvidiaSmi(NvidiaSmiArgs),
+
+    /// The CSV of the pynvml logger (`time.time()`, then `util%|mem%|NMiB|W`
+    /// per GPU in index order) into gpu_samples. GPUs get a stable synthetic
+    /// UUID from the host and index.
+    Pynvml(PynvmlArgs),
+
+    /// dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*) from a Prometheus
+    /// server's HTTP API into gpu_samples, one row per GPU and step, one host
+    /// per Hostname label (else instance); Kubernetes pod labels become
+    /// proc_samples rows.
+    Prometheus(PrometheusArgs),
+}
+
+/// `apron import nvidia-smi FILE.csv… --host H [--tz ZONE]`.
+#[derive(Debug, Clone, Args)]
+pub struct NvidiaSmiArgs {
+    /// The CSV files nvidia-smi wrote on the host: give its --query-gpu and
+    /// --query-compute-apps logs together, so that each minute's rollup
+    /// knows which processes held the GPU.
+    #[arg(value_name = "FILE.csv", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+
+    /// The host the file was logged on (its host= partition).
+    #[arg(long)]
+    pub host: String,
+
+    /// The IANA zone of the node that logged the file (its timestamps are
+    /// local time), e.g. Europe/Berlin.
+    #[arg(long, value_name = "ZONE", default_value = "UTC", value_parser = parse_zone)]
+    pub tz: chrono_tz::Tz,
+
+    /// The columns of a file written with noheader, as given to --query-gpu
+    /// or --query-compute-apps, e.g. timestamp,uuid,utilization.gpu. Values
+    /// without a unit take nvidia-smi's (%, MiB, W, MHz).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
+
+    /// The time each row stands for. Default: the median spacing of each
+    /// GPU's (or process's) consecutive samples.
+    #[arg(long, value_parser = apron_cli::units::positive_seconds)]
+    pub interval: Option<std::time::Duration>,
+
+    /// The GPU model of rows without a name column (e.g. "NVIDIA H100 80GB HBM3").
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+/// `apron import pynvml FILE.csv --host H`.
+#[derive(Debug, Clone, Args)]
+pub struct PynvmlArgs {
+    /// The CSV file the logger wrote.
+    #[arg(value_name = "FILE.csv")]
+    pub file: PathBuf,
+
+    /// The host the file was logged on (its host= partition).
+    #[arg(long)]
+    pub host: String,
+
+    /// The time each row stands for. Default: the median spacing of the
+    /// samples (30s for the guide's logger).
+    #[arg(long, value_parser = apron_cli::units::positive_seconds)]
+    pub interval: Option<std::time::Duration>,
+
+    /// The GPUs' model, which the log does not record (e.g. "NVIDIA H100 80GB HBM3").
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+/// `apron import prometheus --url URL --from T --to T [--step D]`.
+#[derive(Debug, Clone, Args)]
+pub struct PrometheusArgs {
+    /// The Prometheus server, e.g. http://prometheus:9090.
+    #[arg(long)]
+    pub url: String,
+
+    /// Period start, inclusive: YYYY-MM-DD (midnight UTC) or an RFC 3339 time.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time)]
+    pub from: i64,
+
+    /// Period end, exclusive, in the same forms as --from.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time)]
+    pub to: i64,
+
+    /// The time each row stands for: gauges are averaged over it, counters
+    /// taken at its end.
+    #[arg(long, default_value = "60s", value_parser = apron_cli::units::positive_seconds)]
+    pub step: std::time::Duration,
+}
+
+/// A `--tz` value: an IANA time zone name.
+fn parse_zone(s: &str) -> Result<chrono_tz::Tz, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)"))
+}
 
 /// Imports, then prints what was written.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -> Result<(), Error> {

@@ -2,7 +2,9 @@
 //! it takes its parsed arguments, calls the figure it prints
 //! ([`crate::report::figures`]; `sql` and `pick` plan their own SQL through a
 //! [`crate::Session`]), prints it in `global.format` to `out`, and returns
-//! [`crate::Error`]. Parsing is [`crate::cli`]'s job; computing a figure is
+//! [`crate::Error`]. Each command's module also defines its arguments (its
+//! `Args`, which [`crate::cli`] names in its command list; flag groups
+//! several commands share are [`crate::cli::flag_groups`]); computing a figure is
 //! [`crate::report::figures`]'.
 
 use std::io::Write;

@@ -11,16 +11,30 @@ use std::io::Write;
 use std::sync::Arc;
 
 use chrono::Utc;
+use clap::Args;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 
-use crate::cli::{GlobalArgs, PickArgs};
+use crate::cli::GlobalArgs;
 use crate::error::{Error, OutputError, SessionError};
 use crate::output::Format;
 use crate::session::Session;
 use crate::session::queries;
+
+/// `apron pick [--host H] [--window 5m]`.
+#[derive(Debug, Clone, Args)]
+pub struct PickArgs {
+    /// The host whose GPUs to rank. Default: this machine, by the name
+    /// apron-recorder records it under without --host (its host name).
+    #[arg(long)]
+    pub host: Option<String>,
+
+    /// How far back to average utilization (e.g. 30s, 5m, 1h).
+    #[arg(long, default_value = "5m", value_parser = apron_cli::units::positive_minutes)]
+    pub window: std::time::Duration,
+}
 
 /// Ranks the GPUs of `args.host` (else this machine's) and prints the best
 /// one's index, or a MIG instance's UUID (or, with `--format csv|json`, the

@@ -5,12 +5,85 @@
 pub mod engines;
 
 use std::io::Write;
+use std::path::PathBuf;
 
-use crate::cli::{DdlArgs, ExportConfigArgs, ExportReport, ExportSqlArgs, GlobalArgs, IdleBy};
+use clap::Args;
+
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::{Error, InputError, OutputError};
+use crate::report::figures::idle_cost::IdleBy;
 use crate::report::period::Period;
-use engines::Report;
+use engines::{Engine, Report};
+
+/// `apron export-config --out DIR`.
+#[derive(Debug, Clone, Args)]
+pub struct ExportConfigArgs {
+    /// The folder to write the tables into (created if missing; the three
+    /// tables' files in it are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// `apron ddl --engine spark|trino|athena --location URL`.
+#[derive(Debug, Clone, Args)]
+pub struct DdlArgs {
+    /// The engine the statements are for.
+    #[arg(long, value_enum)]
+    pub engine: Engine,
+
+    /// Where the tables' folders are, as the engine reads it: the bucket
+    /// prefix apron-recorder --ship writes (s3://BUCKET/PREFIX), or a data
+    /// folder (file:///data/apron, or an absolute path).
+    #[arg(long, value_name = "URL")]
+    pub location: String,
+
+    /// Where `apron export-config --out` wrote the config tables, as the
+    /// engine reads it. Default: LOCATION/apron_config.
+    #[arg(long, value_name = "URL")]
+    pub config_location: Option<String>,
+
+    /// The schema (database) the tables are created in.
+    #[arg(long, default_value = "apron")]
+    pub schema: String,
+}
+
+/// What `apron export-sql` computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportReport {
+    /// `apron spend`: cost per team.
+    Spend,
+    /// `apron idle-cost --by …`: idle cost by team, user, host or GPU.
+    IdleCost,
+    /// Every GPU-minute of the period priced and attributed (the view
+    /// minute_costs), for any other sum.
+    MinuteCosts,
+}
+
+/// `apron export-sql spend|idle-cost|minute-costs --engine E [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct ExportSqlArgs {
+    /// The report.
+    #[arg(value_enum)]
+    pub report: ExportReport,
+
+    /// The engine the statement is for.
+    #[arg(long, value_enum)]
+    pub engine: Engine,
+
+    /// What idle-cost groups by (idle-cost only).
+    #[arg(long, value_enum)]
+    pub by: Option<IdleBy>,
+
+    /// The schema (database) `apron ddl` created the tables in.
+    #[arg(long, default_value = "apron")]
+    pub schema: String,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
 
 fn print<W: Write>(mut out: W, text: &str) -> Result<(), Error> {
     out.write_all(text.as_bytes())

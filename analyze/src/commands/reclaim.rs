@@ -5,12 +5,28 @@
 
 use std::io::Write;
 
-use crate::cli::{GlobalArgs, ReclaimArgs};
+use clap::Args;
+
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::Report;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
 use crate::report::context::rules;
 use crate::report::figures::reclaim::reclaim;
+
+/// `apron reclaim [--for 2h] [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct ReclaimArgs {
+    /// Shortest idle stretch to report (default: `[reclaim] for` of the
+    /// config, 2h).
+    #[arg(long = "for", value_parser = apron_cli::units::positive_hours)]
+    pub idle_for: Option<std::time::Duration>,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
 
 /// Lists the idle stretches, longest first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) -> Result<(), Error> {

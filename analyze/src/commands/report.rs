@@ -14,18 +14,39 @@ use std::path::{Path, PathBuf};
 
 use apron_reports::{Assets, ChartName, Figure, NO_ONE, Section, TableData, grouped, team_label};
 use chrono::{Datelike, NaiveDate};
+use clap::Args;
 use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::{GlobalArgs, IdleBy, PeriodArgs, ReportArgs};
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::{PeriodArgs, ReportWriteArgs};
 use crate::commands::Report;
 use crate::error::{Error, OutputError, SessionError};
 use crate::output::Rows;
 use crate::report::charts;
+use crate::report::figures::budgets::Budgets;
+use crate::report::figures::idle_cost::IdleBy;
 use crate::report::figures::{actions, idle_cost, reclaim, savings, spend, windows, zombies};
 use crate::report::header::hours;
-use crate::report::period::Period;
+use crate::report::period::{self, Period};
+
+/// `apron report --month YYYY-MM --out DIR`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// The UTC calendar month to report on, YYYY-MM.
+    #[arg(long, value_name = "YYYY-MM", value_parser = period::parse_month)]
+    pub month: NaiveDate,
+
+    /// The folder to write the report into: a new or empty folder, or an
+    /// earlier report's (whose files are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Whether to replace other files, and whether to embed the charts.
+    #[command(flatten)]
+    pub write: ReportWriteArgs,
+}
 
 /// Rows shown of the long tables (zombies, reclaim candidates, GPUs); the
 /// CSVs hold all of them.
@@ -172,8 +193,8 @@ impl Headline {
 
 /// Writes the report and prints where it is.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReportArgs, mut out: W) -> Result<(), Error> {
-    check_out_dir(&args.out, args.force)?;
-    let headline = write_report(global, args.month, &args.out, assets(args.self_contained)).await?;
+    check_out_dir(&args.out, args.write.force)?;
+    let headline = write_report(global, args.month, &args.out, assets(args.write.self_contained)).await?;
     for line in headline.lines() {
         writeln!(out, "{line}").map_err(|source| OutputError::Write { source })?;
     }
@@ -195,15 +216,7 @@ pub async fn write_report(
     out_dir: &Path,
     assets: Assets,
 ) -> Result<Headline, Error> {
-    // Steps: the data, spend, idle cost, windows, zombies, reclaim, the
-    // previous month, each chart, the page.
-    let steps = 7 + ChartName::ALL.len() as u64 + 1;
-    let progress = ProgressBar::new(steps).with_style(
-        ProgressStyle::with_template("{spinner} report [{bar:20}] {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    progress.enable_steady_tick(std::time::Duration::from_millis(120));
+    let progress = progress_bar();
     let step = |msg: &'static str| {
         progress.set_message(msg);
         progress.inc(1);
@@ -211,101 +224,179 @@ pub async fn write_report(
     let period_args = PeriodArgs { month: Some(month), ..PeriodArgs::default() };
     step("reading the data");
     let report = Report::prepare_costs(global, &period_args).await?;
-    let currency = report.config.currency.clone();
-    let money = |x: f64| apron_reports::money(x, &currency);
-    let month_name = month_name(month);
-
-    step("spend per team");
-    let spend = spend::spend(&report).await?;
-    let totals = spend.totals;
-    step("idle cost");
-    let idle_teams = idle_cost::idle_cost(&report, IdleBy::Team).await?;
-    let idle_gpus = idle_cost::idle_cost(&report, IdleBy::Gpu).await?;
-    step("idle windows");
-    let profile = windows::profile(&report).await?;
-    let idle_windows =
-        profile.idle_windows(windows::DEFAULT_MIN_IDLE_SHARE_PCT, windows::DEFAULT_MIN_HOURS, &currency);
-    let window_lines = idle_windows.sentences();
-    // The costliest window's worth: its cron lines' GPUs' idle cost in it.
-    let costliest = profile.recurring_windows(60.0, 2).into_iter().next();
-    let window_worth = match &costliest {
-        Some(w) => Some(windows::window_worth(&w.runs, &windows::gpu_weeks(&report).await?, 60.0)),
-        None => None,
-    };
-    step("zombies");
-    let zombies = zombies::zombies(&report)?;
-    step("reclaim candidates");
-    let reclaim = reclaim::reclaim(&report)?;
-    step("the previous month");
-    let previous = previous_month(global, month).await?;
-    let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);
-    let savings = savings::savings(&report, &spend, reclaim_after, zombie_after)?;
-    let month_arg = month.format("%Y-%m").to_string();
-    let reclaimable_now: std::collections::BTreeSet<&str> =
-        reclaim.rows.iter().filter(|r| r.still_idle).map(|r| r.gpu_uuid.as_str()).collect();
-    let actions = actions::actions(&actions::Findings {
-        month: &month_arg,
-        savings: &savings,
-        zombies_now: zombies.processes_idle_now(),
-        zombies_in_period: zombies.processes(),
-        reclaimable_now: reclaimable_now.len(),
-        window: costliest.as_ref().map(|w| &w.window).zip(window_worth.as_ref()),
-        budgets: spend.budgets.as_ref(),
-        currency: &currency,
-    });
+    let figures = MonthFigures::compute(global, month, &report, &step).await?;
 
     std::fs::create_dir_all(out_dir)
         .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
-    let ctx = charts::context(&report);
+    write_charts(&report, &figures, out_dir, &step).await?;
+
+    let unpriced: Vec<String> = crate::report::header::unpriced(&report.config, &report.coverage)
+        .iter()
+        .map(|u| u.line(&report.config))
+        .collect();
+    let sections = sections(&report, &figures, month, &unpriced)?;
+
+    step("writing the page");
+    let bundle = apron_reports::Report {
+        title: format!("GPU fleet report: {}", month_name(month)),
+        period: report.period.label(),
+        data: report.session.layout().root().display().to_string(),
+        config: report.config.source.to_string(),
+        currency: report.config.currency.clone(),
+        headline: headline_figures(&report, &figures),
+        sections,
+    };
+    apron_reports::write_bundle(&bundle, out_dir, assets)
+        .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+    progress.finish_and_clear();
+    Ok(headline(&report, figures, month, unpriced, out_dir))
+}
+
+/// The report's progress bar: the data, spend, idle cost, windows,
+/// zombies, reclaim, the previous month, each chart, the page.
+fn progress_bar() -> ProgressBar {
+    let steps = 7 + ChartName::ALL.len() as u64 + 1;
+    let progress = ProgressBar::new(steps).with_style(
+        ProgressStyle::with_template("{spinner} report [{bar:20}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    progress.enable_steady_tick(std::time::Duration::from_millis(120));
+    progress
+}
+
+/// The figures of the month the page, the charts and the headline show,
+/// each computed once.
+struct MonthFigures {
+    spend: spend::Spend,
+    idle_teams: idle_cost::IdleCost,
+    idle_gpus: idle_cost::IdleCost,
+    profile: windows::Profile,
+    /// The recurring idle windows, in words.
+    window_lines: Vec<String>,
+    zombies: zombies::Zombies,
+    reclaim: reclaim::Reclaim,
+    /// The month before's name and spend totals; `None` without data.
+    previous: Option<(String, spend::Totals)>,
+    savings: savings::Savings,
+    actions: actions::Actions,
+}
+
+impl MonthFigures {
+    /// Computes the figures over `report` (and the month before `month`),
+    /// calling `step` as each part starts.
+    async fn compute(
+        global: &GlobalArgs,
+        month: NaiveDate,
+        report: &Report,
+        step: &dyn Fn(&'static str),
+    ) -> Result<MonthFigures, Error> {
+        let currency = &report.config.currency;
+        step("spend per team");
+        let spend = spend::spend(report).await?;
+        step("idle cost");
+        let idle_teams = idle_cost::idle_cost(report, IdleBy::Team).await?;
+        let idle_gpus = idle_cost::idle_cost(report, IdleBy::Gpu).await?;
+        step("idle windows");
+        let profile = windows::profile(report).await?;
+        let window_lines = profile
+            .idle_windows(windows::DEFAULT_MIN_IDLE_SHARE_PCT, windows::DEFAULT_MIN_HOURS, currency)
+            .sentences();
+        // The costliest window's worth: its cron lines' GPUs' idle cost in it.
+        let costliest = profile
+            .recurring_windows(windows::DEFAULT_MIN_IDLE_SHARE_PCT, windows::DEFAULT_MIN_HOURS)
+            .into_iter()
+            .next();
+        let window_worth = match &costliest {
+            Some(w) => Some(windows::window_worth(
+                &w.runs,
+                &windows::gpu_weeks(report).await?,
+                windows::DEFAULT_MIN_IDLE_SHARE_PCT,
+            )),
+            None => None,
+        };
+        step("zombies");
+        let zombies = zombies::zombies(report)?;
+        step("reclaim candidates");
+        let reclaim = reclaim::reclaim(report)?;
+        step("the previous month");
+        let previous = previous_month(global, month).await?;
+        let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);
+        let savings = savings::savings(report, &spend, reclaim_after, zombie_after)?;
+        let month_arg = month.format("%Y-%m").to_string();
+        let reclaimable_now: std::collections::BTreeSet<&str> =
+            reclaim.rows.iter().filter(|r| r.still_idle).map(|r| r.gpu_uuid.as_str()).collect();
+        let actions = actions::actions(&actions::Findings {
+            month: &month_arg,
+            savings: &savings,
+            zombies_now: zombies.processes_idle_now(),
+            zombies_in_period: zombies.processes(),
+            reclaimable_now: reclaimable_now.len(),
+            window: costliest.as_ref().map(|w| &w.window).zip(window_worth.as_ref()),
+            budgets: spend.budgets.as_ref(),
+            currency,
+        });
+        Ok(MonthFigures {
+            spend,
+            idle_teams,
+            idle_gpus,
+            profile,
+            window_lines,
+            zombies,
+            reclaim,
+            previous,
+            savings,
+            actions,
+        })
+    }
+}
+
+/// Draws every chart as a PNG into `out_dir`, calling `step` before each.
+async fn write_charts(
+    report: &Report,
+    figures: &MonthFigures,
+    out_dir: &Path,
+    step: &dyn Fn(&'static str),
+) -> Result<(), Error> {
+    let ctx = charts::context(report);
     for name in ChartName::ALL {
         step(chart_step(name));
         let out = out_dir.join(name.file_name());
         // The series the report has computed already are drawn as they are.
         match name {
-            ChartName::TeamSpend => apron_reports::team_spend(&charts::team_spend_of(&spend), &ctx, &out)?,
+            ChartName::TeamSpend => {
+                apron_reports::team_spend(&charts::team_spend_of(&figures.spend), &ctx, &out)?
+            }
             ChartName::IdleCost => {
-                apron_reports::idle_cost(&charts::idle_by_team_of(&idle_teams), &ctx, &out)?
+                apron_reports::idle_cost(&charts::idle_by_team_of(&figures.idle_teams), &ctx, &out)?
             }
             ChartName::HourOfWeek => {
-                apron_reports::hour_of_week(&charts::hour_of_week_of(&profile), &ctx, &out)?
+                apron_reports::hour_of_week(&charts::hour_of_week_of(&figures.profile), &ctx, &out)?
             }
-            _ => charts::render(name, &report, &ctx, &out).await?,
+            _ => charts::render(name, report, &ctx, &out).await?,
         }
     }
+    Ok(())
+}
 
-    let energy_kwh = totals.energy_kwh;
-    let idle_pct = totals.idle_pct();
-    let zombie_count = zombies.processes();
-    let zombies_now = zombies.processes_idle_now();
-    let reclaim_units = reclaim.units();
-    let reclaim_hours = reclaim.gpu_hours();
-    let unused_mig = reclaim.unpartitioned.iter().fold((0.0, 0.0), |(h, c), u| (h + u.gpu_hours, c + u.cost));
-    let top_idle_teams = idle_teams.top(3);
-    // Each table is the batch its command prints.
-    let printed = |rows: &dyn Rows| {
-        rows.to_batch().map_err(|e| Error::from(SessionError::Execute { source: e.into() }))
-    };
-    let (spend_rows, idle_team_rows, idle_gpu_rows) =
-        (printed(&spend)?, printed(&idle_teams)?, printed(&idle_gpus)?);
-    // The budget columns only when there are budgets (their own section).
-    let spend_rows = if spend.budgets.is_some() { spend_rows } else { without_budget_columns(&spend_rows)? };
-    let savings_rows = printed(&savings)?;
-    let (zombie_rows, reclaim_rows) = (printed(&zombies)?, printed(&reclaim)?);
-    let mean = totals.mean_gpus(report.period.elapsed_hours(i64::MAX));
-    let unpriced: Vec<String> = crate::report::header::unpriced(&report.config, &report.coverage)
-        .iter()
-        .map(|u| u.line(&report.config))
-        .collect();
-
+/// The page's headline figures, with the change against the month before
+/// where it has data.
+fn headline_figures(report: &Report, figures: &MonthFigures) -> Vec<Figure> {
+    let money = |x: f64| apron_reports::money(x, &report.config.currency);
+    let totals = &figures.spend.totals;
     let change = |now: f64, before: Option<f64>| -> Option<String> {
-        let (before, name) = (before?, previous.as_ref()?.0.clone());
+        let (before, name) = (before?, figures.previous.as_ref()?.0.clone());
         if before <= 0.0 {
             return None;
         }
         Some(format!("{:+.1}% vs {name}", 100.0 * (now - before) / before))
     };
-    let prev = previous.as_ref().map(|(_, t)| *t);
-    let headline_figures = vec![
+    let prev = figures.previous.as_ref().map(|(_, t)| *t);
+    let idle_pct = totals.idle_pct();
+    let zombies_now = figures.zombies.processes_idle_now();
+    let zombie_count = figures.zombies.processes();
+    let zombie_after = report.config.zombie.min_idle;
+    vec![
         Figure {
             label: "Fleet cost".into(),
             value: money(totals.cost),
@@ -333,7 +424,7 @@ pub async fn write_report(
         },
         Figure {
             label: format!("GPU-hours zombies held idle past {}", humantime::format_duration(zombie_after)),
-            value: hours(savings.total.zombie_gpu_hours),
+            value: hours(figures.savings.total.zombie_gpu_hours),
             change: None,
         },
         Figure {
@@ -341,12 +432,79 @@ pub async fn write_report(
                 "GPU-hours idle {}+ in a row",
                 humantime::format_duration(report.config.reclaim.idle_for)
             ),
-            value: hours(reclaim_hours),
+            value: hours(figures.reclaim.gpu_hours()),
             change: None,
         },
-    ];
+    ]
+}
 
-    let previous_paragraph = match &previous {
+/// The page's sections in order, each with the table its command prints
+/// (the budgets only when there are budgets).
+fn sections(
+    report: &Report,
+    figures: &MonthFigures,
+    month: NaiveDate,
+    unpriced: &[String],
+) -> Result<Vec<Section>, Error> {
+    let currency = &report.config.currency;
+    // Each table is the batch its command prints.
+    let printed = |rows: &dyn Rows| {
+        rows.to_batch().map_err(|e| Error::from(SessionError::Execute { source: e.into() }))
+    };
+    let (spend_rows, idle_team_rows, idle_gpu_rows) =
+        (printed(&figures.spend)?, printed(&figures.idle_teams)?, printed(&figures.idle_gpus)?);
+    // The budget columns only when there are budgets (their own section).
+    let spend_rows =
+        if figures.spend.budgets.is_some() { spend_rows } else { without_budget_columns(&spend_rows)? };
+    let savings_rows = printed(&figures.savings)?;
+    let (zombie_rows, reclaim_rows) = (printed(&figures.zombies)?, printed(&figures.reclaim)?);
+
+    let mut sections = vec![actions_section(&figures.actions, currency)];
+    if let Some(b) = &figures.spend.budgets {
+        sections.push(budgets_section(b, &printed(b)?, currency));
+    }
+    sections.extend([
+        spend_section(report, figures, month, &spend_rows),
+        idle_teams_section(report, figures, &idle_team_rows),
+        fleet_state_section(report, figures),
+        windows_section(figures),
+        gpu_days_section(&idle_gpu_rows),
+        zombies_section(report, figures, &zombie_rows),
+        reclaim_section(report, figures, &reclaim_rows),
+        savings_section(report, figures, month, &savings_rows),
+        power_section(report, figures),
+    ]);
+    sections.push(about_section(report, unpriced));
+    Ok(sections)
+}
+
+/// Each team's spend against its budget, or its forecast.
+fn budgets_section(budgets: &Budgets, rows: &RecordBatch, currency: &str) -> Section {
+    Section {
+        heading: "Budgets".into(),
+        paragraphs: budgets
+            .rows
+            .iter()
+            .map(|r| r.sentence(currency, budgets.over))
+            .chain(std::iter::once(if budgets.over {
+                "Each team's spend in the month against its budget_per_month.".to_owned()
+            } else {
+                "The forecast assumes the rest of the month goes as the month so far went, \
+                 hour of the week by hour of the week."
+                    .to_owned()
+            }))
+            .collect(),
+        table: Some(table("budgets", rows, usize::MAX)),
+        chart: None,
+    }
+}
+
+/// What each team's GPU time cost, against the month before.
+fn spend_section(report: &Report, figures: &MonthFigures, month: NaiveDate, rows: &RecordBatch) -> Section {
+    let money = |x: f64| apron_reports::money(x, &report.config.currency);
+    let totals = &figures.spend.totals;
+    let month_name = month_name(month);
+    let previous_paragraph = match &figures.previous {
         Some((name, p)) => format!(
             "Against {name}: fleet cost {} (was {}), idle cost {} (was {}).",
             money(totals.cost),
@@ -356,228 +514,262 @@ pub async fn write_report(
         ),
         None => format!("There is no data for the month before {month_name} to compare with."),
     };
-    let mut sections = vec![actions_section(&actions, &currency)];
-    if let Some(b) = &spend.budgets {
-        sections.push(Section {
-            heading: "Budgets".into(),
-            paragraphs: b
-                .rows
-                .iter()
-                .map(|r| r.sentence(&currency, b.over))
-                .chain(std::iter::once(if b.over {
-                    "Each team's spend in the month against its budget_per_month.".to_owned()
-                } else {
-                    "The forecast assumes the rest of the month goes as the month so far went, \
-                     hour of the week by hour of the week."
-                        .to_owned()
-                }))
-                .collect(),
-            table: Some(table("budgets", &printed(b)?, usize::MAX)),
-            chart: None,
-        });
+    Section {
+        heading: "Spend by team".into(),
+        paragraphs: vec![
+            format!(
+                "The fleet of {} GPUs cost {} in {month_name}; {} of it ({:.1}%) paid for GPUs that sat idle.",
+                report.coverage.gpus,
+                money(totals.cost),
+                money(totals.idle_cost),
+                totals.idle_pct()
+            ),
+            previous_paragraph,
+            format!(
+                "A team's cost is its processes' share of each GPU-minute they held (by memory held × time). \
+                 \"{NO_ONE}\" is GPU time no process held (\"(unallocated)\" in the CSV files); \"unassigned\" is \
+                 processes no team rule in the config claims."
+            ),
+        ],
+        table: Some(table("spend", rows, usize::MAX)),
+        chart: Some(ChartName::TeamSpend),
     }
-    sections.extend([
-        Section {
-            heading: "Spend by team".into(),
-            paragraphs: vec![
+}
+
+/// Who held the GPUs whose idle time cost the most.
+fn idle_teams_section(report: &Report, figures: &MonthFigures, rows: &RecordBatch) -> Section {
+    let money = |x: f64| apron_reports::money(x, &report.config.currency);
+    let top_idle_teams = figures.idle_teams.top(3);
+    Section {
+        heading: "Idle cost by team".into(),
+        paragraphs: vec![if top_idle_teams.is_empty() {
+            "No GPU sat idle.".to_owned()
+        } else {
+            format!(
+                "Who held the GPUs whose idle time cost the most: {}. \"{NO_ONE}\" is idle time with no process on \
+                 the GPU: capacity nobody used, not a team's.",
+                top_idle_teams
+                    .iter()
+                    .map(|(t, c)| format!("{} ({})", team_label(t), money(*c)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }],
+        table: Some(table("idle-cost-by-team", rows, usize::MAX)),
+        chart: Some(ChartName::IdleCost),
+    }
+}
+
+/// How many GPUs were busy, idle-held, idle-empty (and unknown) on average.
+fn fleet_state_section(report: &Report, figures: &MonthFigures) -> Section {
+    let money = |x: f64| apron_reports::money(x, &report.config.currency);
+    let totals = &figures.spend.totals;
+    let mean = totals.mean_gpus(report.period.elapsed_hours(i64::MAX));
+    Section {
+        heading: "Busy and idle GPUs over the month".into(),
+        paragraphs: vec![format!(
+            "On average {:.1} GPUs were busy, {:.1} idle while a process held memory on them, and {:.1} idle and empty{}.",
+            mean.busy,
+            mean.idle_held,
+            mean.idle_empty,
+            if totals.unknown_gpu_hours > 0.0 {
                 format!(
-                    "The fleet of {} GPUs cost {} in {month_name}; {} of it ({idle_pct:.1}%) paid for GPUs that sat idle.",
-                    report.coverage.gpus,
-                    money(totals.cost),
-                    money(totals.idle_cost)
-                ),
-                previous_paragraph,
-                format!(
-                    "A team's cost is its processes' share of each GPU-minute they held (by memory held × time). \
-                     \"{NO_ONE}\" is GPU time no process held (\"(unallocated)\" in the CSV files); \"unassigned\" is \
-                     processes no team rule in the config claims."
-                ),
-            ],
-            table: Some(table("spend", &spend_rows, usize::MAX)),
-            chart: Some(ChartName::TeamSpend),
-        },
-        Section {
-            heading: "Idle cost by team".into(),
-            paragraphs: vec![if top_idle_teams.is_empty() {
-                "No GPU sat idle.".to_owned()
-            } else {
-                format!(
-                    "Who held the GPUs whose idle time cost the most: {}. \"{NO_ONE}\" is idle time with no process on \
-                     the GPU: capacity nobody used, not a team's.",
-                    top_idle_teams
-                        .iter()
-                        .map(|(t, c)| format!("{} ({})", team_label(t), money(*c)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    "; {:.1} reported no activity (neither utilization nor SM activity), {} of cost, counted neither busy nor idle",
+                    mean.unknown,
+                    money(totals.unknown_cost)
                 )
-            }],
-            table: Some(table("idle-cost-by-team", &idle_team_rows, usize::MAX)),
-            chart: Some(ChartName::IdleCost),
-        },
-        Section {
-            heading: "Busy and idle GPUs over the month".into(),
-            paragraphs: vec![format!(
-                "On average {:.1} GPUs were busy, {:.1} idle while a process held memory on them, and {:.1} idle and empty{}.",
-                mean.busy,
-                mean.idle_held,
-                mean.idle_empty,
-                if totals.unknown_gpu_hours > 0.0 {
-                    format!(
-                        "; {:.1} reported no activity (neither utilization nor SM activity), {} of cost, counted neither busy nor idle",
-                        mean.unknown,
-                        money(totals.unknown_cost)
-                    )
-                } else {
-                    String::new()
-                }
-            )],
-            table: None,
-            chart: Some(ChartName::FleetState),
-        },
-        Section {
-            heading: "When the fleet sits idle".into(),
-            paragraphs: if window_lines.is_empty() {
-                vec!["No hour of the week was 60% idle or more for 2 hours in a row.".into()]
             } else {
-                let mut p = vec!["Recurring idle windows (hours of the week, UTC, at least 60% of GPU time idle; outlined on the chart):".to_owned()];
-                p.extend(window_lines.iter().cloned());
-                p
-            },
-            table: None,
-            chart: Some(ChartName::HourOfWeek),
+                String::new()
+            }
+        )],
+        table: None,
+        chart: Some(ChartName::FleetState),
+    }
+}
+
+/// The recurring idle windows, in words.
+fn windows_section(figures: &MonthFigures) -> Section {
+    Section {
+        heading: "When the fleet sits idle".into(),
+        paragraphs: if figures.window_lines.is_empty() {
+            vec!["No hour of the week was 60% idle or more for 2 hours in a row.".into()]
+        } else {
+            let mut p = vec!["Recurring idle windows (hours of the week, UTC, at least 60% of GPU time idle; outlined on the chart):".to_owned()];
+            p.extend(figures.window_lines.iter().cloned());
+            p
         },
-        Section {
-            heading: "Every GPU, every day".into(),
-            paragraphs: vec![format!(
-                "The busy share of each physical GPU's time per day (a MIG GPU's instances each counted by their \
-                 share of it), and the GPUs whose idle time cost the most:"
-            )],
-            table: Some(picked(
-                "idle-cost-by-gpu",
-                &idle_gpu_rows,
-                &[
-                    "host",
-                    "gpu_index",
-                    "idle_gpu_hours",
-                    "idle_held_gpu_hours",
-                    "idle_empty_gpu_hours",
-                    "idle_cost",
-                    "gpu_uuid",
-                ],
-                TOP_ROWS,
-            )),
-            chart: Some(ChartName::GpuDays),
-        },
-        Section {
-            heading: "Zombies".into(),
-            paragraphs: vec![
-                format!(
-                    "Processes that held at least {} MiB of GPU memory while their GPU sat idle for {} or more: {zombie_count} \
-                     in the month, of which {zombies_now} still do at the data's last minute. \
-                     Most memory × time first; a process idle in several stretches has a row for each.",
-                    report.config.zombie.min_mem_mib,
-                    humantime::format_duration(report.config.zombie.min_idle)
-                ),
-                "\"Still running\": the process is on its GPU at the data's last minute. \"Still idle\": its GPU is \
-                 still idle then, so it holds memory on an idle GPU now: a zombie to stop. A process still running \
-                 but not still idle paused once and went back to work."
-                    .to_owned(),
+        table: None,
+        chart: Some(ChartName::HourOfWeek),
+    }
+}
+
+/// Each GPU's busy share per day, and the GPUs whose idle time cost most.
+fn gpu_days_section(idle_gpu_rows: &RecordBatch) -> Section {
+    Section {
+        heading: "Every GPU, every day".into(),
+        paragraphs: vec![format!(
+            "The busy share of each physical GPU's time per day (a MIG GPU's instances each counted by their \
+             share of it), and the GPUs whose idle time cost the most:"
+        )],
+        table: Some(picked(
+            "idle-cost-by-gpu",
+            idle_gpu_rows,
+            &[
+                "host",
+                "gpu_index",
+                "idle_gpu_hours",
+                "idle_held_gpu_hours",
+                "idle_empty_gpu_hours",
+                "idle_cost",
+                "gpu_uuid",
             ],
-            table: Some(picked(
-                "zombies",
-                &zombie_rows,
-                &[
-                    "host",
-                    "gpu_index",
-                    "user",
-                    "team",
-                    "comm",
-                    "pid",
-                    "used_mem_bytes",
-                    "idle_since",
-                    "idle_minutes",
-                    "still_running",
-                    "still_idle",
-                    "gpu_uuid",
-                    "proc_start",
-                ],
-                TOP_ROWS,
-            )),
-            chart: None,
-        },
-        Section {
-            heading: "Reclaim candidates".into(),
-            paragraphs: std::iter::once(format!(
-                "Idle for {} or more in a row: {reclaim_units}, in {} stretches of {} GPU-hours in all \
-                 (idle_gpu_hours: a MIG instance's hours counted by its share of its GPU; idle_minutes: \
-                 how long the stretch lasted), longest first.",
-                humantime::format_duration(report.config.reclaim.idle_for),
-                reclaim.rows.len(),
-                hours(reclaim_hours)
-            ))
-            .chain(reclaim.unpartitioned_sentences(&currency).into_iter().map(|s| {
-                format!(
-                    "Not a candidate, apart: {s}. Nobody holds that capacity; the MIG layout leaves it \
-                     unused (make an instance of it, or change the layout, to use it)."
-                )
-            }))
-            .collect(),
-            table: Some(picked(
-                "reclaim",
-                &reclaim_rows,
-                &[
-                    "host",
-                    "gpu_index",
-                    "idle_since",
-                    "idle_gpu_hours",
-                    "idle_minutes",
-                    "held_by",
-                    "still_idle",
-                    "gpu_uuid",
-                ],
-                TOP_ROWS,
-            )),
-            chart: None,
-        },
-        Section {
-            heading: "What acting would free".into(),
-            paragraphs: vec![
-                format!(
-                    "Had GPUs been reclaimed after {} idle and zombies ended after {}, {} GPU-hours of capacity \
-                     would have been freed, worth {} at cost: {:.1}% of the {} idle cost. Reclaiming alone: {}; \
-                     ending zombies alone: {} (each GPU-minute counted once in the total).",
-                    humantime::format_duration(reclaim_after),
-                    humantime::format_duration(zombie_after),
-                    hours(savings.total.freed_gpu_hours),
-                    money(savings.total.freed_cost),
-                    savings.total.of_idle_pct().unwrap_or(0.0),
-                    money(savings.total.idle_cost),
-                    money(savings.total.reclaim_cost),
-                    money(savings.total.zombie_cost)
-                ),
-                format!(
-                    "Capacity is not cash. Of it, {}. Then {}.",
-                    savings.split_phrase(&currency),
-                    savings.cash_phrase(&currency)
-                ),
-                format!("Other rules: apron savings --month {} --reclaim-after 4h --zombie-after 1h", month.format("%Y-%m")),
+            TOP_ROWS,
+        )),
+        chart: Some(ChartName::GpuDays),
+    }
+}
+
+/// The processes that held memory on an idle GPU.
+fn zombies_section(report: &Report, figures: &MonthFigures, rows: &RecordBatch) -> Section {
+    let zombie_count = figures.zombies.processes();
+    let zombies_now = figures.zombies.processes_idle_now();
+    Section {
+        heading: "Zombies".into(),
+        paragraphs: vec![
+            format!(
+                "Processes that held at least {} MiB of GPU memory while their GPU sat idle for {} or more: {zombie_count} \
+                 in the month, of which {zombies_now} still do at the data's last minute. \
+                 Most memory × time first; a process idle in several stretches has a row for each.",
+                report.config.zombie.min_mem_mib,
+                humantime::format_duration(report.config.zombie.min_idle)
+            ),
+            "\"Still running\": the process is on its GPU at the data's last minute. \"Still idle\": its GPU is \
+             still idle then, so it holds memory on an idle GPU now: a zombie to stop. A process still running \
+             but not still idle paused once and went back to work."
+                .to_owned(),
+        ],
+        table: Some(picked(
+            "zombies",
+            rows,
+            &[
+                "host",
+                "gpu_index",
+                "user",
+                "team",
+                "comm",
+                "pid",
+                "used_mem_bytes",
+                "idle_since",
+                "idle_minutes",
+                "still_running",
+                "still_idle",
+                "gpu_uuid",
+                "proc_start",
             ],
-            table: Some(table("savings", &savings_rows, usize::MAX)),
-            chart: None,
-        },
-        Section {
-            heading: "Power and energy".into(),
-            paragraphs: vec![format!(
-                "The GPUs drew {} kWh ({} with the data centre's overhead, PUE {}).",
-                hours(energy_kwh),
-                hours(energy_kwh * report.config.energy.pue),
-                report.config.energy.pue
-            )],
-            table: None,
-            chart: Some(ChartName::Power),
-        },
-    ]);
-    sections.push(Section {
+            TOP_ROWS,
+        )),
+        chart: None,
+    }
+}
+
+/// The GPUs idle for the reclaim length in a row, and MIG slices nobody holds.
+fn reclaim_section(report: &Report, figures: &MonthFigures, rows: &RecordBatch) -> Section {
+    let reclaim = &figures.reclaim;
+    Section {
+        heading: "Reclaim candidates".into(),
+        paragraphs: std::iter::once(format!(
+            "Idle for {} or more in a row: {}, in {} stretches of {} GPU-hours in all \
+             (idle_gpu_hours: a MIG instance's hours counted by its share of its GPU; idle_minutes: \
+             how long the stretch lasted), longest first.",
+            humantime::format_duration(report.config.reclaim.idle_for),
+            reclaim.units(),
+            reclaim.rows.len(),
+            hours(reclaim.gpu_hours())
+        ))
+        .chain(reclaim.unpartitioned_sentences(&report.config.currency).into_iter().map(|s| {
+            format!(
+                "Not a candidate, apart: {s}. Nobody holds that capacity; the MIG layout leaves it \
+                 unused (make an instance of it, or change the layout, to use it)."
+            )
+        }))
+        .collect(),
+        table: Some(picked(
+            "reclaim",
+            rows,
+            &[
+                "host",
+                "gpu_index",
+                "idle_since",
+                "idle_gpu_hours",
+                "idle_minutes",
+                "held_by",
+                "still_idle",
+                "gpu_uuid",
+            ],
+            TOP_ROWS,
+        )),
+        chart: None,
+    }
+}
+
+/// What reclaiming and ending zombies by the config's rules would free.
+fn savings_section(report: &Report, figures: &MonthFigures, month: NaiveDate, rows: &RecordBatch) -> Section {
+    let currency = &report.config.currency;
+    let money = |x: f64| apron_reports::money(x, currency);
+    let savings = &figures.savings;
+    let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);
+    Section {
+        heading: "What acting would free".into(),
+        paragraphs: vec![
+            format!(
+                "Had GPUs been reclaimed after {} idle and zombies ended after {}, {} GPU-hours of capacity \
+                 would have been freed, worth {} at cost: {:.1}% of the {} idle cost. Reclaiming alone: {}; \
+                 ending zombies alone: {} (each GPU-minute counted once in the total).",
+                humantime::format_duration(reclaim_after),
+                humantime::format_duration(zombie_after),
+                hours(savings.total.freed_gpu_hours),
+                money(savings.total.freed_cost),
+                savings.total.of_idle_pct().unwrap_or(0.0),
+                money(savings.total.idle_cost),
+                money(savings.total.reclaim_cost),
+                money(savings.total.zombie_cost)
+            ),
+            format!(
+                "Capacity is not cash. Of it, {}. Then {}.",
+                savings.split_phrase(currency),
+                savings.cash_phrase(currency)
+            ),
+            format!(
+                "Other rules: apron savings --month {} --reclaim-after 4h --zombie-after 1h",
+                month.format("%Y-%m")
+            ),
+        ],
+        table: Some(table("savings", rows, usize::MAX)),
+        chart: None,
+    }
+}
+
+/// The energy the GPUs drew, with the data centre's overhead.
+fn power_section(report: &Report, figures: &MonthFigures) -> Section {
+    let energy_kwh = figures.spend.totals.energy_kwh;
+    Section {
+        heading: "Power and energy".into(),
+        paragraphs: vec![format!(
+            "The GPUs drew {} kWh ({} with the data centre's overhead, PUE {}).",
+            hours(energy_kwh),
+            hours(energy_kwh * report.config.energy.pue),
+            report.config.energy.pue
+        )],
+        table: None,
+        chart: Some(ChartName::Power),
+    }
+}
+
+/// What was recorded, how a GPU-minute is judged and priced, the config and
+/// data read, and what is unknown or unpriced.
+fn about_section(report: &Report, unpriced: &[String]) -> Section {
+    let money = |x: f64| apron_reports::money(x, &report.config.currency);
+    Section {
         heading: "About these figures".into(),
         paragraphs: vec![
             format!(
@@ -601,23 +793,23 @@ pub async fn write_report(
         .collect(),
         table: None,
         chart: None,
-    });
+    }
+}
 
-    step("writing the page");
-    let bundle = apron_reports::Report {
-        title: format!("GPU fleet report: {month_name}"),
-        period: report.period.label(),
-        data: report.session.layout().root().display().to_string(),
-        config: report.config.source.to_string(),
-        currency: currency.clone(),
-        headline: headline_figures,
-        sections,
-    };
-    apron_reports::write_bundle(&bundle, out_dir, assets)
-        .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
-    progress.finish_and_clear();
-    Ok(Headline {
-        month: month_name,
+/// The report's headline for the terminal.
+fn headline(
+    report: &Report,
+    figures: MonthFigures,
+    month: NaiveDate,
+    unpriced: Vec<String>,
+    out_dir: &Path,
+) -> Headline {
+    let currency = report.config.currency.clone();
+    let totals = figures.spend.totals;
+    let savings = &figures.savings;
+    let reclaim = &figures.reclaim;
+    Headline {
+        month: month_name(month),
         period: report.period.label(),
         cost: totals.cost,
         idle_cost: totals.idle_cost,
@@ -626,17 +818,17 @@ pub async fn write_report(
         unknown_gpu_hours: totals.unknown_gpu_hours,
         energy_unknown: crate::report::header::energy_unknown_line(report.energy_unknown_hours),
         gpus: report.coverage.gpus,
-        top_idle_teams,
-        zombies_now,
-        zombies_in_period: zombie_count,
+        top_idle_teams: figures.idle_teams.top(3),
+        zombies_now: figures.zombies.processes_idle_now(),
+        zombies_in_period: figures.zombies.processes(),
         zombie_gpu_hours: savings.total.zombie_gpu_hours,
-        reclaim_units,
-        reclaim_hours,
+        reclaim_units: reclaim.units(),
+        reclaim_hours: reclaim.gpu_hours(),
         reclaim_for: report.config.reclaim.idle_for,
-        unused_mig,
-        windows: window_lines,
-        actions: actions.shown.iter().map(|a| (a.what.clone(), a.worth, a.how.clone())).collect(),
-        together: actions.together.as_ref().map(|t| t.worth),
+        unused_mig: reclaim.unpartitioned.iter().fold((0.0, 0.0), |(h, c), u| (h + u.gpu_hours, c + u.cost)),
+        windows: figures.window_lines,
+        actions: figures.actions.shown.iter().map(|a| (a.what.clone(), a.worth, a.how.clone())).collect(),
+        together: figures.actions.together.as_ref().map(|t| t.worth),
         saved: savings.total.freed_cost,
         saved_gpu_hours: savings.total.freed_gpu_hours,
         saved_split: savings.split_phrase(&currency),
@@ -644,7 +836,7 @@ pub async fn write_report(
         currency,
         unpriced,
         index: out_dir.join("index.html"),
-    })
+    }
 }
 
 /// The report's first section: the actions worth most money, and those
@@ -655,6 +847,8 @@ fn actions_section(actions: &actions::Actions, currency: &str) -> Section {
         .iter()
         .map(|a| vec![a.what.clone(), format!("{:.2}", a.worth), a.because.clone(), a.how.clone()])
         .collect();
+    let mut numbers: Vec<Vec<Option<f64>>> =
+        shown.iter().map(|a| vec![None, Some(a.worth), None, None]).collect();
     if let Some(t) = &actions.together {
         rows.push(vec![
             "Together: the actions that free capacity".to_owned(),
@@ -662,6 +856,7 @@ fn actions_section(actions: &actions::Actions, currency: &str) -> Section {
             t.because.clone(),
             String::new(),
         ]);
+        numbers.push(vec![None, Some(t.worth), None, None]);
     }
     let budget_note = if shown.iter().any(|a| !a.kind.frees_capacity()) {
         " A budget's overrun is spend, not capacity: it is not in the total."
@@ -686,6 +881,7 @@ fn actions_section(actions: &actions::Actions, currency: &str) -> Section {
             columns: ["action", "worth", "because", "how"].map(str::to_owned).to_vec(),
             shown: None,
             rows,
+            numbers,
         }),
         chart: None,
     }
@@ -787,10 +983,17 @@ fn picked(name: &str, batch: &RecordBatch, picks: &[&str], shown: usize) -> Tabl
     let rows = (0..batch.num_rows())
         .map(|i| columns.iter().map(|c| c.get(i).cloned().unwrap_or_default()).collect())
         .collect();
+    let picked: Vec<Vec<Option<f64>>> = picks
+        .iter()
+        .map(|source| batch.column_by_name(source).map_or_else(Vec::new, |c| numbers(c.as_ref())))
+        .collect();
+    let numbers =
+        (0..batch.num_rows()).map(|i| picked.iter().map(|c| c.get(i).copied().flatten()).collect()).collect();
     TableData {
         name: name.to_owned(),
         columns: picks.iter().map(|p| (*p).to_owned()).collect(),
         rows,
+        numbers,
         shown: (shown < batch.num_rows()).then_some(shown),
     }
 }
@@ -803,5 +1006,27 @@ fn table(name: &str, batch: &RecordBatch, shown: usize) -> TableData {
     let rows = (0..batch.num_rows())
         .map(|i| batch.columns().iter().map(|c| cell(c.as_ref(), i)).collect())
         .collect();
-    TableData { name: name.to_owned(), columns, rows, shown: (shown < batch.num_rows()).then_some(shown) }
+    let by_column: Vec<Vec<Option<f64>>> = batch.columns().iter().map(|c| numbers(c.as_ref())).collect();
+    let numbers = (0..batch.num_rows()).map(|i| by_column.iter().map(|c| c[i]).collect()).collect();
+    TableData {
+        name: name.to_owned(),
+        columns,
+        rows,
+        numbers,
+        shown: (shown < batch.num_rows()).then_some(shown),
+    }
+}
+
+/// The number in each cell of `column` (`None` for null, or every cell of
+/// a column that is not numbers: text, times, flags), as the batch holds
+/// it: the page formats these, not the cells' text.
+fn numbers(column: &dyn Array) -> Vec<Option<f64>> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::{DataType, Float64Type};
+    let floats = if column.data_type().is_numeric() { cast(column, &DataType::Float64).ok() } else { None };
+    match floats {
+        Some(floats) => floats.as_primitive::<Float64Type>().iter().collect(),
+        None => vec![None; column.len()],
+    }
 }

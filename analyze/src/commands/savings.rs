@@ -5,13 +5,34 @@
 
 use std::io::Write;
 
-use crate::cli::{GlobalArgs, SavingsArgs};
+use clap::Args;
+
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::Report;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
 use crate::report::context::rules;
 use crate::report::figures::savings::savings;
 use crate::report::figures::spend::spend;
+
+/// `apron savings [--reclaim-after 2h] [--zombie-after 30m] [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct SavingsArgs {
+    /// Reclaim a GPU once idle this long in a row (default: `[reclaim] for`
+    /// of the config, 2h).
+    #[arg(long, value_name = "DURATION", value_parser = apron_cli::units::positive_hours)]
+    pub reclaim_after: Option<std::time::Duration>,
+
+    /// End a zombie once it has held memory on its idle GPU this long
+    /// (default: `[zombie] min_idle` of the config, 10m).
+    #[arg(long, value_name = "DURATION", value_parser = apron_cli::units::positive_minutes)]
+    pub zombie_after: Option<std::time::Duration>,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
 
 /// Prints what the rules would have freed, per team and in total.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SavingsArgs, mut out: W) -> Result<(), Error> {

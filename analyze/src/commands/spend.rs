@@ -3,11 +3,22 @@
 
 use std::io::Write;
 
-use crate::cli::{GlobalArgs, SpendArgs};
+use clap::Args;
+
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::Report;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
 use crate::report::figures::spend::spend;
+
+/// `apron spend [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct SpendArgs {
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
 
 /// Prints the spend per team.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) -> Result<(), Error> {

@@ -22,11 +22,12 @@ use std::path::Path;
 
 use datafusion::prelude::DataFrame;
 
-use crate::cli::{GlobalArgs, SqlArgs};
+use crate::cli::GlobalArgs;
 use crate::error::{Error, InputError, OutputError};
 use crate::session::Session;
 use params::Param;
 
+mod args;
 mod complete;
 mod console;
 mod dot;
@@ -39,6 +40,7 @@ mod show;
 mod statements;
 mod views;
 
+pub use args::SqlArgs;
 use out_file::FileFormat;
 use rerun::{Counting, MAX_TRIES, vanished};
 use views::Registered;
@@ -172,7 +174,7 @@ fn query_text(args: &SqlArgs) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::PeriodArgs;
+    use crate::cli::flag_groups::PeriodArgs;
 
     #[test]
     fn a_missing_query_file_is_named() {

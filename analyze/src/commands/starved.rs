@@ -5,17 +5,38 @@
 
 use std::io::Write;
 
-use crate::cli::{GlobalArgs, StarvedArgs};
+use clap::Args;
+
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::{HeldIdleArgs, PeriodArgs, parse_starved_pcie};
 use crate::commands::Report;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
 use crate::report::context::rules;
 use crate::report::figures::zombies::held_idle;
 
+/// `apron starved [--min-idle 10m] [--min-mem 256] [--starved-pcie 100] [period]`.
+#[derive(Debug, Clone, Args)]
+pub struct StarvedArgs {
+    /// The stretch's least length and memory held.
+    #[command(flatten)]
+    pub held: HeldIdleArgs,
+
+    /// PCIe traffic, MiB/s in and out, at or above which the GPU's mean
+    /// over the stretch makes a process starved of data (default:
+    /// `[zombie] starved_pcie_mib_per_s`, 100; 0: none is).
+    #[arg(long, value_name = "MIB_PER_S", value_parser = parse_starved_pcie)]
+    pub starved_pcie: Option<u64>,
+
+    /// The period.
+    #[command(flatten)]
+    pub period: PeriodArgs,
+}
+
 /// Lists the data-starved stretches, most memory-minutes first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &StarvedArgs, mut out: W) -> Result<(), Error> {
     // The same pass as `zombies`' finds the stretches; the traffic tells them apart.
-    let (min_idle, min_mem) = (args.min_idle, args.min_mem);
+    let (min_idle, min_mem) = (args.held.min_idle, args.held.min_mem);
     let mut report = Report::prepare_stretches(global, &args.period, |c| {
         rules(
             min_idle.unwrap_or(c.zombie.min_idle),

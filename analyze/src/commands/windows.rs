@@ -6,13 +6,16 @@
 
 use std::io::Write;
 
-use crate::cli::{GlobalArgs, WindowsArgs, WindowsShow};
+use crate::cli::GlobalArgs;
 use crate::commands::Report;
 use crate::error::{Error, InputError, OutputError};
 use crate::output::{Style, write_rows};
 use crate::report::figures::windows::{gpu_weeks, profile};
 
+mod args;
 pub mod cron;
+
+pub use args::{WindowsArgs, WindowsShow};
 
 /// The time between TERM and KILL at a window's end without `--grace`.
 const DEFAULT_GRACE_S: u64 = 60;

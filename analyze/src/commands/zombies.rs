@@ -5,14 +5,17 @@
 
 use std::io::Write;
 
-use crate::cli::{GlobalArgs, ZombiesArgs};
+use crate::cli::GlobalArgs;
 use crate::commands::Report;
 use crate::error::{Error, InputError, OutputError};
 use crate::output::{Style, write_rows};
 use crate::report::context::rules;
 use crate::report::figures::zombies::{held_idle, running};
 
+mod args;
 pub mod script;
+
+pub use args::ZombiesArgs;
 
 /// The wait between TERM and KILL without `--wait`.
 const DEFAULT_WAIT_S: u64 = 30;
@@ -39,7 +42,7 @@ fn period_refused(end_ms: i64, now_ms: i64, any_period: bool) -> Option<String> 
 /// commands that stop those still running.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) -> Result<(), Error> {
     // The ledger's pass finds the stretches by the rules asked for.
-    let (min_idle, min_mem) = (args.min_idle, args.min_mem);
+    let (min_idle, min_mem) = (args.held.min_idle, args.held.min_mem);
     let mut report = Report::prepare_stretches(global, &args.period, |c| {
         rules(
             min_idle.unwrap_or(c.zombie.min_idle),
@@ -50,7 +53,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) 
     .await?;
     // Its rows say what is still running or idle: the header says as of when.
     report.header.keep_still();
-    let min_idle = args.min_idle.unwrap_or(report.config.zombie.min_idle);
+    let min_idle = args.held.min_idle.unwrap_or(report.config.zombie.min_idle);
     let starved = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
     let (zombies, _) = held_idle(&report, starved)?;
     if args.commands {

@@ -13,8 +13,8 @@ use apron_reports::{
     WeekRun, WeekWindow,
 };
 
-use crate::cli::IdleBy;
 use crate::error::Error;
+use crate::report::figures::idle_cost::IdleBy;
 use crate::report::figures::idle_cost::{self, IdleCost};
 use crate::report::figures::spend::{self, Spend};
 use crate::report::figures::windows::{self, Profile};

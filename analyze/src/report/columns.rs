@@ -8,8 +8,10 @@
 //! only glances at.
 //!
 //! Building: [`batch_of`] and the array constructors ([`text`], [`float`],
-//! …) turn typed rows back into the batch [`crate::output`] prints. What
-//! the rows mean is each figure's business (`crate::report::figures`).
+//! …) turn typed rows back into the batch [`crate::output`] prints, each
+//! field carrying its column's kind ([`kinded`]) from the report's column
+//! table. What the rows mean is each figure's business
+//! (`crate::report::figures`).
 
 use std::sync::Arc;
 
@@ -158,12 +160,29 @@ pub fn strings(array: &dyn Array) -> Vec<String> {
 
 /// A batch of `columns` (name, values), in that order. Every field may hold
 /// nulls: the printed form does not show it, and a figure's rows say
-/// themselves which values may be missing.
+/// themselves which values may be missing. Each field carries its column's
+/// kind ([`kinded`]).
 pub fn batch_of(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch, ArrowError> {
-    let fields: Vec<Field> =
-        columns.iter().map(|(name, values)| Field::new(*name, values.data_type().clone(), true)).collect();
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, values)| kinded(Field::new(*name, values.data_type().clone(), true)))
+        .collect();
     let arrays = columns.into_iter().map(|(_, values)| values).collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+}
+
+/// `field` with its column's kind as metadata ([`apron_reports::KIND_KEY`]:
+/// `money`, `percent`, …) as the report's column table states it
+/// ([`apron_reports::COLUMNS`], the one place a column's kind is said), so
+/// the terminal shows a column as the page does; a column not in that
+/// table (a query's, not a figure's) is left without.
+pub fn kinded(field: Field) -> Field {
+    match apron_reports::column(field.name()) {
+        Some(column) => field.with_metadata(
+            [(apron_reports::KIND_KEY.to_owned(), column.kind.name().to_owned())].into_iter().collect(),
+        ),
+        None => field,
+    }
 }
 
 /// A text column (`Utf8`).
@@ -244,5 +263,15 @@ mod tests {
         );
         assert_eq!(Columns::of(&batch).timestamp_ms_opt("t").expect("times"), [Some(0), None]);
         assert!(batch_of(vec![("a", int64([1])), ("b", int64([1, 2]))]).is_err(), "lengths differ");
+    }
+
+    #[test]
+    fn built_fields_carry_the_kind_the_column_table_states() {
+        let batch = batch_of(vec![("worth", float([1.0])), ("share_pct", float([1.0])), ("n", int64([1]))])
+            .expect("same lengths");
+        let kind = |i: usize| batch.schema().field(i).metadata().get(apron_reports::KIND_KEY).cloned();
+        assert_eq!(kind(0).as_deref(), Some("money"));
+        assert_eq!(kind(1).as_deref(), Some("percent"));
+        assert_eq!(kind(2), None, "a column the table does not know carries no kind");
     }
 }

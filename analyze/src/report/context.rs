@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use apron_schemas::time::{HOUR_MS, HOUR_SECS, MINUTE_MS, MINUTE_SECS};
 
-use crate::cli::{GlobalArgs, PeriodArgs};
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::Error;
 use crate::ledger::{Ledger, Rules};

@@ -17,6 +17,7 @@ use apron_schemas::time::MINUTE_MS;
 use apron_schemas::{GpuSample, ProcSample, Text};
 
 pub use apron_schemas::minute_state::State;
+use apron_schemas::minute_state::{WeightedMean, activity_pct, holds_memory};
 
 /// One GPU's last full minute.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,10 +45,9 @@ pub struct MinuteReport {
 struct Open {
     minute_ms: i64,
     interval_ms: i64,
-    util_weighted: f64,
-    util_ms: i64,
-    sm_weighted: f64,
-    sm_ms: i64,
+    /// Mean `gpu_util_pct` and `sm_active_pct`, weighted by `interval_ms`.
+    util: WeightedMean,
+    sm: WeightedMean,
     /// (pid, start, highest used memory so far; `None`: unknown in every sample).
     procs: Vec<(i32, Option<i64>, Option<i64>)>,
 }
@@ -56,24 +56,18 @@ impl Open {
     fn reset(&mut self, minute_ms: i64) {
         self.minute_ms = minute_ms;
         self.interval_ms = 0;
-        self.util_weighted = 0.0;
-        self.util_ms = 0;
-        self.sm_weighted = 0.0;
-        self.sm_ms = 0;
+        self.util = WeightedMean::default();
+        self.sm = WeightedMean::default();
         self.procs.clear();
     }
 
     fn add_gpu(&mut self, g: &GpuSample) {
         let ms = i64::from(g.interval_ms.max(0));
         self.interval_ms += ms;
-        if let Some(u) = g.gpu_util_pct {
-            self.util_weighted += f64::from(u) * ms as f64;
-            self.util_ms += ms;
-        }
-        if let Some(s) = g.sm_active_pct {
-            self.sm_weighted += f64::from(s) * ms as f64;
-            self.sm_ms += ms;
-        }
+        // A tick's interval is at least 1 ms (the tick loop's), so a known
+        // value always has weight.
+        self.util.add(g.gpu_util_pct.map(f64::from), ms as f64);
+        self.sm.add(g.sm_active_pct.map(f64::from), ms as f64);
     }
 
     fn add_proc(&mut self, p: &ProcSample) {
@@ -86,17 +80,11 @@ impl Open {
 
     /// The minute's activity: mean utilization where known, else mean SM activity.
     fn activity(&self) -> Option<f64> {
-        if self.util_ms > 0 {
-            Some(self.util_weighted / self.util_ms as f64)
-        } else if self.sm_ms > 0 {
-            Some(self.sm_weighted / self.sm_ms as f64)
-        } else {
-            None
-        }
+        activity_pct(self.util.get(), self.sm.get())
     }
 
     fn held(&self) -> bool {
-        self.procs.iter().any(|(_, _, max)| max.is_none_or(|m| m > 0))
+        self.procs.iter().any(|&(_, _, max)| holds_memory(max))
     }
 }
 

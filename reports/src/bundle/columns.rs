@@ -9,6 +9,12 @@
 //! refuses a table with a column that is not in it, so a new report column
 //! without a title fails every test that writes a report instead of
 //! showing up in snake_case.
+//!
+//! It is also the one place a column's kind is said, for every named
+//! command's columns, not only the page's: the batch a figure prints carries
+//! each column's kind as field metadata ([`KIND_KEY`], [`ColumnKind::name`])
+//! taken from here, and the terminal's table reads it there, so a column is
+//! money on the terminal exactly when it is on the page.
 
 use std::borrow::Cow;
 
@@ -39,11 +45,17 @@ pub enum ColumnKind {
     /// An amount of the report's currency: right-aligned, `$1,234.56`. The
     /// title ends with the currency's symbol or code, `Idle cost ($)`.
     Money,
-    /// A number in the unit its title names (GPU-hours, hours, %, kWh,
-    /// GiB): right-aligned, thousands separated, with the decimals the
+    /// A number in the unit its title names (kWh, MiB/s, GPUs):
+    /// right-aligned, thousands separated, with the decimals the
     /// cell has: `1234.50` reads `1,234.50`. A column shows its amounts
-    /// with fixed decimals ([`Column::display`]).
+    /// with two decimals ([`Column::display`]).
     Amount,
+    /// Hours or GPU-hours: an [`ColumnKind::Amount`], shown with two
+    /// decimals.
+    Hours,
+    /// A percentage: an [`ColumnKind::Amount`] whose title ends with `(%)`;
+    /// a column shows it with one decimal ([`Column::display`]).
+    Percent,
     /// A count of bytes (the CSV holds bytes), shown in GiB with one
     /// decimal: right-aligned; the title says `(GiB)`.
     Bytes,
@@ -57,8 +69,38 @@ impl ColumnKind {
     pub fn is_numeric(self) -> bool {
         matches!(
             self,
-            ColumnKind::Id | ColumnKind::Money | ColumnKind::Amount | ColumnKind::Bytes | ColumnKind::Minutes
+            ColumnKind::Id
+                | ColumnKind::Money
+                | ColumnKind::Amount
+                | ColumnKind::Hours
+                | ColumnKind::Percent
+                | ColumnKind::Bytes
+                | ColumnKind::Minutes
         )
+    }
+
+    /// The kind's name as a batch's field metadata holds it under
+    /// [`KIND_KEY`]: `money`, `amount`, `percent`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnKind::Text => "text",
+            ColumnKind::Name => "name",
+            ColumnKind::Team => "team",
+            ColumnKind::Id => "id",
+            ColumnKind::Time => "time",
+            ColumnKind::Flag => "flag",
+            ColumnKind::Money => "money",
+            ColumnKind::Amount => "amount",
+            ColumnKind::Hours => "hours",
+            ColumnKind::Percent => "percent",
+            ColumnKind::Bytes => "bytes",
+            ColumnKind::Minutes => "minutes",
+        }
+    }
+
+    /// The kind named `name` ([`ColumnKind::name`]), if there is one.
+    pub fn from_name(name: &str) -> Option<ColumnKind> {
+        ALL_KINDS.into_iter().find(|k| k.name() == name)
     }
 
     /// Whether its cells are kept on one line on the page (numbers, names,
@@ -68,11 +110,19 @@ impl ColumnKind {
     }
 
     /// `cell` (as the CSV holds it) as a reader sees it in a column of this
-    /// kind; amounts of money in `currency` (an ISO 4217 code). A cell that
-    /// is not a number where one is expected (empty for null, `n/a`) is
-    /// shown as it is.
+    /// kind, its number read from its text ([`ColumnKind::show`]).
     pub fn display<'a>(self, cell: &'a str, currency: &str) -> Cow<'a, str> {
-        let number = || cell.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+        self.show(cell, number_in(cell), currency)
+    }
+
+    /// `cell` (as the CSV holds it), whose number is `number` (as the
+    /// caller computed it; `None` for text or null), as a reader sees it in
+    /// a column of this kind: a numeric kind formats `number`, amounts of
+    /// money in `currency` (an ISO 4217 code). A cell without a (finite)
+    /// number where one is expected (empty for null, `n/a`) is shown as it
+    /// is.
+    pub fn show<'a>(self, cell: &'a str, number: Option<f64>, currency: &str) -> Cow<'a, str> {
+        let number = || number.filter(|v| v.is_finite());
         match self {
             ColumnKind::Text | ColumnKind::Name | ColumnKind::Id => Cow::Borrowed(cell),
             ColumnKind::Time => chrono::DateTime::parse_from_rfc3339(cell.trim())
@@ -86,7 +136,7 @@ impl ColumnKind {
                 _ => Cow::Borrowed(cell),
             },
             ColumnKind::Money => number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(money(v, currency))),
-            ColumnKind::Amount => {
+            ColumnKind::Amount | ColumnKind::Hours | ColumnKind::Percent => {
                 let decimals = cell.trim().split_once('.').map_or(0, |(_, fraction)| fraction.len());
                 number().map_or(Cow::Borrowed(cell), |v| Cow::Owned(grouped(v, decimals)))
             }
@@ -117,11 +167,17 @@ impl Column {
     /// one for a percentage and two for anything else (`0` reads `0.00`,
     /// `0.1333…` reads `0.13`).
     pub fn display<'a>(&self, cell: &'a str, currency: &str) -> Cow<'a, str> {
-        match (self.kind, cell.trim().parse::<f64>().ok().filter(|v| v.is_finite())) {
-            (ColumnKind::Amount, Some(v)) => {
-                Cow::Owned(grouped(v, if self.label.ends_with("(%)") { 1 } else { 2 }))
-            }
-            _ => self.kind.display(cell, currency),
+        self.show(cell, number_in(cell), currency)
+    }
+
+    /// `cell` (as the CSV holds it), whose number is `number` (as the
+    /// caller computed it; `None` for text or null), as a reader sees it in
+    /// this column: as [`Column::display`] says, formatting `number`.
+    pub fn show<'a>(&self, cell: &'a str, number: Option<f64>, currency: &str) -> Cow<'a, str> {
+        match (self.kind, number.filter(|v| v.is_finite())) {
+            (ColumnKind::Amount | ColumnKind::Hours, Some(v)) => Cow::Owned(grouped(v, 2)),
+            (ColumnKind::Percent, Some(v)) => Cow::Owned(grouped(v, 1)),
+            _ => self.kind.show(cell, number, currency),
         }
     }
 
@@ -135,11 +191,38 @@ impl Column {
     }
 }
 
+/// The number a cell's text states (`1234.5`), if it states a finite one:
+/// for a table given as text alone ([`super::TableData::numbers`]).
+pub(super) fn number_in(cell: &str) -> Option<f64> {
+    cell.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// The key of a batch's field metadata that holds the column's kind
+/// ([`ColumnKind::name`]).
+pub const KIND_KEY: &str = "apron.kind";
+
+/// Every kind, for [`ColumnKind::from_name`].
+const ALL_KINDS: [ColumnKind; 12] = [
+    ColumnKind::Text,
+    ColumnKind::Name,
+    ColumnKind::Team,
+    ColumnKind::Id,
+    ColumnKind::Time,
+    ColumnKind::Flag,
+    ColumnKind::Money,
+    ColumnKind::Amount,
+    ColumnKind::Hours,
+    ColumnKind::Percent,
+    ColumnKind::Bytes,
+    ColumnKind::Minutes,
+];
+
 const fn col(name: &'static str, label: &'static str, kind: ColumnKind) -> Column {
     Column { name, label, kind }
 }
 
-/// Every column of every report table, by name.
+/// Every column of every report table and every named command's printed
+/// rows, by name.
 pub const COLUMNS: &[Column] = &[
     // Who and where.
     col("team", "Team", ColumnKind::Team),
@@ -151,17 +234,17 @@ pub const COLUMNS: &[Column] = &[
     col("pid", "PID", ColumnKind::Id),
     col("held_by", "Held by", ColumnKind::Text),
     // Time on the GPUs.
-    col("gpu_hours", "GPU-hours", ColumnKind::Amount),
-    col("busy_gpu_hours", "Busy GPU-hours", ColumnKind::Amount),
-    col("idle_gpu_hours", "Idle GPU-hours", ColumnKind::Amount),
-    col("idle_held_gpu_hours", "Idle-held GPU-hours", ColumnKind::Amount),
-    col("idle_empty_gpu_hours", "Idle-empty GPU-hours", ColumnKind::Amount),
-    col("unknown_gpu_hours", "Unknown GPU-hours", ColumnKind::Amount),
-    col("reclaim_gpu_hours", "Reclaim GPU-hours", ColumnKind::Amount),
-    col("zombie_gpu_hours", "Zombie GPU-hours", ColumnKind::Amount),
-    col("freed_gpu_hours", "Freed GPU-hours", ColumnKind::Amount),
-    col("freed_held_gpu_hours", "Freed, held GPU-hours", ColumnKind::Amount),
-    col("freed_empty_gpu_hours", "Freed, already free GPU-hours", ColumnKind::Amount),
+    col("gpu_hours", "GPU-hours", ColumnKind::Hours),
+    col("busy_gpu_hours", "Busy GPU-hours", ColumnKind::Hours),
+    col("idle_gpu_hours", "Idle GPU-hours", ColumnKind::Hours),
+    col("idle_held_gpu_hours", "Idle-held GPU-hours", ColumnKind::Hours),
+    col("idle_empty_gpu_hours", "Idle-empty GPU-hours", ColumnKind::Hours),
+    col("unknown_gpu_hours", "Unknown GPU-hours", ColumnKind::Hours),
+    col("reclaim_gpu_hours", "Reclaim GPU-hours", ColumnKind::Hours),
+    col("zombie_gpu_hours", "Zombie GPU-hours", ColumnKind::Hours),
+    col("freed_gpu_hours", "Freed GPU-hours", ColumnKind::Hours),
+    col("freed_held_gpu_hours", "Freed, held GPU-hours", ColumnKind::Hours),
+    col("freed_empty_gpu_hours", "Freed, already free GPU-hours", ColumnKind::Hours),
     col("idle_minutes", "Idle for (hours)", ColumnKind::Minutes),
     col("idle_since", "Idle since (UTC)", ColumnKind::Time),
     col("proc_start", "Process start (UTC)", ColumnKind::Time),
@@ -182,15 +265,15 @@ pub const COLUMNS: &[Column] = &[
     col("freed_empty_cost", "Of it already free", ColumnKind::Money),
     col("cash_energy_cost", "Cash not spent: energy", ColumnKind::Money),
     col("cash_ops_cost", "Cash not spent: operating", ColumnKind::Money),
-    col("share_pct", "Share (%)", ColumnKind::Amount),
-    col("freed_pct_of_idle", "Freed of idle (%)", ColumnKind::Amount),
+    col("share_pct", "Share (%)", ColumnKind::Percent),
+    col("freed_pct_of_idle", "Freed of idle (%)", ColumnKind::Percent),
     // Budgets.
     col("budget", "Budget", ColumnKind::Money),
     col("spent", "Spent", ColumnKind::Money),
-    col("used_pct", "Used (%)", ColumnKind::Amount),
-    col("budget_used_pct", "Budget used (%)", ColumnKind::Amount),
+    col("used_pct", "Used (%)", ColumnKind::Percent),
+    col("budget_used_pct", "Budget used (%)", ColumnKind::Percent),
     col("forecast", "Forecast", ColumnKind::Money),
-    col("forecast_pct", "Forecast (%)", ColumnKind::Amount),
+    col("forecast_pct", "Forecast (%)", ColumnKind::Percent),
     col("exceeded_at", "Over budget since (UTC)", ColumnKind::Time),
     col("forecast_exceeded_at", "Forecast over budget at (UTC)", ColumnKind::Time),
     // Actions.
@@ -198,6 +281,30 @@ pub const COLUMNS: &[Column] = &[
     col("worth", "Worth", ColumnKind::Money),
     col("because", "Because", ColumnKind::Text),
     col("how", "Command", ColumnKind::Text),
+    // Alerts.
+    col("rule", "Rule", ColumnKind::Name),
+    col("value", "Value", ColumnKind::Amount),
+    col("unit", "Unit", ColumnKind::Name),
+    col("since", "Since (UTC)", ColumnKind::Time),
+    // MIG instances.
+    col("parent_gpu_uuid", "Parent GPU UUID", ColumnKind::Text),
+    col("mig_profile", "MIG profile", ColumnKind::Name),
+    // Starved GPUs.
+    col("activity_pct", "Activity (%)", ColumnKind::Percent),
+    col("pcie_rx_mib_per_s", "PCIe in (MiB/s)", ColumnKind::Amount),
+    col("pcie_tx_mib_per_s", "PCIe out (MiB/s)", ColumnKind::Amount),
+    // The hour of the week and idle windows.
+    col("dow", "Day", ColumnKind::Name),
+    col("hour", "Hour", ColumnKind::Id),
+    col("mean_util_pct", "Mean utilisation (%)", ColumnKind::Percent),
+    col("idle_share_pct", "Idle share (%)", ColumnKind::Percent),
+    col("idle_gpu_hours_per_week", "Idle GPU-hours per week", ColumnKind::Hours),
+    col("idle_cost_per_week", "Idle cost per week", ColumnKind::Money),
+    col("gpus", "GPUs", ColumnKind::Amount),
+    col("weeks", "Weeks", ColumnKind::Amount),
+    col("window", "Window", ColumnKind::Name),
+    col("hours_per_week", "Hours per week", ColumnKind::Hours),
+    col("text", "In words", ColumnKind::Text),
 ];
 
 /// The column named `name`, if a report table may have it.
@@ -253,6 +360,11 @@ mod tests {
             if c.kind == ColumnKind::Money {
                 assert!(!c.label.contains('('), "{}: the currency is added to money titles", c.name);
             }
+            assert_eq!(c.kind == ColumnKind::Percent, c.label.ends_with("(%)"), "{}", c.name);
+            if c.kind == ColumnKind::Hours {
+                assert!(c.label.to_lowercase().contains("hours"), "{}: {:?} says hours", c.name, c.label);
+            }
+            assert_eq!(ColumnKind::from_name(c.kind.name()), Some(c.kind), "{}", c.name);
         }
     }
 

@@ -180,10 +180,11 @@ impl Page<'_> {
             let _ = write!(out, "<th scope=\"col\"{th_class}>{}</th>", escape(&c.title(self.currency)));
         }
         out.push_str("</tr></thead>\n<tbody>\n");
-        for row in table.shown_rows() {
+        for (r, row) in table.shown_rows().iter().enumerate() {
             out.push_str("<tr>");
-            for (c, cell) in columns.iter().zip(row) {
-                let _ = write!(out, "<td{}>{}</td>", class(c), escape(&c.display(cell, self.currency)));
+            for (i, (c, cell)) in columns.iter().zip(row).enumerate() {
+                let shown = c.show(cell, table.number(r, i), self.currency);
+                let _ = write!(out, "<td{}>{}</td>", class(c), escape(&shown));
             }
             out.push_str("</tr>\n");
         }

@@ -66,12 +66,13 @@ fn push_table(out: &mut String, table: &TableData, currency: &str) {
     let _ = writeln!(out, "{}", row(&mut columns.iter().map(|c| cell(&c.title(currency)))));
     let rule = columns.iter().map(|c| if c.kind.is_numeric() { "---:" } else { "---" }.to_owned());
     let _ = writeln!(out, "{}", row(&mut rule.into_iter()));
-    for cells in table.shown_rows() {
-        let _ = writeln!(
-            out,
-            "{}",
-            row(&mut columns.iter().zip(cells).map(|(c, text)| cell(&c.display(text, currency))))
-        );
+    for (r, cells) in table.shown_rows().iter().enumerate() {
+        let mut shown = columns
+            .iter()
+            .zip(cells)
+            .enumerate()
+            .map(|(i, (c, text))| cell(&c.show(text, table.number(r, i), currency)));
+        let _ = writeln!(out, "{}", row(&mut shown));
     }
     let shown = table.shown_rows().len();
     if shown < table.rows.len() {

@@ -6,7 +6,7 @@ use super::table::TableData;
 use crate::chart::ChartName;
 
 /// Everything one report says, in reading order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Report {
     /// The page title, e.g. `"GPU fleet report: November 2026"`.
     pub title: String,
@@ -37,7 +37,7 @@ pub struct Figure {
 
 /// One part of the report: a heading, prose, and optionally a chart and a
 /// table.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Section {
     /// The section heading.
     pub heading: String,

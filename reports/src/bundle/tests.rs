@@ -30,6 +30,7 @@ fn report() -> Report {
                         vec!["speech".to_owned(), "27200.5".to_owned(), "33.3".to_owned()],
                     ],
                     shown: None,
+                    numbers: Vec::new(),
                 }),
                 chart: Some(ChartName::TeamSpend),
             },
@@ -41,6 +42,7 @@ fn report() -> Report {
                     columns: vec!["host".to_owned(), "because".to_owned()],
                     rows: vec![vec!["node03".to_owned(), "line one\nline two | 3".to_owned()]],
                     shown: Some(5),
+                    numbers: Vec::new(),
                 }),
                 chart: Some(ChartName::GpuDays),
             },
@@ -317,4 +319,23 @@ fn every_column_title_is_shown_on_the_page_and_in_the_summary() {
         assert!(html.contains(&format!(">{}</th>", html::escape(&title))), "{title}");
         assert!(md.contains(&format!("| {title} |")), "{title}");
     }
+}
+
+#[test]
+fn the_page_formats_the_numbers_given_and_the_csv_keeps_the_text() {
+    let mut r = report();
+    let table = r.sections[0].table.as_mut().unwrap();
+    // The text and the numbers disagree on purpose: the page shows the
+    // numbers, the CSV the text.
+    table.numbers = vec![vec![None, Some(1.5), Some(12.25)], vec![None, None, Some(0.0)]];
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(&r, dir.path(), Assets::Linked).unwrap();
+    let (html, md) = (read(&dir.path().join("index.html")), read(&dir.path().join("summary.md")));
+    assert!(html.contains("$1.50") && !html.contains("$54,500.00"), "{html}");
+    assert!(md.contains("$1.50") && md.contains("12.2"), "{md}");
+    let csv = read(&dir.path().join("spend.csv"));
+    assert!(csv.contains(",54500,66.7\r\n"), "{csv}");
+    // A number per cell, or none at all.
+    r.sections[0].table.as_mut().unwrap().numbers = vec![vec![None]];
+    assert!(write_bundle(&r, dir.path(), Assets::Linked).is_err());
 }

@@ -39,11 +39,22 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
-use crate::cli::{Engine, IdleBy};
 use crate::config::tables;
 use crate::error::{Error, InputError};
+use crate::report::figures::idle_cost::IdleBy;
 use crate::report::period::Period;
 use crate::session::queries;
+
+/// An engine that reads apron's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// Apache Spark SQL (3.4 or later; tested with 4).
+    Spark,
+    /// Trino, with its Hive connector.
+    Trino,
+    /// Amazon Athena (engine version 3).
+    Athena,
+}
 
 /// What [`statement`] computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,8 @@
 
 use apron_schemas::time::MINUTE_MS;
 
-use crate::cli::{GlobalArgs, PeriodArgs};
+use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::Error;
 use crate::ledger::Ledger;

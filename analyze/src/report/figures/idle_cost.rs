@@ -9,12 +9,36 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
 use super::{Report, query, unreadable};
-use crate::cli::IdleBy;
 use crate::error::Error;
 use crate::output::Rows;
 use crate::report::columns::{self, Columns, batch_of};
 use crate::report::rounding::{cents_keeping_total, round_to};
 use crate::session::queries;
+
+/// How `apron idle-cost` groups idle time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdleBy {
+    /// By team (the config's rules); idle-empty time is "(unallocated)".
+    Team,
+    /// By the user owning the processes; idle-empty time is "(unallocated)".
+    User,
+    /// By host.
+    Host,
+    /// By GPU (gpu_uuid, with host and gpu_index).
+    Gpu,
+}
+
+impl IdleBy {
+    /// The name `queries/idle_cost.sql` takes as `$1`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleBy::Team => "team",
+            IdleBy::User => "user",
+            IdleBy::Host => "host",
+            IdleBy::Gpu => "gpu",
+        }
+    }
+}
 
 /// The idle cost of one group.
 #[derive(Debug, Clone, PartialEq)]
