@@ -10,6 +10,7 @@ use super::read::{GpuPart, Names, ProcPart};
 use crate::config::{Config, team_of};
 
 pub use apron_schemas::minute_state::State;
+use apron_schemas::minute_state::{WeightedMean, activity_pct, holds_memory};
 
 /// One GPU over one UTC minute.
 #[derive(Debug, Clone, Copy)]
@@ -94,27 +95,6 @@ pub struct ProcMinuteState {
     pub team: u32,
 }
 
-/// A seconds-weighted mean: the sum of value × seconds and of the seconds
-/// where the value is known.
-#[derive(Debug, Default, Clone, Copy)]
-struct Mean {
-    weighted: f64,
-    seconds: Option<f64>,
-}
-
-impl Mean {
-    fn add(&mut self, value: Option<f64>, seconds: f64) {
-        if let Some(v) = value {
-            self.weighted += v * seconds;
-            self.seconds = Some(self.seconds.unwrap_or(0.0) + seconds);
-        }
-    }
-
-    fn get(self) -> Option<f64> {
-        self.seconds.map(|s| self.weighted / s)
-    }
-}
-
 /// Sorts `rows` by `key`, keeping the order of rows with equal keys, as
 /// `sort_by_key` does, but moving each (large) row once: the positions are
 /// sorted, then the rows put in their order. Rows already in order (a
@@ -157,8 +137,8 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
     for group in parts.chunk_by(|a, b| (a.gpu_uuid, a.minute) == (b.gpu_uuid, b.minute)) {
         let first = group[0];
         let (mut host, mut index, mut model) = (first.host, first.gpu_index, first.gpu_model);
-        let (mut seconds, mut util, mut sm) = (0.0, Mean::default(), Mean::default());
-        let (mut pcie_tx, mut pcie_rx) = (Mean::default(), Mean::default());
+        let (mut seconds, mut util, mut sm) = (0.0, WeightedMean::default(), WeightedMean::default());
+        let (mut pcie_tx, mut pcie_rx) = (WeightedMean::default(), WeightedMean::default());
         let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
         let (mut parent, mut profile, mut slices, mut total_slices) = (None, None, None, None);
         for p in group {
@@ -183,7 +163,7 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             held |= p.proc_held;
         }
         let (util, sm) = (util.get(), sm.get());
-        let activity = util.or(sm);
+        let activity = activity_pct(util, sm);
         let state = State::of(activity, threshold, held);
         out.push(GpuMinuteState {
             gpu_uuid: first.gpu_uuid,
@@ -310,7 +290,7 @@ pub fn proc_minutes(
                 None => sm_known = false,
             }
             mem_max = max_opt(mem_max, p.used_mem_bytes_max);
-            held |= p.used_mem_bytes_max.is_none_or(|m| m > 0);
+            held |= holds_memory(p.used_mem_bytes_max);
             comm = max_text(names, comm, p.comm);
             user = max_text(names, user, p.user);
             uid = max_opt(uid, p.uid);

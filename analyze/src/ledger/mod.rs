@@ -8,7 +8,7 @@
 //! `proc_minute_states.sql`, `minute_costs.sql`, `zombies.sql`,
 //! `reclaim.sql`), which `apron sql` still serves; the ledger computes the
 //! same figures without the joins and windows that make those views grow
-//! with the fleet in time and memory (`tests/ledger.rs` holds the two to
+//! with the fleet in time and memory (`ledger/tests.rs` holds the two to
 //! the same numbers). A day of the fleet is in memory at a time, and
 //! what is kept grows with GPUs × buckets, not with minutes.
 
