@@ -6,31 +6,18 @@
 use std::io::Write;
 
 use crate::cli::{GlobalArgs, StarvedArgs};
-use crate::commands::Report;
+use crate::commands::zombies::{HeldIdle, HeldIdleFlags};
 use crate::error::Error;
 use crate::output::{Style, write_rows};
-use crate::report::context::rules;
-use crate::report::figures::zombies::held_idle;
 
 /// Lists the data-starved stretches, most memory-minutes first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &StarvedArgs, mut out: W) -> Result<(), Error> {
     // The same pass as `zombies`' finds the stretches; the traffic tells them apart.
-    let (min_idle, min_mem) = (args.min_idle, args.min_mem);
-    let mut report = Report::prepare_stretches(global, &args.period, |c| {
-        rules(
-            min_idle.unwrap_or(c.zombie.min_idle),
-            min_mem.unwrap_or(c.zombie.min_mem_mib),
-            c.reclaim.idle_for,
-        )
-    })
-    .await?;
-    // Its rows say what is still running or idle: the header says as of when.
-    report.header.keep_still();
-    report.header.print(global.format, &mut out)?;
-    let min_idle = args.min_idle.unwrap_or(report.config.zombie.min_idle);
-    let min_mem_mib = args.min_mem.unwrap_or(report.config.zombie.min_mem_mib);
-    let threshold = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
-    let (_, starved) = held_idle(&report, min_idle, min_mem_mib, threshold).await?;
-    write_rows(global.format, &Style::report(&report.config.currency), &starved, out)?;
+    let flags =
+        HeldIdleFlags { min_idle: args.min_idle, min_mem: args.min_mem, starved_pcie: args.starved_pcie };
+    let held = HeldIdle::prepare(global, &args.period, flags).await?;
+    held.report.header.print(global.format, &mut out)?;
+    let (_, starved) = held.stretches().await?;
+    write_rows(global.format, &Style::report(&held.report.config.currency), &starved, out)?;
     Ok(())
 }

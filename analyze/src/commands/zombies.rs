@@ -4,13 +4,15 @@
 //! shell script that stops the zombies still running ([`script`]).
 
 use std::io::Write;
+use std::time::Duration;
 
-use crate::cli::{GlobalArgs, ZombiesArgs};
+use crate::cli::{GlobalArgs, PeriodArgs, ZombiesArgs};
 use crate::commands::Report;
 use crate::error::{Error, InputError, OutputError};
 use crate::output::{Style, write_rows};
 use crate::report::context::rules;
-use crate::report::figures::zombies::{held_idle, running};
+use crate::report::figures::starved::Starved;
+use crate::report::figures::zombies::{Zombies, held_idle, running};
 
 pub mod script;
 
@@ -35,30 +37,80 @@ fn period_refused(end_ms: i64, now_ms: i64, any_period: bool) -> Option<String> 
     })
 }
 
+/// The flags `zombies` and `starved` share, each overriding its `[zombie]`
+/// setting when given.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeldIdleFlags {
+    /// `--min-idle`: the shortest stretch.
+    pub(crate) min_idle: Option<Duration>,
+    /// `--min-mem`: the least memory held (MiB).
+    pub(crate) min_mem: Option<u64>,
+    /// `--starved-pcie`: the least PCIe traffic of a data-starved process
+    /// (MiB/s; 0: none is).
+    pub(crate) starved_pcie: Option<u64>,
+}
+
+/// The report `zombies` and `starved` read, with the rules its stretches
+/// were found by.
+#[derive(Debug)]
+pub(crate) struct HeldIdle {
+    /// The period's report; its header keeps what is still running or idle.
+    pub(crate) report: Report,
+    /// The shortest stretch.
+    pub(crate) min_idle: Duration,
+    /// The least memory held (MiB).
+    pub(crate) min_mem_mib: u64,
+    /// The least PCIe traffic of a data-starved process (MiB/s; 0: none is).
+    pub(crate) starved_pcie: u64,
+}
+
+impl HeldIdle {
+    /// Opens the period's report for `zombies` or `starved`: the ledger's
+    /// pass finds the stretches by the rules `flags` ask for, else the
+    /// config's, and the header says as of when what is still running or
+    /// idle was read.
+    pub(crate) async fn prepare(
+        global: &GlobalArgs,
+        period: &PeriodArgs,
+        flags: HeldIdleFlags,
+    ) -> Result<HeldIdle, Error> {
+        let mut report = Report::prepare_stretches(global, period, |c| {
+            rules(
+                flags.min_idle.unwrap_or(c.zombie.min_idle),
+                flags.min_mem.unwrap_or(c.zombie.min_mem_mib),
+                c.reclaim.idle_for,
+            )
+        })
+        .await?;
+        // Its rows say what is still running or idle: the header says as of when.
+        report.header.keep_still();
+        let zombie = &report.config.zombie;
+        let min_idle = flags.min_idle.unwrap_or(zombie.min_idle);
+        let min_mem_mib = flags.min_mem.unwrap_or(zombie.min_mem_mib);
+        let starved_pcie = flags.starved_pcie.unwrap_or(zombie.starved_pcie_mib_per_s);
+        Ok(HeldIdle { report, min_idle, min_mem_mib, starved_pcie })
+    }
+
+    /// The zombies' stretches and the data-starved processes', as
+    /// [`held_idle`] tells them apart by these rules.
+    pub(crate) async fn stretches(&self) -> Result<(Zombies, Starved), Error> {
+        held_idle(&self.report, self.min_idle, self.min_mem_mib, self.starved_pcie).await
+    }
+}
+
 /// Lists the zombie stretches, most memory-minutes first, or prints the
 /// commands that stop those still running.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) -> Result<(), Error> {
-    // The ledger's pass finds the stretches by the rules asked for.
-    let (min_idle, min_mem) = (args.min_idle, args.min_mem);
-    let mut report = Report::prepare_stretches(global, &args.period, |c| {
-        rules(
-            min_idle.unwrap_or(c.zombie.min_idle),
-            min_mem.unwrap_or(c.zombie.min_mem_mib),
-            c.reclaim.idle_for,
-        )
-    })
-    .await?;
-    // Its rows say what is still running or idle: the header says as of when.
-    report.header.keep_still();
-    let min_idle = args.min_idle.unwrap_or(report.config.zombie.min_idle);
-    let min_mem_mib = args.min_mem.unwrap_or(report.config.zombie.min_mem_mib);
-    let starved = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
-    let (zombies, _) = held_idle(&report, min_idle, min_mem_mib, starved).await?;
+    let flags =
+        HeldIdleFlags { min_idle: args.min_idle, min_mem: args.min_mem, starved_pcie: args.starved_pcie };
+    let held = HeldIdle::prepare(global, &args.period, flags).await?;
+    let (zombies, _) = held.stretches().await?;
+    let (report, min_idle) = (&held.report, held.min_idle);
     if args.commands {
         if let Some(message) = period_refused(report.period.end_ms, report.now_ms, args.any_period) {
             return Err(InputError::Usage { message }.into());
         }
-        let running = running(&report, &zombies).await?;
+        let running = running(report, &zombies).await?;
         let wait_s = args.wait.map_or(DEFAULT_WAIT_S, |d| d.as_secs_f64().ceil() as u64).max(1);
         let options = script::Options {
             wait_s,
