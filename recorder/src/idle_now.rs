@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 
 use apron_schemas::minute_state::State;
 use apron_schemas::time::MINUTE_MS;
-use apron_schemas::wal::{self, SegmentRows};
 use apron_schemas::{DataLayout, Table, gpu_samples, proc_samples};
 use apron_store::rollup::{EnergyCarry, rollup};
+use apron_store::wal::format::{self as wal, SegmentRows};
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, TimestampMillisecondType};
 use parquet::arrow::ProjectionMask;

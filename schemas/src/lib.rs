@@ -1,8 +1,8 @@
 //! apron's tables: the Arrow schema of every table, its columns and units, the
 //! Parquet writer settings, the schema version stored in each file, the
 //! on-disk layout (its paths, [`folders`] walking its partitions, the
-//! [`time`] units), and the write-ahead log format ([`wal`]) that the analysis
-//! reads without linking the recorder.
+//! [`time`] units). The write-ahead log's format is `apron_store::wal::format`'s,
+//! beside its writer and its reader.
 //!
 //! This crate owns *what* is stored and *where*; the recorder owns *when*
 //! (ticks, rotation) and the analysis crate owns *how it is read*.
@@ -26,7 +26,6 @@ pub mod proc_samples;
 pub mod table;
 pub mod test_pause;
 pub mod time;
-pub mod wal;
 
 pub use gpu_minutes::GpuMinute;
 pub use gpu_samples::{GpuSample, Text};

@@ -1,7 +1,7 @@
 //! What apron's writer and readers share, as a library: the [`source::Source`]
 //! trait and the simulated fleet ([`source::sim`]), the rolling Parquet
 //! writer ([`writer`], its rotation rule [`rotate`] and file creation
-//! [`create`]), the write-ahead log ([`wal`]) and crash recovery
+//! [`create`]), the write-ahead log ([`wal`], its format [`wal::format`]) and crash recovery
 //! ([`recover`]), the minute rollups ([`rollup`]) and bulk simulation
 //! ([`simulate`], which writes each file as a stream, [`file_stream`]),
 //! and how both binaries keep credentials in URLs out of what they show

@@ -12,16 +12,16 @@
 //! ([`DataLayout::wal_quarantine_dir`]) rather than deleted, and so is one
 //! holding rows at implausible times (refused, not written). Nothing here
 //! stops the recorder from starting. Reading
-//! and the format are [`apron_schemas::wal`]'s; writing is
+//! and the format are [`crate::wal::format`]'s; writing is
 //! [`RollingWriter::replay`]'s.
 
 use std::fs;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::wal::format::{SegmentFile, WalError, host_segments, read_segment};
 use apron_schemas::paths::temp_path;
 use apron_schemas::time::DAY_SECS;
-use apron_schemas::wal::{SegmentFile, WalError, host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
 use tracing::{info, warn};
 
@@ -56,7 +56,7 @@ pub struct RecoveryStats {
     /// Damaged frames skipped (before the tails).
     pub bad_frames: u64,
     /// Rows refused for a time outside
-    /// [`apron_schemas::wal::PLAUSIBLE_TS_MS`].
+    /// [`crate::wal::format::PLAUSIBLE_TS_MS`].
     pub refused_rows: u64,
 }
 

@@ -2,7 +2,7 @@
 //! rows held in memory survive a crash.
 //!
 //! Each tick's rows go to the segment as one frame (the format is
-//! [`apron_schemas::wal`]'s) before they go to memory, written with one
+//! [`format`]'s) before they go to memory, written with one
 //! `pwrite`: once [`Wal::append`] returns, the tick survives a `kill -9` of
 //! the recorder. The segment is synced to the disk (fdatasync) at most every
 //! `sync` of tick time, on a thread of its own so a slow disk never delays a
@@ -24,11 +24,13 @@ use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::thread;
 use std::time::Duration;
 
-use apron_schemas::wal::{SegmentHeader, encode_header, encode_tick};
 use apron_schemas::{DataLayout, GpuSample, ProcSample};
 use tracing::warn;
 
+use crate::wal::format::{SegmentHeader, encode_header, encode_tick};
 use crate::write_error::WriteError;
+
+pub mod format;
 
 /// What the log has done so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -304,7 +306,7 @@ fn spawn_syncer(errors: Arc<AtomicU64>) -> std::io::Result<SyncSender<SyncJob>> 
 mod tests {
     use super::*;
 
-    use apron_schemas::wal::read_segment;
+    use crate::wal::format::read_segment;
 
     fn gpu(ts: i64, uuid: &str) -> GpuSample {
         GpuSample { ts, gpu_uuid: uuid.into(), interval_ms: 200, gpu_util_pct: Some(3), ..Default::default() }

@@ -786,7 +786,7 @@ mod tests {
         assert_eq!((s.dropped_rows, s.lost_rows, s.lost_ticks), (40, 0, 0));
         assert_eq!(w.held(), Held { rows: 40, ticks: 20, wal_rows: 40, wal_ticks: 20 });
         // The dropped files' segments stay for the next start.
-        let segs = apron_schemas::wal::host_segments(&DataLayout::new(tmp.path()), "n").expect("list");
+        let segs = crate::wal::format::host_segments(&DataLayout::new(tmp.path()), "n").expect("list");
         assert_eq!(segs.len(), 4);
     }
 

@@ -14,8 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use apron_schemas::wal::{SegmentFile, host_segments, read_segment};
 use apron_schemas::{DataLayout, Table};
+use apron_store::wal::format::{SegmentFile, host_segments, read_segment};
 use apron_tests::bin;
 use apron_tests::files_under;
 use apron_tests::{signal, wait_stopped, wait_with_timeout};

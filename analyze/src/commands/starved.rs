@@ -9,11 +9,9 @@ use clap::Args;
 
 use crate::cli::GlobalArgs;
 use crate::cli::flag_groups::{HeldIdleArgs, PeriodArgs, parse_starved_pcie};
-use crate::commands::Report;
+use crate::commands::zombies::HeldIdle;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
-use crate::report::context::rules;
-use crate::report::figures::zombies::held_idle;
 
 /// `apron starved [--min-idle 10m] [--min-mem 256] [--starved-pcie 100] [period]`.
 #[derive(Debug, Clone, Args)]
@@ -36,20 +34,9 @@ pub struct StarvedArgs {
 /// Lists the data-starved stretches, most memory-minutes first.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &StarvedArgs, mut out: W) -> Result<(), Error> {
     // The same pass as `zombies`' finds the stretches; the traffic tells them apart.
-    let (min_idle, min_mem) = (args.held.min_idle, args.held.min_mem);
-    let mut report = Report::prepare_stretches(global, &args.period, |c| {
-        rules(
-            min_idle.unwrap_or(c.zombie.min_idle),
-            min_mem.unwrap_or(c.zombie.min_mem_mib),
-            c.reclaim.idle_for,
-        )
-    })
-    .await?;
-    // Its rows say what is still running or idle: the header says as of when.
-    report.header.keep_still();
-    report.header.print(global.format, &mut out)?;
-    let threshold = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
-    let (_, starved) = held_idle(&report, threshold)?;
-    write_rows(global.format, &Style::report(&report.config.currency), &starved, out)?;
+    let held = HeldIdle::prepare(global, &args.period, &args.held, args.starved_pcie).await?;
+    held.report.header.print(global.format, &mut out)?;
+    let (_, starved) = held.stretches()?;
+    write_rows(global.format, &Style::report(&held.report.config.currency), &starved, out)?;
     Ok(())
 }

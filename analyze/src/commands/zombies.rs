@@ -4,13 +4,16 @@
 //! shell script that stops the zombies still running ([`script`]).
 
 use std::io::Write;
+use std::time::Duration;
 
 use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::{HeldIdleArgs, PeriodArgs};
 use crate::commands::Report;
 use crate::error::{Error, InputError, OutputError};
 use crate::output::{Style, write_rows};
 use crate::report::context::rules;
-use crate::report::figures::zombies::{held_idle, running};
+use crate::report::figures::starved::Starved;
+use crate::report::figures::zombies::{Zombies, held_idle, running};
 
 mod args;
 pub mod script;
@@ -38,29 +41,64 @@ fn period_refused(end_ms: i64, now_ms: i64, any_period: bool) -> Option<String> 
     })
 }
 
+/// The report `zombies` and `starved` read, with the rules its stretches
+/// were found by.
+#[derive(Debug)]
+pub(crate) struct HeldIdle {
+    /// The period's report; its header keeps what is still running or idle.
+    pub(crate) report: Report,
+    /// The shortest stretch.
+    pub(crate) min_idle: Duration,
+    /// The least PCIe traffic of a data-starved process (MiB/s; 0: none is).
+    pub(crate) starved_pcie: u64,
+}
+
+impl HeldIdle {
+    /// Opens the period's report for `zombies` or `starved`: the ledger's
+    /// pass finds the stretches by the rules `held` and `starved_pcie` ask
+    /// for, else the config's, and the header says as of when what is still
+    /// running or idle was read.
+    pub(crate) async fn prepare(
+        global: &GlobalArgs,
+        period: &PeriodArgs,
+        held: &HeldIdleArgs,
+        starved_pcie: Option<u64>,
+    ) -> Result<HeldIdle, Error> {
+        let (min_idle, min_mem) = (held.min_idle, held.min_mem);
+        let mut report = Report::prepare_stretches(global, period, |c| {
+            rules(
+                min_idle.unwrap_or(c.zombie.min_idle),
+                min_mem.unwrap_or(c.zombie.min_mem_mib),
+                c.reclaim.idle_for,
+            )
+        })
+        .await?;
+        // Its rows say what is still running or idle: the header says as of when.
+        report.header.keep_still();
+        let zombie = &report.config.zombie;
+        let min_idle = min_idle.unwrap_or(zombie.min_idle);
+        let starved_pcie = starved_pcie.unwrap_or(zombie.starved_pcie_mib_per_s);
+        Ok(HeldIdle { report, min_idle, starved_pcie })
+    }
+
+    /// The zombies' stretches and the data-starved processes', as
+    /// [`held_idle`] tells them apart by these rules.
+    pub(crate) fn stretches(&self) -> Result<(Zombies, Starved), Error> {
+        held_idle(&self.report, self.starved_pcie)
+    }
+}
+
 /// Lists the zombie stretches, most memory-minutes first, or prints the
 /// commands that stop those still running.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ZombiesArgs, mut out: W) -> Result<(), Error> {
-    // The ledger's pass finds the stretches by the rules asked for.
-    let (min_idle, min_mem) = (args.held.min_idle, args.held.min_mem);
-    let mut report = Report::prepare_stretches(global, &args.period, |c| {
-        rules(
-            min_idle.unwrap_or(c.zombie.min_idle),
-            min_mem.unwrap_or(c.zombie.min_mem_mib),
-            c.reclaim.idle_for,
-        )
-    })
-    .await?;
-    // Its rows say what is still running or idle: the header says as of when.
-    report.header.keep_still();
-    let min_idle = args.held.min_idle.unwrap_or(report.config.zombie.min_idle);
-    let starved = args.starved_pcie.unwrap_or(report.config.zombie.starved_pcie_mib_per_s);
-    let (zombies, _) = held_idle(&report, starved)?;
+    let held = HeldIdle::prepare(global, &args.period, &args.held, args.starved_pcie).await?;
+    let (zombies, _) = held.stretches()?;
+    let (report, min_idle) = (&held.report, held.min_idle);
     if args.commands {
         if let Some(message) = period_refused(report.period.end_ms, report.now_ms, args.any_period) {
             return Err(InputError::Usage { message }.into());
         }
-        let running = running(&report, &zombies).await?;
+        let running = running(report, &zombies).await?;
         let wait_s = args.wait.map_or(DEFAULT_WAIT_S, |d| d.as_secs_f64().ceil() as u64).max(1);
         let options = script::Options {
             wait_s,

@@ -24,22 +24,20 @@
 //! (`date=…/.compact-…/x.parquet`) is none of the listing's business.
 
 use std::collections::BTreeSet;
-use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use apron_schemas::paths::is_data_file_name;
 use async_trait::async_trait;
-use bytes::Bytes;
 use datafusion::object_store::local::LocalFileSystem;
 use datafusion::object_store::path::Path;
 use datafusion::object_store::{
-    CopyOptions, Error as StoreError, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    Error as StoreError, ListResult, ObjectMeta, ObjectStore, ObjectStoreExt, Result,
 };
 use futures::stream::{BoxStream, StreamExt};
 
 use crate::session::fence::Fence;
+use crate::session::read_only::{Listing, ReadOnly};
 
 /// A data file of zero bytes met while listing a table's folder.
 #[derive(Debug, thiserror::Error)]
@@ -50,27 +48,38 @@ pub(crate) struct EmptyDataFile {
 }
 
 /// The local file system as one session's queries see it: fenced, refusing
-/// to list a zero-byte data file, skipping names it cannot read, read-only.
+/// to list a zero-byte data file, skipping names it cannot read, read-only
+/// ([`ReadOnly`]).
+pub(crate) type DataFileStore = ReadOnly<DataFiles>;
+
+impl DataFileStore {
+    /// The local file system, its listings fenced by `fence`.
+    pub(crate) fn new(fence: Fence) -> Self {
+        ReadOnly(DataFiles {
+            inner: Arc::new(LocalFileSystem::new()),
+            fence: Arc::new(fence),
+            skipped: Arc::default(),
+        })
+    }
+}
+
+/// How the local file system is listed: behind the fence, failing at a
+/// zero-byte data file, around the names the engine cannot take.
 #[derive(Debug, Default)]
-pub(crate) struct DataFileStore {
+pub(crate) struct DataFiles {
     inner: Arc<LocalFileSystem>,
     fence: Arc<Fence>,
     /// The entries skipped for their names, each warned about once.
     skipped: Arc<Mutex<BTreeSet<PathBuf>>>,
 }
 
-impl std::fmt::Display for DataFileStore {
+impl std::fmt::Display for DataFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "DataFileStore({})", self.inner)
     }
 }
 
-impl DataFileStore {
-    /// The local file system, its listings fenced by `fence`.
-    pub(crate) fn new(fence: Fence) -> Self {
-        Self { inner: Arc::new(LocalFileSystem::new()), fence: Arc::new(fence), skipped: Arc::default() }
-    }
-
+impl DataFiles {
     /// A listing of `inner` as this store gives it: without what the fence
     /// hides, and failing at a zero-byte data file.
     fn screened(
@@ -102,37 +111,12 @@ fn screen(fence: &Fence, meta: Result<ObjectMeta>, prefix: Option<&Path>) -> Opt
     }))
 }
 
-/// Why a write through the store is refused.
-fn read_only(operation: &str) -> StoreError {
-    StoreError::NotSupported {
-        source: format!("{operation}: apron reads the data folder and never writes to it").into(),
-    }
-}
-
 #[async_trait]
-impl ObjectStore for DataFileStore {
-    async fn put_opts(&self, _location: &Path, _payload: PutPayload, _opts: PutOptions) -> Result<PutResult> {
-        Err(read_only("put"))
-    }
+impl Listing for DataFiles {
+    const READS: &'static str = "the data folder";
 
-    async fn put_multipart_opts(
-        &self,
-        _location: &Path,
-        _opts: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        Err(read_only("put"))
-    }
-
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
-    }
-
-    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
-        locations.map(|_| Err(read_only("delete"))).boxed()
+    fn reader(&self) -> &dyn ObjectStore {
+        self.inner.as_ref()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -174,10 +158,6 @@ impl ObjectStore for DataFileStore {
             .filter_map(|m| screen(&self.fence, Ok(m), prefix))
             .collect::<Result<_>>()?;
         Ok(listed)
-    }
-
-    async fn copy_opts(&self, _from: &Path, _to: &Path, _options: CopyOptions) -> Result<()> {
-        Err(read_only("copy"))
     }
 }
 
@@ -354,6 +334,7 @@ pub(crate) fn empty_file_in(err: &(dyn std::error::Error + 'static)) -> Option<P
 
 #[cfg(test)]
 mod tests {
+    use datafusion::object_store::{PutOptions, PutPayload};
     use futures::TryStreamExt;
 
     use super::*;

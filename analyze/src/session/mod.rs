@@ -740,6 +740,7 @@ pub mod minute_tables;
 pub mod object_storage;
 pub mod panic_guard;
 pub mod queries;
+mod read_only;
 pub mod recent;
 pub mod table_schema;
 

@@ -29,14 +29,10 @@ use std::sync::Arc;
 use apron_schemas::Table;
 use apron_schemas::paths::is_data_file_name;
 use apron_store::remote::Remote;
-use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::NaiveDate;
 use datafusion::object_store::path::Path;
-use datafusion::object_store::{
-    CopyOptions, Error as StoreError, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
-};
+use datafusion::object_store::{Error as StoreError, ObjectMeta, ObjectStore, ObjectStoreExt, Result};
 use datafusion::parquet::arrow::async_reader::MetadataFetch;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::errors::ParquetError;
@@ -46,6 +42,7 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, StreamExt};
 
 use crate::error::SessionError;
+use crate::session::read_only::{Listing, ReadOnly};
 
 /// Day folders listed at once.
 const LIST_CONCURRENCY: usize = 8;
@@ -103,7 +100,7 @@ impl Bucket {
             cause: format_remote(&e),
         })?;
         let tables = Table::ALL.iter().map(|t| remote.key(t.name())).collect();
-        let store = Arc::new(BucketStore { inner: Arc::clone(remote.store()), tables, days });
+        let store = Arc::new(ReadOnly(BucketFolders { inner: Arc::clone(remote.store()), tables, days }));
         let mut present = Vec::new();
         for table in Table::ALL {
             let key = remote.key(table.name());
@@ -247,53 +244,31 @@ fn format_remote(e: &apron_store::remote::RemoteError) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The bucket as the engine reads it: read-only, and listing a table's
-/// whole folder as the listings of the session's days only.
+/// The bucket as the engine reads it: read-only ([`ReadOnly`]), listing a
+/// table's whole folder as the listings of the session's days only.
+pub(crate) type BucketStore = ReadOnly<BucketFolders>;
+
+/// How the bucket is listed: a table's whole folder as the listings of the
+/// session's days, anything else as the bucket lists it.
 #[derive(Debug)]
-pub(crate) struct BucketStore {
+pub(crate) struct BucketFolders {
     inner: Arc<dyn ObjectStore>,
     /// The keys of the tables' folders.
     tables: Vec<Path>,
     days: Option<Days>,
 }
 
-impl fmt::Display for BucketStore {
+impl fmt::Display for BucketFolders {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "BucketStore({})", self.inner)
     }
 }
 
-/// Why a write through the store is refused.
-fn read_only(operation: &str) -> StoreError {
-    StoreError::NotSupported {
-        source: format!("{operation}: apron reads the bucket and never writes to it").into(),
-    }
-}
+impl Listing for BucketFolders {
+    const READS: &'static str = "the bucket";
 
-#[async_trait]
-impl ObjectStore for BucketStore {
-    async fn put_opts(&self, _location: &Path, _payload: PutPayload, _opts: PutOptions) -> Result<PutResult> {
-        Err(read_only("put"))
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        _location: &Path,
-        _opts: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        Err(read_only("put"))
-    }
-
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
-    }
-
-    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
-        locations.map(|_| Err(read_only("delete"))).boxed()
+    fn reader(&self) -> &dyn ObjectStore {
+        self.inner.as_ref()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -310,29 +285,18 @@ impl ObjectStore for BucketStore {
             _ => self.inner.list(prefix),
         }
     }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, _from: &Path, _to: &Path, _options: CopyOptions) -> Result<()> {
-        Err(read_only("copy"))
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use async_trait::async_trait;
     use datafusion::object_store::memory::InMemory;
+    use datafusion::object_store::{
+        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, PutMultipartOptions, PutOptions,
+        PutPayload, PutResult,
+    };
     use futures::TryStreamExt;
 
     use super::*;
@@ -396,10 +360,12 @@ mod tests {
             d = d.succ_opt().expect("a next day");
         }
         let table = Path::from("fleet/gpu_minutes");
-        let store = |days| BucketStore {
-            inner: Arc::clone(&counted) as Arc<dyn ObjectStore>,
-            tables: vec![table.clone()],
-            days,
+        let store = |days| {
+            ReadOnly(BucketFolders {
+                inner: Arc::clone(&counted) as Arc<dyn ObjectStore>,
+                tables: vec![table.clone()],
+                days,
+            })
         };
         let october = Days { first: day("2026-10-01"), last: day("2026-10-31") };
         let listed: Vec<ObjectMeta> =

@@ -2,7 +2,7 @@
 //! has not yet closed into a Parquet file, so `pick` and `alerts` on a
 //! recording host see the last seconds, not the last closed file.
 //!
-//! The WAL format and its reader belong to `apron_schemas::wal`; this module
+//! The WAL format and its reader belong to `apron_store::wal::format`; this module
 //! turns the open segments into record batches with the partition columns
 //! `date` and `host` added, shaped like the table's Parquet listing. It also
 //! rolls each segment's rows up into `gpu_minutes` and `proc_minutes` rows
@@ -21,9 +21,9 @@ use std::io;
 use std::sync::Arc;
 
 use apron_schemas::test_pause;
-use apron_schemas::wal::{self, SegmentRows, WalError};
 use apron_schemas::{DataLayout, Table, gpu_minutes, gpu_samples, proc_minutes, proc_samples};
 use apron_store::rollup::{EnergyCarry, rollup};
+use apron_store::wal::format::{self as wal, SegmentRows, WalError};
 use datafusion::arrow::array::{ArrayRef, Date32Array, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;

@@ -186,7 +186,7 @@ fn a_torn_segment_keeps_every_whole_tick() {
     let frame = {
         let mut one = Vec::new();
         let t = tick(BASE + 1_000);
-        apron_schemas::wal::encode_tick(BASE + 1_000, &t.gpus, &t.procs, &mut one).expect("encodes");
+        crate::wal::format::encode_tick(BASE + 1_000, &t.gpus, &t.procs, &mut one).expect("encodes");
         one.len() as u64
     };
     File::options().write(true).open(&seg).expect("open").set_len(len - frame + 10).expect("truncate");
@@ -298,12 +298,12 @@ fn rows_at_implausible_times_are_refused_and_the_segment_quarantined() {
     let path = layout.wal_segment_path(HOST, BASE, 0);
     fs::create_dir_all(layout.wal_dir(HOST)).expect("mkdir");
     let mut bytes = Vec::new();
-    let header = apron_schemas::wal::SegmentHeader { host: HOST.into(), start_ms: BASE, seq: 0 };
-    apron_schemas::wal::encode_header(&header, &mut bytes).expect("encodes");
+    let header = crate::wal::format::SegmentHeader { host: HOST.into(), start_ms: BASE, seq: 0 };
+    crate::wal::format::encode_header(&header, &mut bytes).expect("encodes");
     let good = tick(BASE);
-    apron_schemas::wal::encode_tick(BASE, &good.gpus, &good.procs, &mut bytes).expect("encodes");
+    crate::wal::format::encode_tick(BASE, &good.gpus, &good.procs, &mut bytes).expect("encodes");
     let crafted = tick(i64::MAX - 1);
-    apron_schemas::wal::encode_tick(i64::MAX - 1, &crafted.gpus, &crafted.procs, &mut bytes)
+    crate::wal::format::encode_tick(i64::MAX - 1, &crafted.gpus, &crafted.procs, &mut bytes)
         .expect("encodes");
     fs::write(&path, &bytes).expect("write");
 

@@ -9,7 +9,7 @@
 use serde::Deserialize;
 
 use super::format2::ProcSampleV2;
-use crate::{GpuSample, ProcSample, Text};
+use apron_schemas::{GpuSample, ProcSample, Text};
 
 /// Format 1's version number.
 pub(super) const VERSION: u32 = 1;

@@ -4,8 +4,8 @@
 //! This module owns the bytes (frames, checksums, the encoding of rows) so
 //! that the analysis CLI can read what a recording host holds without
 //! linking the recorder. Writing segments (buffering, syncing, deleting them
-//! once their Parquet files are durable) is the recorder's job, and so is
-//! turning them into Parquet after a crash.
+//! once their Parquet files are durable) is [`crate::wal`]'s job, and
+//! turning them into Parquet after a crash is [`crate::recover`]'s.
 //!
 //! # Format
 //!
@@ -44,14 +44,14 @@ use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::paths::parse_wal_segment_name;
-use crate::{DataLayout, GpuSample, ProcSample, Table};
+use apron_schemas::paths::parse_wal_segment_name;
+use apron_schemas::{DataLayout, GpuSample, ProcSample, Table};
 
 mod format1;
 mod format2;
 
 /// The version of the segment format. Bump it when the frame layout or a
-/// row struct ([`GpuSample`], [`ProcSample`], [`crate::ProcIdentity`])
+/// row struct ([`GpuSample`], [`ProcSample`], [`apron_schemas::ProcIdentity`])
 /// changes: postcard stores fields by position, not by name, so a segment is
 /// only readable by a build that knows its version. This build also reads
 /// format 1 (before `gpu_samples.gr_engine_active_pct` and the MIG columns)
@@ -493,7 +493,7 @@ fn collect_segments(dir: &Path, host: &str, out: &mut Vec<SegmentFile>) -> io::R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ProcIdentity;
+    use apron_schemas::ProcIdentity;
 
     fn gpu(ts: i64, uuid: &str, util: Option<i32>) -> GpuSample {
         GpuSample {

@@ -13,7 +13,7 @@
 
 use serde::Deserialize;
 
-use crate::{GpuSample, ProcIdentity, ProcSample, Text};
+use apron_schemas::{GpuSample, ProcIdentity, ProcSample, Text};
 
 /// Format 2's version number.
 pub(super) const VERSION: u32 = 2;
