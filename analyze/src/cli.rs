@@ -105,6 +105,8 @@ pub enum Command {
     /// else the defaults) as apron.toml, with a first line naming its source;
     /// with a data folder, also the GPU models of the period (default the
     /// last 30 days) that no [[gpu_cost]] entry prices
+    // The help text names the config's table as apron.toml spells it.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[command(about = "Print the effective configuration and the GPU models it leaves unpriced", long_about)]
     Config(ConfigArgs),
 

@@ -10,7 +10,7 @@
 //!   the config as SQL tables ([`config::tables`]) and the priced views every
 //!   report reads ([`config::pricing`]);
 //! - [`session`]: a [`Session`] over a data folder, local
-//!   ([`session::local_files`], behind the write-ahead log's fence) or in a
+//!   (`session::local_files`, behind the write-ahead log's fence) or in a
 //!   bucket ([`session::object_storage`]): tables registered with their
 //!   schema, the minute tables made complete, the newest rows of a running
 //!   recorder, read-only planning, the memory limit, the named reports' SQL

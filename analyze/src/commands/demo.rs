@@ -147,7 +147,7 @@ fn simulate_fleet(
 }
 
 /// The demo's `apron.toml`: list prices of the simulated models, and rules
-/// for every simulated team but [`UNMAPPED_TEAM`].
+/// for every simulated team but `UNMAPPED_TEAM`.
 pub fn demo_config() -> String {
     let mut text = String::from(
         "# apron demo configuration: prices of the simulated GPUs and the simulated teams.\n\

@@ -1,11 +1,11 @@
 //! `apron sql QUERY | sql -f FILE [--param NAME=VALUE …] [--out FILE]`:
 //! one ad-hoc read-only query over the data folder, its placeholders bound
 //! to the `--param` values ([`crate::commands::sql::params`]), printed in the chosen
-//! format or written to a file ([`out_file`]); and `apron sql` alone, the
-//! same session for many statements ([`console`]): an interactive shell on
-//! a terminal ([`shell`]), else the statements of standard input
-//! ([`script`]). `apron sql --show [NAME]` prints a named report's SQL as
-//! the binary carries it, or lists the names ([`show`]).
+//! format or written to a file (`out_file`); and `apron sql` alone, the
+//! same session for many statements (`console`): an interactive shell on
+//! a terminal (`shell`), else the statements of standard input
+//! (`script`). `apron sql --show [NAME]` prints a named report's SQL as
+//! the binary carries it, or lists the names (`show`).
 //!
 //! So that every `queries/*.sql` runs on its own as its header says, a query
 //! whose text names `minute_costs`, `gpu_minute_states` or
@@ -13,7 +13,7 @@
 //! flags and the config, one that names `cost_buckets` gets the period's
 //! ledger ([`crate::ledger`]) per minute, and one that names an `apron_` function
 //! (`apron_team`, `apron_gpu_rate`) gets those functions from the config
-//! ([`views`]): `apron sql -f queries/spend.sql --month 2026-11` runs a
+//! (`views`): `apron sql -f queries/spend.sql --month 2026-11` runs a
 //! report's SQL as is. The config is read only then, so a plain query needs
 //! none.
 

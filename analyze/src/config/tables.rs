@@ -20,7 +20,7 @@
 //! `queries/proc_minute_states.sql` and `queries/minute_costs.sql` read
 //! them; apron registers them from the config wherever those run
 //! ([`register`]) and `apron export-config` writes them as Parquet
-//! ([`write`]) for Spark, Trino or Athena. They state exactly what
+//! (`write`) for Spark, Trino or Athena. They state exactly what
 //! [`crate::config::team_of`] and [`crate::config::gpu_cost_for`] decide,
 //! which the ledger applies in Rust: `analyze/src/ledger/tests.rs` holds the
 //! two to the same figures.

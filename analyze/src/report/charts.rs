@@ -20,7 +20,7 @@ use crate::report::figures::spend::{self, Spend};
 use crate::report::figures::windows::{self, Profile};
 use crate::report::figures::{self, Report};
 
-/// The bucket for a time chart of the period ([`Period::chart_bucket_seconds`]).
+/// The bucket for a time chart of the period (`Period::chart_bucket_seconds`).
 pub fn bucket_seconds(report: &Report) -> i64 {
     report.period.chart_bucket_seconds()
 }

@@ -21,7 +21,7 @@
 //! Each row is therefore counted once, from the log or from its file, never
 //! both, never neither. Files whose names are not the recorder's (compacted
 //! days, other tools' files) and hosts without segments are not fenced.
-//! The store the listing reads through applies it ([`crate::session::local_files`]).
+//! The store the listing reads through applies it (`crate::session::local_files`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;

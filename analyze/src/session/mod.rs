@@ -20,10 +20,10 @@
 //! its own, its format from its extension and its schema from the file
 //! (DataFusion's URL tables): a result `apron sql --out` wrote reads back;
 //! `read_parquet('x')` and `read_csv('x')` read one in the format they name
-//! ([`file_tables`]).
+//! (`file_tables`).
 //! Reading only: every statement that would write through such a table is
 //! refused as any other ([`Session::sql`]), and the file system refuses
-//! writes besides ([`crate::session::local_files`]).
+//! writes besides (`crate::session::local_files`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -107,7 +107,7 @@ impl Session {
     }
 
     /// [`Session::open`], for queries of `days` only: on a bucket
-    /// (`s3://BUCKET/PREFIX`, [`bucket`]), only those days' folders are
+    /// (`s3://BUCKET/PREFIX`, `bucket`), only those days' folders are
     /// listed; a local folder is read as by [`Session::open`].
     pub async fn open_within(data: &Path, memory: MemoryLimit, days: Option<Days>) -> Result<Self, Error> {
         if let Some(url) = object_storage::bucket_url(data) {

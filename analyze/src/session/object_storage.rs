@@ -15,7 +15,7 @@
 //!   read, no fence to keep, and every shipped day has its rollups, so the
 //!   local-only parts of a session (the newest rows, minutes derived from
 //!   raw files, the footer check that names a broken file) step aside.
-//! - **A period lists only its own days.** [`BucketStore`] answers the
+//! - **A period lists only its own days.** `BucketStore` answers the
 //!   listing of a table's whole folder with the listings of the period's
 //!   `date=` folders, so a month's report on a bucket of three years lists
 //!   some 30 folders per table, not 1,095. Without a period (ad-hoc SQL)
