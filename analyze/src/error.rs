@@ -554,7 +554,7 @@ pub enum OutputError {
     /// A report file (page, table) or the report folder could not be
     /// written.
     #[error("cannot write the report to {}", path.display())]
-    Report {
+    ReportContext {
         /// The file or folder.
         path: PathBuf,
         /// The cause.

@@ -38,7 +38,7 @@
 
 use apron_analyze::cli::GlobalArgs;
 use apron_analyze::cli::flag_groups::PeriodArgs;
-use apron_analyze::commands::Report;
+use apron_analyze::commands::ReportContext;
 use apron_analyze::output::Format;
 use apron_analyze::report::charts;
 use apron_tests::checks::Checks;
@@ -70,7 +70,7 @@ async fn series(fx: &Fixture) -> Series {
         memory_limit: None,
     };
     let period = PeriodArgs { from: Some(ms(START)), to: Some(ms(END)), ..PeriodArgs::default() };
-    let report = Report::prepare_quietly(&global, &period)
+    let report = ReportContext::prepare_quietly(&global, &period)
         .await
         .expect("the scenario's period has data")
         .with_costs()

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use apron_analyze::cli::GlobalArgs;
 use apron_analyze::cli::flag_groups::PeriodArgs;
-use apron_analyze::commands::Report;
+use apron_analyze::commands::ReportContext;
 use apron_analyze::output::Format;
 use apron_analyze::report::charts;
 use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
@@ -213,7 +213,7 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime")
 }
 
-async fn report(fx: &Fixture) -> Report {
+async fn report(fx: &Fixture) -> ReportContext {
     let global = GlobalArgs {
         data: fx.data.clone(),
         config: Some(fx.config.clone()),
@@ -221,7 +221,7 @@ async fn report(fx: &Fixture) -> Report {
         memory_limit: None,
     };
     let period = PeriodArgs { from: Some(ms(START)), to: Some(ms(END)), ..PeriodArgs::default() };
-    Report::prepare_quietly(&global, &period)
+    ReportContext::prepare_quietly(&global, &period)
         .await
         .expect("the fleet's period has data")
         .with_costs()

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use apron_analyze::commands::portable::engines::Engine;
-use apron_analyze::commands::portable::engines::Report;
+use apron_analyze::commands::portable::engines::PortableQuery;
 use apron_analyze::output::{Format, write_batches};
 use apron_analyze::report::figures::idle_cost::IdleBy;
 use apron_analyze::report::period::Period;
@@ -303,8 +303,8 @@ fn the_trino_and_athena_statements_compute_apron_s_figures() {
     };
     let mut c = Checks::default();
     for engine in [Engine::Trino, Engine::Athena] {
-        let spend = rows(Report::Spend, engine);
-        let idle = rows(Report::IdleCost(IdleBy::User), engine);
+        let spend = rows(PortableQuery::Spend, engine);
+        let idle = rows(PortableQuery::IdleCost(IdleBy::User), engine);
         compare_both(&mut c, &format!("{engine:?}"), &spend, &idle, &figures);
     }
     c.finish();

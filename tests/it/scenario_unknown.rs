@@ -109,7 +109,7 @@ use std::time::Duration;
 
 use apron_analyze::cli::GlobalArgs;
 use apron_analyze::cli::flag_groups::PeriodArgs;
-use apron_analyze::commands::Report;
+use apron_analyze::commands::ReportContext;
 use apron_analyze::output::Format;
 use apron_analyze::report::charts;
 use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
@@ -315,7 +315,7 @@ fn fleet_state(fx: &Fixture) -> Vec<(i64, [f64; 4])> {
         };
         let period =
             PeriodArgs { from: Some(start_ms()), to: Some(start_ms() + 600_000), ..PeriodArgs::default() };
-        let report = Report::prepare_quietly(&global, &period)
+        let report = ReportContext::prepare_quietly(&global, &period)
             .await
             .expect("the scenario's period has data")
             .with_costs()

@@ -10,7 +10,7 @@ use clap::Args;
 
 use crate::cli::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
-use crate::commands::Report;
+use crate::commands::ReportContext;
 use crate::error::{Error, InputError, OutputError};
 use crate::report::charts;
 
@@ -64,7 +64,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ChartArgs, mut out: W) ->
     if !args.force && std::fs::symlink_metadata(&args.out).is_ok() {
         return Err(OutputError::FileExists { path: args.out.clone() }.into());
     }
-    let report = Report::prepare_costs(global, &args.period).await?;
+    let report = ReportContext::prepare_costs(global, &args.period).await?;
     let ctx = charts::context(&report).with_size(args.width, args.height);
     charts::render(name, &report, &ctx, &args.out).await?;
     writeln!(out, "wrote {} ({}, {})", args.out.display(), name.title(), report.period.label())

@@ -80,12 +80,12 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &DemoArgs, mut out: W) -> 
     }
     let report_err = |path: &Path| {
         let path = path.to_path_buf();
-        move |e: std::io::Error| OutputError::Report { path, source: Box::new(e) }
+        move |e: std::io::Error| OutputError::ReportContext { path, source: Box::new(e) }
     };
     crate::commands::report::check_out_dir(&args.out, args.write.force)?;
     // Marked first, so a demo that fails halfway can be run again into it.
     apron_reports::mark_out_dir(&args.out)
-        .map_err(|e| OutputError::Report { path: args.out.clone(), source: Box::new(e) })?;
+        .map_err(|e| OutputError::ReportContext { path: args.out.clone(), source: Box::new(e) })?;
     let config_path = args.out.join("apron.toml");
     apron_files::replace::write(&config_path, demo_config().as_bytes()).map_err(report_err(&config_path))?;
     let data = match &args.keep_data {

@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::cli::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
-use crate::commands::Report;
+use crate::commands::ReportContext;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
 use crate::report::figures::idle_cost::{IdleBy, idle_cost};
@@ -27,7 +27,7 @@ pub struct IdleCostArgs {
 
 /// Prints the idle cost per group.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &IdleCostArgs, mut out: W) -> Result<(), Error> {
-    let mut report = Report::prepare_costs(global, &args.period).await?;
+    let mut report = ReportContext::prepare_costs(global, &args.period).await?;
     let idle = idle_cost(&report, args.by).await?;
     report.header.push(idle.header_line(&report.config.currency));
     if idle.rows.iter().any(|r| r.key.as_deref() == Some(apron_reports::UNALLOCATED)) {

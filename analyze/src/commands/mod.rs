@@ -13,7 +13,7 @@ use crate::cli::{Cli, Command};
 use crate::error::Error;
 /// What every report over a period starts from (kept here for the
 /// commands' callers; it lives in [`crate::report::context`]).
-pub use crate::report::context::Report;
+pub use crate::report::context::ReportContext;
 
 pub mod alerts;
 pub mod chart;

@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::error::{Error, InputError, OutputError};
 use crate::report::figures::idle_cost::IdleBy;
 use crate::report::period::Period;
-use engines::{Engine, Report};
+use engines::{Engine, PortableQuery};
 
 /// `apron export-config --out DIR`.
 #[derive(Debug, Clone, Args)]
@@ -108,9 +108,9 @@ pub fn ddl<W: Write>(args: &DdlArgs, out: W) -> Result<(), Error> {
 /// Prints the statement computing `args.report` on `args.engine`.
 pub fn export_sql<W: Write>(args: &ExportSqlArgs, out: W) -> Result<(), Error> {
     let report = match (args.report, args.by) {
-        (ExportReport::Spend, None) => Report::Spend,
-        (ExportReport::MinuteCosts, None) => Report::MinuteCosts,
-        (ExportReport::IdleCost, by) => Report::IdleCost(by.unwrap_or(IdleBy::Team)),
+        (ExportReport::Spend, None) => PortableQuery::Spend,
+        (ExportReport::MinuteCosts, None) => PortableQuery::MinuteCosts,
+        (ExportReport::IdleCost, by) => PortableQuery::IdleCost(by.unwrap_or(IdleBy::Team)),
         (_, Some(_)) => {
             return Err(
                 InputError::Usage { message: "--by applies to export-sql idle-cost only".into() }.into()

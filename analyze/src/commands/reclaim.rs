@@ -9,7 +9,7 @@ use clap::Args;
 
 use crate::cli::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
-use crate::commands::Report;
+use crate::commands::ReportContext;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
 use crate::report::context::rules;
@@ -32,7 +32,7 @@ pub struct ReclaimArgs {
 pub async fn run<W: Write>(global: &GlobalArgs, args: &ReclaimArgs, mut out: W) -> Result<(), Error> {
     // The ledger's pass finds the stretches by the rules asked for.
     let idle_for = args.idle_for;
-    let mut report = Report::prepare_stretches(global, &args.period, |c| {
+    let mut report = ReportContext::prepare_stretches(global, &args.period, |c| {
         rules(c.zombie.min_idle, c.zombie.min_mem_mib, idle_for.unwrap_or(c.reclaim.idle_for))
     })
     .await?;

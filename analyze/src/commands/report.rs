@@ -21,7 +21,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::GlobalArgs;
 use crate::cli::flag_groups::{PeriodArgs, ReportWriteArgs};
-use crate::commands::Report;
+use crate::commands::ReportContext;
 use crate::error::{Error, OutputError, SessionError};
 use crate::output::Rows;
 use crate::report::charts;
@@ -223,11 +223,11 @@ pub async fn write_report(
     };
     let period_args = PeriodArgs { month: Some(month), ..PeriodArgs::default() };
     step("reading the data");
-    let report = Report::prepare_costs(global, &period_args).await?;
+    let report = ReportContext::prepare_costs(global, &period_args).await?;
     let figures = MonthFigures::compute(global, month, &report, &step).await?;
 
     std::fs::create_dir_all(out_dir)
-        .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+        .map_err(|e| OutputError::ReportContext { path: out_dir.to_path_buf(), source: Box::new(e) })?;
     write_charts(&report, &figures, out_dir, &step).await?;
 
     let unpriced: Vec<String> = crate::report::header::unpriced(&report.config, &report.coverage)
@@ -247,7 +247,7 @@ pub async fn write_report(
         sections,
     };
     apron_reports::write_bundle(&bundle, out_dir, assets)
-        .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+        .map_err(|e| OutputError::ReportContext { path: out_dir.to_path_buf(), source: Box::new(e) })?;
     progress.finish_and_clear();
     Ok(headline(&report, figures, month, unpriced, out_dir))
 }
@@ -288,7 +288,7 @@ impl MonthFigures {
     async fn compute(
         global: &GlobalArgs,
         month: NaiveDate,
-        report: &Report,
+        report: &ReportContext,
         step: &dyn Fn(&'static str),
     ) -> Result<MonthFigures, Error> {
         let currency = &report.config.currency;
@@ -353,7 +353,7 @@ impl MonthFigures {
 
 /// Draws every chart as a PNG into `out_dir`, calling `step` before each.
 async fn write_charts(
-    report: &Report,
+    report: &ReportContext,
     figures: &MonthFigures,
     out_dir: &Path,
     step: &dyn Fn(&'static str),
@@ -381,7 +381,7 @@ async fn write_charts(
 
 /// The page's headline figures, with the change against the month before
 /// where it has data.
-fn headline_figures(report: &Report, figures: &MonthFigures) -> Vec<Figure> {
+fn headline_figures(report: &ReportContext, figures: &MonthFigures) -> Vec<Figure> {
     let money = |x: f64| apron_reports::money(x, &report.config.currency);
     let totals = &figures.spend.totals;
     let change = |now: f64, before: Option<f64>| -> Option<String> {
@@ -441,7 +441,7 @@ fn headline_figures(report: &Report, figures: &MonthFigures) -> Vec<Figure> {
 /// The page's sections in order, each with the table its command prints
 /// (the budgets only when there are budgets).
 fn sections(
-    report: &Report,
+    report: &ReportContext,
     figures: &MonthFigures,
     month: NaiveDate,
     unpriced: &[String],
@@ -500,7 +500,12 @@ fn budgets_section(budgets: &Budgets, rows: &RecordBatch, currency: &str) -> Sec
 }
 
 /// What each team's GPU time cost, against the month before.
-fn spend_section(report: &Report, figures: &MonthFigures, month: NaiveDate, rows: &RecordBatch) -> Section {
+fn spend_section(
+    report: &ReportContext,
+    figures: &MonthFigures,
+    month: NaiveDate,
+    rows: &RecordBatch,
+) -> Section {
     let money = |x: f64| apron_reports::money(x, &report.config.currency);
     let totals = &figures.spend.totals;
     let month_name = month_name(month);
@@ -537,7 +542,7 @@ fn spend_section(report: &Report, figures: &MonthFigures, month: NaiveDate, rows
 }
 
 /// Who held the GPUs whose idle time cost the most.
-fn idle_teams_section(report: &Report, figures: &MonthFigures, rows: &RecordBatch) -> Section {
+fn idle_teams_section(report: &ReportContext, figures: &MonthFigures, rows: &RecordBatch) -> Section {
     let money = |x: f64| apron_reports::money(x, &report.config.currency);
     let top_idle_teams = figures.idle_teams.top(3);
     Section {
@@ -561,7 +566,7 @@ fn idle_teams_section(report: &Report, figures: &MonthFigures, rows: &RecordBatc
 }
 
 /// How many GPUs were busy, idle-held, idle-empty (and unknown) on average.
-fn fleet_state_section(report: &Report, figures: &MonthFigures) -> Section {
+fn fleet_state_section(report: &ReportContext, figures: &MonthFigures) -> Section {
     let money = |x: f64| apron_reports::money(x, &report.config.currency);
     let totals = &figures.spend.totals;
     let mean = totals.mean_gpus(report.period.elapsed_hours(i64::MAX));
@@ -630,7 +635,7 @@ fn gpu_days_section(idle_gpu_rows: &RecordBatch) -> Section {
 }
 
 /// The processes that held memory on an idle GPU.
-fn zombies_section(report: &Report, figures: &MonthFigures, rows: &RecordBatch) -> Section {
+fn zombies_section(report: &ReportContext, figures: &MonthFigures, rows: &RecordBatch) -> Section {
     let zombie_count = figures.zombies.processes();
     let zombies_now = figures.zombies.processes_idle_now();
     Section {
@@ -673,7 +678,7 @@ fn zombies_section(report: &Report, figures: &MonthFigures, rows: &RecordBatch) 
 }
 
 /// The GPUs idle for the reclaim length in a row, and MIG slices nobody holds.
-fn reclaim_section(report: &Report, figures: &MonthFigures, rows: &RecordBatch) -> Section {
+fn reclaim_section(report: &ReportContext, figures: &MonthFigures, rows: &RecordBatch) -> Section {
     let reclaim = &figures.reclaim;
     Section {
         heading: "Reclaim candidates".into(),
@@ -713,7 +718,12 @@ fn reclaim_section(report: &Report, figures: &MonthFigures, rows: &RecordBatch) 
 }
 
 /// What reclaiming and ending zombies by the config's rules would free.
-fn savings_section(report: &Report, figures: &MonthFigures, month: NaiveDate, rows: &RecordBatch) -> Section {
+fn savings_section(
+    report: &ReportContext,
+    figures: &MonthFigures,
+    month: NaiveDate,
+    rows: &RecordBatch,
+) -> Section {
     let currency = &report.config.currency;
     let money = |x: f64| apron_reports::money(x, currency);
     let savings = &figures.savings;
@@ -750,7 +760,7 @@ fn savings_section(report: &Report, figures: &MonthFigures, month: NaiveDate, ro
 }
 
 /// The energy the GPUs drew, with the data centre's overhead.
-fn power_section(report: &Report, figures: &MonthFigures) -> Section {
+fn power_section(report: &ReportContext, figures: &MonthFigures) -> Section {
     let energy_kwh = figures.spend.totals.energy_kwh;
     Section {
         heading: "Power and energy".into(),
@@ -767,7 +777,7 @@ fn power_section(report: &Report, figures: &MonthFigures) -> Section {
 
 /// What was recorded, how a GPU-minute is judged and priced, the config and
 /// data read, and what is unknown or unpriced.
-fn about_section(report: &Report, unpriced: &[String]) -> Section {
+fn about_section(report: &ReportContext, unpriced: &[String]) -> Section {
     let money = |x: f64| apron_reports::money(x, &report.config.currency);
     Section {
         heading: "About these figures".into(),
@@ -798,7 +808,7 @@ fn about_section(report: &Report, unpriced: &[String]) -> Section {
 
 /// The report's headline for the terminal.
 fn headline(
-    report: &Report,
+    report: &ReportContext,
     figures: MonthFigures,
     month: NaiveDate,
     unpriced: Vec<String>,
@@ -904,7 +914,7 @@ fn without_budget_columns(batch: &RecordBatch) -> Result<RecordBatch, Error> {
 pub(crate) fn check_out_dir(out_dir: &Path, force: bool) -> Result<(), Error> {
     use apron_reports::OutDirState;
     let state = apron_reports::out_dir_state(out_dir)
-        .map_err(|e| OutputError::Report { path: out_dir.to_path_buf(), source: Box::new(e) })?;
+        .map_err(|e| OutputError::ReportContext { path: out_dir.to_path_buf(), source: Box::new(e) })?;
     match state {
         OutDirState::Missing | OutDirState::Empty | OutDirState::Report => Ok(()),
         OutDirState::Other if force => Ok(()),
@@ -912,7 +922,7 @@ pub(crate) fn check_out_dir(out_dir: &Path, force: bool) -> Result<(), Error> {
             Err(OutputError::OutDirNotEmpty { path: out_dir.to_path_buf(), marker: apron_reports::MARKER }
                 .into())
         }
-        OutDirState::NotAFolder => Err(OutputError::Report {
+        OutDirState::NotAFolder => Err(OutputError::ReportContext {
             path: out_dir.to_path_buf(),
             source: "it exists and is not a folder".into(),
         }
@@ -944,7 +954,7 @@ async fn previous_month(
 ) -> Result<Option<(String, spend::Totals)>, Error> {
     let Some(before) = Period::previous_month(month) else { return Ok(None) };
     let args = PeriodArgs { month: Some(before), ..PeriodArgs::default() };
-    let report = match Report::prepare_costs_quietly(global, &args).await {
+    let report = match ReportContext::prepare_costs_quietly(global, &args).await {
         Ok(r) => r,
         Err(Error::Session(SessionError::NoDataInPeriod { .. })) => return Ok(None),
         Err(e) => return Err(e),

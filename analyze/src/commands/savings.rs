@@ -9,7 +9,7 @@ use clap::Args;
 
 use crate::cli::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
-use crate::commands::Report;
+use crate::commands::ReportContext;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
 use crate::report::context::rules;
@@ -37,7 +37,7 @@ pub struct SavingsArgs {
 /// Prints what the rules would have freed, per team and in total.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SavingsArgs, mut out: W) -> Result<(), Error> {
     let (reclaim_after, zombie_after) = (args.reclaim_after, args.zombie_after);
-    let mut report = Report::prepare_costs_by(global, &args.period, |c| {
+    let mut report = ReportContext::prepare_costs_by(global, &args.period, |c| {
         rules(
             zombie_after.unwrap_or(c.zombie.min_idle),
             c.zombie.min_mem_mib,

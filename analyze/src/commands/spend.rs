@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::cli::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
-use crate::commands::Report;
+use crate::commands::ReportContext;
 use crate::error::Error;
 use crate::output::{Style, write_rows};
 use crate::report::figures::spend::spend;
@@ -22,7 +22,7 @@ pub struct SpendArgs {
 
 /// Prints the spend per team.
 pub async fn run<W: Write>(global: &GlobalArgs, args: &SpendArgs, mut out: W) -> Result<(), Error> {
-    let mut report = Report::prepare_costs(global, &args.period).await?;
+    let mut report = ReportContext::prepare_costs(global, &args.period).await?;
     let spend = spend(&report).await?;
     report.header.push(spend.totals.header_line(&report.config.currency));
     if spend.rows.iter().any(|r| r.team == apron_reports::UNALLOCATED) {

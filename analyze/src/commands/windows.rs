@@ -7,7 +7,7 @@
 use std::io::Write;
 
 use crate::cli::GlobalArgs;
-use crate::commands::Report;
+use crate::commands::ReportContext;
 use crate::error::{Error, InputError, OutputError};
 use crate::output::{Style, write_rows};
 use crate::report::figures::windows::{gpu_weeks, profile};
@@ -28,7 +28,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &WindowsArgs, mut out: W) 
         // Before the data is read: a command cron cannot run is a usage error.
         cron::check_command(command).map_err(usage)?;
     }
-    let mut report = Report::prepare_costs(global, &args.period).await?;
+    let mut report = ReportContext::prepare_costs(global, &args.period).await?;
     let profile = profile(&report).await?;
     let min_hours = usize::try_from(args.min_hours).unwrap_or(usize::MAX).max(1);
     let windows = profile.idle_windows(args.min_idle_share, min_hours, &report.config.currency);

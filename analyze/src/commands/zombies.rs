@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::cli::GlobalArgs;
 use crate::cli::flag_groups::{HeldIdleArgs, PeriodArgs};
-use crate::commands::Report;
+use crate::commands::ReportContext;
 use crate::error::{Error, InputError, OutputError};
 use crate::output::{Style, write_rows};
 use crate::report::context::rules;
@@ -46,7 +46,7 @@ fn period_refused(end_ms: i64, now_ms: i64, any_period: bool) -> Option<String> 
 #[derive(Debug)]
 pub(crate) struct HeldIdle {
     /// The period's report; its header keeps what is still running or idle.
-    pub(crate) report: Report,
+    pub(crate) report: ReportContext,
     /// The shortest stretch.
     pub(crate) min_idle: Duration,
     /// The least PCIe traffic of a data-starved process (MiB/s; 0: none is).
@@ -65,7 +65,7 @@ impl HeldIdle {
         starved_pcie: Option<u64>,
     ) -> Result<HeldIdle, Error> {
         let (min_idle, min_mem) = (held.min_idle, held.min_mem);
-        let mut report = Report::prepare_stretches(global, period, |c| {
+        let mut report = ReportContext::prepare_stretches(global, period, |c| {
             rules(
                 min_idle.unwrap_or(c.zombie.min_idle),
                 min_mem.unwrap_or(c.zombie.min_mem_mib),

@@ -2,8 +2,8 @@
 //! reports (`crate::report::figures`), and the chart drawn from them by
 //! `apron_reports`. Nothing here runs SQL or reads a query result.
 //!
-//! Every function here takes a [`Report`] with `minute_costs` registered
-//! ([`Report::with_costs`]); the series therefore use the report's period
+//! Every function here takes a [`ReportContext`] with `minute_costs` registered
+//! ([`ReportContext::with_costs`]); the series therefore use the report's period
 //! and config.
 
 use std::path::Path;
@@ -18,15 +18,15 @@ use crate::report::figures::idle_cost::IdleBy;
 use crate::report::figures::idle_cost::{self, IdleCost};
 use crate::report::figures::spend::{self, Spend};
 use crate::report::figures::windows::{self, Profile};
-use crate::report::figures::{self, Report};
+use crate::report::figures::{self, ReportContext};
 
 /// The bucket for a time chart of the period (`Period::chart_bucket_seconds`).
-pub fn bucket_seconds(report: &Report) -> i64 {
+pub fn bucket_seconds(report: &ReportContext) -> i64 {
     report.period.chart_bucket_seconds()
 }
 
 /// The context every chart of `report` is drawn with.
-pub fn context(report: &Report) -> ChartContext {
+pub fn context(report: &ReportContext) -> ChartContext {
     ChartContext::new(
         report.period.label(),
         report.session.layout().root().display().to_string(),
@@ -35,7 +35,12 @@ pub fn context(report: &Report) -> ChartContext {
 }
 
 /// Draws chart `name` of `report` into `out` (a PNG).
-pub async fn render(name: ChartName, report: &Report, ctx: &ChartContext, out: &Path) -> Result<(), Error> {
+pub async fn render(
+    name: ChartName,
+    report: &ReportContext,
+    ctx: &ChartContext,
+    out: &Path,
+) -> Result<(), Error> {
     let drawn = match name {
         ChartName::FleetState => apron_reports::fleet_state(&fleet_state(report).await?, ctx, out),
         ChartName::IdleCost => apron_reports::idle_cost(&idle_by_team(report).await?, ctx, out),
@@ -48,12 +53,12 @@ pub async fn render(name: ChartName, report: &Report, ctx: &ChartContext, out: &
 }
 
 /// `fleet-state`: mean GPUs busy, idle-held, idle-empty and unknown per bucket.
-pub async fn fleet_state(report: &Report) -> Result<Vec<FleetStatePoint>, Error> {
+pub async fn fleet_state(report: &ReportContext) -> Result<Vec<FleetStatePoint>, Error> {
     figures::fleet_state::fleet_state(report, bucket_seconds(report)).await
 }
 
 /// `team-spend`: busy and idle cost per team, from `apron spend`.
-pub async fn team_spend(report: &Report) -> Result<Vec<TeamCost>, Error> {
+pub async fn team_spend(report: &ReportContext) -> Result<Vec<TeamCost>, Error> {
     Ok(team_spend_of(&spend::spend(report).await?))
 }
 
@@ -67,7 +72,7 @@ pub fn team_spend_of(spend: &Spend) -> Vec<TeamCost> {
 }
 
 /// `idle-cost`: idle cost per team, from `apron idle-cost --by team`.
-pub async fn idle_by_team(report: &Report) -> Result<Vec<TeamCost>, Error> {
+pub async fn idle_by_team(report: &ReportContext) -> Result<Vec<TeamCost>, Error> {
     Ok(idle_by_team_of(&idle_cost::idle_cost(report, IdleBy::Team).await?))
 }
 
@@ -81,7 +86,7 @@ pub fn idle_by_team_of(idle: &IdleCost) -> Vec<TeamCost> {
 
 /// `hour-of-week`: mean utilization per hour of the week, from `apron
 /// windows`, with the recurring idle windows it reports by default.
-pub async fn hour_of_week(report: &Report) -> Result<HourOfWeek, Error> {
+pub async fn hour_of_week(report: &ReportContext) -> Result<HourOfWeek, Error> {
     Ok(hour_of_week_of(&windows::profile(report).await?))
 }
 
@@ -119,11 +124,11 @@ pub fn hour_of_week_of(profile: &Profile) -> HourOfWeek {
 
 /// `gpu-days`: each physical GPU's busy share per UTC day, rows labelled
 /// `host/index` (a MIG GPU's instances in its row, by their shares).
-pub async fn gpu_days(report: &Report) -> Result<Vec<GpuDayCell>, Error> {
+pub async fn gpu_days(report: &ReportContext) -> Result<Vec<GpuDayCell>, Error> {
     figures::gpu_days::gpu_days(report).await
 }
 
 /// `power`: mean fleet power per bucket and the energy since the start.
-pub async fn power(report: &Report) -> Result<Vec<PowerPoint>, Error> {
+pub async fn power(report: &ReportContext) -> Result<Vec<PowerPoint>, Error> {
     figures::power::power(report, bucket_seconds(report)).await
 }

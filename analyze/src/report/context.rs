@@ -1,9 +1,9 @@
 //! What every report over a period starts from: the effective config, the
 //! session over the data folder, the period chosen, what the data holds in
-//! it, and the header lines that say so ([`Report`]).
+//! it, and the header lines that say so ([`ReportContext`]).
 //!
 //! The figures (`crate::report::figures`), the charts (`crate::report::charts`) and the
-//! commands all take a [`Report`]; none of them builds one its own way.
+//! commands all take a [`ReportContext`]; none of them builds one its own way.
 
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use crate::session::{Days, Session};
 
 /// What every report over a period starts from.
 #[derive(Debug)]
-pub struct Report {
+pub struct ReportContext {
     /// The effective configuration.
     pub config: Config,
     /// The session over the data folder.
@@ -33,7 +33,7 @@ pub struct Report {
     pub header: Header,
     /// GPU-hours of the period whose energy was not measured (neither an
     /// energy counter nor a power reading); known once the costs are
-    /// registered ([`Report::with_costs`]), 0 before.
+    /// registered ([`ReportContext::with_costs`]), 0 before.
     pub energy_unknown_hours: f64,
     /// The period's ledger, once the costs are registered.
     pub ledger: Option<Ledger>,
@@ -42,11 +42,11 @@ pub struct Report {
     pub now_ms: i64,
 }
 
-impl Report {
+impl ReportContext {
     /// Loads the config, opens the data folder, chooses the period and
     /// finds what the data holds in it (an empty period is an error). Config
     /// warnings go to stderr.
-    pub async fn prepare(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+    pub async fn prepare(global: &GlobalArgs, period: &PeriodArgs) -> Result<ReportContext, Error> {
         let report = Self::prepare_quietly(global, period).await?;
         for warning in config_warnings(&report.config, &report.coverage) {
             eprintln!("{warning}");
@@ -54,15 +54,15 @@ impl Report {
         Ok(report)
     }
 
-    /// [`Report::prepare`] without printing the config warnings.
-    pub async fn prepare_quietly(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
+    /// [`ReportContext::prepare`] without printing the config warnings.
+    pub async fn prepare_quietly(global: &GlobalArgs, period: &PeriodArgs) -> Result<ReportContext, Error> {
         let config = Config::load(global.config.as_deref())?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let period = Period::choose(&period.choice(), now_ms)?;
         let session = open(global, &period).await?;
         let coverage = Coverage::of(&session, &period, now_ms).await?;
         let header = Header::new(&period, &coverage, &session, &config);
-        Ok(Report {
+        Ok(ReportContext {
             config,
             session,
             period,
@@ -74,26 +74,29 @@ impl Report {
         })
     }
 
-    /// [`Report::prepare`] and [`Report::with_costs`] in one pass: the
+    /// [`ReportContext::prepare`] and [`ReportContext::with_costs`] in one pass: the
     /// header's coverage comes from the ledger's pass, not from reading
     /// the rollups again. Config warnings go to stderr.
-    pub async fn prepare_costs(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
-        Self::prepare_costs_by(global, period, Report::config_rules).await
+    pub async fn prepare_costs(global: &GlobalArgs, period: &PeriodArgs) -> Result<ReportContext, Error> {
+        Self::prepare_costs_by(global, period, ReportContext::config_rules).await
     }
 
-    /// [`Report::prepare_costs`] without printing the config warnings.
-    pub async fn prepare_costs_quietly(global: &GlobalArgs, period: &PeriodArgs) -> Result<Report, Error> {
-        let (report, ledger) = Self::prepare_ledger(global, period, Report::config_rules).await?;
+    /// [`ReportContext::prepare_costs`] without printing the config warnings.
+    pub async fn prepare_costs_quietly(
+        global: &GlobalArgs,
+        period: &PeriodArgs,
+    ) -> Result<ReportContext, Error> {
+        let (report, ledger) = Self::prepare_ledger(global, period, ReportContext::config_rules).await?;
         report.attach(ledger)
     }
 
-    /// [`Report::prepare_costs`] with the ledger's stretches found by the
+    /// [`ReportContext::prepare_costs`] with the ledger's stretches found by the
     /// rules `rules_of` gives for the config (`savings`).
     pub async fn prepare_costs_by(
         global: &GlobalArgs,
         period: &PeriodArgs,
         rules_of: impl FnOnce(&Config) -> Rules,
-    ) -> Result<Report, Error> {
+    ) -> Result<ReportContext, Error> {
         let (report, ledger) = Self::prepare_ledger(global, period, rules_of).await?;
         for warning in config_warnings(&report.config, &report.coverage) {
             eprintln!("{warning}");
@@ -101,14 +104,14 @@ impl Report {
         report.attach(ledger)
     }
 
-    /// [`Report::prepare`] for `zombies` and `reclaim`: the ledger's pass
+    /// [`ReportContext::prepare`] for `zombies` and `reclaim`: the ledger's pass
     /// finds the stretches by the rules `rules_of` gives for the config,
     /// and the header's coverage comes from it. The header is `prepare`'s.
     pub async fn prepare_stretches(
         global: &GlobalArgs,
         period: &PeriodArgs,
         rules_of: impl FnOnce(&Config) -> Rules,
-    ) -> Result<Report, Error> {
+    ) -> Result<ReportContext, Error> {
         let (mut report, ledger) = Self::prepare_ledger(global, period, rules_of).await?;
         for warning in config_warnings(&report.config, &report.coverage) {
             eprintln!("{warning}");
@@ -123,7 +126,7 @@ impl Report {
         global: &GlobalArgs,
         period: &PeriodArgs,
         rules_of: impl FnOnce(&Config) -> Rules,
-    ) -> Result<(Report, Ledger), Error> {
+    ) -> Result<(ReportContext, Ledger), Error> {
         let config = Config::load(global.config.as_deref())?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let period = Period::choose(&period.choice(), now_ms)?;
@@ -140,7 +143,7 @@ impl Report {
             None => Coverage::of(&session, &period, now_ms).await?,
         };
         let header = Header::new(&period, &coverage, &session, &config);
-        let report = Report {
+        let report = ReportContext {
             config,
             session,
             period,
@@ -158,7 +161,7 @@ impl Report {
     /// are (at most an hour), its stretches found by the config's zombie and
     /// reclaim rules; adds to the header for how long energy was not
     /// measured, if at all.
-    pub async fn with_costs(self) -> Result<Report, Error> {
+    pub async fn with_costs(self) -> Result<ReportContext, Error> {
         let ledger =
             Ledger::compute(&self.session, &self.config, &self.period, bucket_ms(&self.period), self.rules())
                 .await?;
@@ -167,7 +170,7 @@ impl Report {
 
     /// Registers `ledger`'s `cost_buckets`, states the energy not measured,
     /// and keeps it.
-    fn attach(mut self, ledger: Ledger) -> Result<Report, Error> {
+    fn attach(mut self, ledger: Ledger) -> Result<ReportContext, Error> {
         ledger.register(&self.session)?;
         self.energy_unknown_hours = ledger.energy_unknown_seconds / HOUR_SECS as f64;
         if let Some(line) = crate::report::header::energy_unknown_line(self.energy_unknown_hours) {
@@ -178,8 +181,8 @@ impl Report {
     }
 
     /// The period's ledger, as the report was prepared with it
-    /// ([`Report::prepare_costs`], [`Report::prepare_stretches`],
-    /// [`Report::with_costs`]): figures read it and never compute one.
+    /// ([`ReportContext::prepare_costs`], [`ReportContext::prepare_stretches`],
+    /// [`ReportContext::with_costs`]): figures read it and never compute one.
     pub fn ledger(&self) -> Result<&Ledger, Error> {
         self.ledger
             .as_ref()
@@ -232,7 +235,8 @@ impl MonthSoFar {
             return Ok(None);
         }
         let so_far = Period { start_ms: month.start_ms, end_ms: now_ms };
-        let ledger = Ledger::compute(session, config, &so_far, HOUR_MS, Report::config_rules(config)).await?;
+        let ledger =
+            Ledger::compute(session, config, &so_far, HOUR_MS, ReportContext::config_rules(config)).await?;
         let Some(seen) = &ledger.coverage else { return Ok(None) };
         let data_end_ms = seen.row.last_minute + MINUTE_MS;
         ledger.register(session)?;

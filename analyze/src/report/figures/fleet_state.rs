@@ -7,7 +7,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
-use super::{Report, query, unreadable};
+use super::{ReportContext, query, unreadable};
 use crate::error::Error;
 use crate::report::columns::Columns;
 use crate::session::queries;
@@ -15,7 +15,7 @@ use crate::session::queries;
 /// The mean GPUs in each state per bucket of `bucket_seconds` (a whole
 /// number of minutes) of `report` (which has `minute_costs` registered),
 /// oldest first; buckets without data are left out.
-pub async fn fleet_state(report: &Report, bucket_seconds: i64) -> Result<Vec<FleetStatePoint>, Error> {
+pub async fn fleet_state(report: &ReportContext, bucket_seconds: i64) -> Result<Vec<FleetStatePoint>, Error> {
     let params = vec![ScalarValue::Int64(Some(bucket_seconds))];
     let batch = query(&report.session, queries::FLEET_STATE, params).await?;
     read(&batch).map_err(unreadable)

@@ -9,14 +9,14 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::Date32Type;
 use datafusion::arrow::error::ArrowError;
 
-use super::{Report, query, unreadable};
+use super::{ReportContext, query, unreadable};
 use crate::error::Error;
 use crate::report::columns::Columns;
 use crate::session::queries;
 
 /// Each physical GPU's busy share per day of `report` (which has
 /// `minute_costs` registered), by host, index and day.
-pub async fn gpu_days(report: &Report) -> Result<Vec<GpuDayCell>, Error> {
+pub async fn gpu_days(report: &ReportContext) -> Result<Vec<GpuDayCell>, Error> {
     let batch = query(&report.session, queries::GPU_DAYS, Vec::new()).await?;
     read(&batch).map_err(unreadable)
 }

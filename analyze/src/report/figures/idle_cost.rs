@@ -8,7 +8,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
-use super::{Report, query, unreadable};
+use super::{ReportContext, query, unreadable};
 use crate::error::Error;
 use crate::output::Rows;
 use crate::report::columns::{self, Columns, batch_of};
@@ -101,7 +101,7 @@ impl IdleCost {
 
 /// The idle cost of `report` (which has `minute_costs` registered) grouped
 /// `by`.
-pub async fn idle_cost(report: &Report, by: IdleBy) -> Result<IdleCost, Error> {
+pub async fn idle_cost(report: &ReportContext, by: IdleBy) -> Result<IdleCost, Error> {
     let params = vec![ScalarValue::Utf8(Some(by.name().to_owned()))];
     let batch = query(&report.session, queries::IDLE_COST, params).await?;
     let mut rows = read(&batch).map_err(unreadable)?;

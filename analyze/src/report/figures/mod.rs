@@ -3,7 +3,7 @@
 //! here and nowhere else (to the cent, keeping totals:
 //! [`crate::report::rounding`]); so are the header lines that state a figure.
 //!
-//! A figure runs its `queries/<name>.sql` through the [`Report`]'s session
+//! A figure runs its `queries/<name>.sql` through the [`ReportContext`]'s session
 //! and reads the result into rows ([`crate::report::columns::Columns`]); its rows
 //! print through [`crate::output::write_rows`] (the [`crate::output::Rows`]
 //! impl says which columns, in what order, rounded how). The commands
@@ -29,7 +29,7 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
 use crate::error::{Error, SessionError};
-pub use crate::report::context::Report;
+pub use crate::report::context::ReportContext;
 use crate::session::Session;
 
 pub mod actions;

@@ -7,7 +7,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
-use super::{Report, query, unreadable};
+use super::{ReportContext, query, unreadable};
 use crate::error::Error;
 use crate::report::columns::Columns;
 use crate::session::queries;
@@ -15,7 +15,7 @@ use crate::session::queries;
 /// Mean fleet power per bucket of `bucket_seconds` (a whole number of
 /// minutes) of `report` (which has `minute_costs` registered) and the
 /// energy up to each bucket's end, oldest first.
-pub async fn power(report: &Report, bucket_seconds: i64) -> Result<Vec<PowerPoint>, Error> {
+pub async fn power(report: &ReportContext, bucket_seconds: i64) -> Result<Vec<PowerPoint>, Error> {
     let params = vec![ScalarValue::Int64(Some(bucket_seconds))];
     let batch = query(&report.session, queries::POWER, params).await?;
     read(&batch).map_err(unreadable)

@@ -12,7 +12,7 @@ use apron_reports::{grouped, money};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
-use super::Report;
+use super::ReportContext;
 use crate::error::Error;
 use crate::ledger::ReclaimSum;
 use crate::output::Rows;
@@ -107,7 +107,7 @@ impl Reclaim {
 
 /// The idle stretches in the period of `report`, as its ledger found them
 /// (at least the `idle_for` of the rules it was prepared with).
-pub fn reclaim(report: &Report) -> Result<Reclaim, Error> {
+pub fn reclaim(report: &ReportContext) -> Result<Reclaim, Error> {
     let ledger = report.ledger()?;
     Ok(Reclaim {
         rows: ledger.reclaim.clone(),

@@ -23,7 +23,7 @@ use apron_reports::money;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
-use super::Report;
+use super::ReportContext;
 use super::spend::Spend;
 use crate::error::Error;
 use crate::ledger::{FreedAt, Reclaimed, ZombieFreed};
@@ -164,7 +164,7 @@ impl Savings {
 /// Processes starved of data ([`is_starved`] by the config's threshold)
 /// are not zombies: ending them frees nothing here.
 pub fn savings(
-    report: &Report,
+    report: &ReportContext,
     spend: &Spend,
     reclaim_after: Duration,
     zombie_after: Duration,

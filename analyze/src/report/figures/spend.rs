@@ -9,7 +9,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
 use super::budgets::{self, Budgets};
-use super::{Report, query, unreadable};
+use super::{ReportContext, query, unreadable};
 use crate::config::Config;
 use crate::error::Error;
 use crate::output::Rows;
@@ -169,7 +169,7 @@ impl Spend {
 /// The spend of `report` (which has `minute_costs` registered): money
 /// rounded to the cent keeping the total, each row's busy and idle cost
 /// adding up to its cost.
-pub async fn spend(report: &Report) -> Result<Spend, Error> {
+pub async fn spend(report: &ReportContext) -> Result<Spend, Error> {
     let batch = query(&report.session, queries::SPEND, Vec::new()).await?;
     let exact = read(&batch).map_err(unreadable)?;
     let cost = cents_keeping_total(&exact.iter().map(|r| r.cost).collect::<Vec<_>>())?;

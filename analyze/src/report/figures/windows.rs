@@ -15,7 +15,7 @@ use apron_reports::{grouped, money};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
-use super::{Report, query, unreadable};
+use super::{ReportContext, query, unreadable};
 use crate::error::Error;
 use crate::output::Rows;
 use crate::report::columns::{self, Columns, batch_of};
@@ -255,7 +255,7 @@ impl Profile {
 
 /// The hour-of-week profile of `report` (which has `minute_costs`
 /// registered).
-pub async fn profile(report: &Report) -> Result<Profile, Error> {
+pub async fn profile(report: &ReportContext) -> Result<Profile, Error> {
     let batch = query(&report.session, queries::WINDOWS, Vec::new()).await?;
     Ok(Profile { cells: read(&batch).map_err(unreadable)? })
 }
@@ -461,7 +461,7 @@ pub fn window_worth(runs: &[Run], gpus: &[GpuWeek], min_share_pct: f64) -> Windo
 
 /// Each GPU's week in `report`'s period (which has `cost_buckets`
 /// registered), by host, index and UUID.
-pub async fn gpu_weeks(report: &Report) -> Result<Vec<GpuWeek>, Error> {
+pub async fn gpu_weeks(report: &ReportContext) -> Result<Vec<GpuWeek>, Error> {
     let batch = query(&report.session, queries::WINDOW_GPUS, Vec::new()).await?;
     read_gpu_weeks(&batch).map_err(unreadable)
 }

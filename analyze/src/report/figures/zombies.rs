@@ -17,7 +17,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
 
 use super::starved::{Starved, held_idle_columns};
-use super::{Report, query, unreadable};
+use super::{ReportContext, query, unreadable};
 use crate::error::Error;
 use crate::output::Rows;
 use crate::report::columns::{Columns, batch_of};
@@ -68,7 +68,7 @@ pub fn is_starved(row: &ZombieRow, starved_pcie_mib_per_s: u64) -> bool {
 /// prepared with), told apart by `starved_pcie_mib_per_s` ([`is_starved`]):
 /// the zombies, and the processes starved of data. Both keep the ledger's
 /// order, most memory-minutes first.
-pub fn held_idle(report: &Report, starved_pcie_mib_per_s: u64) -> Result<(Zombies, Starved), Error> {
+pub fn held_idle(report: &ReportContext, starved_pcie_mib_per_s: u64) -> Result<(Zombies, Starved), Error> {
     let rows = report.ledger()?.zombies.clone();
     let (starved, zombies) = rows.into_iter().partition(|r| is_starved(r, starved_pcie_mib_per_s));
     Ok((Zombies { rows: zombies }, Starved { rows: starved }))
@@ -76,7 +76,7 @@ pub fn held_idle(report: &Report, starved_pcie_mib_per_s: u64) -> Result<(Zombie
 
 /// The zombie stretches in the period of `report`, without those starved
 /// of data by the config's `[zombie] starved_pcie_mib_per_s`.
-pub fn zombies(report: &Report) -> Result<Zombies, Error> {
+pub fn zombies(report: &ReportContext) -> Result<Zombies, Error> {
     Ok(held_idle(report, report.config.zombie.starved_pcie_mib_per_s)?.0)
 }
 
@@ -108,7 +108,7 @@ pub fn idle_now(row: &ZombieRow) -> bool {
 /// pid and start time) in the list's order, with their pod and Slurm job
 /// read from `proc_minutes` where the process was last seen idle. A
 /// process idle earlier and busy now, or gone, is not among them.
-pub async fn running(report: &Report, zombies: &Zombies) -> Result<Vec<Running>, Error> {
+pub async fn running(report: &ReportContext, zombies: &Zombies) -> Result<Vec<Running>, Error> {
     let mut out: Vec<Running> = Vec::new();
     let mut at: HashMap<(&str, i32, Option<i64>), usize> = HashMap::new();
     for row in zombies.rows.iter().filter(|r| idle_now(r)) {
