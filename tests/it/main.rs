@@ -27,6 +27,7 @@ mod completions;
 mod config;
 mod data_files;
 mod demo;
+mod docs_paths;
 mod durability;
 mod faults;
 mod first_run;
