@@ -17,7 +17,6 @@ use crate::commands::alerts::AlertsArgs;
 use crate::commands::chart::ChartArgs;
 use crate::commands::config::ConfigArgs;
 use crate::commands::demo::DemoArgs;
-use crate::commands::docs::{CompletionsArgs, ManPagesArgs};
 use crate::commands::idle_cost::IdleCostArgs;
 use crate::commands::import::ImportArgs;
 use crate::commands::pick::PickArgs;
@@ -30,10 +29,10 @@ use crate::commands::sql::SqlArgs;
 use crate::commands::starved::StarvedArgs;
 use crate::commands::windows::WindowsArgs;
 use crate::commands::zombies::ZombiesArgs;
-use crate::output::Format;
-use crate::session::memory::{MEMORY_LIMIT_ENV, MemoryLimit};
 
 pub mod flag_groups;
+
+use flag_groups::GlobalArgs;
 
 /// The exit code of every failure: a bad command line, bad input, a failed
 /// query.
@@ -51,38 +50,20 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Options every command takes, before or after its name.
+/// `apron completions SHELL`.
 #[derive(Debug, Clone, Args)]
-pub struct GlobalArgs {
-    /// Data folder written by apron-recorder (DATA/TABLE/date=…/host=…/).
-    /// Default: $APRON_DATA, else ./data
-    #[arg(long, global = true, value_name = "DIR", env = "APRON_DATA", default_value = "./data")]
-    pub data: PathBuf,
-
-    /// Cost and team configuration (apron.toml); without it the documented
-    /// defaults apply. `sql` uses it only for the view minute_costs and the
-    /// apron_ functions.
-    #[arg(long, global = true, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-
-    /// How results are printed.
-    #[arg(long, global = true, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-
-    /// The most memory a query may hold, e.g. 512M, 2G, 1.5GiB (K, M, G, T
-    /// are powers of 1024). Sorts and aggregations past it spill to a
-    /// temporary folder under $TMPDIR (else /tmp); a query that still does
-    /// not fit fails and says so. Default: $APRON_MEMORY_LIMIT, else the
-    /// smaller of 2 GiB and half this machine's memory.
-    #[arg(long, global = true, value_name = "SIZE", env = MEMORY_LIMIT_ENV)]
-    pub memory_limit: Option<MemoryLimit>,
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum)]
+    pub shell: apron_cli::docs::Shell,
 }
 
-impl GlobalArgs {
-    /// The memory limit given, else the default for this machine.
-    pub fn memory_limit(&self) -> MemoryLimit {
-        self.memory_limit.unwrap_or_else(MemoryLimit::for_this_machine)
-    }
+/// `apron man-pages --out DIR`.
+#[derive(Debug, Clone, Args)]
+pub struct ManPagesArgs {
+    /// The folder to write the pages into (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// apron's commands. `apron --help` lists each by its one-line `about`;
@@ -284,6 +265,7 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+    use crate::output::Format;
 
     #[test]
     fn the_command_line_is_well_formed() {

@@ -36,7 +36,7 @@
 //! nlp 0.97 busy, vision 0.15 busy + 0.61 idle, "(unallocated)" 0.61 idle,
 //! unassigned 0.46 busy.
 
-use apron_analyze::cli::GlobalArgs;
+use apron_analyze::cli::flag_groups::GlobalArgs;
 use apron_analyze::cli::flag_groups::PeriodArgs;
 use apron_analyze::commands::ReportContext;
 use apron_analyze::output::Format;

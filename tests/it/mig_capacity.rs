@@ -38,7 +38,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use apron_analyze::cli::GlobalArgs;
+use apron_analyze::cli::flag_groups::GlobalArgs;
 use apron_analyze::cli::flag_groups::PeriodArgs;
 use apron_analyze::commands::ReportContext;
 use apron_analyze::output::Format;

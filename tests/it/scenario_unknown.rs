@@ -107,7 +107,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use apron_analyze::cli::GlobalArgs;
+use apron_analyze::cli::flag_groups::GlobalArgs;
 use apron_analyze::cli::flag_groups::PeriodArgs;
 use apron_analyze::commands::ReportContext;
 use apron_analyze::output::Format;

@@ -6,10 +6,48 @@
 //! share. The global options (data folder, config, format, memory limit)
 //! are [`crate::cli::GlobalArgs`].
 
+use std::path::PathBuf;
+
 use chrono::NaiveDate;
 use clap::Args;
 
+use crate::output::Format;
 use crate::report::period::{self, PeriodChoice};
+use crate::session::memory::{MEMORY_LIMIT_ENV, MemoryLimit};
+
+/// Options every command takes, before or after its name.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Data folder written by apron-recorder (DATA/TABLE/date=…/host=…/).
+    /// Default: $APRON_DATA, else ./data
+    #[arg(long, global = true, value_name = "DIR", env = "APRON_DATA", default_value = "./data")]
+    pub data: PathBuf,
+
+    /// Cost and team configuration (apron.toml); without it the documented
+    /// defaults apply. `sql` uses it only for the view minute_costs and the
+    /// apron_ functions.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// How results are printed.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+
+    /// The most memory a query may hold, e.g. 512M, 2G, 1.5GiB (K, M, G, T
+    /// are powers of 1024). Sorts and aggregations past it spill to a
+    /// temporary folder under $TMPDIR (else /tmp); a query that still does
+    /// not fit fails and says so. Default: $APRON_MEMORY_LIMIT, else the
+    /// smaller of 2 GiB and half this machine's memory.
+    #[arg(long, global = true, value_name = "SIZE", env = MEMORY_LIMIT_ENV)]
+    pub memory_limit: Option<MemoryLimit>,
+}
+
+impl GlobalArgs {
+    /// The memory limit given, else the default for this machine.
+    pub fn memory_limit(&self) -> MemoryLimit {
+        self.memory_limit.unwrap_or_else(MemoryLimit::for_this_machine)
+    }
+}
 
 /// The period of a report: `--month`, or `--from`/`--to`, or `--last`;
 /// default the last 30 days. Half-open and in UTC.

@@ -8,7 +8,7 @@ use std::io::Write;
 use chrono::Utc;
 use clap::Args;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::commands::outcome::Outcome;
 use crate::config::Config;
 use crate::error::Error;

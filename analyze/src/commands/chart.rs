@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use apron_reports::ChartName;
 use clap::Args;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::ReportContext;
 use crate::error::{Error, InputError, OutputError};

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use clap::Args;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::{ConfigError, Error, OutputError, SessionError};

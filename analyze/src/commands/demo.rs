@@ -23,7 +23,7 @@ use chrono::NaiveDate;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::ReportWriteArgs;
 use crate::commands::report::{assets, write_report};
 use crate::error::{Error, InputError, OutputError};

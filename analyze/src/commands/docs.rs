@@ -2,28 +2,11 @@
 //! the clap definition `apron` parses with ([`crate::cli::Cli`]).
 
 use std::io::Write;
-use std::path::PathBuf;
 
-use clap::{Args, CommandFactory};
+use clap::CommandFactory;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, CompletionsArgs, ManPagesArgs};
 use crate::error::{Error, OutputError};
-
-/// `apron completions SHELL`.
-#[derive(Debug, Clone, Args)]
-pub struct CompletionsArgs {
-    /// The shell: bash, zsh, fish, elvish or powershell.
-    #[arg(value_enum)]
-    pub shell: apron_cli::docs::Shell,
-}
-
-/// `apron man-pages --out DIR`.
-#[derive(Debug, Clone, Args)]
-pub struct ManPagesArgs {
-    /// The folder to write the pages into (made if missing).
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
-}
 
 /// Prints the completion script for `args.shell`.
 pub fn completions<W: Write>(args: &CompletionsArgs, mut out: W) -> Result<(), Error> {

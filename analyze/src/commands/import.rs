@@ -17,7 +17,7 @@ use apron_schemas::DataLayout;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::error::{Error, OutputError};
 use crate::import::{self, HostRows, ImportError, Written};
 use crate::report::period;

@@ -17,7 +17,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::error::{Error, OutputError, SessionError};
 use crate::output::Format;
 use crate::session::Session;

@@ -19,7 +19,7 @@ use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::{PeriodArgs, ReportWriteArgs};
 use crate::commands::ReportContext;
 use crate::error::{Error, OutputError, SessionError};

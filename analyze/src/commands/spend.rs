@@ -5,7 +5,7 @@ use std::io::Write;
 
 use clap::Args;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::ReportContext;
 use crate::error::Error;

@@ -22,7 +22,7 @@ use std::path::Path;
 
 use datafusion::prelude::DataFrame;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::error::{Error, InputError, OutputError};
 use crate::session::Session;
 use params::Param;

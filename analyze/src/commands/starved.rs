@@ -7,7 +7,7 @@ use std::io::Write;
 
 use clap::Args;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::{HeldIdleArgs, PeriodArgs, parse_starved_pcie};
 use crate::commands::zombies::HeldIdle;
 use crate::error::Error;

@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::commands::ReportContext;
 use crate::error::{Error, InputError, OutputError};
 use crate::output::{Style, write_rows};

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::{HeldIdleArgs, PeriodArgs};
 use crate::commands::ReportContext;
 use crate::error::{Error, InputError, OutputError};

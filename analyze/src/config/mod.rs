@@ -370,6 +370,11 @@ impl Default for Alerts {
 }
 
 impl Config {
+    /// Whether any team has a budget (`[[team]] budget_per_month`).
+    pub fn any_budget(&self) -> bool {
+        self.team.iter().any(|t| t.budget_per_month.is_some())
+    }
+
     /// The configuration `apron` runs with: `explicit` (`--config FILE`)
     /// when given, else `./apron.toml` when the current folder has one, else
     /// the defaults. The result records which in [`Config::source`].

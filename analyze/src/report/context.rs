@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use apron_schemas::time::{HOUR_MS, HOUR_SECS, MINUTE_MS, MINUTE_SECS};
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::Error;
@@ -227,8 +227,8 @@ impl MonthSoFar {
     /// before) for the budget figures. `None` when no team has a budget,
     /// the month has not begun, or it holds no data.
     pub async fn open(session: &Session, config: &Config, now_ms: i64) -> Result<Option<MonthSoFar>, Error> {
-        use crate::report::figures::budgets;
-        let Some(month) = budgets::month_holding(now_ms).filter(|_| budgets::any(config)) else {
+        use crate::report::period::month_holding;
+        let Some(month) = month_holding(now_ms).filter(|_| config.any_budget()) else {
             return Ok(None);
         };
         if now_ms <= month.start_ms {

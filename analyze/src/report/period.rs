@@ -147,6 +147,12 @@ pub fn midnight_ms(day: NaiveDate) -> i64 {
     day.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp_millis())
 }
 
+/// The calendar month (UTC) holding `ms`.
+pub fn month_holding(ms: i64) -> Option<Period> {
+    let first = DateTime::from_timestamp_millis(ms)?.date_naive().with_day(1)?;
+    Some(Period { start_ms: midnight_ms(first), end_ms: midnight_ms(Period::next_month(first)?) })
+}
+
 /// Parses `--month`: `YYYY-MM`, a UTC calendar month; gives its first day.
 pub fn parse_month(s: &str) -> Result<NaiveDate, String> {
     NaiveDate::parse_from_str(&format!("{s}-01"), "%Y-%m-%d")

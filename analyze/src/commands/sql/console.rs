@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::time::Instant;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
 use crate::error::{Error, OutputError};
 use crate::output::Format;

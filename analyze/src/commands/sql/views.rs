@@ -10,7 +10,7 @@
 
 use apron_schemas::time::MINUTE_MS;
 
-use crate::cli::GlobalArgs;
+use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
 use crate::config::Config;
 use crate::error::Error;

@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::output::Rows;
 use crate::report::columns::{self, Columns, batch_of};
-use crate::report::period::{Period, midnight_ms, show_ms};
+use crate::report::period::{Period, month_holding, show_ms};
 use crate::session::Session;
 use crate::session::queries;
 
@@ -135,20 +135,9 @@ impl Budgets {
     }
 }
 
-/// Whether `config` gives any team a budget.
-pub fn any(config: &Config) -> bool {
-    config.team.iter().any(|t| t.budget_per_month.is_some())
-}
-
 /// The calendar month (UTC) `period` is, if it is exactly one.
 pub fn month_of(period: &Period) -> Option<Period> {
     month_holding(period.start_ms).filter(|month| month == period)
-}
-
-/// The calendar month (UTC) holding `ms`.
-pub fn month_holding(ms: i64) -> Option<Period> {
-    let first = DateTime::from_timestamp_millis(ms)?.date_naive().with_day(1)?;
-    Some(Period { start_ms: midnight_ms(first), end_ms: midnight_ms(Period::next_month(first)?) })
 }
 
 /// The budgets of `month` over `session`, whose `cost_buckets` hold the

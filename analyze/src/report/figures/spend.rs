@@ -158,7 +158,7 @@ impl Spend {
     pub fn budget_lines(&self, config: &Config) -> Vec<String> {
         match &self.budgets {
             Some(b) => b.header_lines(&config.currency),
-            None if budgets::any(config) => {
+            None if config.any_budget() => {
                 vec!["Budgets:  per calendar month: give --month YYYY-MM to see them".to_owned()]
             }
             None => Vec::new(),
@@ -190,7 +190,7 @@ pub async fn spend(report: &ReportContext) -> Result<Spend, Error> {
         energy_kwh: exact.iter().map(|r| r.energy_kwh.unwrap_or(0.0)).sum(),
     };
     let mut budgets = match budgets::month_of(&report.period) {
-        Some(month) if budgets::any(&report.config) => {
+        Some(month) if report.config.any_budget() => {
             let data_end = report.data_end_ms();
             Some(budgets::budgets(&report.session, &report.config, month, data_end, report.now_ms).await?)
         }
