@@ -23,6 +23,15 @@ pub const BUCKET: &str = "apron";
 
 /// How many consecutive ports a server takes.
 const PORTS: u16 = 12;
+/// How far above a port weed puts its gRPC twin when not told.
+const GRPC_OFFSET: u16 = 10_000;
+/// How long one start may take to answer. A loaded 2-core machine running
+/// the whole suite has needed more than a minute.
+const READY_LIMIT: Duration = Duration::from_secs(120);
+/// How many times a start is tried (on fresh ports where the ports may be
+/// chosen) before the test fails: another test may take a port between
+/// choosing it and weed binding it.
+const STARTS: usize = 3;
 
 /// The `weed` binary, installed on first use when it is nowhere.
 pub fn weed() -> PathBuf {
@@ -66,23 +75,26 @@ pub struct S3Server {
     dir: tempfile::TempDir,
 }
 
-/// The first of `PORTS` consecutive free ports on 127.0.0.1.
+/// The first of `PORTS` consecutive free ports on 127.0.0.1, whose
+/// counterparts 10000 above are free too (weed dials some gRPC ports there
+/// whatever it is told).
 fn free_ports() -> u16 {
     for _ in 0..200 {
         let base =
             TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("an address").port();
-        if base > u16::MAX - PORTS {
+        if base > u16::MAX - PORTS - GRPC_OFFSET {
             continue;
         }
-        // weed takes gRPC ports at 10000 above some of these when not told.
-        if (base..base + PORTS).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+        let free = |from: u16| (from..from + PORTS).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if free(base) && free(base + GRPC_OFFSET) {
             return base;
         }
     }
     panic!("no {PORTS} consecutive free ports on 127.0.0.1");
 }
 
-/// Starts `weed mini` with its data in `dir`, on the ports from `b` on.
+/// Starts `weed mini` with its data in `dir`, on the ports from `b` on; what
+/// it prints goes to `dir/weed.log`.
 fn spawn(dir: &std::path::Path, b: u16) -> Child {
     let port = |i: u16| (b + i).to_string();
     let arg = |name: &str, i: u16| format!("-{name}={}", port(i));
@@ -112,21 +124,32 @@ fn spawn(dir: &std::path::Path, b: u16) -> Child {
         .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
         .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
         .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stdin(Stdio::null());
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(dir.join("weed.log"))
+        .expect("weed's log file opens");
+    cmd.stdout(log.try_clone().expect("the log file's handle is cloned")).stderr(log);
     cmd.spawn().expect("weed starts")
 }
 
 impl S3Server {
-    /// Starts a server and waits until it answers S3 requests.
+    /// Starts a server and waits until it answers S3 requests; a start that
+    /// exits or does not answer is tried again on fresh ports.
     pub fn start() -> S3Server {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_ports();
-        let child = spawn(dir.path(), port);
-        let server = S3Server { child, port, dir };
-        server.wait_ready(Duration::from_secs(60));
-        server
+        let mut failures = Vec::new();
+        for _ in 0..STARTS {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let port = free_ports();
+            let child = spawn(dir.path(), port);
+            let mut server = S3Server { child, port, dir };
+            match server.wait_ready(READY_LIMIT) {
+                Ok(()) => return server,
+                Err(why) => failures.push(format!("ports {port}..: {why}\n{}", log_tail(server.dir.path()))),
+            }
+        }
+        panic!("SeaweedFS did not start: {}", failures.join("\n"));
     }
 
     /// Kills the server at once (SIGKILL: requests in flight are cut),
@@ -137,23 +160,39 @@ impl S3Server {
     }
 
     /// Starts a killed server again, on the same ports and folder (so with
-    /// the objects it held), and waits until it answers.
+    /// the objects it held), and waits until it answers; a start that exits
+    /// (a port briefly taken) is tried again.
     pub fn start_again(&mut self) {
-        self.child = spawn(self.dir.path(), self.port);
-        self.wait_ready(Duration::from_secs(60));
+        let mut failures = Vec::new();
+        for _ in 0..STARTS {
+            self.child = spawn(self.dir.path(), self.port);
+            match self.wait_ready(READY_LIMIT) {
+                Ok(()) => return,
+                Err(why) => failures.push(why),
+            }
+            self.kill();
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        panic!("SeaweedFS did not start again: {}\n{}", failures.join("; "), log_tail(self.dir.path()));
     }
 
     /// Waits until the S3 port answers a request for the bucket (403 to an
-    /// unsigned one, not 5xx: the filer behind it is up).
-    fn wait_ready(&self, limit: Duration) {
+    /// unsigned one, not 5xx: the filer behind it is up); says why not when
+    /// weed exits or `limit` passes.
+    fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
         let t0 = Instant::now();
         loop {
             if let Some(status) = self.status_of_bucket()
                 && status < 500
             {
-                return;
+                return Ok(());
             }
-            assert!(t0.elapsed() < limit, "SeaweedFS's S3 port did not answer within {limit:?}");
+            if let Ok(Some(exit)) = self.child.try_wait() {
+                return Err(format!("weed exited ({exit}) after {:?}", t0.elapsed()));
+            }
+            if t0.elapsed() >= limit {
+                return Err(format!("the S3 port did not answer within {limit:?}"));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -190,8 +229,18 @@ impl S3Server {
     }
 }
 
+/// The last lines weed printed in `dir`, for a failure's message.
+fn log_tail(dir: &std::path::Path) -> String {
+    let log = std::fs::read_to_string(dir.join("weed.log")).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    format!("weed's last lines:\n{}", lines[lines.len().saturating_sub(20)..].join("\n"))
+}
+
 impl Drop for S3Server {
     fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
         super::signal(&self.child, libc::SIGTERM);
         let t0 = Instant::now();
         while self.child.try_wait().ok().flatten().is_none() && t0.elapsed() < Duration::from_secs(10) {
