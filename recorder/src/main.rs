@@ -81,6 +81,18 @@ struct Cli {
     /// state (keep it equal to apron.toml's idle.threshold_pct).
     #[arg(long, value_name = "PCT", default_value_t = apron_recorder::metrics::DEFAULT_IDLE_THRESHOLD_PCT, value_parser = parse_threshold)]
     idle_threshold: f64,
+    /// Slurm's scontrol, asked (once per job, off the tick) for the account
+    /// of each Slurm job the kernel puts a GPU process in; squeue beside
+    /// it lists this node's running jobs every 30s (default: scontrol on
+    /// PATH, else Slurm is not asked; '' turns it off).
+    #[arg(long, value_name = "PATH")]
+    scontrol: Option<std::ffi::OsString>,
+    /// Never ask Slurm (as --scontrol '').
+    #[arg(long)]
+    no_slurm: bool,
+    /// This node's name in Slurm (default: this host's short name).
+    #[arg(long, value_name = "NAME")]
+    slurm_node: Option<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -548,5 +560,10 @@ fn record_options(cli: &Cli) -> RecordOptions {
         ship_every: cli.ship_every,
         metrics: cli.metrics,
         idle_threshold_pct: cli.idle_threshold,
+        slurm: apron_recorder::slurm::SlurmOptions::from_flags(
+            cli.scontrol.as_deref().map(std::path::Path::new),
+            cli.no_slurm,
+            cli.slurm_node.as_deref(),
+        ),
     }
 }
