@@ -391,7 +391,7 @@ fn run_command(cli: Cli) -> anyhow::Result<bool> {
         None => {
             // A bad URL is refused before recording starts.
             let ship = cli.ship.as_deref().map(apron_store::remote::Remote::from_url).transpose()?;
-            record(&record_options(&cli), ship)?;
+            record(&record_options(&cli)?, ship)?;
             Ok(true)
         }
     }
@@ -543,8 +543,13 @@ fn run_simulate(opts: &SimulateOptions, data: &std::path::Path) -> anyhow::Resul
 }
 
 /// The recording run's options from the flags.
-fn record_options(cli: &Cli) -> RecordOptions {
-    RecordOptions {
+fn record_options(cli: &Cli) -> anyhow::Result<RecordOptions> {
+    let slurm = apron_recorder::slurm::SlurmOptions::from_flags(
+        cli.scontrol.as_deref().map(std::path::Path::new),
+        cli.no_slurm,
+        cli.slurm_node.as_deref(),
+    )?;
+    Ok(RecordOptions {
         data: cli.data.clone(),
         source: cli.source,
         interval: cli.interval,
@@ -560,10 +565,6 @@ fn record_options(cli: &Cli) -> RecordOptions {
         ship_every: cli.ship_every,
         metrics: cli.metrics,
         idle_threshold_pct: cli.idle_threshold,
-        slurm: apron_recorder::slurm::SlurmOptions::from_flags(
-            cli.scontrol.as_deref().map(std::path::Path::new),
-            cli.no_slurm,
-            cli.slurm_node.as_deref(),
-        ),
-    }
+        slurm,
+    })
 }

@@ -74,24 +74,49 @@ impl SlurmOptions {
     /// The options from the recorder's flags: `scontrol` is `given`
     /// (empty: off), else the `scontrol` found on `PATH` (none: off);
     /// `squeue` is the one beside that `scontrol`, if there is one; the
-    /// node is `node`, else this machine's short host name. `None` when
-    /// Slurm lookups are off.
-    pub fn from_flags(given: Option<&Path>, off: bool, node: Option<&str>) -> Option<SlurmOptions> {
+    /// node is `node`, else this machine's short host name. `Ok(None)`
+    /// when Slurm lookups are off; an error when `given` is not an
+    /// executable file.
+    pub fn from_flags(
+        given: Option<&Path>,
+        off: bool,
+        node: Option<&str>,
+    ) -> Result<Option<SlurmOptions>, SlurmFlagError> {
         if off {
-            return None;
+            return Ok(None);
         }
         let scontrol = match given {
-            Some(path) if path.as_os_str().is_empty() => return None,
+            Some(path) if path.as_os_str().is_empty() => return Ok(None),
+            Some(path) if !is_executable(path) => {
+                return Err(SlurmFlagError::NotExecutable { path: path.to_path_buf() });
+            }
             Some(path) => path.to_path_buf(),
-            None => find_on_path("scontrol")?,
+            None => match find_on_path("scontrol") {
+                Some(path) => path,
+                None => return Ok(None),
+            },
         };
         let squeue = Some(scontrol.with_file_name("squeue")).filter(|p| is_executable(p));
-        let node = match node {
-            Some(node) => node.to_owned(),
-            None => short_host_name()?,
+        let node = match node.map(str::to_owned).or_else(short_host_name) {
+            Some(node) => node,
+            None => return Err(SlurmFlagError::NoNodeName),
         };
-        Some(SlurmOptions { scontrol, squeue, node, timeout: COMMAND_TIMEOUT })
+        Ok(Some(SlurmOptions { scontrol, squeue, node, timeout: COMMAND_TIMEOUT }))
     }
+}
+
+/// The Slurm flags cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmFlagError {
+    /// `--scontrol PATH` names no executable file.
+    #[error("--scontrol {}: no executable file there (--scontrol '' or --no-slurm turns Slurm lookups off)", path.display())]
+    NotExecutable {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// This machine's host name cannot be read to name its Slurm node.
+    #[error("cannot read this machine's host name to name its Slurm node; pass --slurm-node NAME")]
+    NoNodeName,
 }
 
 /// `name` in the first folder of `PATH` that holds it as an executable file.

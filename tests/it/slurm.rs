@@ -373,3 +373,29 @@ fn a_hung_scontrol_delays_no_tick_and_is_counted() {
         assert!(!stat.contains("(sleep)") && !stat.contains("(scontrol)"), "{pid} still runs: {stat}");
     }
 }
+
+#[test]
+fn a_scontrol_that_is_not_there_is_refused_in_one_line() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let missing = tmp.path().join("bin/scontrol");
+    let out = Command::new(bin("apron-recorder"))
+        .arg("--data")
+        .arg(tmp.path().join("data"))
+        .args(["--source", "sim", "--scontrol"])
+        .arg(&missing)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the recorder runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines,
+        [format!(
+            "error: --scontrol {}: no executable file there (--scontrol '' or --no-slurm turns Slurm lookups off)",
+            missing.display()
+        )],
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("data").exists(), "nothing recorded");
+}

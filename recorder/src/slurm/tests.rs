@@ -142,14 +142,22 @@ fn allocations_of_this_nodes_running_jobs() {
 
 #[test]
 fn flags_turn_lookups_off_or_point_them_somewhere() {
-    assert_eq!(SlurmOptions::from_flags(Some(Path::new("/opt/x/scontrol")), true, Some("n1")), None);
-    assert_eq!(SlurmOptions::from_flags(Some(Path::new("")), false, Some("n1")), None);
+    let flags =
+        |given: Option<&Path>, off, node| SlurmOptions::from_flags(given, off, node).expect("valid flags");
+    assert_eq!(flags(Some(Path::new("/opt/x/scontrol")), true, Some("n1")), None);
+    assert_eq!(flags(Some(Path::new("")), false, Some("n1")), None);
     let tmp = tempfile::tempdir().expect("tempdir");
     let scontrol = script(tmp.path(), "scontrol", "exit 0\n");
-    let given = SlurmOptions::from_flags(Some(&scontrol), false, Some("n1")).expect("on");
+    let given = flags(Some(&scontrol), false, Some("n1")).expect("on");
     assert_eq!((given.squeue, given.node.as_str()), (None, "n1"));
     let squeue = script(tmp.path(), "squeue", "exit 0\n");
-    let given = SlurmOptions::from_flags(Some(&scontrol), false, None).expect("on");
+    let given = flags(Some(&scontrol), false, None).expect("on");
     assert_eq!(given.squeue, Some(squeue));
     assert!(!given.node.is_empty() && !given.node.contains('.'), "{}", given.node);
+    let error =
+        SlurmOptions::from_flags(Some(&tmp.path().join("nothing")), false, None).expect_err("no file");
+    assert!(
+        error.to_string().starts_with(&format!("--scontrol {}/nothing: ", tmp.path().display())),
+        "{error}"
+    );
 }
