@@ -9,9 +9,10 @@
 //! waits until a deadline so that one GPU stuck in the driver stalls only
 //! its own rows, resolves who the processes are through
 //! [`crate::identity`] (and their Slurm job's account through
-//! [`crate::slurm`]'s cache, never waiting for Slurm), and reports what NVML refused once per GPU and kind
-//! (and counts it at every tick). The clock and the tick come from the tick
-//! loop; the deadline is measured on the monotonic clock.
+//! [`crate::slurm`]'s cache, never waiting for Slurm), and reports what
+//! NVML refused once per GPU and kind (and counts it at every tick). The
+//! clock and the tick come from the tick loop; the deadline is measured on
+//! the monotonic clock.
 //!
 //! NVML's calls are slow (the process queries take milliseconds and the
 //! driver's lock), so each is made at most once per GPU per tick; the PCIe
