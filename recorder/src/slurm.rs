@@ -28,6 +28,8 @@ pub mod scontrol;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -216,6 +218,8 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     options: SlurmOptions,
+    /// Set when the recorder stops: a command in flight is killed.
+    stopping: AtomicBool,
 }
 
 impl Shared {
@@ -231,11 +235,16 @@ pub struct SlurmLookups {
     shared: Arc<Shared>,
 }
 
-/// The lookup thread: stopped when dropped (a command in flight is left to
-/// its time limit).
+/// How long dropping the resolver waits for the lookup thread to end (and
+/// kill a command in flight).
+const STOP_WAIT: Duration = Duration::from_secs(1);
+
+/// The lookup thread: stopped when dropped, a command in flight killed.
 #[derive(Debug)]
 pub struct SlurmResolver {
     lookups: SlurmLookups,
+    /// Disconnected once the lookup thread has ended.
+    ended: mpsc::Receiver<()>,
 }
 
 impl SlurmResolver {
@@ -246,13 +255,19 @@ impl SlurmResolver {
             state: Mutex::new(State { list_due, ..State::default() }),
             wake: Condvar::new(),
             options,
+            stopping: AtomicBool::new(false),
         });
         let thread = Arc::clone(&shared);
-        std::thread::Builder::new().name("slurm-lookup".into()).spawn(move || lookup_loop(&thread))?;
+        let (alive, ended) = mpsc::channel::<()>();
+        std::thread::Builder::new().name("slurm-lookup".into()).spawn(move || {
+            // Dropped when the thread ends, however it ends.
+            let _alive = alive;
+            lookup_loop(&thread);
+        })?;
         tracing::info!(scontrol = %shared.options.scontrol.display(),
             squeue = %shared.options.squeue.as_deref().map_or_else(|| "(none)".into(), |p| p.display().to_string()),
             node = %shared.options.node, "Slurm jobs are looked up in Slurm");
-        Ok(SlurmResolver { lookups: SlurmLookups { shared } })
+        Ok(SlurmResolver { lookups: SlurmLookups { shared }, ended })
     }
 
     /// The handle the tick reads through.
@@ -263,8 +278,12 @@ impl SlurmResolver {
 
 impl Drop for SlurmResolver {
     fn drop(&mut self) {
+        self.lookups.shared.stopping.store(true, Ordering::Relaxed);
         self.lookups.shared.lock().stop = true;
         self.lookups.shared.wake.notify_all();
+        // A command in flight is killed within its poll interval; a
+        // thread that does not end in time is left to the process's exit.
+        let _ = self.ended.recv_timeout(STOP_WAIT);
     }
 }
 
@@ -418,7 +437,8 @@ fn lookup_loop(shared: &Shared) {
 /// Runs `scontrol -d -o show job ID` and stores what it says.
 fn ask_job(shared: &Shared, job_id: &str, warned: &mut Warned) {
     let options = &shared.options;
-    let ran = command::run(&options.scontrol, &["-d", "-o", "show", "job", job_id], options.timeout);
+    let args = ["-d", "-o", "show", "job", job_id];
+    let ran = command::run(&options.scontrol, &args, options.timeout, &shared.stopping);
     let answer = match ran {
         Ran::Exited { success: true, stdout, .. } => match scontrol::parse_job(&stdout, job_id) {
             Ok(job) => Ok(Answer::Known(Arc::new(job))),
@@ -446,6 +466,7 @@ fn ask_job(shared: &Shared, job_id: &str, warned: &mut Warned) {
             }
             Err(true)
         }
+        Ran::Stopped => return,
         Ran::NotStarted(error) => {
             if !std::mem::replace(&mut warned.failed, true) {
                 tracing::warn!(scontrol = %options.scontrol.display(), %error,
@@ -486,7 +507,10 @@ fn list_running(shared: &Shared, warned: &mut Warned) {
     let Some(squeue) = &options.squeue else { return };
     let nodelist = format!("--nodelist={}", options.node);
     let args = ["--noheader", "--states=RUNNING", nodelist.as_str(), "--format=%A"];
-    let ran = command::run(squeue, &args, options.timeout);
+    let ran = command::run(squeue, &args, options.timeout, &shared.stopping);
+    if matches!(ran, Ran::Stopped) {
+        return;
+    }
     let mut state = shared.lock();
     state.health.listed += 1;
     let now = Instant::now();
@@ -513,7 +537,7 @@ fn list_running(shared: &Shared, warned: &mut Warned) {
             if !std::mem::replace(&mut warned.list, true) {
                 let error = match other {
                     Ran::Exited { stderr, .. } => stderr.trim().to_owned(),
-                    Ran::TimedOut => format!("no answer within {:?}", options.timeout),
+                    Ran::TimedOut | Ran::Stopped => format!("no answer within {:?}", options.timeout),
                     Ran::NotStarted(e) => e.to_string(),
                 };
                 tracing::warn!(squeue = %squeue.display(), %error, "cannot list this node's running Slurm jobs; \

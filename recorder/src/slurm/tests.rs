@@ -38,7 +38,7 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 fn stand_in(dir: &Path, log: &Path) -> PathBuf {
     let body = format!(
         "echo \"$*\" >> '{log}'\nfor a; do job=$a; done\ncase $job in\n\
-         42) echo '{r42}' ;;\n43) echo '{r43}' ;;\n44) sleep 30 ;;\n\
+         42) echo '{r42}' ;;\n43) echo '{r43}' ;;\n44) echo \"pid $$\" >> '{log}'; sleep 30 ;;\n\
          *) echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1 ;;\nesac\n",
         log = log.display(),
         r42 = record("42", "vision", "gpu:2(IDX:0-1)"),
@@ -103,6 +103,29 @@ fn an_unknown_job_stays_unknown_and_a_hung_scontrol_is_killed_and_counted() {
     // The next question is not held up by the failed one's backoff.
     assert_eq!(lookups.view().job("42"), None);
     eventually("job 42 answered", || lookups.view().job("42").is_some());
+}
+
+#[test]
+fn stopping_kills_a_command_in_flight() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log = tmp.path().join("calls.log");
+    let mut opts = options(tmp.path(), &log);
+    opts.timeout = Duration::from_secs(60);
+    let resolver = SlurmResolver::start(opts).expect("starts");
+    assert_eq!(resolver.lookups().view().job("44"), None);
+    let mut pid = None;
+    eventually("scontrol for job 44 runs", || {
+        pid = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("pid ").map(str::to_owned));
+        pid.is_some()
+    });
+    let pid = pid.expect("found above");
+    let t0 = Instant::now();
+    drop(resolver);
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "scontrol {pid} outlives the resolver");
 }
 
 #[test]
