@@ -1,5 +1,6 @@
 //! apron's node agent, as a library: a recording run ([`record`]), the NVML
-//! source and process identity, the tick loop, stop signals, the recorder's lock, and the data folder's
+//! source and process identity, Slurm's word on jobs ([`slurm`]), the tick
+//! loop, stop signals, the recorder's lock, and the data folder's
 //! maintenance (compaction of closed days, then retention).
 //!
 //! What the writer and the readers share (the source trait, the simulated
@@ -19,6 +20,7 @@ pub mod metrics;
 pub mod record;
 pub mod retention;
 pub mod ship;
+pub mod slurm;
 pub mod source;
 pub mod stop_signal;
 pub mod tick;

@@ -81,6 +81,18 @@ struct Cli {
     /// state (keep it equal to apron.toml's idle.threshold_pct).
     #[arg(long, value_name = "PCT", default_value_t = apron_recorder::metrics::DEFAULT_IDLE_THRESHOLD_PCT, value_parser = parse_threshold)]
     idle_threshold: f64,
+    /// Slurm's scontrol, asked (once per job, off the tick) for the account
+    /// of each Slurm job the kernel puts a GPU process in; squeue beside
+    /// it lists this node's running jobs every 30s (default: scontrol on
+    /// PATH, else Slurm is not asked; '' turns it off).
+    #[arg(long, value_name = "PATH")]
+    scontrol: Option<std::ffi::OsString>,
+    /// Never ask Slurm (as --scontrol '').
+    #[arg(long)]
+    no_slurm: bool,
+    /// This node's name in Slurm (default: this host's short name).
+    #[arg(long, value_name = "NAME")]
+    slurm_node: Option<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -379,7 +391,7 @@ fn run_command(cli: Cli) -> anyhow::Result<bool> {
         None => {
             // A bad URL is refused before recording starts.
             let ship = cli.ship.as_deref().map(apron_store::remote::Remote::from_url).transpose()?;
-            record(&record_options(&cli), ship)?;
+            record(&record_options(&cli)?, ship)?;
             Ok(true)
         }
     }
@@ -531,8 +543,13 @@ fn run_simulate(opts: &SimulateOptions, data: &std::path::Path) -> anyhow::Resul
 }
 
 /// The recording run's options from the flags.
-fn record_options(cli: &Cli) -> RecordOptions {
-    RecordOptions {
+fn record_options(cli: &Cli) -> anyhow::Result<RecordOptions> {
+    let slurm = apron_recorder::slurm::SlurmOptions::from_flags(
+        cli.scontrol.as_deref().map(std::path::Path::new),
+        cli.no_slurm,
+        cli.slurm_node.as_deref(),
+    )?;
+    Ok(RecordOptions {
         data: cli.data.clone(),
         source: cli.source,
         interval: cli.interval,
@@ -548,5 +565,6 @@ fn record_options(cli: &Cli) -> RecordOptions {
         ship_every: cli.ship_every,
         metrics: cli.metrics,
         idle_threshold_pct: cli.idle_threshold,
-    }
+        slurm,
+    })
 }

@@ -23,6 +23,7 @@ use crate::maintenance::DailyMaintenance;
 use crate::metrics::{MetricsServer, ServeError};
 use crate::retention::RetentionPolicy;
 use crate::ship::live::LiveShipper;
+use crate::slurm::{SlurmLookups, SlurmOptions, SlurmResolver};
 use crate::source::nvml::{NvmlOpenError, NvmlSource};
 use crate::stop_signal::StopSignals;
 use crate::tick;
@@ -74,6 +75,9 @@ pub struct RecordOptions {
     pub metrics: Option<SocketAddr>,
     /// The idle threshold (%) of `/metrics`' GPU-minute states.
     pub idle_threshold_pct: f64,
+    /// Where to ask Slurm about the jobs of GPU processes (with
+    /// [`SourceKind::Nvml`]); `None`: Slurm is not asked.
+    pub slurm: Option<SlurmOptions>,
 }
 
 /// Recording could not start, or could not write its last rows.
@@ -94,6 +98,9 @@ pub enum RecordError {
     /// NVML could not be opened.
     #[error(transparent)]
     Nvml(#[from] NvmlOpenError),
+    /// The Slurm lookup thread could not start.
+    #[error("cannot start the thread that asks Slurm about jobs")]
+    Slurm(#[source] io::Error),
     /// Another recorder records this host into this data folder.
     #[error(transparent)]
     Lock(#[from] LockError),
@@ -134,7 +141,15 @@ pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordEr
     let host = host_name(opts.host.as_deref())?;
     let layout = DataLayout::new(&opts.data);
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let mut source = open_source(opts, &host, now_ms)?;
+    // Off the tick: the tick only reads what it has cached.
+    let slurm = match (&opts.slurm, opts.source) {
+        (Some(slurm), SourceKind::Nvml) => {
+            Some(SlurmResolver::start(slurm.clone()).map_err(RecordError::Slurm)?)
+        }
+        _ => None,
+    };
+    let lookups = slurm.as_ref().map(SlurmResolver::lookups);
+    let mut source = open_source(opts, &host, now_ms, lookups.clone())?;
     // Before anything touches the WAL (and after the source opened, so a
     // machine without a driver is told so and left untouched): a second recorder would replay and
     // delete the first one's open segment.
@@ -198,6 +213,7 @@ pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordEr
             maintenance: Some(&mut maintenance),
             shipper: shipper.as_ref(),
             metrics: metrics.as_mut().map(|(_, publisher)| publisher),
+            slurm: lookups.as_ref(),
         },
     );
     // The endpoint stops answering once the last rows are written.
@@ -227,10 +243,22 @@ pub fn host_name(given: Option<&str>) -> Result<String, RecordError> {
 }
 
 /// Opens the source `opts` asks for, sampling `host`; a simulated host's
-/// history starts at `now_ms`.
-pub fn open_source(opts: &RecordOptions, host: &str, now_ms: i64) -> Result<Box<dyn Source>, RecordError> {
+/// history starts at `now_ms`. The NVML source takes its processes' Slurm
+/// accounts from `slurm` when given.
+pub fn open_source(
+    opts: &RecordOptions,
+    host: &str,
+    now_ms: i64,
+    slurm: Option<SlurmLookups>,
+) -> Result<Box<dyn Source>, RecordError> {
     Ok(match opts.source {
         SourceKind::Sim => Box::new(SimHost::new(host, opts.sim_gpus, opts.sim_seed, now_ms)),
-        SourceKind::Nvml => Box::new(NvmlSource::open(host.to_owned(), opts.nvml_lib.as_deref())?),
+        SourceKind::Nvml => {
+            let source = NvmlSource::open(host.to_owned(), opts.nvml_lib.as_deref())?;
+            Box::new(match slurm {
+                Some(slurm) => source.with_slurm(slurm),
+                None => source,
+            })
+        }
     })
 }

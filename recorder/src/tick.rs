@@ -17,6 +17,7 @@ use tracing::{error, info, warn};
 use crate::maintenance::DailyMaintenance;
 use crate::metrics::{Health, Publisher};
 use crate::ship::live::{LiveShipper, ShipHealth};
+use crate::slurm::{SlurmHealth, SlurmLookups};
 use crate::stop_signal::{StopSignals, Wake};
 use apron_store::source::{Source, Tick};
 use apron_store::write_error::WriteError;
@@ -95,6 +96,8 @@ pub struct Companions<'a> {
     pub shipper: Option<&'a LiveShipper>,
     /// Serves each tick at `/metrics`.
     pub metrics: Option<&'a mut Publisher>,
+    /// Asks Slurm about jobs (on its own thread); the health line counts it.
+    pub slurm: Option<&'a SlurmLookups>,
 }
 
 /// [`run`], also compacting closed days and applying retention in the
@@ -110,7 +113,7 @@ pub fn run_with_maintenance(
     health_every: Duration,
     with: Companions<'_>,
 ) -> Result<RunStats, WriteError> {
-    let Companions { mut maintenance, shipper, mut metrics } = with;
+    let Companions { mut maintenance, shipper, mut metrics, slurm } = with;
     let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX).max(1);
     let row_interval = i32::try_from(interval_ms).unwrap_or(i32::MAX);
     let mut stats = RunStats::default();
@@ -179,7 +182,7 @@ pub fn run_with_maintenance(
         }
         if ts - last_health >= health_every_ms || ts < last_health {
             last_health = ts;
-            log_health(&stats, writer, shipper.map(LiveShipper::health));
+            log_health(&stats, writer, shipper.map(LiveShipper::health), slurm.map(SlurmLookups::health));
         }
         // After the push: at the first tick of a day, the day before is closed.
         if let Some(m) = maintenance.as_deref_mut() {
@@ -243,10 +246,16 @@ fn health_now(
 
 /// The periodic one-line health summary: is the recorder keeping up, and
 /// is anything being lost.
-fn log_health(stats: &RunStats, writer: &RollingWriter, ship: Option<ShipHealth>) {
+fn log_health(
+    stats: &RunStats,
+    writer: &RollingWriter,
+    ship: Option<ShipHealth>,
+    slurm: Option<SlurmHealth>,
+) {
     let w = writer.stats();
     let wal = writer.wal_stats().unwrap_or_default();
     let ship = ship.unwrap_or_default();
+    let slurm = slurm.unwrap_or_default();
     info!(
         ticks = stats.ticks,
         missed_ticks = stats.ticks_missed,
@@ -267,6 +276,13 @@ fn log_health(stats: &RunStats, writer: &RollingWriter, ship: Option<ShipHealth>
         ship_pending = ship.pending,
         ship_failed = ship.failed,
         ship_expired_pending = ship.expired_pending,
+        slurm_asked = slurm.asked,
+        slurm_known = slurm.known,
+        slurm_unknown = slurm.unknown,
+        slurm_failed = slurm.failed,
+        slurm_timeouts = slurm.timeouts,
+        slurm_listed = slurm.listed,
+        slurm_list_failed = slurm.list_failed,
         "health"
     );
 }

@@ -51,6 +51,7 @@ mod rollups;
 mod scenario_unknown;
 mod secrets;
 mod ship;
+mod slurm;
 mod snapshot;
 mod sql;
 mod sql_file_tables;

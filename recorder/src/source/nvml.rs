@@ -8,9 +8,11 @@
 //! [`gpu`]: one for all GPUs while their calls are quick), and
 //! waits until a deadline so that one GPU stuck in the driver stalls only
 //! its own rows, resolves who the processes are through
-//! [`crate::identity`], and reports what NVML refused once per GPU and kind
-//! (and counts it at every tick). The clock and the tick come from the tick
-//! loop; the deadline is measured on the monotonic clock.
+//! [`crate::identity`] (and their Slurm job's account through
+//! [`crate::slurm`]'s cache, never waiting for Slurm), and reports what
+//! NVML refused once per GPU and kind (and counts it at every tick). The
+//! clock and the tick come from the tick loop; the deadline is measured on
+//! the monotonic clock.
 //!
 //! NVML's calls are slow (the process queries take milliseconds and the
 //! driver's lock), so each is made at most once per GPU per tick; the PCIe
@@ -37,6 +39,7 @@ pub use self::gpu::PCIE_THROUGHPUT_EVERY;
 use self::gpu::{GpuState, Outcome, Request, Spare, to_i64};
 use self::worker::{Answer, Pool};
 use crate::identity::IdentityCache;
+use crate::slurm::SlurmLookups;
 use apron_store::source::{GpuFailure, Source, Tick};
 
 /// The library names tried, in order, when no path is given. Machines
@@ -155,6 +158,9 @@ pub struct NvmlSource {
     /// The answers of a tick, kept for the next tick's.
     answers: Vec<Answer<Outcome>>,
     identities: IdentityCache,
+    /// What Slurm says about the jobs of the processes (account, partition);
+    /// `None`: not asked.
+    slurm: Option<SlurmLookups>,
     /// Counts `sample` calls: the sampling rounds.
     round: u64,
     /// The sampling threads at the last tick, to log when more start.
@@ -216,11 +222,20 @@ impl NvmlSource {
             spare: (0..n).map(|_| Spare::default()).collect(),
             answers: Vec::with_capacity(n),
             identities: IdentityCache::new(),
+            slurm: None,
             round: 0,
             lanes: 1,
             nvml,
             all_failed_ticks: 0,
         })
+    }
+
+    /// Takes each process's Slurm account from Slurm's answers in `slurm`
+    /// (for a process whose cgroup puts it in a Slurm job); without it,
+    /// `slurm_account` stays unknown.
+    pub fn with_slurm(mut self, slurm: SlurmLookups) -> NvmlSource {
+        self.slurm = Some(slurm);
+        self
     }
 
     /// The NVIDIA driver's version (`"550.54.15"`), `None` when NVML would
@@ -365,6 +380,10 @@ impl Source for NvmlSource {
                 })
                 .filter_map(|p| i32::try_from(p.pid).ok()),
         );
+        // Slurm's answers as cached now; a job not asked about yet is
+        // queued, and its processes' account stays unknown until it answers.
+        let lookups = self.slurm.clone();
+        let mut slurm = lookups.as_ref().map(SlurmLookups::view);
         for (i, answer) in answers.drain(..).enumerate() {
             let gpu_index = u32::try_from(i).unwrap_or(u32::MAX);
             match answer {
@@ -385,12 +404,21 @@ impl Source for NvmlSource {
                         // Host pids are below the kernel's pid_max (at most 2^22).
                         let Ok(pid) = i32::try_from(p.pid) else { continue };
                         let Some(on) = rows.get(p.row) else { continue };
+                        let mut identity = self.identities.identity(pid).clone();
+                        // The job from the kernel (its cgroup), its account
+                        // from Slurm: never from the process's environment.
+                        if let (Some(view), Some(job_id)) = (slurm.as_mut(), identity.slurm_job_id.as_deref())
+                            && let Some(job) = view.job(job_id)
+                        {
+                            identity.slurm_account = job.account.clone();
+                            // set identity.slurm_partition here (job.partition)
+                        }
                         out.procs.push(ProcSample {
                             ts: ts_ms,
                             gpu_uuid: on.gpu_uuid.clone(),
                             pid,
                             interval_ms,
-                            identity: self.identities.identity(pid).clone(),
+                            identity,
                             used_mem_bytes: p.used_mem_bytes.and_then(to_i64),
                             sm_util_pct: p.sm_util_pct,
                             mem_util_pct: p.mem_util_pct,
@@ -432,6 +460,7 @@ impl Source for NvmlSource {
                 Answer::Idle => {}
             }
         }
+        drop(slurm);
         self.answers = answers;
     }
 }
