@@ -437,4 +437,24 @@ mod tests {
         assert!(matches!(put.await, Err(StoreError::NotSupported { .. })));
         assert!(!other.join("new.parquet").exists());
     }
+
+    /// The store's own listings go through `steady`: a swap between two
+    /// listings is no change during either, and every file listed is there.
+    #[tokio::test]
+    async fn the_store_lists_the_folder_in_place() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let table = table(tmp.path());
+        use crate::session::steady::tests::{names, swap, table};
+
+        let store = DataFileStore::default();
+        let prefix = Path::from_absolute_path(&table).expect("absolute");
+        let before: Vec<_> = store.list(Some(&prefix)).try_collect().await.expect("lists");
+        assert_eq!(names(&before), ["host=n1/a.parquet", "host=n1/b.parquet", "host=n2/c.parquet"]);
+        swap(&table);
+        let after: Vec<_> = store.list(Some(&prefix)).try_collect().await.expect("lists");
+        assert_eq!(names(&after), ["host=n1/merged.parquet", "host=n2/c.parquet"]);
+        let leaf = Path::from_absolute_path(table.join("date=2026-11-02/host=n1")).expect("absolute");
+        let level = store.list_with_delimiter(Some(&leaf)).await.expect("lists");
+        assert_eq!(names(&level.objects), ["host=n1/merged.parquet"]);
+    }
 }

@@ -135,20 +135,20 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::fs;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use datafusion::object_store::ObjectStore;
+    use datafusion::object_store::local::LocalFileSystem;
     use datafusion::object_store::path::Path as StorePath;
     use futures::TryStreamExt;
 
     use super::*;
-    use crate::session::local_files::DataFileStore;
 
     /// `TABLE/date=2026-11-02/` with `host=n1` (two files) and `host=n2`
     /// (one); returns the table folder, canonical.
-    fn table(root: &Path) -> PathBuf {
+    pub(crate) fn table(root: &Path) -> PathBuf {
         let table = fs::canonicalize(root).expect("canonical").join("gpu_samples");
         for (host, names) in [("n1", &["a.parquet", "b.parquet"][..]), ("n2", &["c.parquet"][..])] {
             let dir = table.join("date=2026-11-02").join(format!("host={host}"));
@@ -162,7 +162,7 @@ mod tests {
 
     /// Replaces `host=n1` whole as compaction does: a new folder holding
     /// `merged.parquet` takes its name, the old one is removed.
-    fn swap(table: &Path) {
+    pub(crate) fn swap(table: &Path) {
         let day = table.join("date=2026-11-02");
         let new = day.join(".compact-n1-new");
         fs::create_dir(&new).expect("mkdir");
@@ -172,7 +172,7 @@ mod tests {
         fs::remove_dir_all(day.join(".compact-n1-old")).expect("remove the old folder");
     }
 
-    fn names(listed: &[datafusion::object_store::ObjectMeta]) -> Vec<String> {
+    pub(crate) fn names(listed: &[datafusion::object_store::ObjectMeta]) -> Vec<String> {
         let mut out: Vec<String> = listed
             .iter()
             .map(|m| {
@@ -209,7 +209,7 @@ mod tests {
     async fn a_listing_that_read_a_swapped_folder_is_taken_again() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let table = table(tmp.path());
-        let store = DataFileStore::default();
+        let store = LocalFileSystem::new();
         let prefix = StorePath::from_absolute_path(&table).expect("absolute");
         let tries = AtomicUsize::new(0);
         let first = std::sync::Mutex::new(Vec::new());
@@ -231,24 +231,6 @@ mod tests {
         assert!(first.lock().expect("lock").is_empty(), "the folder opened before the swap read empty");
         assert_eq!(names(&listed), ["host=n1/merged.parquet", "host=n2/c.parquet"]);
         assert_eq!(tries.load(Ordering::SeqCst), 2);
-    }
-
-    /// The store's own listings go through `steady`: a swap between two
-    /// listings is no change during either, and every file listed is there.
-    #[tokio::test]
-    async fn the_store_lists_the_folder_in_place() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let table = table(tmp.path());
-        let store = DataFileStore::default();
-        let prefix = StorePath::from_absolute_path(&table).expect("absolute");
-        let before: Vec<_> = store.list(Some(&prefix)).try_collect().await.expect("lists");
-        assert_eq!(names(&before), ["host=n1/a.parquet", "host=n1/b.parquet", "host=n2/c.parquet"]);
-        swap(&table);
-        let after: Vec<_> = store.list(Some(&prefix)).try_collect().await.expect("lists");
-        assert_eq!(names(&after), ["host=n1/merged.parquet", "host=n2/c.parquet"]);
-        let leaf = StorePath::from_absolute_path(table.join("date=2026-11-02/host=n1")).expect("absolute");
-        let level = store.list_with_delimiter(Some(&leaf)).await.expect("lists");
-        assert_eq!(names(&level.objects), ["host=n1/merged.parquet"]);
     }
 
     #[tokio::test]
