@@ -26,8 +26,10 @@
 //!
 //! The old folder is removed at once. A reader must therefore list a
 //! partition as the analysis CLI does (`apron_analyze`'s
-//! `session::steady`): note which folder (device, inode) is at the path
-//! before and after listing it, and list again when they differ. A listing
+//! `session::steady`): note which folder (device, inode, birth time) is at
+//! the path before and after listing it, and list again when they differ
+//! (the birth time tells a new folder from a removed one whose inode
+//! number it took). A listing
 //! that opened the old folder before the swap and read it after can
 //! otherwise come back short without an error: the old folder emptied, or
 //! the names read from it looked up by path in the new folder, where the

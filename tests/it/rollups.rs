@@ -669,10 +669,10 @@ fn keys_of(files: &[PathBuf]) -> Result<Vec<Key>, ParquetError> {
     Ok(out)
 }
 
-/// Which folder on disk (device, inode) is at `dir` now.
-fn folder_id(dir: &Path) -> (u64, u64) {
+/// Which folder on disk (device, inode, birth time) is at `dir` now.
+fn folder_id(dir: &Path) -> (u64, u64, Option<std::time::SystemTime>) {
     let meta = fs::metadata(dir).expect("the partition folder is always there");
-    (meta.dev(), meta.ino())
+    (meta.dev(), meta.ino(), meta.created().ok())
 }
 
 /// What a reader sees of `dir` now, read as readers must while compaction

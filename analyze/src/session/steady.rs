@@ -11,8 +11,8 @@
 //! drops an entry whose `stat` says `NotFound`). The day would read as 0
 //! rows, or fewer than it has.
 //!
-//! [`steady`] takes the identity (device, inode) of every partition folder
-//! under the listed folder before and after the listing; when one differs
+//! [`steady`] takes the identity (device, inode, birth time) of every
+//! partition folder under the listed folder before and after the listing; when one differs
 //! (swapped, made or removed while the listing ran), it lists again. A
 //! listing it returns read every partition folder that was at its path
 //! from start to end, so it holds each day's files exactly once: the old
@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use apron_schemas::paths::{parse_date_dir_name, parse_host_dir_name};
 use datafusion::object_store::Error as StoreError;
@@ -53,10 +54,14 @@ pub(crate) struct Unsteady {
     pub(crate) path: PathBuf,
 }
 
-/// Which folder on disk (device, inode) each partition folder
-/// (`date=…/host=…`) below a folder is, by path.
+/// Which folder on disk each partition folder (`date=…/host=…`) below a
+/// folder is, by path: its device, inode and, where the file system keeps
+/// it, its birth time. The birth time tells a new folder from a removed
+/// one whose inode number it took, so that two swaps of one partition
+/// during a listing are not taken for none. A file added to the folder
+/// changes none of them.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Partitions(BTreeMap<PathBuf, (u64, u64)>);
+pub(crate) struct Partitions(BTreeMap<PathBuf, (u64, u64, Option<SystemTime>)>);
 
 impl Partitions {
     /// The partition folders at or below `dir`, following links as the
@@ -74,7 +79,7 @@ impl Partitions {
 
     fn record(&mut self, dir: &Path) {
         if let Ok(meta) = std::fs::metadata(dir) {
-            self.0.insert(dir.to_path_buf(), (meta.dev(), meta.ino()));
+            self.0.insert(dir.to_path_buf(), (meta.dev(), meta.ino(), meta.created().ok()));
         }
     }
 
