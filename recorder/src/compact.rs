@@ -24,9 +24,22 @@
 //!    write of that day) are moved into the new one, then the old folder,
 //!    now under the hidden name, is deleted.
 //!
-//! A reader that listed the partition before the swap may find its files
-//! gone when it opens them (`NotFound`): it must list again (the analysis
-//! CLI retries once). A partition with fewer than two apron files is left
+//! The old folder is removed at once. A reader must therefore list a
+//! partition as the analysis CLI does (`apron_analyze`'s
+//! `session::steady`): note which folder (device, inode, birth time) is at
+//! the path before and after listing it, and list again when they differ
+//! (the birth time tells a new folder from a removed one whose inode
+//! number it took). A listing
+//! that opened the old folder before the swap and read it after can
+//! otherwise come back short without an error: the old folder emptied, or
+//! the names read from it looked up by path in the new folder, where the
+//! local object store skips them as not found. A reader whose listing was
+//! steady may still find a file gone when it opens it (`NotFound`): it must
+//! list again too (`apron sql` runs the query again). Keeping the old
+//! folder for a while instead would cure only the first of those two
+//! failures, and only for readers that look again on `NotFound`, at the
+//! cost of a second copy of every compacted day on disk; the check above
+//! cures both. A partition with fewer than two apron files is left
 //! alone. Merging only concatenates rows in order: rollup rows of one
 //! GPU-minute split across files stay two rows (see [`apron_store::rollup`]).
 //! On a file system without `RENAME_EXCHANGE` compaction fails and leaves

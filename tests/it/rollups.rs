@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
 use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -668,14 +669,42 @@ fn keys_of(files: &[PathBuf]) -> Result<Vec<Key>, ParquetError> {
     Ok(out)
 }
 
-/// What a reader sees of `dir` now: lists it, reads every file, and lists
-/// again from scratch when a listed file has gone (compaction swapped the
-/// folder), as readers must. Returns the row keys and how often it
-/// re-listed.
+/// Which folder on disk (device, inode, birth time) is at `dir` now.
+fn folder_id(dir: &Path) -> (u64, u64, Option<std::time::SystemTime>) {
+    let meta = fs::metadata(dir).expect("the partition folder is always there");
+    (meta.dev(), meta.ino(), meta.created().ok())
+}
+
+/// What a reader sees of `dir` now, read as readers must while compaction
+/// may swap the folder (as `apron` does): it lists the folder and reads
+/// every file, and lists again from scratch when a listed file has gone or
+/// when the folder at `dir` is another one after the listing than before
+/// (a listing of the replaced folder can come back short: emptied by the
+/// time it was read). Returns the row keys and how often it re-listed.
 fn read_partition(dir: &Path) -> (Vec<Key>, usize) {
+    read_partition_with(dir, || {})
+}
+
+/// [`read_partition`], calling `between` each time it has opened the
+/// folder and before it reads its entries.
+fn read_partition_with(dir: &Path, mut between: impl FnMut()) -> (Vec<Key>, usize) {
     let mut retries = 0;
     loop {
-        let files = listed(dir).expect("the partition folder is always there");
+        let before = folder_id(dir);
+        let opened = fs::read_dir(dir).expect("the partition folder is always there");
+        between();
+        // Reading a removed folder may also fail (`ENOENT`) rather than
+        // come back empty: the same answer, list again.
+        let Ok(mut files) = opened.map(|e| e.map(|e| e.path())).collect::<Result<Vec<_>, _>>() else {
+            retries += 1;
+            continue;
+        };
+        files.retain(|p| is_data_file(p));
+        files.sort();
+        if folder_id(dir) != before {
+            retries += 1;
+            continue;
+        }
         match keys_of(&files) {
             Ok(keys) => return (keys, retries),
             Err(e) if is_not_found(&e) => retries += 1,
@@ -814,6 +843,60 @@ fn compaction_leaves_one_sorted_file_per_partition_and_readers_never_see_a_row_t
     // Again: nothing left to merge.
     let out = compact(&data, &["--no-retention"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 partitions compacted"));
+}
+
+/// The race behind a reader that once saw a compacted day as 0 rows: it
+/// opened a partition folder, `apron-recorder compact` swapped that folder
+/// for the merged one and removed the old one, and only then did the
+/// reader read the folder it had opened: it read empty. A reader must see
+/// that the folder at the path is another one now, and list again.
+#[test]
+fn a_reader_that_opened_a_partition_before_compaction_swapped_it_reads_every_row() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    simulate(
+        &data,
+        &[
+            "--gpus",
+            "2",
+            "--days",
+            "1",
+            "--start",
+            "2026-11-01",
+            "--seed",
+            "3",
+            "--interval",
+            "10s",
+            "--rotate",
+            "2h",
+        ],
+    );
+    let parts = partitions(&data);
+    let at = |table: &str| {
+        parts.iter().find(|p| p.starts_with(data.join(table))).expect("a partition of the table").clone()
+    };
+    let (read, other) = (at("gpu_samples"), at("proc_samples"));
+    let want = keys_of(&listed(&read).expect("list")).expect("keys");
+    assert!(listed(&read).expect("list").len() >= 2, "several files to merge");
+    assert!(!want.is_empty());
+
+    // Another partition, opened now and read after the compaction: what a
+    // reader that does not look again gets.
+    let opened_before = fs::read_dir(&other).expect("open");
+    let mut runs = 0;
+    let (got, retries) = read_partition_with(&read, || {
+        if runs == 0 {
+            let out = compact(&data, &["--no-retention"]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        runs += 1;
+    });
+    let stale: Vec<_> = opened_before.filter_map(Result::ok).map(|e| e.path()).collect();
+    assert!(stale.is_empty(), "the replaced folder, removed, reads empty: {stale:?}");
+    assert_eq!(got.len(), want.len(), "{}: every row, once", read.display());
+    assert_eq!(got, want);
+    assert_eq!((runs, retries), (2, 1), "listed twice: the first listing read the replaced folder");
+    assert_eq!(listed(&read).expect("list").len(), 1, "compacted");
 }
 
 // ------------------------------------------------------------- retention

@@ -15,6 +15,8 @@
 //! tables computed from raw files, every report) until the file is removed
 //! or restored. Files the fence hides (their rows come from the
 //! write-ahead log, or they began after the snapshot) are never listed.
+//! A listing during which compaction swapped a partition folder is taken
+//! again ([`crate::session::steady`]): read once, it could miss the day.
 //! Reading is the local file system's; writing is refused.
 //!
 //! A data file is one the table listing reads: below the folder listed, in
@@ -38,6 +40,7 @@ use futures::stream::{BoxStream, StreamExt};
 
 use crate::session::fence::Fence;
 use crate::session::read_only::{Listing, ReadOnly};
+use crate::session::steady::steady;
 
 /// A data file of zero bytes met while listing a table's folder.
 #[derive(Debug, thiserror::Error)]
@@ -122,17 +125,21 @@ impl Listing for DataFiles {
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         // The local listing ends at the first name it cannot take, so it is
         // read whole (the engine gathers it whole anyway) and, when it met
-        // one, listed again around it.
+        // one, listed again around it; and taken again whole when a
+        // partition folder was swapped while it ran (`steady`).
         let inner = Arc::clone(&self.inner);
         let skipped = Arc::clone(&self.skipped);
         let at = prefix.cloned();
         let listed = async move {
-            let first: Vec<Result<ObjectMeta>> = inner.list(at.as_ref()).collect().await;
-            if first.iter().any(|r| matches!(r, Err(StoreError::InvalidPath { .. }))) {
-                list_around(&inner, at.as_ref(), &skipped).await
-            } else {
-                first
-            }
+            let once = || async {
+                let first: Vec<Result<ObjectMeta>> = inner.list(at.as_ref()).collect().await;
+                if first.iter().any(|r| matches!(r, Err(StoreError::InvalidPath { .. }))) {
+                    list_around(&inner, at.as_ref(), &skipped).await
+                } else {
+                    first
+                }
+            };
+            steady(local_dir(&inner, at.as_ref()), once).await.unwrap_or_else(|e| vec![Err(e)])
         };
         self.screened(futures::stream::once(listed).flat_map(futures::stream::iter).boxed(), prefix)
     }
@@ -142,16 +149,26 @@ impl Listing for DataFiles {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.screened(self.inner.list_with_offset(prefix, offset), prefix)
+        // Read whole, like `list`, so that it can be taken again.
+        let inner = Arc::clone(&self.inner);
+        let (at, after) = (prefix.cloned(), offset.clone());
+        let listed = async move {
+            let once = || inner.list_with_offset(at.as_ref(), &after).collect::<Vec<_>>();
+            steady(local_dir(&inner, at.as_ref()), once).await.unwrap_or_else(|e| vec![Err(e)])
+        };
+        self.screened(futures::stream::once(listed).flat_map(futures::stream::iter).boxed(), prefix)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        let mut listed = match self.inner.list_with_delimiter(prefix).await {
-            Err(StoreError::InvalidPath { .. }) => {
-                list_level_around(&self.inner, prefix, &self.skipped).await?
+        let once = || async {
+            match self.inner.list_with_delimiter(prefix).await {
+                Err(StoreError::InvalidPath { .. }) => {
+                    list_level_around(&self.inner, prefix, &self.skipped).await
+                }
+                other => other,
             }
-            other => other?,
         };
+        let mut listed = steady(local_dir(&self.inner, prefix), once).await??;
         listed.objects = listed
             .objects
             .into_iter()
@@ -159,6 +176,12 @@ impl Listing for DataFiles {
             .collect::<Result<_>>()?;
         Ok(listed)
     }
+}
+
+/// The local folder `prefix` names, if any (`None`: the root, or a name
+/// the local store refuses; such a listing is taken once).
+fn local_dir(inner: &LocalFileSystem, prefix: Option<&Path>) -> Option<PathBuf> {
+    inner.path_to_filesystem(prefix?).ok()
 }
 
 /// Whether the query engine can name a file or folder called `name`: UTF-8
@@ -413,5 +436,25 @@ mod tests {
         let put = store.put_opts(&new, PutPayload::from_static(b"y"), PutOptions::default());
         assert!(matches!(put.await, Err(StoreError::NotSupported { .. })));
         assert!(!other.join("new.parquet").exists());
+    }
+
+    /// The store's own listings go through `steady`: a swap between two
+    /// listings is no change during either, and every file listed is there.
+    #[tokio::test]
+    async fn the_store_lists_the_folder_in_place() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let table = table(tmp.path());
+        use crate::session::steady::tests::{names, swap, table};
+
+        let store = DataFileStore::default();
+        let prefix = Path::from_absolute_path(&table).expect("absolute");
+        let before: Vec<_> = store.list(Some(&prefix)).try_collect().await.expect("lists");
+        assert_eq!(names(&before), ["host=n1/a.parquet", "host=n1/b.parquet", "host=n2/c.parquet"]);
+        swap(&table);
+        let after: Vec<_> = store.list(Some(&prefix)).try_collect().await.expect("lists");
+        assert_eq!(names(&after), ["host=n1/merged.parquet", "host=n2/c.parquet"]);
+        let leaf = Path::from_absolute_path(table.join("date=2026-11-02/host=n1")).expect("absolute");
+        let level = store.list_with_delimiter(Some(&leaf)).await.expect("lists");
+        assert_eq!(names(&level.objects), ["host=n1/merged.parquet"]);
     }
 }

@@ -742,6 +742,7 @@ pub mod panic_guard;
 pub mod queries;
 mod read_only;
 pub mod recent;
+mod steady;
 pub mod table_schema;
 
 pub use object_storage::Days;
