@@ -10,7 +10,9 @@
 //!   and ServiceMonitor, field for field;
 //! - the recorder runs with exactly the DaemonSet's arguments, paths
 //!   pointed at temp folders and the simulated source for NVML, and serves
-//!   `/metrics` under the node's name;
+//!   `/metrics` under the node's name; with the chart's bucket values and
+//!   a Secret's keys as the kubelet passes them, it ships every closed day
+//!   to a real S3 server (SeaweedFS), and the bucket holds exactly those;
 //! - the Dockerfile: hadolint finds nothing, the binary it copies is the
 //!   one its cargo command builds, its context keeps every workspace
 //!   member, and the recorder links nothing the runtime image lacks.
@@ -309,52 +311,98 @@ fn the_charts_default_render_is_the_plain_manifests() {
     );
 }
 
-#[test]
-fn the_recorder_runs_with_the_daemonsets_arguments() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let objects = validated(&plain_files(), tmp.path());
-    let ds = one(&objects, "DaemonSet");
-    let env: Vec<&str> =
-        container(ds)["env"].as_array().expect("env").iter().filter_map(|e| e["name"].as_str()).collect();
-    let port = free_port();
+/// The node this test plays, as the downward API names it.
+const NODE: &str = "gpu-node01";
+
+/// The container's environment as the kubelet gives it: plain values,
+/// `spec.nodeName` as [`NODE`], and Secret keys from `secrets`
+/// ((Secret, key) → value).
+fn node_env(daemonset: &Value, secrets: &BTreeMap<(&str, &str), &str>) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for e in container(daemonset)["env"].as_array().expect("env") {
+        let name = e["name"].as_str().expect("name").to_owned();
+        let value = if let Some(v) = e["value"].as_str() {
+            v.to_owned()
+        } else if e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName" {
+            NODE.to_owned()
+        } else if let Some(secret) = e["valueFrom"]["secretKeyRef"].as_object() {
+            let key = (secret["name"].as_str().expect("name"), secret["key"].as_str().expect("key"));
+            secrets.get(&key).unwrap_or_else(|| panic!("no Secret key {key:?}")).to_string()
+        } else {
+            panic!("an env entry the test cannot play: {e}")
+        };
+        env.push((name, value));
+    }
+    env
+}
+
+/// The container's arguments as the kubelet expands them (`$(VAR)` from
+/// `env`), each node path replaced by a temp one under `tmp` (folders made,
+/// the kubelet's socket left absent), `nvml` by the simulated source and
+/// `0.0.0.0:PORT` by `127.0.0.1:port`. Returns them and the paths' map.
+fn node_args(
+    daemonset: &Value,
+    env: &[(String, String)],
+    tmp: &Path,
+    port: u16,
+) -> (Vec<String>, BTreeMap<String, PathBuf>) {
     let mut paths = BTreeMap::new();
-    let args: Vec<String> = args_of(ds)
+    let args = args_of(daemonset)
         .into_iter()
         .map(|a| {
+            let a = env.iter().fold(a, |a, (k, v)| a.replace(&format!("$({k})"), v));
             if a.starts_with('/') {
-                // A node path: a temp one of the same kind (the data folder
-                // and the log folder exist, the kubelet's socket does not).
                 let n = paths.len();
-                let local =
-                    paths.entry(a.clone()).or_insert_with(|| tmp.path().join(format!("node-path-{n}")));
+                let local = paths.entry(a.clone()).or_insert_with(|| tmp.join(format!("node-path-{n}")));
                 if !a.ends_with(".sock") {
                     std::fs::create_dir_all(&*local).expect("mkdir");
                 }
                 local.to_string_lossy().into_owned()
             } else if a == "nvml" {
                 "sim".to_owned()
-            } else if a == "$(NODE_NAME)" {
-                // What Kubernetes puts there from the env's fieldRef.
-                assert!(env.contains(&"NODE_NAME"), "NODE_NAME is set: {env:?}");
-                "gpu-node07".to_owned()
-            } else if a == "0.0.0.0:9400" {
+            } else if a.starts_with("0.0.0.0:") {
                 format!("127.0.0.1:{port}")
             } else {
                 a
             }
         })
         .collect();
-    assert!(args.iter().any(|a| a == "sim"), "the DaemonSet names its source: {args:?}");
-    let log = tmp.path().join("recorder.log");
-    let mut child = Command::new(apron_tests::bin("apron-recorder"))
-        .args(&args)
+    (args, paths)
+}
+
+/// The recorder started with `args` and `env` only (no AWS variables of
+/// this machine's), two simulated GPUs, its log in `log`.
+fn start_recorder(args: &[String], env: &[(String, String)], log: &Path) -> std::process::Child {
+    let mut cmd = Command::new(apron_tests::bin("apron-recorder"));
+    cmd.args(args)
         .args(["--sim-gpus", "2", "--interval", "200ms"])
-        .env("APRON_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("the recorder starts");
+        .stderr(std::fs::File::create(log).expect("log"));
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("AWS_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    cmd.spawn().expect("the recorder starts")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+#[test]
+fn the_recorder_runs_with_the_daemonsets_arguments() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let objects = validated(&plain_files(), tmp.path());
+    let ds = one(&objects, "DaemonSet");
+    let env = node_env(ds, &BTreeMap::new());
+    let port = free_port();
+    let (args, paths) = node_args(ds, &env, tmp.path(), port);
+    assert!(args.iter().any(|a| a == "sim") && args.iter().any(|a| a == NODE), "{args:?}");
+    let log = tmp.path().join("recorder.log");
+    let mut child = start_recorder(&args, &env, &log);
     let addr = format!("127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(30);
     let body = loop {
@@ -363,32 +411,108 @@ fn the_recorder_runs_with_the_daemonsets_arguments() {
         {
             break body;
         }
-        let logged = || std::fs::read_to_string(&log).unwrap_or_default();
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("the recorder refused the DaemonSet's arguments {args:?}: {status}\n{}", logged());
+            panic!("the recorder refused the DaemonSet's arguments {args:?}: {status}\n{}", read(&log));
         }
         if Instant::now() > deadline {
             apron_tests::signal(&child, libc::SIGKILL);
-            panic!("no GPU series at {addr}/metrics within 30 s:\n{}", logged());
+            panic!("no GPU series at {addr}/metrics within 30 s:\n{}", read(&log));
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     let gpu_lines = body.lines().filter(|l| l.starts_with("DCGM_FI_DEV_GPU_UTIL{")).collect::<Vec<_>>();
     assert_eq!(gpu_lines.len(), 2, "two simulated GPUs: {gpu_lines:?}");
-    assert!(
-        gpu_lines.iter().all(|l| l.contains("Hostname=\"gpu-node07\"")),
-        "under the node's name: {gpu_lines:?}"
-    );
+    let hostname = format!("Hostname=\"{NODE}\"");
+    assert!(gpu_lines.iter().all(|l| l.contains(&hostname)), "under the node's name: {gpu_lines:?}");
     apron_tests::signal(&child, libc::SIGTERM);
     let out = apron_tests::wait_with_timeout(child, Duration::from_secs(30));
-    let logged = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         out.status.success(),
-        "the recorder failed with the DaemonSet's arguments: {}\n{logged}",
-        out.status
+        "the recorder failed with the DaemonSet's arguments: {}\n{}",
+        out.status,
+        read(&log)
     );
     let data = &paths[flag(&args_of(ds), "--data").expect("--data")];
-    assert!(!apron_tests::files_under(data).is_empty(), "it wrote into --data:\n{logged}");
+    assert!(!apron_tests::files_under(data).is_empty(), "it wrote into --data:\n{}", read(&log));
+}
+
+/// The chart's bucket values, the endpoint pointed at a real S3 server
+/// (SeaweedFS) and the keys given as the kubelet gives a Secret's: the
+/// recorder run with the rendered arguments and environment ships every
+/// closed day, and the bucket, listed with a client of the test's own,
+/// holds exactly those files under the prefix.
+#[test]
+fn the_charts_bucket_values_ship_closed_days_to_a_real_s3_server() {
+    use apron_tests::s3::{ACCESS_KEY, BUCKET, S3Server, SECRET_KEY};
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+
+    let server = S3Server::start();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let here = tmp.path().join("here.yaml");
+    let values = format!(
+        "ship:\n  url: s3://{BUCKET}/fleet\n  region: us-east-1\n  endpoint: {}\n  allowHttp: true\n\
+         extraArgs: [--retain-raw, 30d, --ship-every, 200ms]\n",
+        server.endpoint()
+    );
+    std::fs::write(&here, values).expect("writes");
+    let rendered = render(&[chart().join("ci/bucket-values.yaml"), here], "bucket-here", tmp.path());
+    let objects = validated(&[rendered], tmp.path());
+    let ds = one(&objects, "DaemonSet");
+    let secrets = BTreeMap::from([
+        (("apron-s3", "AWS_ACCESS_KEY_ID"), ACCESS_KEY),
+        (("apron-s3", "AWS_SECRET_ACCESS_KEY"), SECRET_KEY),
+    ]);
+    let env = node_env(ds, &secrets);
+    let (args, paths) = node_args(ds, &env, tmp.path(), free_port());
+    let data = paths[flag(&args_of(ds), "--data").expect("--data")].clone();
+
+    // Two closed days of this node, as a recorder that ran before left them.
+    let out = Command::new(apron_tests::bin("apron-recorder"))
+        .args(["simulate", "--gpus", "2", "--days", "2", "--interval", "60s", "--data"])
+        .arg(&data)
+        .output()
+        .expect("simulate runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let closed: std::collections::BTreeSet<String> = apron_tests::files_under(&data)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .map(|p| p.strip_prefix(&data).expect("under data").to_string_lossy().into_owned())
+        .collect();
+    assert!(!closed.is_empty() && closed.iter().all(|p| p.contains(&format!("host={NODE}"))), "{closed:?}");
+
+    let log = tmp.path().join("recorder.log");
+    let mut child = start_recorder(&args, &env, &log);
+    let t0 = Instant::now();
+    while read(&log).lines().filter(|l| l.contains("shipped a closed day's file")).count() < closed.len() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the recorder exited ({status}) with {args:?}:\n{}", read(&log));
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "not every closed day shipped:\n{}", read(&log));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    apron_tests::signal(&child, libc::SIGTERM);
+    let out = apron_tests::wait_with_timeout(child, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", read(&log));
+    assert!(!read(&log).contains("cannot ship"), "{}", read(&log));
+
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name(BUCKET)
+        .with_region("us-east-1")
+        .with_endpoint(server.endpoint())
+        .with_allow_http(true)
+        .with_access_key_id(ACCESS_KEY)
+        .with_secret_access_key(SECRET_KEY)
+        .build()
+        .expect("a client");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let prefix = object_store::path::Path::from("fleet");
+    let listed: Vec<_> = runtime.block_on(store.list(Some(&prefix)).try_collect()).expect("lists");
+    let keys: std::collections::BTreeSet<String> = listed
+        .iter()
+        .map(|m| m.location.as_ref().strip_prefix("fleet/").expect("under the prefix").to_owned())
+        .collect();
+    assert_eq!(keys, closed, "the bucket holds exactly the closed days' files");
 }
 
 #[test]
