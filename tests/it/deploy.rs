@@ -278,6 +278,20 @@ fn the_chart_renders_and_validates_with_default_and_bucket_values() {
     }
     let monitor = one(&bucket, "ServiceMonitor");
     assert_eq!(monitor["metadata"]["labels"]["release"], "prometheus");
+
+    // Container log links not beside the pod logs: named, and mounted.
+    let elsewhere = tmp.path().join("elsewhere.yaml");
+    std::fs::write(&elsewhere, "kubelet:\n  podLogsDir: /srv/kubelet/pods\n  containerLogsDir: /srv/links\n")
+        .expect("writes");
+    let moved = validated(&[render(&[elsewhere], "elsewhere", tmp.path())], tmp.path());
+    let ds = one(&moved, "DaemonSet");
+    let args = args_of(ds);
+    assert_eq!(flag(&args, "--pod-logs"), Some("/srv/kubelet/pods"));
+    assert_eq!(flag(&args, "--container-logs"), Some("/srv/links"));
+    let mounts = container(ds)["volumeMounts"].as_array().expect("mounts");
+    assert!(mounts.iter().any(|m| m["mountPath"] == "/srv/links" && m["readOnly"] == true), "{mounts:?}");
+    let default_ds = one(&default, "DaemonSet");
+    assert_eq!(flag(&args_of(default_ds), "--container-logs"), None, "beside the pod logs by default");
 }
 
 /// `object` without the labels Helm adds to every object's metadata.
