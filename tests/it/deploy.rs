@@ -13,6 +13,10 @@
 //!   `/metrics` under the node's name; with the chart's bucket values and
 //!   a Secret's keys as the kubelet passes them, it ships every closed day
 //!   to a real S3 server (SeaweedFS), and the bucket holds exactly those;
+//! - with no capability (the DaemonSet's uid 0, the image's uid 65532) the
+//!   recorder still records another user's process in a pod's cgroup with
+//!   its uid, command, pod and container; only the claims in its
+//!   environment are out of reach;
 //! - the Dockerfile: hadolint finds nothing, the binary it copies is the
 //!   one its cargo command builds, its context keeps every workspace
 //!   member, and the recorder links nothing the runtime image lacks.
@@ -527,6 +531,131 @@ fn the_charts_bucket_values_ship_closed_days_to_a_real_s3_server() {
         .map(|m| m.location.as_ref().strip_prefix("fleet/").expect("under the prefix").to_owned())
         .collect();
     assert_eq!(keys, closed, "the bucket holds exactly the closed days' files");
+}
+
+/// A process of another user (uid 1000) in a pod's cgroup, claiming a
+/// namespace in its environment and holding a GPU of the fake NVML, seen by
+/// the recorder run as the DaemonSet runs it (uid 0, every capability
+/// dropped: `setpriv`) and as the image runs it by default (uid 65532): both
+/// read its uid, command and cgroup (pod uid, container), which need no
+/// privilege, and neither can read its environment (mode 0400, guarded as
+/// ptrace is: it needs `CAP_DAC_READ_SEARCH` and `CAP_SYS_PTRACE`), so the
+/// claim is not even recorded; with those two, as the systemd unit keeps
+/// them, it is.
+#[test]
+fn without_capabilities_the_recorder_still_knows_whose_process_it_is() {
+    use std::os::unix::fs::PermissionsExt;
+
+    const POD: &str = "6f1c2d3e-4a5b-4c6d-8e7f-9a0b1c2d3e4f";
+    let container = "cd".repeat(32);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Others may enter (the uid 65532 run reads the fake NVML from here).
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut sleeper = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            "--",
+            "env",
+            "-i",
+            "POD_NAMESPACE=prod",
+        ])
+        .args(["sleep", "600"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("setpriv (util-linux) runs");
+    let pid = sleeper.id();
+    // env and sleep replace setpriv in the same process; wait for sleep.
+    let t0 = Instant::now();
+    while read(Path::new(&format!("/proc/{pid}/comm"))).trim() != "sleep" {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the sleeper did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _cgroup =
+        apron_tests::cgroup::Cgroup::enter(&format!("/kubepods/besteffort/pod{POD}/{container}"), pid);
+    let gib = 1u64 << 30;
+    let gpus = format!("uuid=GPU-d0,util=0,fb_total=85899345920,fb_used={gib},compute={pid}:{gib}");
+
+    // The contrast: with the systemd unit's two capabilities (environ is
+    // its owner's, mode 0400, and guarded as ptrace is) the same recorder
+    // reads the claim, so its absence without them is their doing.
+    let cases: [(&str, &[&str], Option<&str>); 3] = [
+        ("uid 0 without capabilities", &["--inh-caps=-all", "--bounding-set=-all"], None),
+        (
+            "uid 65532",
+            &[
+                "--reuid",
+                "65532",
+                "--regid",
+                "65532",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+            ],
+            None,
+        ),
+        (
+            "uid 0 with CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE",
+            &["--inh-caps=-all", "--bounding-set=-all,+dac_read_search,+sys_ptrace"],
+            Some("prod"),
+        ),
+    ];
+    for (who, privileges, claim) in cases {
+        let data = tmp.path().join(format!("data-{}", who.replace(' ', "-")));
+        std::fs::create_dir(&data).expect("mkdir");
+        if who == "uid 65532" {
+            std::os::unix::fs::chown(&data, Some(65532), Some(65532)).expect("chown");
+        }
+        let log = tmp.path().join("recorder.log");
+        let recorder = Command::new("setpriv")
+            .args(privileges)
+            .arg("--")
+            .arg(apron_tests::bin("apron-recorder"))
+            .arg("--data")
+            .arg(&data)
+            .args(["--source", "nvml", "--host", NODE, "--interval", "200ms", "--nvml-lib"])
+            .arg(apron_tests::fake_nvml())
+            .env("FAKE_NVML_GPUS", &gpus)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("the recorder starts");
+        // A few ticks, then the rows are on disk once it has stopped.
+        std::thread::sleep(Duration::from_secs(2));
+        apron_tests::signal(&recorder, libc::SIGTERM);
+        let out = apron_tests::wait_with_timeout(recorder, Duration::from_secs(30));
+        assert!(out.status.success(), "{who}: the recorder failed: {}\n{}", out.status, read(&log));
+        let query = "SELECT max(comm) AS comm, max(uid) AS uid, max(k8s_pod_uid) AS k8s_pod_uid, \
+                     max(container_id) AS container_id, max(claimed_k8s_namespace) AS claimed, count(*) AS n \
+                     FROM proc_samples WHERE pid = $1";
+        let json =
+            apron_tests::stdout_of(Command::new(apron_tests::bin("apron")).arg("--data").arg(&data).args([
+                "--format",
+                "json",
+                "sql",
+                query,
+                "--param",
+                &format!("1={pid}"),
+            ]));
+        let rows: Vec<Value> = serde_json::from_str(&json).expect("JSON rows");
+        let row = &rows[0];
+        assert!(
+            row["n"].as_i64().is_some_and(|n| n >= 2),
+            "{who}: the process is recorded: {row}\n{}",
+            read(&log)
+        );
+        assert_eq!(row["comm"], "sleep", "{who}: {row}");
+        assert_eq!(row["uid"], 1000, "{who}: {row}");
+        assert_eq!(row["k8s_pod_uid"], POD, "{who}: {row}");
+        assert_eq!(row["container_id"].as_str(), Some(container.as_str()), "{who}: {row}");
+        assert_eq!(row["claimed"].as_str(), claim, "{who}: another user's environment: {row}");
+    }
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
 }
 
 #[test]
