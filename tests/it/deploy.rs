@@ -533,6 +533,16 @@ fn the_charts_bucket_values_ship_closed_days_to_a_real_s3_server() {
     assert_eq!(keys, closed, "the bucket holds exactly the closed days' files");
 }
 
+/// A child process, killed and reaped when dropped.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A process of another user (uid 1000) in a pod's cgroup, claiming a
 /// namespace in its environment and holding a GPU of the fake NVML, seen by
 /// the recorder run as the DaemonSet runs it (uid 0, every capability
@@ -551,7 +561,7 @@ fn without_capabilities_the_recorder_still_knows_whose_process_it_is() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // Others may enter (the uid 65532 run reads the fake NVML from here).
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let mut sleeper = Command::new("setpriv")
+    let sleeper = Command::new("setpriv")
         .args([
             "--reuid",
             "1000",
@@ -567,7 +577,9 @@ fn without_capabilities_the_recorder_still_knows_whose_process_it_is() {
         .stdin(Stdio::null())
         .spawn()
         .expect("setpriv (util-linux) runs");
-    let pid = sleeper.id();
+    // Killed when the test ends, passed or not.
+    let sleeper = KilledOnDrop(sleeper);
+    let pid = sleeper.0.id();
     // env and sleep replace setpriv in the same process; wait for sleep.
     let t0 = Instant::now();
     while read(Path::new(&format!("/proc/{pid}/comm"))).trim() != "sleep" {
@@ -654,8 +666,6 @@ fn without_capabilities_the_recorder_still_knows_whose_process_it_is() {
         assert_eq!(row["container_id"].as_str(), Some(container.as_str()), "{who}: {row}");
         assert_eq!(row["claimed"].as_str(), claim, "{who}: another user's environment: {row}");
     }
-    let _ = sleeper.kill();
-    let _ = sleeper.wait();
 }
 
 #[test]
