@@ -27,6 +27,7 @@ mod completions;
 mod config;
 mod data_files;
 mod demo;
+mod deploy;
 mod docs_paths;
 mod durability;
 mod faults;

@@ -3,7 +3,8 @@
 //! hand-built fleet the cost reports are checked on ([`scenario`]), and
 //! what a chart PNG looks like ([`png`]), checks that collect their
 //! failures ([`checks`]), a headless browser for the report ([`browser`]),
-//! and a pseudo-terminal to drive the shell of `apron sql` ([`pty`]).
+//! a pseudo-terminal to drive the shell of `apron sql` ([`pty`]), and the
+//! offline Kubernetes and Dockerfile tools of the deployment tests ([`k8s`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 pub mod browser;
 pub mod cgroup;
 pub mod checks;
+pub mod k8s;
 pub mod png;
 pub mod prometheus;
 pub mod pty;
