@@ -81,6 +81,19 @@ struct Cli {
     /// state (keep it equal to apron.toml's idle.threshold_pct).
     #[arg(long, value_name = "PCT", default_value_t = apron_recorder::metrics::DEFAULT_IDLE_THRESHOLD_PCT, value_parser = parse_threshold)]
     idle_threshold: f64,
+    /// The kubelet's pod-resources socket, read (when it exists) for each
+    /// pod's namespace, name and allocated GPUs; a socket there that does
+    /// not answer is warned about and counted, never fatal.
+    #[arg(long, value_name = "PATH", default_value = apron_recorder::kubernetes::DEFAULT_KUBELET_SOCKET)]
+    kubelet_socket: PathBuf,
+    /// The kubelet's pod log folders (NAMESPACE_POD_UID), read for the
+    /// namespace and name of each pod uid a process's cgroup gives.
+    #[arg(long, value_name = "DIR", default_value = apron_recorder::kubernetes::DEFAULT_POD_LOGS)]
+    pod_logs: PathBuf,
+    /// The kubelet's container log links, read for container names
+    /// (default: the `containers` folder beside --pod-logs).
+    #[arg(long, value_name = "DIR")]
+    container_logs: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -548,5 +561,10 @@ fn record_options(cli: &Cli) -> RecordOptions {
         ship_every: cli.ship_every,
         metrics: cli.metrics,
         idle_threshold_pct: cli.idle_threshold,
+        kubernetes: apron_recorder::kubernetes::KubeSources {
+            kubelet_socket: cli.kubelet_socket.clone(),
+            pod_logs: cli.pod_logs.clone(),
+            container_logs: cli.container_logs.clone(),
+        },
     }
 }

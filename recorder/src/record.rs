@@ -18,6 +18,7 @@ use apron_store::source::sim::SimHost;
 use apron_store::write_error::WriteError;
 use apron_store::writer::RollingWriter;
 
+use crate::kubernetes::{KubeCounters, KubeSources, Kubernetes};
 use crate::lock::{LockError, RecorderLock};
 use crate::maintenance::DailyMaintenance;
 use crate::metrics::{MetricsServer, ServeError};
@@ -74,6 +75,8 @@ pub struct RecordOptions {
     pub metrics: Option<SocketAddr>,
     /// The idle threshold (%) of `/metrics`' GPU-minute states.
     pub idle_threshold_pct: f64,
+    /// Where the kubelet's sources are (with [`SourceKind::Nvml`]).
+    pub kubernetes: KubeSources,
 }
 
 /// Recording could not start, or could not write its last rows.
@@ -94,6 +97,9 @@ pub enum RecordError {
     /// NVML could not be opened.
     #[error(transparent)]
     Nvml(#[from] NvmlOpenError),
+    /// The thread that looks up Kubernetes names could not start.
+    #[error("cannot start the thread that reads the kubelet's pod names")]
+    Kubernetes(#[source] io::Error),
     /// Another recorder records this host into this data folder.
     #[error(transparent)]
     Lock(#[from] LockError),
@@ -134,7 +140,7 @@ pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordEr
     let host = host_name(opts.host.as_deref())?;
     let layout = DataLayout::new(&opts.data);
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let mut source = open_source(opts, &host, now_ms)?;
+    let (mut source, kubernetes) = open_source(opts, &host, now_ms)?;
     // Before anything touches the WAL (and after the source opened, so a
     // machine without a driver is told so and left untouched): a second recorder would replay and
     // delete the first one's open segment.
@@ -198,6 +204,7 @@ pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordEr
             maintenance: Some(&mut maintenance),
             shipper: shipper.as_ref(),
             metrics: metrics.as_mut().map(|(_, publisher)| publisher),
+            kubernetes,
         },
     );
     // The endpoint stops answering once the last rows are written.
@@ -227,10 +234,21 @@ pub fn host_name(given: Option<&str>) -> Result<String, RecordError> {
 }
 
 /// Opens the source `opts` asks for, sampling `host`; a simulated host's
-/// history starts at `now_ms`.
-pub fn open_source(opts: &RecordOptions, host: &str, now_ms: i64) -> Result<Box<dyn Source>, RecordError> {
+/// history starts at `now_ms`. The real GPUs' source looks processes in
+/// pods up in the kubelet's sources (`opts.kubernetes`), on a thread of its
+/// own; its counters come back for the health line.
+pub fn open_source(
+    opts: &RecordOptions,
+    host: &str,
+    now_ms: i64,
+) -> Result<(Box<dyn Source>, Option<KubeCounters>), RecordError> {
     Ok(match opts.source {
-        SourceKind::Sim => Box::new(SimHost::new(host, opts.sim_gpus, opts.sim_seed, now_ms)),
-        SourceKind::Nvml => Box::new(NvmlSource::open(host.to_owned(), opts.nvml_lib.as_deref())?),
+        SourceKind::Sim => (Box::new(SimHost::new(host, opts.sim_gpus, opts.sim_seed, now_ms)), None),
+        SourceKind::Nvml => {
+            let nvml = NvmlSource::open(host.to_owned(), opts.nvml_lib.as_deref())?;
+            let kubernetes = Kubernetes::start(opts.kubernetes.clone()).map_err(RecordError::Kubernetes)?;
+            let counters = kubernetes.counters();
+            (Box::new(nvml.with_kubernetes(kubernetes)), Some(counters))
+        }
     })
 }

@@ -14,6 +14,7 @@ use apron_schemas::time::MINUTE_MS;
 use apron_store::error_chain::format_chain;
 use tracing::{error, info, warn};
 
+use crate::kubernetes::{KubeCounters, KubeHealth};
 use crate::maintenance::DailyMaintenance;
 use crate::metrics::{Health, Publisher};
 use crate::ship::live::{LiveShipper, ShipHealth};
@@ -95,6 +96,9 @@ pub struct Companions<'a> {
     pub shipper: Option<&'a LiveShipper>,
     /// Serves each tick at `/metrics`.
     pub metrics: Option<&'a mut Publisher>,
+    /// Looks up Kubernetes names (on its own thread); the health line
+    /// counts it.
+    pub kubernetes: Option<KubeCounters>,
 }
 
 /// [`run`], also compacting closed days and applying retention in the
@@ -110,7 +114,7 @@ pub fn run_with_maintenance(
     health_every: Duration,
     with: Companions<'_>,
 ) -> Result<RunStats, WriteError> {
-    let Companions { mut maintenance, shipper, mut metrics } = with;
+    let Companions { mut maintenance, shipper, mut metrics, kubernetes } = with;
     let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX).max(1);
     let row_interval = i32::try_from(interval_ms).unwrap_or(i32::MAX);
     let mut stats = RunStats::default();
@@ -179,7 +183,12 @@ pub fn run_with_maintenance(
         }
         if ts - last_health >= health_every_ms || ts < last_health {
             last_health = ts;
-            log_health(&stats, writer, shipper.map(LiveShipper::health));
+            log_health(
+                &stats,
+                writer,
+                shipper.map(LiveShipper::health),
+                kubernetes.as_ref().map(KubeCounters::health),
+            );
         }
         // After the push: at the first tick of a day, the day before is closed.
         if let Some(m) = maintenance.as_deref_mut() {
@@ -243,10 +252,11 @@ fn health_now(
 
 /// The periodic one-line health summary: is the recorder keeping up, and
 /// is anything being lost.
-fn log_health(stats: &RunStats, writer: &RollingWriter, ship: Option<ShipHealth>) {
+fn log_health(stats: &RunStats, writer: &RollingWriter, ship: Option<ShipHealth>, k8s: Option<KubeHealth>) {
     let w = writer.stats();
     let wal = writer.wal_stats().unwrap_or_default();
     let ship = ship.unwrap_or_default();
+    let k8s = k8s.unwrap_or_default();
     info!(
         ticks = stats.ticks,
         missed_ticks = stats.ticks_missed,
@@ -267,6 +277,11 @@ fn log_health(stats: &RunStats, writer: &RollingWriter, ship: Option<ShipHealth>
         ship_pending = ship.pending,
         ship_failed = ship.failed,
         ship_expired_pending = ship.expired_pending,
+        k8s_pods = k8s.pods,
+        k8s_allocated_devices = k8s.allocated_devices,
+        k8s_unresolved = k8s.unresolved,
+        k8s_log_errors = k8s.log_errors,
+        k8s_kubelet_errors = k8s.kubelet_errors,
         "health"
     );
 }

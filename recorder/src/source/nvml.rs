@@ -8,7 +8,7 @@
 //! [`gpu`]: one for all GPUs while their calls are quick), and
 //! waits until a deadline so that one GPU stuck in the driver stalls only
 //! its own rows, resolves who the processes are through
-//! [`crate::identity`], and reports what NVML refused once per GPU and kind
+//! [`crate::identity`] (and, in pods, [`crate::kubernetes`]'s cache), and reports what NVML refused once per GPU and kind
 //! (and counts it at every tick). The clock and the tick come from the tick
 //! loop; the deadline is measured on the monotonic clock.
 //!
@@ -37,6 +37,7 @@ pub use self::gpu::PCIE_THROUGHPUT_EVERY;
 use self::gpu::{GpuState, Outcome, Request, Spare, to_i64};
 use self::worker::{Answer, Pool};
 use crate::identity::IdentityCache;
+use crate::kubernetes::Kubernetes;
 use apron_store::source::{GpuFailure, Source, Tick};
 
 /// The library names tried, in order, when no path is given. Machines
@@ -155,6 +156,8 @@ pub struct NvmlSource {
     /// The answers of a tick, kept for the next tick's.
     answers: Vec<Answer<Outcome>>,
     identities: IdentityCache,
+    /// Kubernetes names of processes in pods, when looked up.
+    kubernetes: Option<Kubernetes>,
     /// Counts `sample` calls: the sampling rounds.
     round: u64,
     /// The sampling threads at the last tick, to log when more start.
@@ -216,11 +219,26 @@ impl NvmlSource {
             spare: (0..n).map(|_| Spare::default()).collect(),
             answers: Vec::with_capacity(n),
             identities: IdentityCache::new(),
+            kubernetes: None,
             round: 0,
             lanes: 1,
             nvml,
             all_failed_ticks: 0,
         })
+    }
+
+    /// Fills the trusted Kubernetes fields of processes in pods
+    /// (`k8s_namespace`, `k8s_pod_name`, `k8s_container`) from `kubernetes`,
+    /// which looks them up on a thread of its own.
+    pub fn with_kubernetes(mut self, kubernetes: Kubernetes) -> NvmlSource {
+        self.kubernetes = Some(kubernetes);
+        self
+    }
+
+    /// The Kubernetes lookups, when on: their answer's allocations
+    /// ([`Kubernetes::allocations`]).
+    pub fn kubernetes(&self) -> Option<&Kubernetes> {
+        self.kubernetes.as_ref()
     }
 
     /// The NVIDIA driver's version (`"550.54.15"`), `None` when NVML would
@@ -324,6 +342,9 @@ impl Source for NvmlSource {
 
     fn sample(&mut self, ts_ms: i64, interval_ms: i32, out: &mut Tick) {
         self.identities.next_tick();
+        if let Some(k) = self.kubernetes.as_mut() {
+            k.begin_tick();
+        }
         self.round += 1;
         let wait_ms = u64::try_from(interval_ms).unwrap_or(0) * u64::from(DEADLINE_SHARE.0)
             / u64::from(DEADLINE_SHARE.1);
@@ -385,12 +406,16 @@ impl Source for NvmlSource {
                         // Host pids are below the kernel's pid_max (at most 2^22).
                         let Ok(pid) = i32::try_from(p.pid) else { continue };
                         let Some(on) = rows.get(p.row) else { continue };
+                        let mut identity = self.identities.identity(pid).clone();
+                        if let Some(k) = self.kubernetes.as_mut() {
+                            k.fill(&mut identity, &on.gpu_uuid);
+                        }
                         out.procs.push(ProcSample {
                             ts: ts_ms,
                             gpu_uuid: on.gpu_uuid.clone(),
                             pid,
                             interval_ms,
-                            identity: self.identities.identity(pid).clone(),
+                            identity,
                             used_mem_bytes: p.used_mem_bytes.and_then(to_i64),
                             sm_util_pct: p.sm_util_pct,
                             mem_util_pct: p.mem_util_pct,
