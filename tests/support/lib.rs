@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 pub mod browser;
 pub mod cgroup;
 pub mod checks;
+pub mod grpc;
 pub mod png;
 pub mod prometheus;
 pub mod pty;
