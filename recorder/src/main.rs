@@ -81,9 +81,9 @@ struct Cli {
     /// state (keep it equal to apron.toml's idle.threshold_pct).
     #[arg(long, value_name = "PCT", default_value_t = apron_recorder::metrics::DEFAULT_IDLE_THRESHOLD_PCT, value_parser = parse_threshold)]
     idle_threshold: f64,
-    /// The kubelet's pod-resources socket, read (when it exists) for each
-    /// pod's namespace, name and allocated GPUs; a socket there that does
-    /// not answer is warned about and counted, never fatal.
+    /// The kubelet's pod-resources socket, read (when it exists) for the
+    /// GPUs allocated to each pod; a socket there that does not answer is
+    /// warned about and counted, never fatal.
     #[arg(long, value_name = "PATH", default_value = apron_recorder::kubernetes::DEFAULT_KUBELET_SOCKET)]
     kubelet_socket: PathBuf,
     /// The kubelet's pod log folders (NAMESPACE_POD_UID), read for the

@@ -1,3 +1,7 @@
+//! The Kubernetes lookups' decisions without a kubelet: allocations from a
+//! `List` answer, which source names a process, forgetting, and what the
+//! tick fills in.
+
 use super::api::{ContainerDevices, ContainerResources, ListPodResourcesResponse, PodResources};
 use super::*;
 
