@@ -282,10 +282,10 @@ impl Kubernetes {
     /// Takes the latest answer, if the refresh thread is not swapping it
     /// this very moment (then the previous one serves this tick).
     pub fn begin_tick(&mut self) {
-        if let Ok(latest) = self.shared.latest.try_lock() {
-            if !Arc::ptr_eq(&latest, &self.view) {
-                self.view = Arc::clone(&latest);
-            }
+        if let Ok(latest) = self.shared.latest.try_lock()
+            && !Arc::ptr_eq(&latest, &self.view)
+        {
+            self.view = Arc::clone(&latest);
         }
     }
 
