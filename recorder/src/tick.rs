@@ -179,7 +179,8 @@ pub fn run_with_maintenance(
             info!(files = writer.stats().files, "writing works again; caught up");
         }
         if let Some(publisher) = metrics.as_deref_mut() {
-            publisher.publish(ts, &tick, &health_now(&stats, sample_us, writer, shipper));
+            let k8s = kubernetes.as_ref().map(KubeCounters::health);
+            publisher.publish(ts, &tick, &health_now(&stats, sample_us, writer, shipper, k8s));
         }
         if ts - last_health >= health_every_ms || ts < last_health {
             last_health = ts;
@@ -229,6 +230,7 @@ fn health_now(
     sample_us: u64,
     writer: &RollingWriter,
     shipper: Option<&LiveShipper>,
+    k8s: Option<KubeHealth>,
 ) -> Health {
     let w = writer.stats();
     Health {
@@ -247,6 +249,7 @@ fn health_now(
         write_errors: w.write_errors,
         wal_errors: writer.wal_stats().unwrap_or_default().errors,
         ship: shipper.map(LiveShipper::health),
+        k8s,
     }
 }
 
