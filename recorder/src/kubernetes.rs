@@ -44,7 +44,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use apron_schemas::ProcIdentity;
+use apron_schemas::{ProcIdentity, Text};
 
 use self::api::PodResourcesClient;
 use self::devices::parse_device_id;
@@ -119,7 +119,7 @@ pub struct Resolved {
     /// The pod's namespace and name.
     pub pod: PodName,
     /// The container's name, `None` when no source names it.
-    pub container: Option<String>,
+    pub container: Option<Text>,
 }
 
 /// What the sources said at one refresh: the tick's read-only view.
@@ -164,8 +164,8 @@ impl Snapshot {
             }
         }
         Some(Resolved {
-            pod: PodName { namespace: first.namespace.clone(), name: first.pod.clone() },
-            container: (containers.len() == 1).then(|| first.container.clone()),
+            pod: PodName { namespace: first.namespace.as_str().into(), name: first.pod.as_str().into() },
+            container: (containers.len() == 1).then(|| first.container.as_str().into()),
         })
     }
 }
@@ -297,10 +297,11 @@ impl Kubernetes {
     pub fn fill(&mut self, identity: &mut ProcIdentity, gpu_uuid: &str) {
         let Some(uid) = identity.k8s_pod_uid.as_deref() else { return };
         match self.view.resolve(uid, identity.container_id.as_deref(), gpu_uuid) {
+            // Shared text: no allocation per row.
             Some(resolved) => {
-                identity.k8s_namespace = Some(resolved.pod.namespace.as_str().into());
-                identity.k8s_pod_name = Some(resolved.pod.name.as_str().into());
-                identity.k8s_container = resolved.container.as_deref().map(Into::into);
+                identity.k8s_namespace = Some(resolved.pod.namespace);
+                identity.k8s_pod_name = Some(resolved.pod.name);
+                identity.k8s_container = resolved.container;
             }
             None => {
                 identity.k8s_namespace = None;

@@ -24,17 +24,20 @@ use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 
+use apron_schemas::Text;
+
 /// The longest file name a kubelet writes in `/var/log/containers`
 /// (`ext4MaxFileNameLen`, 255 bytes); one this long may be cut short.
 const MAX_LINK_NAME_BYTES: usize = 255;
 
-/// A pod's namespace and name.
+/// A pod's namespace and name (shared text: handing them to a row costs
+/// no allocation).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PodName {
     /// The pod's namespace.
-    pub namespace: String,
+    pub namespace: Text,
     /// The pod's name.
-    pub name: String,
+    pub name: Text,
 }
 
 /// A container, as its log symlink names it.
@@ -43,7 +46,7 @@ pub struct ContainerLog {
     /// The uid of its pod.
     pub pod_uid: String,
     /// Its name in the pod spec.
-    pub name: String,
+    pub name: Text,
 }
 
 /// Parses a pod log folder's name, `<namespace>_<pod>_<uid>`; `None` for
@@ -54,7 +57,7 @@ pub fn parse_pod_dir(name: &str) -> Option<(String, PodName)> {
     if parts.next().is_some() || [namespace, pod, uid].iter().any(|p| p.is_empty()) {
         return None;
     }
-    Some((uid.to_owned(), PodName { namespace: namespace.to_owned(), name: pod.to_owned() }))
+    Some((uid.to_owned(), PodName { namespace: namespace.into(), name: pod.into() }))
 }
 
 /// Parses a `/var/log/containers` symlink: its name
@@ -75,7 +78,7 @@ pub fn parse_container_link(name: &str, target: &Path) -> Option<(String, Contai
     let container_name = container.file_name()?.to_str()?;
     let (uid, pod) = parse_pod_dir(container.parent()?.file_name()?.to_str()?)?;
     (prefix == format!("{}_{}_{}", pod.name, pod.namespace, container_name))
-        .then(|| (id.to_owned(), ContainerLog { pod_uid: uid, name: container_name.to_owned() }))
+        .then(|| (id.to_owned(), ContainerLog { pod_uid: uid, name: container_name.into() }))
 }
 
 /// Pods by uid, from the folder names under `dir` (`/var/log/pods`). Names
