@@ -421,6 +421,8 @@ impl Refresher {
                 self.pods.update(pods, now);
                 match logs::read_container_logs(&container_logs) {
                     Ok(containers) => self.containers.update(containers, now),
+                    // Not mounted: pods are named, containers are not.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => self.log_failure(&container_logs, &e),
                 }
                 true
