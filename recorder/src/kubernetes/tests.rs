@@ -175,3 +175,29 @@ fn the_containers_folder_is_beside_the_pod_folder() {
     let given = KubeSources { container_logs: Some("/c".into()), ..sources };
     assert_eq!(given.container_logs(), PathBuf::from("/c"));
 }
+
+#[test]
+fn absent_sources_are_no_failure_and_a_dead_socket_is_counted() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let shared = Arc::new(Shared::default());
+    let sources = KubeSources {
+        kubelet_socket: tmp.path().join("none.sock"),
+        pod_logs: tmp.path().join("pods"),
+        container_logs: None,
+    };
+    let mut refresher = Refresher::new(sources, Arc::clone(&shared));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    refresher.refresh(&runtime);
+    let health = || KubeCounters(Arc::clone(&shared)).health();
+    assert_eq!((health().refreshes, health().log_errors, health().kubelet_errors), (1, 0, 0));
+    assert!(!shared.latest.lock().expect("not poisoned").logs_readable);
+
+    // A socket file nobody listens on any more: refused, counted.
+    let dead = tmp.path().join("dead.sock");
+    drop(std::os::unix::net::UnixListener::bind(&dead).expect("bind"));
+    refresher.client = PodResourcesClient::new(&dead, CALL_DEADLINE);
+    refresher.sources.kubelet_socket = dead;
+    refresher.refresh(&runtime);
+    refresher.refresh(&runtime);
+    assert_eq!((health().refreshes, health().kubelet_errors), (3, 2));
+}
