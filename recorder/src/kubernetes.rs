@@ -20,13 +20,15 @@
 //! Pod-resources decides the allocations ([`Kubernetes::allocations`]).
 //! Only where the log folders cannot be read at all (not mounted) is a
 //! process in pod uid U on GPU G given the pod that pod-resources says holds
-//! G, and only when exactly one pod holds it: under time-slicing or any
-//! other sharing nothing is guessed. A uid no source names stays unknown
-//! (`None`), never a guess.
+//! G, and only when exactly one pod holds it and no process of another pod
+//! uid runs on G at that tick (a pod can reach a GPU it was not allocated,
+//! `NVIDIA_VISIBLE_DEVICES=all`): under time-slicing or any other sharing
+//! nothing is guessed. A uid no source names stays unknown (`None`), never
+//! a guess.
 //!
 //! The tick never waits on any of it: [`Kubernetes::begin_tick`] takes the
 //! latest published answer if its lock is free (else keeps the one it
-//! has), and [`Kubernetes::fill`] looks a process up in it; a pod uid that
+//! has), and [`Kubernetes::fill_rows`] looks the tick's processes up in it; a pod uid that
 //! answer does not know nudges the thread to refresh at once, without
 //! waiting. A source that fails keeps its last good answer; a pod missing
 //! from the sources is forgotten after [`FORGET_AFTER`]. Failures are
@@ -44,7 +46,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use apron_schemas::{ProcIdentity, Text};
+use apron_schemas::{ProcIdentity, ProcSample, Text};
 
 use self::api::PodResourcesClient;
 use self::devices::parse_device_id;
@@ -139,8 +141,16 @@ impl Snapshot {
     /// The namespace, pod and container of a process in pod `pod_uid` and
     /// container `container_id` (both from its cgroup) on GPU `gpu_uuid`,
     /// by the rules in the module's documentation; `None` when no source
-    /// names it.
-    pub fn resolve(&self, pod_uid: &str, container_id: Option<&str>, gpu_uuid: &str) -> Option<Resolved> {
+    /// names it. `other_pods_on_gpu`: processes of other pod uids are on
+    /// the same GPU at this tick (then at most one of them can be the pod
+    /// holding it, and the GPU names none of them).
+    pub fn resolve(
+        &self,
+        pod_uid: &str,
+        container_id: Option<&str>,
+        gpu_uuid: &str,
+        other_pods_on_gpu: bool,
+    ) -> Option<Resolved> {
         if let Some(pod) = self.pods.get(pod_uid) {
             let container = container_id
                 .and_then(|id| self.containers.get(id))
@@ -148,7 +158,7 @@ impl Snapshot {
                 .map(|c| c.name.clone());
             return Some(Resolved { pod: pod.clone(), container });
         }
-        if self.logs_readable {
+        if self.logs_readable || other_pods_on_gpu {
             return None;
         }
         // No log folders: the one pod holding this GPU, if exactly one does.
@@ -259,6 +269,8 @@ pub struct Kubernetes {
     view: Arc<Snapshot>,
     /// Unknown pod uids and when they last nudged a refresh.
     nudged: HashMap<String, Instant>,
+    /// (GPU, pod uid) pairs of a tick's rows, reused from tick to tick.
+    pods_on_gpus: Vec<(Text, Text)>,
 }
 
 impl Kubernetes {
@@ -271,7 +283,13 @@ impl Kubernetes {
         std::thread::Builder::new()
             .name("kubernetes".into())
             .spawn(move || Refresher::new(sources, thread_shared).run(&nudges))?;
-        Ok(Kubernetes { shared, nudge, view: Arc::default(), nudged: HashMap::new() })
+        Ok(Kubernetes {
+            shared,
+            nudge,
+            view: Arc::default(),
+            nudged: HashMap::new(),
+            pods_on_gpus: Vec::new(),
+        })
     }
 
     /// A handle on the counters, for the health line.
@@ -289,14 +307,33 @@ impl Kubernetes {
         }
     }
 
-    /// Fills `identity`'s trusted Kubernetes fields (`k8s_namespace`,
-    /// `k8s_pod_name`, `k8s_container`) for a process on `gpu_uuid`, from
+    /// Fills the trusted Kubernetes fields (`k8s_namespace`,
+    /// `k8s_pod_name`, `k8s_container`) of one tick's process rows, from
     /// the answer taken at [`Kubernetes::begin_tick`]. A process with no
     /// pod uid is left as it is; one whose uid no source names keeps them
     /// `None`, is counted, and nudges a refresh.
-    pub fn fill(&mut self, identity: &mut ProcIdentity, gpu_uuid: &str) {
+    pub fn fill_rows(&mut self, rows: &mut [ProcSample]) {
+        // Which pods run on which GPU: the join by GPU (without log
+        // folders) names nobody on a GPU where two pods' processes run.
+        self.pods_on_gpus.clear();
+        if !self.view.logs_readable {
+            for r in rows.iter() {
+                if let Some(uid) = &r.identity.k8s_pod_uid
+                    && !self.pods_on_gpus.iter().any(|(g, u)| *g == r.gpu_uuid && u == uid)
+                {
+                    self.pods_on_gpus.push((r.gpu_uuid.clone(), uid.clone()));
+                }
+            }
+        }
+        for r in rows {
+            let others = self.pods_on_gpus.iter().filter(|(g, _)| *g == r.gpu_uuid).count() > 1;
+            self.fill(&mut r.identity, &r.gpu_uuid, others);
+        }
+    }
+
+    fn fill(&mut self, identity: &mut ProcIdentity, gpu_uuid: &str, other_pods_on_gpu: bool) {
         let Some(uid) = identity.k8s_pod_uid.as_deref() else { return };
-        match self.view.resolve(uid, identity.container_id.as_deref(), gpu_uuid) {
+        match self.view.resolve(uid, identity.container_id.as_deref(), gpu_uuid, other_pods_on_gpu) {
             // Shared text: no allocation per row.
             Some(resolved) => {
                 identity.k8s_namespace = Some(resolved.pod.namespace);

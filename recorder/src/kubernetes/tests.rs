@@ -72,14 +72,14 @@ fn the_log_folders_name_a_pod_by_its_uid_and_a_container_by_its_id() {
         // Pod-resources says another pod holds the GPU: the uid's folder wins.
         allocations: allocations(&list(&[("cv", "other", "c", &[GPU_0])])),
     };
-    let resolved = snapshot.resolve(UID_A, Some(ID_A), GPU_0).expect("named by the log folder");
+    let resolved = snapshot.resolve(UID_A, Some(ID_A), GPU_0, false).expect("named by the log folder");
     assert_eq!(resolved, Resolved { pod: pod("nlp", "trainer-0"), container: Some("main".into()) });
     // A container id of another pod names no container of this one.
     let mut other = snapshot.clone();
     other.containers.insert(ID_A.into(), ContainerLog { pod_uid: UID_B.into(), name: "x".into() });
-    assert_eq!(other.resolve(UID_A, Some(ID_A), GPU_0).expect("pod").container, None);
+    assert_eq!(other.resolve(UID_A, Some(ID_A), GPU_0, false).expect("pod").container, None);
     // A uid no folder names is unknown, whatever holds the GPU.
-    assert_eq!(snapshot.resolve(UID_B, None, GPU_0), None);
+    assert_eq!(snapshot.resolve(UID_B, None, GPU_0, false), None);
 }
 
 #[test]
@@ -97,17 +97,17 @@ fn without_log_folders_only_the_one_pod_holding_the_gpu_is_taken() {
         ..Snapshot::default()
     };
     assert_eq!(
-        snapshot.resolve(UID_A, None, GPU_0),
+        snapshot.resolve(UID_A, None, GPU_0, false),
         Some(Resolved { pod: pod("nlp", "trainer-0"), container: Some("main".into()) })
     );
     assert_eq!(
-        snapshot.resolve(UID_A, None, MIG),
+        snapshot.resolve(UID_A, None, MIG, false),
         Some(Resolved { pod: pod("cv", "mig"), container: Some("srv".into()) })
     );
     // Two pods time-sliced on one GPU: never guessed.
-    assert_eq!(snapshot.resolve(UID_A, None, GPU_1), None);
+    assert_eq!(snapshot.resolve(UID_A, None, GPU_1, false), None);
     // A GPU nobody holds.
-    assert_eq!(snapshot.resolve(UID_A, None, "GPU-none"), None);
+    assert_eq!(snapshot.resolve(UID_A, None, "GPU-none", false), None);
 }
 
 #[test]
@@ -119,42 +119,71 @@ fn one_pod_with_two_containers_on_a_gpu_names_no_container() {
     answer.pod_resources[0].containers.push(second);
     let snapshot = Snapshot { allocations: allocations(&answer), ..Snapshot::default() };
     assert_eq!(
-        snapshot.resolve(UID_A, None, GPU_0),
+        snapshot.resolve(UID_A, None, GPU_0, false),
         Some(Resolved { pod: pod("nlp", "trainer-0"), container: None })
     );
 }
 
-#[test]
-fn fill_sets_trusted_fields_and_clears_what_no_source_names() {
+/// A tick side whose latest answer is `snapshot`, taken.
+fn kube_with(snapshot: Snapshot) -> Kubernetes {
     let (nudge, _nudges) = mpsc::sync_channel(1);
     let shared = Arc::new(Shared::default());
+    *shared.latest.lock().expect("not poisoned") = Arc::new(snapshot);
     let mut kube =
-        Kubernetes { shared: Arc::clone(&shared), nudge, view: Arc::default(), nudged: HashMap::new() };
-    *shared.latest.lock().expect("not poisoned") = Arc::new(Snapshot {
+        Kubernetes { shared, nudge, view: Arc::default(), nudged: HashMap::new(), pods_on_gpus: Vec::new() };
+    kube.begin_tick();
+    kube
+}
+
+fn row(gpu: &str, identity: ProcIdentity) -> ProcSample {
+    ProcSample { gpu_uuid: gpu.into(), identity, ..ProcSample::default() }
+}
+
+#[test]
+fn fill_sets_trusted_fields_and_clears_what_no_source_names() {
+    let mut kube = kube_with(Snapshot {
         pods: HashMap::from([(UID_A.to_owned(), pod("nlp", "trainer-0"))]),
         logs_readable: true,
         ..Snapshot::default()
     });
-    kube.begin_tick();
-    let mut known = ProcIdentity {
+    let known = ProcIdentity {
         k8s_pod_uid: Some(UID_A.into()),
         claimed_k8s_namespace: Some("forged".into()),
         ..ProcIdentity::default()
     };
-    kube.fill(&mut known, GPU_0);
+    let unknown = ProcIdentity { k8s_pod_uid: Some(UID_B.into()), ..ProcIdentity::default() };
+    let mut rows = [row(GPU_0, known), row(GPU_0, unknown), row(GPU_0, ProcIdentity::default())];
+    kube.fill_rows(&mut rows);
+    let known = &rows[0].identity;
     assert_eq!(known.k8s_namespace.as_deref(), Some("nlp"));
     assert_eq!(known.k8s_pod_name.as_deref(), Some("trainer-0"));
     assert_eq!(known.k8s_container, None);
     assert_eq!(known.claimed_k8s_namespace.as_deref(), Some("forged"), "the claim is kept apart");
-    let mut unknown = ProcIdentity { k8s_pod_uid: Some(UID_B.into()), ..ProcIdentity::default() };
-    kube.fill(&mut unknown, GPU_0);
-    assert_eq!((unknown.k8s_namespace, unknown.k8s_pod_name), (None, None));
-    let mut host = ProcIdentity::default();
-    kube.fill(&mut host, GPU_0);
-    assert_eq!(host, ProcIdentity::default());
+    let unknown = &rows[1].identity;
+    assert_eq!((&unknown.k8s_namespace, &unknown.k8s_pod_name), (&None, &None));
+    assert_eq!(rows[2].identity, ProcIdentity::default());
     assert_eq!(kube.counters().health().unresolved, 1);
     // The unknown uid nudged the refresh thread once.
     assert!(kube.nudged.contains_key(UID_B));
+}
+
+#[test]
+fn without_log_folders_two_pods_on_a_gpu_one_pod_holds_are_not_named() {
+    // A pod given every GPU without an allocation (NVIDIA_VISIBLE_DEVICES=all)
+    // beside the pod holding GPU 0: either could be the holder.
+    let mut kube = kube_with(Snapshot {
+        logs_readable: false,
+        allocations: allocations(&list(&[("nlp", "trainer-0", "main", &[GPU_0])])),
+        ..Snapshot::default()
+    });
+    let in_pod = |uid: &str| ProcIdentity { k8s_pod_uid: Some(uid.into()), ..ProcIdentity::default() };
+    let mut rows = [row(GPU_0, in_pod(UID_A)), row(GPU_0, in_pod(UID_B)), row(GPU_0, in_pod(UID_A))];
+    kube.fill_rows(&mut rows);
+    assert!(rows.iter().all(|r| r.identity.k8s_namespace.is_none()), "{rows:?}");
+    // Alone on it, the same process is named.
+    let mut alone = [row(GPU_0, in_pod(UID_A)), row(GPU_0, in_pod(UID_A))];
+    kube.fill_rows(&mut alone);
+    assert!(alone.iter().all(|r| r.identity.k8s_pod_name.as_deref() == Some("trainer-0")), "{alone:?}");
 }
 
 #[test]

@@ -386,6 +386,7 @@ impl Source for NvmlSource {
                 })
                 .filter_map(|p| i32::try_from(p.pid).ok()),
         );
+        let first_proc = out.procs.len();
         for (i, answer) in answers.drain(..).enumerate() {
             let gpu_index = u32::try_from(i).unwrap_or(u32::MAX);
             match answer {
@@ -406,16 +407,12 @@ impl Source for NvmlSource {
                         // Host pids are below the kernel's pid_max (at most 2^22).
                         let Ok(pid) = i32::try_from(p.pid) else { continue };
                         let Some(on) = rows.get(p.row) else { continue };
-                        let mut identity = self.identities.identity(pid).clone();
-                        if let Some(k) = self.kubernetes.as_mut() {
-                            k.fill(&mut identity, &on.gpu_uuid);
-                        }
                         out.procs.push(ProcSample {
                             ts: ts_ms,
                             gpu_uuid: on.gpu_uuid.clone(),
                             pid,
                             interval_ms,
-                            identity,
+                            identity: self.identities.identity(pid).clone(),
                             used_mem_bytes: p.used_mem_bytes.and_then(to_i64),
                             sm_util_pct: p.sm_util_pct,
                             mem_util_pct: p.mem_util_pct,
@@ -458,6 +455,11 @@ impl Source for NvmlSource {
             }
         }
         self.answers = answers;
+        // With the whole tick's processes at hand: the join by GPU must
+        // see every pod on a GPU.
+        if let (Some(k), Some(rows)) = (self.kubernetes.as_mut(), out.procs.get_mut(first_proc..)) {
+            k.fill_rows(rows);
+        }
     }
 }
 
