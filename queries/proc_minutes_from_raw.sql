@@ -12,8 +12,9 @@
 -- Output: the columns of proc_minutes (minute, gpu_uuid, pid, proc_start,
 -- seconds, samples, used_mem_bytes_mean (bytes), used_mem_bytes_max
 -- (bytes), sm_util_pct_mean, mem_util_pct_mean, comm, uid, user,
--- container_id, k8s_pod_uid, k8s_namespace, slurm_job_id, slurm_account,
--- claimed_k8s_namespace, claimed_slurm_job_id, claimed_slurm_account),
+-- container_id, k8s_pod_uid, k8s_namespace, k8s_pod_name, k8s_container,
+-- slurm_job_id, slurm_account, slurm_partition, claimed_k8s_namespace,
+-- claimed_slurm_job_id, claimed_slurm_account),
 -- then the partition columns date and host.
 SELECT
   date_trunc('minute', ts) AS minute,
@@ -35,8 +36,11 @@ SELECT
   last_value(container_id ORDER BY ts) FILTER (WHERE container_id IS NOT NULL) AS container_id,
   last_value(k8s_pod_uid ORDER BY ts) FILTER (WHERE k8s_pod_uid IS NOT NULL) AS k8s_pod_uid,
   last_value(k8s_namespace ORDER BY ts) FILTER (WHERE k8s_namespace IS NOT NULL) AS k8s_namespace,
+  last_value(k8s_pod_name ORDER BY ts) FILTER (WHERE k8s_pod_name IS NOT NULL) AS k8s_pod_name,
+  last_value(k8s_container ORDER BY ts) FILTER (WHERE k8s_container IS NOT NULL) AS k8s_container,
   last_value(slurm_job_id ORDER BY ts) FILTER (WHERE slurm_job_id IS NOT NULL) AS slurm_job_id,
   last_value(slurm_account ORDER BY ts) FILTER (WHERE slurm_account IS NOT NULL) AS slurm_account,
+  last_value(slurm_partition ORDER BY ts) FILTER (WHERE slurm_partition IS NOT NULL) AS slurm_partition,
   last_value(claimed_k8s_namespace ORDER BY ts) FILTER (WHERE claimed_k8s_namespace IS NOT NULL)
     AS claimed_k8s_namespace,
   last_value(claimed_slurm_job_id ORDER BY ts) FILTER (WHERE claimed_slurm_job_id IS NOT NULL)

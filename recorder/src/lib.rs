@@ -13,6 +13,7 @@ pub mod compact;
 pub mod data_lock;
 pub mod identity;
 pub mod idle_now;
+pub mod kubernetes;
 pub mod lock;
 pub mod maintenance;
 pub mod maintenance_error;

@@ -93,6 +93,19 @@ struct Cli {
     /// This node's name in Slurm (default: this host's short name).
     #[arg(long, value_name = "NAME")]
     slurm_node: Option<String>,
+    /// The kubelet's pod-resources socket, read (when it exists) for the
+    /// GPUs allocated to each pod; a socket there that does not answer is
+    /// warned about and counted, never fatal.
+    #[arg(long, value_name = "PATH", default_value = apron_recorder::kubernetes::DEFAULT_KUBELET_SOCKET)]
+    kubelet_socket: PathBuf,
+    /// The kubelet's pod log folders (NAMESPACE_POD_UID), read for the
+    /// namespace and name of each pod uid a process's cgroup gives.
+    #[arg(long, value_name = "DIR", default_value = apron_recorder::kubernetes::DEFAULT_POD_LOGS)]
+    pod_logs: PathBuf,
+    /// The kubelet's container log links, read for container names
+    /// (default: the `containers` folder beside --pod-logs).
+    #[arg(long, value_name = "DIR")]
+    container_logs: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -566,5 +579,10 @@ fn record_options(cli: &Cli) -> anyhow::Result<RecordOptions> {
         metrics: cli.metrics,
         idle_threshold_pct: cli.idle_threshold,
         slurm,
+        kubernetes: apron_recorder::kubernetes::KubeSources {
+            kubelet_socket: cli.kubelet_socket.clone(),
+            pod_logs: cli.pod_logs.clone(),
+            container_logs: cli.container_logs.clone(),
+        },
     })
 }

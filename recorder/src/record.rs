@@ -18,6 +18,7 @@ use apron_store::source::sim::SimHost;
 use apron_store::write_error::WriteError;
 use apron_store::writer::RollingWriter;
 
+use crate::kubernetes::{KubeCounters, KubeSources, Kubernetes};
 use crate::lock::{LockError, RecorderLock};
 use crate::maintenance::DailyMaintenance;
 use crate::metrics::{MetricsServer, ServeError};
@@ -78,6 +79,8 @@ pub struct RecordOptions {
     /// Where to ask Slurm about the jobs of GPU processes (with
     /// [`SourceKind::Nvml`]); `None`: Slurm is not asked.
     pub slurm: Option<SlurmOptions>,
+    /// Where the kubelet's sources are (with [`SourceKind::Nvml`]).
+    pub kubernetes: KubeSources,
 }
 
 /// Recording could not start, or could not write its last rows.
@@ -101,6 +104,9 @@ pub enum RecordError {
     /// The Slurm lookup thread could not start.
     #[error("cannot start the thread that asks Slurm about jobs")]
     Slurm(#[source] io::Error),
+    /// The thread that looks up Kubernetes names could not start.
+    #[error("cannot start the thread that reads the kubelet's pod names")]
+    Kubernetes(#[source] io::Error),
     /// Another recorder records this host into this data folder.
     #[error(transparent)]
     Lock(#[from] LockError),
@@ -149,7 +155,7 @@ pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordEr
         _ => None,
     };
     let lookups = slurm.as_ref().map(SlurmResolver::lookups);
-    let mut source = open_source(opts, &host, now_ms, lookups.clone())?;
+    let (mut source, kubernetes) = open_source(opts, &host, now_ms, lookups.clone())?;
     // Before anything touches the WAL (and after the source opened, so a
     // machine without a driver is told so and left untouched): a second recorder would replay and
     // delete the first one's open segment.
@@ -214,6 +220,7 @@ pub fn record(opts: &RecordOptions, ship: Option<Remote>) -> Result<(), RecordEr
             shipper: shipper.as_ref(),
             metrics: metrics.as_mut().map(|(_, publisher)| publisher),
             slurm: lookups.as_ref(),
+            kubernetes,
         },
     );
     // The endpoint stops answering once the last rows are written.
@@ -243,22 +250,26 @@ pub fn host_name(given: Option<&str>) -> Result<String, RecordError> {
 }
 
 /// Opens the source `opts` asks for, sampling `host`; a simulated host's
-/// history starts at `now_ms`. The NVML source takes its processes' Slurm
-/// accounts from `slurm` when given.
+/// history starts at `now_ms`. The real GPUs' source takes its processes'
+/// Slurm accounts from `slurm` when given, and looks processes in pods up
+/// in the kubelet's sources (`opts.kubernetes`), on a thread of its own;
+/// its counters come back for the health line.
 pub fn open_source(
     opts: &RecordOptions,
     host: &str,
     now_ms: i64,
     slurm: Option<SlurmLookups>,
-) -> Result<Box<dyn Source>, RecordError> {
+) -> Result<(Box<dyn Source>, Option<KubeCounters>), RecordError> {
     Ok(match opts.source {
-        SourceKind::Sim => Box::new(SimHost::new(host, opts.sim_gpus, opts.sim_seed, now_ms)),
+        SourceKind::Sim => (Box::new(SimHost::new(host, opts.sim_gpus, opts.sim_seed, now_ms)), None),
         SourceKind::Nvml => {
-            let source = NvmlSource::open(host.to_owned(), opts.nvml_lib.as_deref())?;
-            Box::new(match slurm {
-                Some(slurm) => source.with_slurm(slurm),
-                None => source,
-            })
+            let mut nvml = NvmlSource::open(host.to_owned(), opts.nvml_lib.as_deref())?;
+            if let Some(slurm) = slurm {
+                nvml = nvml.with_slurm(slurm);
+            }
+            let kubernetes = Kubernetes::start(opts.kubernetes.clone()).map_err(RecordError::Kubernetes)?;
+            let counters = kubernetes.counters();
+            (Box::new(nvml.with_kubernetes(kubernetes)), Some(counters))
         }
     })
 }

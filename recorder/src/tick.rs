@@ -14,6 +14,7 @@ use apron_schemas::time::MINUTE_MS;
 use apron_store::error_chain::format_chain;
 use tracing::{error, info, warn};
 
+use crate::kubernetes::{KubeCounters, KubeHealth};
 use crate::maintenance::DailyMaintenance;
 use crate::metrics::{Health, Publisher};
 use crate::ship::live::{LiveShipper, ShipHealth};
@@ -98,6 +99,9 @@ pub struct Companions<'a> {
     pub metrics: Option<&'a mut Publisher>,
     /// Asks Slurm about jobs (on its own thread); the health line counts it.
     pub slurm: Option<&'a SlurmLookups>,
+    /// Looks up Kubernetes names (on its own thread); the health line
+    /// counts it.
+    pub kubernetes: Option<KubeCounters>,
 }
 
 /// [`run`], also compacting closed days and applying retention in the
@@ -113,7 +117,7 @@ pub fn run_with_maintenance(
     health_every: Duration,
     with: Companions<'_>,
 ) -> Result<RunStats, WriteError> {
-    let Companions { mut maintenance, shipper, mut metrics, slurm } = with;
+    let Companions { mut maintenance, shipper, mut metrics, slurm, kubernetes } = with;
     let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX).max(1);
     let row_interval = i32::try_from(interval_ms).unwrap_or(i32::MAX);
     let mut stats = RunStats::default();
@@ -178,11 +182,18 @@ pub fn run_with_maintenance(
             info!(files = writer.stats().files, "writing works again; caught up");
         }
         if let Some(publisher) = metrics.as_deref_mut() {
-            publisher.publish(ts, &tick, &health_now(&stats, sample_us, writer, shipper));
+            let k8s = kubernetes.as_ref().map(KubeCounters::health);
+            publisher.publish(ts, &tick, &health_now(&stats, sample_us, writer, shipper, k8s));
         }
         if ts - last_health >= health_every_ms || ts < last_health {
             last_health = ts;
-            log_health(&stats, writer, shipper.map(LiveShipper::health), slurm.map(SlurmLookups::health));
+            log_health(
+                &stats,
+                writer,
+                shipper.map(LiveShipper::health),
+                slurm.map(SlurmLookups::health),
+                kubernetes.as_ref().map(KubeCounters::health),
+            );
         }
         // After the push: at the first tick of a day, the day before is closed.
         if let Some(m) = maintenance.as_deref_mut() {
@@ -223,6 +234,7 @@ fn health_now(
     sample_us: u64,
     writer: &RollingWriter,
     shipper: Option<&LiveShipper>,
+    k8s: Option<KubeHealth>,
 ) -> Health {
     let w = writer.stats();
     Health {
@@ -241,6 +253,7 @@ fn health_now(
         write_errors: w.write_errors,
         wal_errors: writer.wal_stats().unwrap_or_default().errors,
         ship: shipper.map(LiveShipper::health),
+        k8s,
     }
 }
 
@@ -251,11 +264,13 @@ fn log_health(
     writer: &RollingWriter,
     ship: Option<ShipHealth>,
     slurm: Option<SlurmHealth>,
+    k8s: Option<KubeHealth>,
 ) {
     let w = writer.stats();
     let wal = writer.wal_stats().unwrap_or_default();
     let ship = ship.unwrap_or_default();
     let slurm = slurm.unwrap_or_default();
+    let k8s = k8s.unwrap_or_default();
     info!(
         ticks = stats.ticks,
         missed_ticks = stats.ticks_missed,
@@ -283,6 +298,11 @@ fn log_health(
         slurm_timeouts = slurm.timeouts,
         slurm_listed = slurm.listed,
         slurm_list_failed = slurm.list_failed,
+        k8s_pods = k8s.pods,
+        k8s_allocated_devices = k8s.allocated_devices,
+        k8s_unresolved = k8s.unresolved,
+        k8s_log_errors = k8s.log_errors,
+        k8s_kubelet_errors = k8s.kubelet_errors,
         "health"
     );
 }

@@ -68,8 +68,11 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         s("container_id"),
         s("k8s_pod_uid"),
         s("k8s_namespace"),
+        s("k8s_pod_name"),
+        s("k8s_container"),
         s("slurm_job_id"),
         s("slurm_account"),
+        s("slurm_partition"),
         s("claimed_k8s_namespace"),
         s("claimed_slurm_job_id"),
         s("claimed_slurm_account"),
@@ -99,6 +102,7 @@ pub fn to_batch(rows: &[ProcMinute]) -> Result<RecordBatch, ArrowError> {
     let (mut comm, mut user, mut container, mut pod, mut ns, mut job, mut account) =
         (text(), text(), text(), text(), text(), text(), text());
     let (mut claimed_ns, mut claimed_job, mut claimed_account) = (text(), text(), text());
+    let (mut pod_name, mut k8s_container, mut partition) = (text(), text(), text());
     for r in rows {
         let id = &r.identity;
         minute.append_value(r.minute);
@@ -117,8 +121,11 @@ pub fn to_batch(rows: &[ProcMinute]) -> Result<RecordBatch, ArrowError> {
         container.append_option(id.container_id.as_deref());
         pod.append_option(id.k8s_pod_uid.as_deref());
         ns.append_option(id.k8s_namespace.as_deref());
+        pod_name.append_option(id.k8s_pod_name.as_deref());
+        k8s_container.append_option(id.k8s_container.as_deref());
         job.append_option(id.slurm_job_id.as_deref());
         account.append_option(id.slurm_account.as_deref());
+        partition.append_option(id.slurm_partition.as_deref());
         claimed_ns.append_option(id.claimed_k8s_namespace.as_deref());
         claimed_job.append_option(id.claimed_slurm_job_id.as_deref());
         claimed_account.append_option(id.claimed_slurm_account.as_deref());
@@ -140,8 +147,11 @@ pub fn to_batch(rows: &[ProcMinute]) -> Result<RecordBatch, ArrowError> {
         Arc::new(container.finish()),
         Arc::new(pod.finish()),
         Arc::new(ns.finish()),
+        Arc::new(pod_name.finish()),
+        Arc::new(k8s_container.finish()),
         Arc::new(job.finish()),
         Arc::new(account.finish()),
+        Arc::new(partition.finish()),
         Arc::new(claimed_ns.finish()),
         Arc::new(claimed_job.finish()),
         Arc::new(claimed_account.finish()),

@@ -19,7 +19,7 @@ use crate::ts_type;
 /// field is `None` when it could not be read or does not apply (no
 /// container, not a Slurm job).
 ///
-/// The fields up to `slurm_account` come from sources the process cannot
+/// The fields up to `slurm_partition` come from sources the process cannot
 /// write (the kernel, the container runtime, the scheduler): only they may
 /// decide a team or an action. The `claimed_*` fields are what the process
 /// says about itself in its environment: kept, and shown as claims, never
@@ -40,15 +40,23 @@ pub struct ProcIdentity {
     /// Kubernetes pod uid from the cgroup path, under the kubelet's
     /// `kubepods` hierarchy.
     pub k8s_pod_uid: Option<Text>,
-    /// Kubernetes namespace, from a source on the node that pods cannot
-    /// write (the simulated fleet sets it; on real nodes it stays `None`
-    /// until such a source is read).
+    /// Kubernetes namespace of the pod `k8s_pod_uid` names, from sources
+    /// on the node that pods cannot write (the kubelet's log folders and
+    /// pod-resources API); `None` when none names that pod.
     pub k8s_namespace: Option<Text>,
+    /// Kubernetes pod name, from the same sources as `k8s_namespace`.
+    pub k8s_pod_name: Option<Text>,
+    /// The container's name in its pod's spec, from the same sources;
+    /// `None` when they do not name it.
+    pub k8s_container: Option<Text>,
     /// Slurm job id from the cgroup path, under Slurm's own hierarchy.
     pub slurm_job_id: Option<Text>,
     /// Slurm account, from Slurm itself (the simulated fleet sets it; on
     /// real nodes it stays `None` until Slurm is asked).
     pub slurm_account: Option<Text>,
+    /// Slurm partition of the job, from Slurm itself (the simulated fleet
+    /// sets it where its jobs have one).
+    pub slurm_partition: Option<Text>,
     /// The Kubernetes namespace the process's environment claims
     /// (`POD_NAMESPACE` and the like): a claim.
     pub claimed_k8s_namespace: Option<Text>,
@@ -95,8 +103,11 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         s("container_id"),
         s("k8s_pod_uid"),
         s("k8s_namespace"),
+        s("k8s_pod_name"),
+        s("k8s_container"),
         s("slurm_job_id"),
         s("slurm_account"),
+        s("slurm_partition"),
         s("claimed_k8s_namespace"),
         s("claimed_slurm_job_id"),
         s("claimed_slurm_account"),
@@ -135,6 +146,7 @@ where
     let (mut comm, mut user, mut container, mut pod, mut ns, mut job, mut account) =
         (text(), text(), text(), text(), text(), text(), text());
     let (mut claimed_ns, mut claimed_job, mut claimed_account) = (text(), text(), text());
+    let (mut pod_name, mut k8s_container, mut partition) = (text(), text(), text());
     for r in rows {
         let id = &r.identity;
         ts.append_value(r.ts);
@@ -148,8 +160,11 @@ where
         container.append_option(id.container_id.as_deref());
         pod.append_option(id.k8s_pod_uid.as_deref());
         ns.append_option(id.k8s_namespace.as_deref());
+        pod_name.append_option(id.k8s_pod_name.as_deref());
+        k8s_container.append_option(id.k8s_container.as_deref());
         job.append_option(id.slurm_job_id.as_deref());
         account.append_option(id.slurm_account.as_deref());
+        partition.append_option(id.slurm_partition.as_deref());
         claimed_ns.append_option(id.claimed_k8s_namespace.as_deref());
         claimed_job.append_option(id.claimed_slurm_job_id.as_deref());
         claimed_account.append_option(id.claimed_slurm_account.as_deref());
@@ -169,8 +184,11 @@ where
         Arc::new(container.finish()),
         Arc::new(pod.finish()),
         Arc::new(ns.finish()),
+        Arc::new(pod_name.finish()),
+        Arc::new(k8s_container.finish()),
         Arc::new(job.finish()),
         Arc::new(account.finish()),
+        Arc::new(partition.finish()),
         Arc::new(claimed_ns.finish()),
         Arc::new(claimed_job.finish()),
         Arc::new(claimed_account.finish()),

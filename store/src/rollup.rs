@@ -349,7 +349,19 @@ impl ProcAcc {
         macro_rules! last_known {
             ($($f:ident),*) => { $(if r.$f.is_some() { id.$f.clone_from(&r.$f); })* };
         }
-        last_known!(comm, uid, user, container_id, k8s_pod_uid, k8s_namespace, slurm_job_id, slurm_account);
+        last_known!(
+            comm,
+            uid,
+            user,
+            container_id,
+            k8s_pod_uid,
+            k8s_namespace,
+            k8s_pod_name,
+            k8s_container,
+            slurm_job_id,
+            slurm_account,
+            slurm_partition
+        );
         self.interval_ms += w;
         self.samples += 1;
         self.mem.add(row.used_mem_bytes, w);

@@ -34,6 +34,7 @@ mod faults;
 mod first_run;
 mod identity_trust;
 mod import_locking;
+mod kubernetes;
 mod memory_limit;
 mod metrics;
 mod metrics_limits;

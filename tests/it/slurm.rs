@@ -251,6 +251,7 @@ fn a_jobs_account_comes_from_slurm_asked_once_per_job() {
         &config,
         "SELECT pid, max(slurm_job_id) AS job, max(slurm_account) AS account, \
          max(claimed_slurm_job_id) AS claimed_job, max(claimed_slurm_account) AS claimed_account, \
+         max(slurm_partition) AS partition, \
          count(*) AS n_rows, count(slurm_account) AS with_account, count(DISTINCT slurm_account) AS accounts \
          FROM proc_samples GROUP BY pid",
     );
@@ -279,6 +280,12 @@ fn a_jobs_account_comes_from_slurm_asked_once_per_job() {
         assert!((0..=2).contains(&missing), "{missing} rows without the account: {r}");
     }
     assert_eq!(row(2)["with_account"].as_i64(), Some(0), "{}", row(2));
+    // The partition is Slurm's too; a process outside any job has none.
+    let partition = |i: usize| row(i)["partition"].as_str().map(str::to_owned);
+    assert_eq!(
+        [partition(0), partition(1), partition(2), partition(3)],
+        [some("gpu"), some("gpu"), None, None]
+    );
 
     // Asked once per job: not per tick, not per process, not again for the
     // job squeue lists too.

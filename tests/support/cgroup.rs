@@ -41,14 +41,15 @@ impl Cgroup {
         let mut dir = root.clone();
         for part in path.split('/').filter(|p| !p.is_empty()) {
             dir.push(part);
-            if !dir.exists() {
-                std::fs::create_dir(&dir).unwrap_or_else(|e| {
-                    panic!(
-                        "cannot make cgroup {} ({e}): this test needs root and a writable cgroup hierarchy",
-                        dir.display()
-                    )
-                });
-                made.push(dir.clone());
+            // Another test may make the same parent at the same moment:
+            // then it is that test's to remove.
+            match std::fs::create_dir(&dir) {
+                Ok(()) => made.push(dir.clone()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => panic!(
+                    "cannot make cgroup {} ({e}): this test needs root and a writable cgroup hierarchy",
+                    dir.display()
+                ),
             }
         }
         std::fs::write(dir.join("cgroup.procs"), pid.to_string())

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 pub mod browser;
 pub mod cgroup;
 pub mod checks;
+pub mod grpc;
 pub mod k8s;
 pub mod png;
 pub mod prometheus;

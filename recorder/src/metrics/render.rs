@@ -277,6 +277,8 @@ fn processes(s: &Snapshot, out: &mut String) {
                         ("container_id", &id.container_id),
                         ("k8s_namespace", &id.k8s_namespace),
                         ("k8s_pod_uid", &id.k8s_pod_uid),
+                        ("k8s_pod_name", &id.k8s_pod_name),
+                        ("k8s_container", &id.k8s_container),
                         ("slurm_job_id", &id.slurm_job_id),
                         ("slurm_account", &id.slurm_account),
                     ];
@@ -469,6 +471,39 @@ fn health(s: &Snapshot, out: &mut String) {
             ),
         ];
         for (name, kind, help, v) in ship_metrics {
+            family(out, name, kind, help);
+            sample(out, name, host, to_i(v));
+        }
+    }
+    if let Some(k8s) = h.k8s {
+        let k8s_metrics: [(&str, &str, &str, u64); 5] = [
+            ("apron_recorder_k8s_pods", "gauge", "Pods the kubelet's log folders name, by uid.", k8s.pods),
+            (
+                "apron_recorder_k8s_allocated_devices",
+                "gauge",
+                "Devices allocated to containers at the kubelet's last good pod-resources answer.",
+                k8s.allocated_devices,
+            ),
+            (
+                "apron_recorder_k8s_unresolved_rows_total",
+                "counter",
+                "Process rows in a pod that no kubelet source named (recorded without namespace).",
+                k8s.unresolved,
+            ),
+            (
+                "apron_recorder_k8s_log_errors_total",
+                "counter",
+                "Failed reads of the kubelet's log folders.",
+                k8s.log_errors,
+            ),
+            (
+                "apron_recorder_k8s_kubelet_errors_total",
+                "counter",
+                "Failed calls to the kubelet's pod-resources API.",
+                k8s.kubelet_errors,
+            ),
+        ];
+        for (name, kind, help, v) in k8s_metrics {
             family(out, name, kind, help);
             sample(out, name, host, to_i(v));
         }

@@ -4,6 +4,7 @@
 use apron_schemas::{GpuSample, ProcSample};
 
 use super::minute::MinuteReport;
+use crate::kubernetes::KubeHealth;
 use crate::ship::live::ShipHealth;
 
 /// The recorder's counters at one tick.
@@ -39,6 +40,8 @@ pub struct Health {
     pub wal_errors: u64,
     /// Shipping's counters, when the recorder ships.
     pub ship: Option<ShipHealth>,
+    /// The Kubernetes lookups' counters, when on (the real GPUs' source).
+    pub k8s: Option<KubeHealth>,
 }
 
 /// What a scrape serves: the last tick, the minute states, the health.

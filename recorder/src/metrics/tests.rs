@@ -201,6 +201,14 @@ fn minute_states_are_one_hot_and_health_is_served() {
         state: State::Unknown,
     }];
     s.health.ship = Some(ShipHealth { shipped: 3, pending: 2, failed: 1, expired_pending: 1 });
+    s.health.k8s = Some(crate::kubernetes::KubeHealth {
+        refreshes: 9,
+        pods: 4,
+        allocated_devices: 3,
+        log_errors: 0,
+        kubelet_errors: 2,
+        unresolved: 5,
+    });
     let mut text = String::new();
     render(&s, &mut text);
     let states = lines_of(&text, "apron_gpu_minute_state");
@@ -222,6 +230,11 @@ fn minute_states_are_one_hot_and_health_is_served() {
         ("apron_recorder_ship_pending_partitions", "2"),
         ("apron_recorder_ship_failures_total", "1"),
         ("apron_recorder_ship_expired_pending_partitions", "1"),
+        ("apron_recorder_k8s_pods", "4"),
+        ("apron_recorder_k8s_allocated_devices", "3"),
+        ("apron_recorder_k8s_unresolved_rows_total", "5"),
+        ("apron_recorder_k8s_log_errors_total", "0"),
+        ("apron_recorder_k8s_kubelet_errors_total", "2"),
         ("apron_recorder_last_tick_timestamp_seconds", "1796083200"),
     ] {
         assert_eq!(lines_of(&text, name), [format!(r#"{name}{{Hostname="node07"}} {value}"#)], "{text}");

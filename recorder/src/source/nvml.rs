@@ -8,8 +8,9 @@
 //! [`gpu`]: one for all GPUs while their calls are quick), and
 //! waits until a deadline so that one GPU stuck in the driver stalls only
 //! its own rows, resolves who the processes are through
-//! [`crate::identity`] (and their Slurm job's account through
-//! [`crate::slurm`]'s cache, never waiting for Slurm), and reports what
+//! [`crate::identity`] (their Slurm job's account through
+//! [`crate::slurm`]'s cache, and, in pods, their names through
+//! [`crate::kubernetes`]'s, never waiting for either), and reports what
 //! NVML refused once per GPU and kind (and counts it at every tick). The
 //! clock and the tick come from the tick loop; the deadline is measured on
 //! the monotonic clock.
@@ -39,6 +40,7 @@ pub use self::gpu::PCIE_THROUGHPUT_EVERY;
 use self::gpu::{GpuState, Outcome, Request, Spare, to_i64};
 use self::worker::{Answer, Pool};
 use crate::identity::IdentityCache;
+use crate::kubernetes::Kubernetes;
 use crate::slurm::SlurmLookups;
 use apron_store::source::{GpuFailure, Source, Tick};
 
@@ -161,6 +163,8 @@ pub struct NvmlSource {
     /// What Slurm says about the jobs of the processes (account, partition);
     /// `None`: not asked.
     slurm: Option<SlurmLookups>,
+    /// Kubernetes names of processes in pods, when looked up.
+    kubernetes: Option<Kubernetes>,
     /// Counts `sample` calls: the sampling rounds.
     round: u64,
     /// The sampling threads at the last tick, to log when more start.
@@ -223,6 +227,7 @@ impl NvmlSource {
             answers: Vec::with_capacity(n),
             identities: IdentityCache::new(),
             slurm: None,
+            kubernetes: None,
             round: 0,
             lanes: 1,
             nvml,
@@ -236,6 +241,20 @@ impl NvmlSource {
     pub fn with_slurm(mut self, slurm: SlurmLookups) -> NvmlSource {
         self.slurm = Some(slurm);
         self
+    }
+
+    /// Fills the trusted Kubernetes fields of processes in pods
+    /// (`k8s_namespace`, `k8s_pod_name`, `k8s_container`) from `kubernetes`,
+    /// which looks them up on a thread of its own.
+    pub fn with_kubernetes(mut self, kubernetes: Kubernetes) -> NvmlSource {
+        self.kubernetes = Some(kubernetes);
+        self
+    }
+
+    /// The Kubernetes lookups, when on: their answer's allocations
+    /// ([`Kubernetes::allocations`]).
+    pub fn kubernetes(&self) -> Option<&Kubernetes> {
+        self.kubernetes.as_ref()
     }
 
     /// The NVIDIA driver's version (`"550.54.15"`), `None` when NVML would
@@ -339,6 +358,9 @@ impl Source for NvmlSource {
 
     fn sample(&mut self, ts_ms: i64, interval_ms: i32, out: &mut Tick) {
         self.identities.next_tick();
+        if let Some(k) = self.kubernetes.as_mut() {
+            k.begin_tick();
+        }
         self.round += 1;
         let wait_ms = u64::try_from(interval_ms).unwrap_or(0) * u64::from(DEADLINE_SHARE.0)
             / u64::from(DEADLINE_SHARE.1);
@@ -384,6 +406,7 @@ impl Source for NvmlSource {
         // queued, and its processes' account stays unknown until it answers.
         let lookups = self.slurm.clone();
         let mut slurm = lookups.as_ref().map(SlurmLookups::view);
+        let first_proc = out.procs.len();
         for (i, answer) in answers.drain(..).enumerate() {
             let gpu_index = u32::try_from(i).unwrap_or(u32::MAX);
             match answer {
@@ -406,12 +429,13 @@ impl Source for NvmlSource {
                         let Some(on) = rows.get(p.row) else { continue };
                         let mut identity = self.identities.identity(pid).clone();
                         // The job from the kernel (its cgroup), its account
-                        // from Slurm: never from the process's environment.
+                        // and partition from Slurm: never from the
+                        // process's environment.
                         if let (Some(view), Some(job_id)) = (slurm.as_mut(), identity.slurm_job_id.as_deref())
                             && let Some(job) = view.job(job_id)
                         {
                             identity.slurm_account = job.account.clone();
-                            // set identity.slurm_partition here (job.partition)
+                            identity.slurm_partition = job.partition.clone();
                         }
                         out.procs.push(ProcSample {
                             ts: ts_ms,
@@ -462,6 +486,11 @@ impl Source for NvmlSource {
         }
         drop(slurm);
         self.answers = answers;
+        // With the whole tick's processes at hand: the join by GPU must
+        // see every pod on a GPU.
+        if let (Some(k), Some(rows)) = (self.kubernetes.as_mut(), out.procs.get_mut(first_proc..)) {
+            k.fill_rows(rows);
+        }
     }
 }
 

@@ -49,16 +49,18 @@ use apron_schemas::{DataLayout, GpuSample, ProcSample, Table};
 
 mod format1;
 mod format2;
+mod format3;
 
 /// The version of the segment format. Bump it when the frame layout or a
 /// row struct ([`GpuSample`], [`ProcSample`], [`apron_schemas::ProcIdentity`])
 /// changes: postcard stores fields by position, not by name, so a segment is
 /// only readable by a build that knows its version. This build also reads
-/// format 1 (before `gpu_samples.gr_engine_active_pct` and the MIG columns)
-/// and format 2 (before the `claimed_*` identity columns), so segments a
+/// format 1 (before `gpu_samples.gr_engine_active_pct` and the MIG columns),
+/// format 2 (before the `claimed_*` identity columns) and format 3 (before
+/// `k8s_pod_name`, `k8s_container` and `slurm_partition`), so segments a
 /// crash left behind reach Parquet after an upgrade; keep the older formats'
 /// readers when bumping it.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The bytes that open a segment's header frame.
 pub const MAGIC: [u8; 8] = *b"APRONWAL";
@@ -166,7 +168,7 @@ pub enum WalError {
     /// The segment was written by a build with another format or other row
     /// columns; that build can read it.
     #[error(
-        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x}) and format 1",
+        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x}) and formats 1 to 3",
         path.display(),
         rows_fingerprint()
     )]
@@ -387,6 +389,7 @@ fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
         let tick = match format {
             format1::VERSION => format1::decode_tick(payload),
             format2::VERSION => format2::decode_tick(payload),
+            format3::VERSION => format3::decode_tick(payload),
             _ => postcard::from_bytes::<TickOwned>(payload).map(|t| (t.ts, t.gpus, t.procs)),
         };
         match tick {
@@ -419,7 +422,8 @@ fn decode_header(path: &Path, payload: &[u8]) -> Result<(SegmentHeader, u32), Wa
     let (version, fingerprint) = (u32::from_le_bytes(*version), u32::from_le_bytes(*fingerprint));
     let known = (version == FORMAT_VERSION && fingerprint == rows_fingerprint())
         || (version == format1::VERSION && fingerprint == format1::FINGERPRINT)
-        || (version == format2::VERSION && fingerprint == format2::FINGERPRINT);
+        || (version == format2::VERSION && fingerprint == format2::FINGERPRINT)
+        || (version == format3::VERSION && fingerprint == format3::FINGERPRINT);
     if !known {
         return Err(WalError::Version {
             path: path.to_path_buf(),
@@ -724,10 +728,10 @@ mod tests {
         let mut bytes = Vec::new();
         encode_tick(1_000, &[gpu(1_000, "GPU-a", Some(3))], &[proc_row(1_000, "GPU-a", 7)], &mut bytes)
             .expect("encodes");
-        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (3, PINNED_TICK_CRC));
+        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (4, PINNED_TICK_CRC));
     }
 
-    const PINNED_TICK_CRC: u32 = 2_180_143_443;
+    const PINNED_TICK_CRC: u32 = 3_142_353_071;
 
     #[test]
     fn a_segment_of_format_1_is_read_after_an_upgrade() {
@@ -785,6 +789,40 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(id, &expected);
+    }
+
+    #[test]
+    fn a_segment_of_format_3_is_read_after_an_upgrade_the_new_columns_unknown() {
+        // Written by the last build of format 3: two ticks of one GPU and
+        // one process with every identity field of its time.
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/wal-format3-identity.wal"));
+        let rows = read_segment(path).expect("format 3 is read");
+        assert_eq!(rows.header, Some(header()));
+        assert_eq!((rows.ticks, rows.last_tick_ms, rows.torn_bytes, rows.bad_frames), (2, Some(2_000), 0, 0));
+        assert_eq!(rows.gpus.iter().map(|g| g.gpu_util_pct).collect::<Vec<_>>(), [Some(7), Some(7)]);
+        let p = &rows.procs[1];
+        assert_eq!(
+            (p.ts, p.pid, p.used_mem_bytes, p.sm_util_pct, p.mem_util_pct),
+            (2_000, 7, Some(1 << 30), Some(5), Some(1))
+        );
+        let expected = ProcIdentity {
+            proc_start: Some(1_700_000_000_000),
+            comm: Some("python3".into()),
+            uid: Some(1000),
+            user: Some("alice".into()),
+            container_id: Some("c".into()),
+            k8s_pod_uid: Some("pod".into()),
+            k8s_namespace: Some("ns".into()),
+            k8s_pod_name: None,
+            k8s_container: None,
+            slurm_job_id: Some("42".into()),
+            slurm_account: Some("acct".into()),
+            slurm_partition: None,
+            claimed_k8s_namespace: Some("claimed-ns".into()),
+            claimed_slurm_job_id: Some("43".into()),
+            claimed_slurm_account: Some("claimed-acct".into()),
+        };
+        assert_eq!(p.identity, expected);
     }
 
     #[test]

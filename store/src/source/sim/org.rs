@@ -221,16 +221,29 @@ pub(super) fn identity(team: usize, kind: Kind, rng: &mut ChaCha8Rng, next_job: 
     let comm = Some(pick(rng, comms).into());
     let member = pick(rng, t.users);
     match via {
-        Via::K8s(ns) => ProcIdentity {
-            proc_start: None,
-            comm,
-            uid: Some(t.launch.pod_user.uid),
-            user: Some(t.launch.pod_user.name.into()),
-            container_id: Some(hex(rng, 4).into()),
-            k8s_pod_uid: Some(pod_uid(rng).into()),
-            k8s_namespace: Some(ns.into()),
-            ..ProcIdentity::default()
-        },
+        Via::K8s(ns) => {
+            // In the order they were always drawn.
+            let container_id = hex(rng, 4);
+            let uid = pod_uid(rng);
+            // Named from what is drawn already, so the draws (and every
+            // other row) stay as they were: a Deployment-style name, and a
+            // container named for the program.
+            let pod_name = format!("{}-{}", ns, uid.get(..5).unwrap_or(&uid));
+            let container =
+                comm.as_deref().map(|c: &str| c.trim_end_matches(|ch: char| ch.is_ascii_digit()).into());
+            ProcIdentity {
+                proc_start: None,
+                comm,
+                uid: Some(t.launch.pod_user.uid),
+                user: Some(t.launch.pod_user.name.into()),
+                container_id: Some(container_id.into()),
+                k8s_pod_uid: Some(uid.into()),
+                k8s_namespace: Some(ns.into()),
+                k8s_pod_name: Some(pod_name.into()),
+                k8s_container: container,
+                ..ProcIdentity::default()
+            }
+        }
         Via::Slurm => {
             *next_job += rng.random_range(1..40);
             ProcIdentity {

@@ -510,14 +510,29 @@ fn start_up_time() {
 
 /// A stable hash of the rows `host` gives at `from, from + step, …` before
 /// `to`: every column, through `Debug`. The claims a process makes about
-/// itself (`claimed_*`), which the simulator never sets, are left out of
-/// the text, so the hashes taken before those columns existed still hold.
+/// itself (`claimed_*`), which the simulator never sets, and the pod names,
+/// containers and partitions (named from values drawn already) are left
+/// out of the text, so the hashes taken before those columns existed still
+/// hold.
 fn rows_hash(host: &mut SimHost, from: i64, to: i64, step: i64) -> u64 {
     const CLAIMS: &str =
         ", claimed_k8s_namespace: None, claimed_slurm_job_id: None, claimed_slurm_account: None";
+    const LATER: &str = ", k8s_pod_name: None, k8s_container: None";
+    const PARTITION: &str = ", slurm_partition: None";
     let mut h = 0u64;
     run(std::slice::from_mut(host), from, to, step, |_, t| {
-        let text = format!("{:?}{:?}", t.gpus, t.procs);
+        // Pod names and containers, which came later, are left out too.
+        let procs: Vec<_> = t
+            .procs
+            .iter()
+            .cloned()
+            .map(|mut p| {
+                p.identity.k8s_pod_name = None;
+                p.identity.k8s_container = None;
+                p
+            })
+            .collect();
+        let text = format!("{:?}{:?}", t.gpus, procs).replace(LATER, "").replace(PARTITION, "");
         assert_eq!(text.matches("claimed_").count(), 3 * text.matches(CLAIMS).count(), "{text}");
         h = noise::mix(h ^ noise::fnv(&text.replace(CLAIMS, "")));
     });

@@ -70,6 +70,7 @@ impl From<ProcSampleV2> for ProcSample {
                 claimed_k8s_namespace: id.k8s_namespace,
                 claimed_slurm_job_id: id.slurm_job_id,
                 claimed_slurm_account: id.slurm_account,
+                ..ProcIdentity::default()
             },
             used_mem_bytes: r.used_mem_bytes,
             sm_util_pct: r.sm_util_pct,

@@ -1,0 +1,528 @@
+//! Kubernetes identity from the node itself: which namespace, pod and
+//! container a GPU process belongs to, and which pod each GPU is allocated
+//! to, from sources on the node that pods cannot write.
+//!
+//! A process's pod uid and container id come from its cgroup
+//! ([`crate::identity`]). Neither the pod-resources API nor anything else
+//! on the node that a pod cannot write maps a uid to a name on its own, so
+//! the answer is a join, refreshed on a thread of its own ([`Kubernetes`]):
+//!
+//! - the kubelet's log folders ([`logs`]): `/var/log/pods/<ns>_<pod>_<uid>`
+//!   maps the cgroup's pod uid to its namespace and pod name, and the
+//!   `/var/log/containers/<pod>_<ns>_<container>-<id>.log` links map the
+//!   cgroup's container id to its container name;
+//! - the kubelet's pod-resources API ([`api`], `List`): each container's
+//!   allocated devices ([`devices`]). It names pods by namespace and name
+//!   only (no uid, no container id).
+//!
+//! Which wins: the log folders decide a process's namespace, pod and
+//! container, being keyed by the very uid and id its cgroup gives.
+//! Pod-resources decides the allocations ([`Kubernetes::allocations`]).
+//! Only where the log folders cannot be read at all (not mounted) is a
+//! process in pod uid U on GPU G given the pod that pod-resources says holds
+//! G, and only when exactly one pod holds it and no process of another pod
+//! uid runs on G at that tick (a pod can reach a GPU it was not allocated,
+//! `NVIDIA_VISIBLE_DEVICES=all`): under time-slicing or any other sharing
+//! nothing is guessed. A uid no source names stays unknown (`None`), never
+//! a guess.
+//!
+//! The tick never waits on any of it: [`Kubernetes::begin_tick`] takes the
+//! latest published answer if its lock is free (else keeps the one it
+//! has), and [`Kubernetes::fill_rows`] looks the tick's processes up in it; a pod uid that
+//! answer does not know nudges the thread to refresh at once, without
+//! waiting. A source that fails keeps its last good answer; a pod missing
+//! from the sources is forgotten after [`FORGET_AFTER`]. Failures are
+//! warned about once per source and counted ([`KubeHealth`]) for the
+//! health line; they never stop the recorder.
+
+pub mod api;
+pub mod devices;
+pub mod logs;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use apron_schemas::{ProcIdentity, ProcSample, Text};
+
+use self::api::PodResourcesClient;
+use self::devices::parse_device_id;
+use self::logs::{ContainerLog, PodName};
+
+/// The kubelet's pod-resources socket, where kubelets put it.
+pub const DEFAULT_KUBELET_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
+/// The kubelet's pod log folders.
+pub const DEFAULT_POD_LOGS: &str = "/var/log/pods";
+/// How often the sources are read again.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(10);
+/// The least time between two refreshes, however often the tick nudges.
+const MIN_REFRESH_GAP: Duration = Duration::from_millis(500);
+/// The deadline of each pod-resources call.
+pub const CALL_DEADLINE: Duration = Duration::from_secs(2);
+/// A pod or allocation no source has listed for this long is forgotten.
+pub const FORGET_AFTER: Duration = Duration::from_secs(300);
+
+/// Where the Kubernetes sources are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeSources {
+    /// The kubelet's pod-resources socket; used when it exists.
+    pub kubelet_socket: PathBuf,
+    /// The kubelet's pod log folders (`/var/log/pods`).
+    pub pod_logs: PathBuf,
+    /// The container log links (`/var/log/containers`); `None`: the
+    /// `containers` folder beside `pod_logs`.
+    pub container_logs: Option<PathBuf>,
+}
+
+impl Default for KubeSources {
+    fn default() -> Self {
+        KubeSources {
+            kubelet_socket: DEFAULT_KUBELET_SOCKET.into(),
+            pod_logs: DEFAULT_POD_LOGS.into(),
+            container_logs: None,
+        }
+    }
+}
+
+impl KubeSources {
+    /// The container log links' folder.
+    pub fn container_logs(&self) -> PathBuf {
+        self.container_logs.clone().unwrap_or_else(|| {
+            self.pod_logs.parent().map_or_else(|| PathBuf::from("containers"), |p| p.join("containers"))
+        })
+    }
+}
+
+/// One device allocated to one container, as pod-resources lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    /// The device plugin's id of the device.
+    pub device_id: String,
+    /// The GPU's or MIG instance's UUID the id names, `None` when it names none.
+    pub gpu_uuid: Option<String>,
+    /// The replica of a shared GPU, `None` when not shared.
+    pub replica: Option<u32>,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The container's name.
+    pub container: String,
+    /// The extended resource (`nvidia.com/gpu`).
+    pub resource_name: String,
+}
+
+/// Who a process is in Kubernetes, from trusted sources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The pod's namespace and name.
+    pub pod: PodName,
+    /// The container's name, `None` when no source names it.
+    pub container: Option<Text>,
+}
+
+/// What the sources said at one refresh: the tick's read-only view.
+#[derive(Debug, Default, Clone)]
+pub struct Snapshot {
+    /// Pods by uid, from the log folders.
+    pub pods: HashMap<String, PodName>,
+    /// Containers by id, from the log links.
+    pub containers: HashMap<String, ContainerLog>,
+    /// Whether the pod log folder could be read (is mounted).
+    pub logs_readable: bool,
+    /// Every device allocated to a container, from pod-resources.
+    pub allocations: Vec<Allocation>,
+}
+
+impl Snapshot {
+    /// The namespace, pod and container of a process in pod `pod_uid` and
+    /// container `container_id` (both from its cgroup) on GPU `gpu_uuid`,
+    /// by the rules in the module's documentation; `None` when no source
+    /// names it. `other_pods_on_gpu`: processes of other pod uids are on
+    /// the same GPU at this tick (then at most one of them can be the pod
+    /// holding it, and the GPU names none of them).
+    pub fn resolve(
+        &self,
+        pod_uid: &str,
+        container_id: Option<&str>,
+        gpu_uuid: &str,
+        other_pods_on_gpu: bool,
+    ) -> Option<Resolved> {
+        if let Some(pod) = self.pods.get(pod_uid) {
+            let container = container_id
+                .and_then(|id| self.containers.get(id))
+                .filter(|c| c.pod_uid == pod_uid)
+                .map(|c| c.name.clone());
+            return Some(Resolved { pod: pod.clone(), container });
+        }
+        if self.logs_readable || other_pods_on_gpu {
+            return None;
+        }
+        // No log folders: the one pod holding this GPU, if exactly one does.
+        let mut holders = self.allocations.iter().filter(|a| a.gpu_uuid.as_deref() == Some(gpu_uuid));
+        let first = holders.next()?;
+        let mut containers = vec![first.container.as_str()];
+        for a in holders {
+            if a.namespace != first.namespace || a.pod != first.pod {
+                return None;
+            }
+            if !containers.contains(&a.container.as_str()) {
+                containers.push(&a.container);
+            }
+        }
+        Some(Resolved {
+            pod: PodName { namespace: first.namespace.as_str().into(), name: first.pod.as_str().into() },
+            container: (containers.len() == 1).then(|| first.container.as_str().into()),
+        })
+    }
+}
+
+/// The allocations in a pod-resources `List` answer, one per device id.
+pub fn allocations(list: &api::ListPodResourcesResponse) -> Vec<Allocation> {
+    let mut out = Vec::new();
+    for pod in &list.pod_resources {
+        for container in &pod.containers {
+            for devices in &container.devices {
+                for id in &devices.device_ids {
+                    let parsed = parse_device_id(id);
+                    out.push(Allocation {
+                        device_id: id.clone(),
+                        gpu_uuid: parsed.uuid,
+                        replica: parsed.replica,
+                        namespace: pod.namespace.clone(),
+                        pod: pod.name.clone(),
+                        container: container.name.clone(),
+                        resource_name: devices.resource_name.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The Kubernetes sources' counters, for the health line and `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KubeHealth {
+    /// Refreshes done.
+    pub refreshes: u64,
+    /// Pods known (by uid, from the log folders) at the last refresh.
+    pub pods: u64,
+    /// Devices allocated to containers at the last good `List`.
+    pub allocated_devices: u64,
+    /// Failed reads of the log folders (a folder there but unreadable).
+    pub log_errors: u64,
+    /// Failed pod-resources calls (a socket there, or there before, that
+    /// does not answer).
+    pub kubelet_errors: u64,
+    /// Process rows in a pod (uid from the cgroup) that no source named.
+    pub unresolved: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    refreshes: AtomicU64,
+    pods: AtomicU64,
+    allocated_devices: AtomicU64,
+    log_errors: AtomicU64,
+    kubelet_errors: AtomicU64,
+    unresolved: AtomicU64,
+}
+
+/// What the refresh thread and the tick share.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The latest answer; held only to swap or clone the pointer.
+    latest: Mutex<Arc<Snapshot>>,
+    counters: Counters,
+}
+
+/// A cheap handle on the Kubernetes sources' counters.
+#[derive(Debug, Clone)]
+pub struct KubeCounters(Arc<Shared>);
+
+impl KubeCounters {
+    /// The counters now.
+    pub fn health(&self) -> KubeHealth {
+        let c = &self.0.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        KubeHealth {
+            refreshes: get(&c.refreshes),
+            pods: get(&c.pods),
+            allocated_devices: get(&c.allocated_devices),
+            log_errors: get(&c.log_errors),
+            kubelet_errors: get(&c.kubelet_errors),
+            unresolved: get(&c.unresolved),
+        }
+    }
+}
+
+/// The Kubernetes identity of GPU processes, refreshed on a thread of its
+/// own; the tick side of it (see the module's documentation).
+#[derive(Debug)]
+pub struct Kubernetes {
+    shared: Arc<Shared>,
+    nudge: SyncSender<()>,
+    view: Arc<Snapshot>,
+    /// Unknown pod uids and when they last nudged a refresh.
+    nudged: HashMap<String, Instant>,
+    /// (GPU, pod uid) pairs of a tick's rows, reused from tick to tick.
+    pods_on_gpus: Vec<(Text, Text)>,
+}
+
+impl Kubernetes {
+    /// Starts the refresh thread on `sources`. The first answer comes
+    /// within a refresh; until then every lookup is unknown.
+    pub fn start(sources: KubeSources) -> std::io::Result<Kubernetes> {
+        let shared = Arc::new(Shared::default());
+        let (nudge, nudges) = mpsc::sync_channel(1);
+        let thread_shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("kubernetes".into())
+            .spawn(move || Refresher::new(sources, thread_shared).run(&nudges))?;
+        Ok(Kubernetes {
+            shared,
+            nudge,
+            view: Arc::default(),
+            nudged: HashMap::new(),
+            pods_on_gpus: Vec::new(),
+        })
+    }
+
+    /// A handle on the counters, for the health line.
+    pub fn counters(&self) -> KubeCounters {
+        KubeCounters(Arc::clone(&self.shared))
+    }
+
+    /// Takes the latest answer, if the refresh thread is not swapping it
+    /// this very moment (then the previous one serves this tick).
+    pub fn begin_tick(&mut self) {
+        if let Ok(latest) = self.shared.latest.try_lock()
+            && !Arc::ptr_eq(&latest, &self.view)
+        {
+            self.view = Arc::clone(&latest);
+        }
+    }
+
+    /// Fills the trusted Kubernetes fields (`k8s_namespace`,
+    /// `k8s_pod_name`, `k8s_container`) of one tick's process rows, from
+    /// the answer taken at [`Kubernetes::begin_tick`]. A process with no
+    /// pod uid is left as it is; one whose uid no source names keeps them
+    /// `None`, is counted, and nudges a refresh.
+    pub fn fill_rows(&mut self, rows: &mut [ProcSample]) {
+        // Which pods run on which GPU: the join by GPU (without log
+        // folders) names nobody on a GPU where two pods' processes run.
+        self.pods_on_gpus.clear();
+        if !self.view.logs_readable {
+            for r in rows.iter() {
+                if let Some(uid) = &r.identity.k8s_pod_uid
+                    && !self.pods_on_gpus.iter().any(|(g, u)| *g == r.gpu_uuid && u == uid)
+                {
+                    self.pods_on_gpus.push((r.gpu_uuid.clone(), uid.clone()));
+                }
+            }
+        }
+        for r in rows {
+            let others = self.pods_on_gpus.iter().filter(|(g, _)| *g == r.gpu_uuid).count() > 1;
+            self.fill(&mut r.identity, &r.gpu_uuid, others);
+        }
+    }
+
+    fn fill(&mut self, identity: &mut ProcIdentity, gpu_uuid: &str, other_pods_on_gpu: bool) {
+        let Some(uid) = identity.k8s_pod_uid.as_deref() else { return };
+        match self.view.resolve(uid, identity.container_id.as_deref(), gpu_uuid, other_pods_on_gpu) {
+            // Shared text: no allocation per row.
+            Some(resolved) => {
+                identity.k8s_namespace = Some(resolved.pod.namespace);
+                identity.k8s_pod_name = Some(resolved.pod.name);
+                identity.k8s_container = resolved.container;
+            }
+            None => {
+                identity.k8s_namespace = None;
+                identity.k8s_pod_name = None;
+                identity.k8s_container = None;
+                self.shared.counters.unresolved.fetch_add(1, Ordering::Relaxed);
+                let now = Instant::now();
+                let due = self.nudged.get(uid).is_none_or(|at| now.duration_since(*at) >= REFRESH_EVERY);
+                if due {
+                    if self.nudged.len() > 4096 {
+                        self.nudged.retain(|_, at| now.duration_since(*at) < REFRESH_EVERY);
+                    }
+                    self.nudged.insert(uid.to_owned(), now);
+                    // Full: a refresh is already asked for. Disconnected:
+                    // the thread is gone; lookups keep the last answer.
+                    match self.nudge.try_send(()) {
+                        Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every device allocated to a container at the latest answer taken,
+    /// with the GPU or MIG UUID and replica its id names.
+    pub fn allocations(&self) -> &[Allocation] {
+        &self.view.allocations
+    }
+}
+
+/// A source's last good answer and when each of its entries was last seen.
+#[derive(Debug)]
+struct Seen<K, V> {
+    entries: HashMap<K, (V, Instant)>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Seen<K, V> {
+    fn new() -> Self {
+        Seen { entries: HashMap::new() }
+    }
+
+    /// Takes a fresh answer: its entries are seen now; the others are kept
+    /// until [`FORGET_AFTER`].
+    fn update(&mut self, fresh: HashMap<K, V>, now: Instant) {
+        for (k, v) in fresh {
+            self.entries.insert(k, (v, now));
+        }
+        self.entries.retain(|_, (_, at)| now.duration_since(*at) < FORGET_AFTER);
+    }
+
+    fn current(&self) -> HashMap<K, V> {
+        self.entries.iter().map(|(k, (v, _))| (k.clone(), v.clone())).collect()
+    }
+}
+
+/// The refresh thread's state.
+#[derive(Debug)]
+struct Refresher {
+    sources: KubeSources,
+    shared: Arc<Shared>,
+    pods: Seen<String, PodName>,
+    containers: Seen<String, ContainerLog>,
+    allocations: Vec<Allocation>,
+    allocations_at: Option<Instant>,
+    client: PodResourcesClient,
+    /// Whether the socket ever answered or existed: from then on its
+    /// absence is a failure.
+    socket_seen: bool,
+    warned_logs: bool,
+    warned_kubelet: bool,
+}
+
+impl Refresher {
+    fn new(sources: KubeSources, shared: Arc<Shared>) -> Refresher {
+        let client = PodResourcesClient::new(&sources.kubelet_socket, CALL_DEADLINE);
+        Refresher {
+            sources,
+            shared,
+            pods: Seen::new(),
+            containers: Seen::new(),
+            allocations: Vec::new(),
+            allocations_at: None,
+            client,
+            socket_seen: false,
+            warned_logs: false,
+            warned_kubelet: false,
+        }
+    }
+
+    fn run(mut self, nudges: &mpsc::Receiver<()>) {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(r) => r,
+            Err(error) => {
+                tracing::warn!(%error, "cannot start the runtime that asks the kubelet; Kubernetes names are not recorded");
+                return;
+            }
+        };
+        loop {
+            let started = Instant::now();
+            self.refresh(&runtime);
+            match nudges.recv_timeout(REFRESH_EVERY) {
+                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            // However often nudged, not more often than this.
+            std::thread::sleep(MIN_REFRESH_GAP.saturating_sub(started.elapsed()));
+        }
+    }
+
+    fn refresh(&mut self, runtime: &tokio::runtime::Runtime) {
+        let now = Instant::now();
+        let shared = Arc::clone(&self.shared);
+        let counters = &shared.counters;
+        let container_logs = self.sources.container_logs();
+        let logs_readable = match logs::read_pod_logs(&self.sources.pod_logs) {
+            Ok(pods) => {
+                self.pods.update(pods, now);
+                match logs::read_container_logs(&container_logs) {
+                    Ok(containers) => self.containers.update(containers, now),
+                    // Not mounted: pods are named, containers are not.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => self.log_failure(&container_logs, &e),
+                }
+                true
+            }
+            // Not mounted: not a failure, the log folders are simply not a source.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => {
+                let dir = self.sources.pod_logs.clone();
+                self.log_failure(&dir, &e);
+                // The last good answer stands.
+                !self.pods.entries.is_empty()
+            }
+        };
+        let socket = self.sources.kubelet_socket.clone();
+        if socket.exists() || self.socket_seen {
+            self.socket_seen = true;
+            match runtime.block_on(self.client.list()) {
+                Ok(list) => {
+                    self.allocations = allocations(&list);
+                    self.allocations_at = Some(now);
+                    self.warned_kubelet = false;
+                }
+                Err(error) => {
+                    counters.kubelet_errors.fetch_add(1, Ordering::Relaxed);
+                    if !self.warned_kubelet {
+                        self.warned_kubelet = true;
+                        tracing::warn!(error = %apron_store::error_chain::format_chain(&error), socket = %socket.display(),
+                            "cannot list the kubelet's pod resources; the last answer stands (this warning is not \
+                             repeated until it answers again; the health line counts failures)");
+                    }
+                    if self.allocations_at.is_some_and(|at| now.duration_since(at) >= FORGET_AFTER) {
+                        self.allocations.clear();
+                        self.allocations_at = None;
+                    }
+                }
+            }
+        }
+        let snapshot = Snapshot {
+            pods: self.pods.current(),
+            containers: self.containers.current(),
+            logs_readable,
+            allocations: self.allocations.clone(),
+        };
+        counters.refreshes.fetch_add(1, Ordering::Relaxed);
+        counters.pods.store(snapshot.pods.len() as u64, Ordering::Relaxed);
+        counters.allocated_devices.store(snapshot.allocations.len() as u64, Ordering::Relaxed);
+        let snapshot = Arc::new(snapshot);
+        match self.shared.latest.lock() {
+            Ok(mut latest) => *latest = snapshot,
+            Err(poisoned) => *poisoned.into_inner() = snapshot,
+        }
+    }
+
+    fn log_failure(&mut self, dir: &Path, error: &std::io::Error) {
+        self.shared.counters.log_errors.fetch_add(1, Ordering::Relaxed);
+        if !self.warned_logs {
+            self.warned_logs = true;
+            tracing::warn!(%error, dir = %dir.display(),
+                "cannot read the kubelet's log folders; the last answer stands (this warning is not repeated; \
+                 the health line counts failures)");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,414 @@
+//! End to end: Kubernetes names from the node itself. Real processes of
+//! this test sit in real cgroups under the kubelet's `kubepods` hierarchy
+//! and are listed by the fake NVML; a fake kubelet serves the pod-resources
+//! API of `recorder/proto/podresources_v1.proto` (compiled and served by
+//! grpcio) on a unix socket; a log-folder tree laid out as the kubelet lays
+//! out `/var/log/pods` and `/var/log/containers` sits in a temporary
+//! folder. The real `apron-recorder` records them and `apron sql` reads
+//! back what it wrote.
+//!
+//! - With the log folders: a process in a pod gets its namespace, pod name
+//!   and container from them; its environment's namespace stays a claim; a
+//!   pod uid no folder names stays NULL, even though pod-resources says one
+//!   pod alone holds its GPU. The kubelet killed mid-run: ticks go on and
+//!   the health line counts the failed calls.
+//! - Without them (not mounted): a process is given the one pod that
+//!   pod-resources says holds its GPU, and nothing where two pods share a
+//!   GPU (time-slicing replicas `::0`, `::1`).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use apron_tests::cgroup::Cgroup;
+use apron_tests::{bin, fake_nvml, stdout_of};
+use serde_json::{Value, json};
+
+const GIB: u64 = 1 << 30;
+const UID_A: &str = "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+const UID_B: &str = "7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e";
+// The second test's pods: cgroups of their own, as the tests run at once.
+const UID_C: &str = "9d4e5f6a-7b8c-4d9e-8f0a-2b3c4d5e6f7a";
+const UID_D: &str = "ae5f6a7b-8c9d-4e0f-9a1b-3c4d5e6f7a8b";
+const GPU_0: &str = "GPU-0a0a0a0a-0000-4000-8000-00000000000a";
+const GPU_1: &str = "GPU-1b1b1b1b-0000-4000-8000-00000000000b";
+
+/// A child process, killed when dropped if still running.
+struct Kid(Child);
+
+impl Kid {
+    fn sleep(env: &[(&str, &str)]) -> Kid {
+        let sleep = stdout_of(Command::new("sh").args(["-c", "command -v sleep"]));
+        let child = Command::new(sleep.trim())
+            .arg("600")
+            .env_clear()
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn a child");
+        // The kernel lays out the environment a moment after exec.
+        let environ = format!("/proc/{}/environ", child.id());
+        let t0 = Instant::now();
+        while !env.is_empty() && std::fs::read(&environ).map_or(true, |e| e.is_empty()) {
+            assert!(t0.elapsed() < Duration::from_secs(5), "{environ} stays empty");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Kid(child)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fake kubelet: grpcio serving the vendored proto on `socket`, its
+/// pods read from `pods` at every call.
+struct Kubelet(Child);
+
+impl Kubelet {
+    fn start(dir: &Path, socket: &Path, pods: &Value) -> Kubelet {
+        let pods_json = dir.join("pods.json");
+        std::fs::write(&pods_json, pods.to_string()).expect("pods");
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut child = Command::new(apron_tests::grpc::python())
+            .arg(here.join("fake-kubelet/fake_kubelet.py"))
+            .arg(here.join("../recorder/proto/podresources_v1.proto"))
+            .arg(dir)
+            .arg(socket)
+            .arg(&pods_json)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the fake kubelet starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().expect("piped")).read_line(&mut line).expect("reads");
+        assert_eq!(line.trim(), "serving", "the fake kubelet did not start");
+        Kubelet(child)
+    }
+
+    /// Kills it (SIGKILL): its socket file stays, refusing connections.
+    fn kill(&mut self) {
+        self.0.kill().expect("kill the fake kubelet");
+        self.0.wait().expect("reap it");
+    }
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A pod with one container holding `devices`.
+fn pod(namespace: &str, name: &str, container: &str, devices: &[&str]) -> Value {
+    json!({"namespace": namespace, "name": name, "containers": [
+        {"name": container, "devices": [{"resource_name": "nvidia.com/gpu", "device_ids": devices}]}
+    ]})
+}
+
+/// A pod's log folder and its container's log link, as a kubelet makes them.
+fn kubelet_logs(root: &Path, namespace: &str, pod: &str, uid: &str, container: &str, container_id: &str) {
+    let log_dir = root.join("pods").join(format!("{namespace}_{pod}_{uid}")).join(container);
+    std::fs::create_dir_all(&log_dir).expect("pod log folder");
+    std::fs::write(log_dir.join("0.log"), b"").expect("log file");
+    let links = root.join("containers");
+    std::fs::create_dir_all(&links).expect("containers folder");
+    std::os::unix::fs::symlink(
+        log_dir.join("0.log"),
+        links.join(format!("{pod}_{namespace}_{container}-{container_id}.log")),
+    )
+    .expect("log link");
+}
+
+/// The recorder on the fake NVML, its log lines gathered as they come.
+struct Recorder {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    fn start(data: &Path, gpus: &[String], kubelet_socket: &Path, pod_logs: &Path) -> Recorder {
+        let mut child = Command::new(bin("apron-recorder"))
+            .arg("--data")
+            .arg(data)
+            .args(["--source", "nvml", "--host", "k1", "--interval", "500ms", "--health-every", "1s"])
+            .arg("--nvml-lib")
+            .arg(fake_nvml())
+            .arg("--kubelet-socket")
+            .arg(kubelet_socket)
+            .arg("--pod-logs")
+            .arg(pod_logs)
+            .env("FAKE_NVML_GPUS", gpus.join(";"))
+            .env("APRON_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the recorder starts");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("piped");
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().expect("not poisoned").push(line);
+            }
+        });
+        Recorder { child, lines }
+    }
+
+    fn log(&self) -> String {
+        self.lines.lock().expect("not poisoned").join("\n")
+    }
+
+    /// Waits for a line that `found` accepts, and returns it.
+    fn wait_for(&self, what: &str, limit: Duration, found: impl Fn(&str) -> bool) -> String {
+        let t0 = Instant::now();
+        loop {
+            if let Some(l) = self.lines.lock().expect("not poisoned").iter().find(|l| found(l)) {
+                return l.clone();
+            }
+            assert!(t0.elapsed() < limit, "no {what} within {limit:?}:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    fn stop(mut self) {
+        apron_tests::signal(&self.child, libc::SIGTERM);
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                assert!(status.success(), "{status}: {}", self.log());
+                return;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "the recorder does not stop: {}", self.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `key=N` in a tracing line.
+fn field(line: &str, key: &str) -> Option<u64> {
+    let at = line.find(&format!(" {key}="))? + key.len() + 2;
+    line[at..].split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// Every row of `apron sql QUERY`; none until the recorder's first rows
+/// reach its data folder.
+fn rows(data: &Path, query: &str) -> Vec<Value> {
+    let out = Command::new(bin("apron"))
+        .arg("--data")
+        .arg(data)
+        .args(["--format", "json", "sql", query])
+        .output()
+        .expect("apron runs");
+    if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no apron data")
+        || !data.exists()
+    {
+        return Vec::new();
+    }
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("a JSON array")
+}
+
+/// Per pid: the number of rows, and of each trusted name the distinct
+/// non-null values and the rows that have one.
+fn names(data: &Path) -> Vec<Value> {
+    rows(
+        data,
+        "SELECT pid, count(*) AS n, \
+         count(k8s_namespace) AS with_namespace, min(k8s_namespace) AS namespace, max(k8s_namespace) AS namespace_max, \
+         min(k8s_pod_name) AS pod, max(k8s_pod_name) AS pod_max, \
+         min(k8s_container) AS container, max(k8s_container) AS container_max, \
+         max(claimed_k8s_namespace) AS claimed, max(k8s_pod_uid) AS pod_uid, max(ts) AS last_ts \
+         FROM proc_samples GROUP BY pid ORDER BY pid",
+    )
+}
+
+fn row_of(rows: &[Value], pid: u32) -> &Value {
+    rows.iter()
+        .find(|r| r["pid"].as_u64() == Some(u64::from(pid)))
+        .unwrap_or_else(|| panic!("pid {pid}: {rows:?}"))
+}
+
+/// Waits until `pid` has at least one row with a namespace and `total`
+/// rows in all.
+fn wait_rows(data: &Path, recorder: &Recorder, pid: u32, total: u64) -> Vec<Value> {
+    let t0 = Instant::now();
+    loop {
+        let got = names(data);
+        let named = got
+            .iter()
+            .any(|r| r["pid"].as_u64() == Some(u64::from(pid)) && r["with_namespace"].as_u64() > Some(0));
+        let n: u64 = got.iter().filter_map(|r| r["n"].as_u64()).sum();
+        if named && n >= total {
+            return got;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no named rows for pid {pid}: {got:?}\n{}",
+            recorder.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn gpus(kids: &[(&str, &Kid)]) -> Vec<String> {
+    kids.iter()
+        .map(|(uuid, k)| {
+            format!("uuid={uuid},util=0,fb_total=85899345920,fb_used={GIB},compute={}:{GIB}", k.pid())
+        })
+        .collect()
+}
+
+#[test]
+fn pods_are_named_by_the_kubelet_never_by_the_process() {
+    bin("apron");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (id_a, id_b) = ("a1".repeat(32), "b2".repeat(32));
+    // A: in pod UID_A, claiming namespace prod. B: in pod UID_B, which no
+    // log folder names.
+    let kid_a = Kid::sleep(&[("POD_NAMESPACE", "prod")]);
+    let kid_b = Kid::sleep(&[]);
+    let _cgroups = [
+        Cgroup::enter(&format!("/kubepods/burstable/pod{UID_A}/{id_a}"), kid_a.pid()),
+        Cgroup::enter(&format!("/kubepods/besteffort/pod{UID_B}/{id_b}"), kid_b.pid()),
+    ];
+    let logs = tmp.path().join("log");
+    kubelet_logs(&logs, "nlp", "trainer-0", UID_A, "main", &id_a);
+    // Another pod's folder, with no process: names nobody.
+    kubelet_logs(&logs, "cv", "holder", "8c3d4e5f-6a7b-4c8d-8e9f-1a2b3c4d5e6f", "srv", &"c3".repeat(32));
+    let socket = tmp.path().join("kubelet.sock");
+    let mut kubelet = Kubelet::start(
+        tmp.path(),
+        &socket,
+        &json!([pod("nlp", "trainer-0", "main", &[GPU_0]), pod("cv", "holder", "srv", &[GPU_1])]),
+    );
+
+    let data = tmp.path().join("data");
+    let recorder =
+        Recorder::start(&data, &gpus(&[(GPU_0, &kid_a), (GPU_1, &kid_b)]), &socket, &logs.join("pods"));
+    let got = wait_rows(&data, &recorder, kid_a.pid(), 8);
+    let (a, b) = (row_of(&got, kid_a.pid()), row_of(&got, kid_b.pid()));
+    // Every named row names the same pod: nothing else was ever filled in.
+    assert_eq!(
+        [
+            &a["namespace"],
+            &a["namespace_max"],
+            &a["pod"],
+            &a["pod_max"],
+            &a["container"],
+            &a["container_max"]
+        ],
+        ["nlp", "nlp", "trainer-0", "trainer-0", "main", "main"],
+        "{a}"
+    );
+    assert_eq!((a["pod_uid"].as_str(), a["claimed"].as_str()), (Some(UID_A), Some("prod")), "{a}");
+    assert_eq!(b["pod_uid"].as_str(), Some(UID_B), "{b}");
+    assert_eq!(
+        [&b["with_namespace"], &b["pod"], &b["container"]],
+        [&json!(0), &Value::Null, &Value::Null],
+        "a uid no log folder names is never guessed, though one pod alone holds its GPU: {b}"
+    );
+    let calls = std::fs::read_to_string(tmp.path().join("calls.log")).expect("the kubelet was called");
+    assert!(calls.lines().any(|l| l == "List"), "{calls}");
+
+    // The kubelet dies; the recorder goes on and counts the failed calls.
+    kubelet.kill();
+    let last_ts = got.iter().map(|r| r["last_ts"].to_string()).max().expect("rows");
+    let health = recorder.wait_for("health line counting kubelet errors", Duration::from_secs(40), |l| {
+        l.contains(" health") && field(l, "k8s_kubelet_errors").is_some_and(|n| n > 0)
+    });
+    assert!(recorder.log().contains("cannot list the kubelet's pod resources"), "{}", recorder.log());
+    assert_eq!(
+        recorder.log().matches("cannot list the kubelet's pod resources").count(),
+        1,
+        "warned once: {}",
+        recorder.log()
+    );
+    println!("{health}");
+    assert_eq!(field(&health, "k8s_pods"), Some(2), "{health}");
+    assert!(field(&health, "k8s_unresolved").is_some_and(|n| n > 0), "B's rows are counted: {health}");
+    std::thread::sleep(Duration::from_secs(2));
+    let after = names(&data);
+    let newest = after.iter().map(|r| r["last_ts"].to_string()).max().expect("rows");
+    assert!(newest > last_ts, "ticks go on after the kubelet died: {newest} after {last_ts}");
+    // The last good answer stands: A keeps its names.
+    let a = row_of(&after, kid_a.pid());
+    assert_eq!([&a["namespace_max"], &a["pod_max"]], ["nlp", "trainer-0"], "{a}");
+    recorder.stop();
+}
+
+#[test]
+fn without_log_folders_only_a_gpu_held_by_one_pod_names_it() {
+    bin("apron");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (id_a, id_b) = ("d4".repeat(32), "e5".repeat(32));
+    let kid_a = Kid::sleep(&[]);
+    let kid_b = Kid::sleep(&[]);
+    let _cgroups = [
+        Cgroup::enter(&format!("/kubepods/burstable/pod{UID_C}/{id_a}"), kid_a.pid()),
+        Cgroup::enter(&format!("/kubepods/burstable/pod{UID_D}/{id_b}"), kid_b.pid()),
+    ];
+    let socket = tmp.path().join("kubelet.sock");
+    let (r0, r1) = (format!("{GPU_1}::0"), format!("{GPU_1}::1"));
+    let _kubelet = Kubelet::start(
+        tmp.path(),
+        &socket,
+        &json!([
+            pod("nlp", "trainer-0", "main", &[GPU_0]),
+            pod("nlp", "a", "main", &[&r0]),
+            pod("cv", "b", "main", &[&r1]),
+        ]),
+    );
+    let data = tmp.path().join("data");
+    let no_logs = tmp.path().join("not-mounted/pods");
+    let recorder = Recorder::start(&data, &gpus(&[(GPU_0, &kid_a), (GPU_1, &kid_b)]), &socket, &no_logs);
+    let got = wait_rows(&data, &recorder, kid_a.pid(), 8);
+    let (a, b) = (row_of(&got, kid_a.pid()), row_of(&got, kid_b.pid()));
+    assert_eq!(
+        [&a["namespace"], &a["namespace_max"], &a["pod"], &a["pod_max"], &a["container"]],
+        ["nlp", "nlp", "trainer-0", "trainer-0", "main"],
+        "the one pod holding GPU 0: {a}"
+    );
+    assert_eq!(b["with_namespace"], json!(0), "two pods time-slice GPU 1: never guessed: {b}");
+    assert_eq!(b["pod"], Value::Null, "{b}");
+    recorder.stop();
+}
+
+/// The vendored proto compiles with gRPC's own compiler (what the fake
+/// kubelet serves is what the recorder reads).
+#[test]
+fn the_vendored_proto_compiles() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let proto: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../recorder/proto");
+    let status = Command::new(apron_tests::grpc::python())
+        .args(["-m", "grpc_tools.protoc"])
+        .arg(format!("-I{}", proto.display()))
+        .arg(format!("--python_out={}", tmp.path().display()))
+        .arg("podresources_v1.proto")
+        .status()
+        .expect("protoc runs");
+    assert!(status.success());
+    assert!(tmp.path().join("podresources_v1_pb2.py").exists());
+}
