@@ -26,10 +26,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apron_tests::cgroup::Cgroup;
+use apron_tests::kid::Kid;
 use apron_tests::{bin, fake_nvml, stdout_of};
 use serde_json::Value;
 
@@ -38,48 +39,6 @@ const USER_TREE: &str = "/user.slice/user-1000.slice/user@1000.service";
 const FORGED_POD: &str = "3c2b1a09-8e7d-4c6b-a594-837261504f3e";
 const POD: &str = "0d5e8a1c-7b3f-4e2a-8c6d-9f1a2b3c4d5e";
 const POD_NAME: &str = "train-7f9c-x2b";
-
-/// A child process, killed when dropped if still running.
-struct Kid(Child);
-
-impl Kid {
-    fn spawn(program: &Path, env: &[(&str, &str)]) -> Kid {
-        let child = Command::new(program)
-            .arg("600")
-            .env_clear()
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn a child");
-        // The kernel lays out the environment a moment after exec.
-        let environ = format!("/proc/{}/environ", child.id());
-        let t0 = Instant::now();
-        while !env.is_empty() && std::fs::read(&environ).map_or(true, |e| e.is_empty()) {
-            assert!(t0.elapsed() < Duration::from_secs(5), "{environ} stays empty");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        Kid(child)
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-
-    fn ended(&mut self) -> Option<std::process::ExitStatus> {
-        self.0.try_wait().expect("try_wait")
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
 
 fn apron(data: &Path, config: &Path, args: &[&str]) -> String {
     stdout_of(Command::new(bin("apron")).arg("--data").arg(data).arg("--config").arg(config).args(args))

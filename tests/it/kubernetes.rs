@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use apron_tests::cgroup::Cgroup;
+use apron_tests::kid::Kid;
 use apron_tests::{bin, fake_nvml, stdout_of};
 use serde_json::{Value, json};
 
@@ -35,41 +36,10 @@ const UID_D: &str = "ae5f6a7b-8c9d-4e0f-9a1b-3c4d5e6f7a8b";
 const GPU_0: &str = "GPU-0a0a0a0a-0000-4000-8000-00000000000a";
 const GPU_1: &str = "GPU-1b1b1b1b-0000-4000-8000-00000000000b";
 
-/// A child process, killed when dropped if still running.
-struct Kid(Child);
-
-impl Kid {
-    fn sleep(env: &[(&str, &str)]) -> Kid {
-        let sleep = stdout_of(Command::new("sh").args(["-c", "command -v sleep"]));
-        let child = Command::new(sleep.trim())
-            .arg("600")
-            .env_clear()
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn a child");
-        // The kernel lays out the environment a moment after exec.
-        let environ = format!("/proc/{}/environ", child.id());
-        let t0 = Instant::now();
-        while !env.is_empty() && std::fs::read(&environ).map_or(true, |e| e.is_empty()) {
-            assert!(t0.elapsed() < Duration::from_secs(5), "{environ} stays empty");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        Kid(child)
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A `sleep 600` child with exactly `env`, killed when dropped.
+fn sleeper(env: &[(&str, &str)]) -> Kid {
+    let sleep = stdout_of(Command::new("sh").args(["-c", "command -v sleep"]));
+    Kid::spawn(Path::new(sleep.trim()), env)
 }
 
 /// The fake kubelet: grpcio serving the vendored proto on `socket`, its
@@ -288,8 +258,8 @@ fn pods_are_named_by_the_kubelet_never_by_the_process() {
     let (id_a, id_b) = ("a1".repeat(32), "b2".repeat(32));
     // A: in pod UID_A, claiming namespace prod. B: in pod UID_B, which no
     // log folder names.
-    let kid_a = Kid::sleep(&[("POD_NAMESPACE", "prod")]);
-    let kid_b = Kid::sleep(&[]);
+    let kid_a = sleeper(&[("POD_NAMESPACE", "prod")]);
+    let kid_b = sleeper(&[]);
     let _cgroups = [
         Cgroup::enter(&format!("/kubepods/burstable/pod{UID_A}/{id_a}"), kid_a.pid()),
         Cgroup::enter(&format!("/kubepods/besteffort/pod{UID_B}/{id_b}"), kid_b.pid()),
@@ -364,8 +334,8 @@ fn without_log_folders_only_a_gpu_held_by_one_pod_names_it() {
     bin("apron");
     let tmp = tempfile::tempdir().expect("tempdir");
     let (id_a, id_b) = ("d4".repeat(32), "e5".repeat(32));
-    let kid_a = Kid::sleep(&[]);
-    let kid_b = Kid::sleep(&[]);
+    let kid_a = sleeper(&[]);
+    let kid_b = sleeper(&[]);
     let _cgroups = [
         Cgroup::enter(&format!("/kubepods/burstable/pod{UID_C}/{id_a}"), kid_a.pid()),
         Cgroup::enter(&format!("/kubepods/burstable/pod{UID_D}/{id_b}"), kid_b.pid()),

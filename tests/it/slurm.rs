@@ -23,6 +23,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use apron_tests::cgroup::Cgroup;
+use apron_tests::kid::Kid;
 use apron_tests::{bin, fake_nvml, stdout_of};
 use serde_json::Value;
 
@@ -66,41 +67,12 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
-/// A `sleep 600` child with exactly `env`, killed when dropped.
-struct Kid(Child);
-
-impl Kid {
-    fn spawn(env: &[(&str, &str)]) -> Kid {
-        let child = Command::new("sleep")
-            .arg("600")
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn a child");
-        // The kernel lays out the environment a moment after exec.
-        let environ = format!("/proc/{}/environ", child.id());
-        let t0 = Instant::now();
-        while std::fs::read(&environ).map_or(true, |e| e.is_empty()) {
-            assert!(t0.elapsed() < Duration::from_secs(5), "{environ} stays empty");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        Kid(child)
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A `sleep 600` child with exactly `env` (and a `PATH` to find `sleep`
+/// by), killed when dropped.
+fn kid(env: &[(&str, &str)]) -> Kid {
+    let mut with_path = vec![("PATH", "/usr/bin:/bin")];
+    with_path.extend_from_slice(env);
+    Kid::spawn(Path::new("sleep"), &with_path)
 }
 
 /// Starts the recorder on the fake NVML with one GPU per pid in `pids`
@@ -213,13 +185,13 @@ fn a_jobs_account_comes_from_slurm_asked_once_per_job() {
 
     let kids = [
         // 0: in job 4242, claiming account finance.
-        Kid::spawn(&[("SLURM_JOB_ID", "4242"), ("SLURM_JOB_ACCOUNT", "finance")]),
+        kid(&[("SLURM_JOB_ID", "4242"), ("SLURM_JOB_ACCOUNT", "finance")]),
         // 1: in job 4242 too, claiming nothing.
-        Kid::spawn(&[]),
+        kid(&[]),
         // 2: in job 555, which Slurm does not know.
-        Kid::spawn(&[]),
+        kid(&[]),
         // 3: in no job, claiming job 4242 and account vision.
-        Kid::spawn(&[("SLURM_JOB_ID", "4242"), ("SLURM_JOB_ACCOUNT", "vision")]),
+        kid(&[("SLURM_JOB_ID", "4242"), ("SLURM_JOB_ACCOUNT", "vision")]),
     ];
     let _cgroups = [
         Cgroup::enter("/slurm/uid_0/job_4242/step_0", kids[0].pid()),
@@ -345,7 +317,7 @@ fn a_hung_scontrol_delays_no_tick_and_is_counted() {
             log = log.display()
         ),
     );
-    let kid = Kid::spawn(&[]);
+    let kid = kid(&[]);
     let _cgroup = Cgroup::enter("/slurm/uid_0/job_777/step_0", kid.pid());
     let recorder = recorder(&data, &scontrol, &[kid.pid()]);
     // Past the 5 s limit, and one health line more.

@@ -16,6 +16,7 @@ pub mod cgroup;
 pub mod checks;
 pub mod grpc;
 pub mod k8s;
+pub mod kid;
 pub mod png;
 pub mod prometheus;
 pub mod pty;
