@@ -8,7 +8,6 @@
 //! creates it beforehand).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The grpcio packages the tests run.
@@ -20,28 +19,13 @@ pub fn python() -> PathBuf {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     PYTHON
         .get_or_init(|| {
-            if let Some(path) = std::env::var_os("APRON_TEST_GRPC_PYTHON") {
-                return PathBuf::from(path);
-            }
-            let venv = super::tools_dir().join("grpc-venv");
-            let python = venv.join("bin").join("python");
-            let imports = |python: &PathBuf| {
-                Command::new(python).args(["-c", "import grpc, grpc_tools"]).status().is_ok_and(|s| s.success())
-            };
-            if !imports(&python) {
-                let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status();
-                assert!(made.is_ok_and(|s| s.success()), "python3 -m venv {} failed", venv.display());
-                let installed = Command::new(&python)
-                    .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-                    .args(GRPCIO)
-                    .status();
-                assert!(
-                    installed.is_ok_and(|s| s.success()) && imports(&python),
-                    "the Kubernetes test needs grpcio: pip install {GRPCIO:?} into {}, or set APRON_TEST_GRPC_PYTHON",
-                    venv.display()
-                );
-            }
-            python
+            super::venv_python(
+                "grpc-venv",
+                "APRON_TEST_GRPC_PYTHON",
+                &GRPCIO,
+                |python| super::python_runs(python, "import grpc, grpc_tools"),
+                "the Kubernetes test needs grpcio",
+            )
         })
         .clone()
 }

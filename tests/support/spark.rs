@@ -7,7 +7,6 @@
 //! it beforehand).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The pyspark versions the tests run.
@@ -18,30 +17,18 @@ pub fn python() -> PathBuf {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     PYTHON
         .get_or_init(|| {
-            if let Some(path) = std::env::var_os("APRON_TEST_PYSPARK_PYTHON") {
-                return PathBuf::from(path);
-            }
-            let venv = super::tools_dir().join("spark-venv");
-            let python = venv.join("bin").join("python");
-            let imports = |python: &PathBuf| {
-                Command::new(python)
-                    .args(["-c", "import pyspark, sys; sys.exit(0 if pyspark.__version__.startswith('4.') else 1)"])
-                    .status()
-                    .is_ok_and(|s| s.success())
-            };
-            if !imports(&python) {
-                let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status();
-                assert!(made.is_ok_and(|s| s.success()), "python3 -m venv {} failed", venv.display());
-                let installed = Command::new(&python)
-                    .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", PYSPARK])
-                    .status();
-                assert!(
-                    installed.is_ok_and(|s| s.success()) && imports(&python),
-                    "the Spark test needs pyspark 4: pip install '{PYSPARK}' into {}, or set APRON_TEST_PYSPARK_PYTHON",
-                    venv.display()
-                );
-            }
-            python
+            super::venv_python(
+                "spark-venv",
+                "APRON_TEST_PYSPARK_PYTHON",
+                &[PYSPARK],
+                |python| {
+                    super::python_runs(
+                        python,
+                        "import pyspark, sys; sys.exit(0 if pyspark.__version__.startswith('4.') else 1)",
+                    )
+                },
+                "the Spark test needs pyspark 4",
+            )
         })
         .clone()
 }
