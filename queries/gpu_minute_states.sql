@@ -12,10 +12,13 @@
 --   unknown     when neither is known: priced and attributed like any
 --               minute, never counted as idle or as busy;
 --   busy        when its activity is at or above the idle threshold ($3);
---   idle_held   else, when some process held GPU memory on it in the
---               minute (a proc_minutes row with used_mem_bytes_max above 0
---               or unknown: the rollups' proc_held; see proc_minute_states
---               for who);
+--   idle_held   else, when the GPU was held in the minute: some process
+--               held GPU memory on it (a proc_minutes row with
+--               used_mem_bytes_max above 0 or unknown: the rollups'
+--               proc_held; see proc_minute_states for who), or the
+--               cluster had allocated it to a pod or a Slurm job, whether
+--               or not a process of it ran there (an alloc_minutes row;
+--               see alloc_minute_states for who);
 --   idle_empty  else.
 -- Its energy is each part's energy_j (per sample the energy counter's
 -- delta, else power × interval: see apron_recorder::rollup), else the
@@ -54,7 +57,9 @@
 --   energy_j                energy drawn (J; measured or power × time, 0 where neither)
 --   energy_known            whether every part of the minute had energy or power
 --   energy_unknown_seconds  seconds with neither energy nor power (s)
---   held                    whether some process held memory on the GPU
+--   held                    whether the GPU was held: proc_held or allocated
+--   proc_held               whether some process held memory on the GPU
+--   allocated               whether the cluster had allocated the GPU to a pod or a Slurm job
 --   procs                   processes on the GPU in the minute (a lower bound when split)
 --   state                   busy | idle_held | idle_empty | unknown
 --   parent_gpu_uuid, mig_profile  MIG: an instance's parent GPU and profile (null otherwise)
@@ -108,6 +113,13 @@ mig AS (
     AND minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
   GROUP BY gpu_uuid, minute
 ),
+-- The GPU-minutes the cluster had allocated to someone.
+allocs AS (
+  SELECT gpu_uuid, minute
+  FROM alloc_minutes
+  WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
+  GROUP BY gpu_uuid, minute
+),
 -- Each partitioned GPU's minute: the share of its slices its instances hold.
 assigned AS (
   SELECT parent_gpu_uuid, minute, sum(share) AS share
@@ -129,7 +141,8 @@ mig_shares AS (
     g.seconds,
     g.util_pct,
     g.sm_active_pct,
-    g.held,
+    g.held AS proc_held,
+    l.gpu_uuid IS NOT NULL AS allocated,
     g.procs,
     g.pcie_tx_bytes_per_s,
     g.pcie_rx_bytes_per_s,
@@ -151,11 +164,13 @@ mig_shares AS (
   FROM assigned a
   RIGHT JOIN gpu g ON a.parent_gpu_uuid = g.gpu_uuid AND a.minute = g.minute
   LEFT JOIN hardware p ON p.gpu_uuid = g.parent_gpu_uuid AND p.minute = g.minute
+  LEFT JOIN allocs l ON l.gpu_uuid = g.gpu_uuid AND l.minute = g.minute
 ),
 active AS (
   SELECT
     *,
     coalesce(util_pct, sm_active_pct) AS activity_pct,
+    proc_held OR allocated AS held,
     gpu_energy_j * capacity_share AS energy_j,
     gpu_energy_unknown_seconds * capacity_share AS energy_unknown_seconds
   FROM mig_shares
@@ -176,6 +191,8 @@ SELECT
   energy_unknown_seconds = 0.0 AS energy_known,
   energy_unknown_seconds,
   held,
+  proc_held,
+  allocated,
   procs,
   CASE
     WHEN partitioned THEN 'idle_empty'

@@ -23,12 +23,16 @@
 --   - every other minute (idle-held and unknown ones, one process, a
 --     process without SM utilization): by their share of memory-time
 --     (used_mem_bytes × seconds; equal shares when none held measurable
---     memory): whoever holds the GPU pays for holding it. A minute with no process, and every
--- idle-empty minute, belongs to "(unallocated)"; an unknown minute is
--- attributed like a busy one. Energy that was not measured counts 0 J here
+--     memory): whoever holds the GPU pays for holding it.
+-- A minute with no process that the cluster had allocated to pods or Slurm
+-- jobs (alloc_minute_states) is split among those holders by the seconds
+-- each held it, each with its team and user as alloc_minute_states gives
+-- them: a GPU allocated but unused is paid for by whoever it is allocated
+-- to. A minute with neither, and every idle-empty minute, belongs to
+-- "(unallocated)"; an unknown minute is attributed like a busy one. Energy that was not measured counts 0 J here
 -- (gpu_minute_states.energy_unknown_seconds says for how long).
 --
--- apron registers gpu_minute_states and proc_minute_states for the period
+-- apron registers gpu_minute_states, proc_minute_states and alloc_minute_states for the period
 -- and the config, and the config's prices as the table apron_gpu_rates
 -- (analyze/src/config/tables.rs; `apron export-config` writes it for other
 -- engines), wherever a query reads minute_costs (also under `apron sql`).
@@ -47,7 +51,8 @@
 --   activity_pct  util_pct where known, else mean sm_active_pct (%; null: unknown)
 --   team          the owner's team, "unassigned", or "(unallocated)"
 --   user          the owner's user name ("(unallocated)"; "uid N" or "(unknown)" when the name is not known)
---   pid           the owner's pid (null for "(unallocated)")
+--   pid           the owner's pid (null for an allocation's holder and for "(unallocated)")
+--   holder        the allocation's holder ("pod NAMESPACE/POD" or "job N") when the owner is one (null otherwise)
 --   share         the owner's share of the minute, 0–1
 --   seconds       GPU-seconds: recorded seconds × capacity_share × share (s)
 --   energy_j      energy × share (J; 0 when not known)
@@ -83,17 +88,42 @@ totals AS (
   FROM proc_minute_states
   GROUP BY gpu_uuid, minute
 ),
+-- The allocations of minutes no process ran in, and their seconds.
+allocated AS (
+  SELECT a.*
+  FROM alloc_minute_states a
+  LEFT JOIN totals t ON t.gpu_uuid = a.gpu_uuid AND t.minute = a.minute
+  WHERE t.gpu_uuid IS NULL
+),
+alloc_totals AS (
+  SELECT gpu_uuid, minute, sum(seconds) AS seconds, count(*) AS holders
+  FROM allocated
+  GROUP BY gpu_uuid, minute
+),
 owners AS (
   SELECT
     p.gpu_uuid,
     p.minute,
     p.pid,
+    CAST(NULL AS VARCHAR) AS holder,
     p.team,
     p."user",
     CASE WHEN t.mem_time > 0 THEN p.mem_time / t.mem_time ELSE 1.0 / t.procs END AS mem_share,
     CASE WHEN t.sm_known AND t.sm_time > 0 THEN p.sm_time / t.sm_time END AS sm_share
   FROM proc_minute_states p
   JOIN totals t ON t.gpu_uuid = p.gpu_uuid AND t.minute = p.minute
+  UNION ALL
+  SELECT
+    a.gpu_uuid,
+    a.minute,
+    CAST(NULL AS INT) AS pid,
+    a.holder,
+    a.team,
+    a."user",
+    CASE WHEN t.seconds > 0 THEN a.seconds / t.seconds ELSE 1.0 / t.holders END AS mem_share,
+    CAST(NULL AS DOUBLE) AS sm_share
+  FROM allocated a
+  JOIN alloc_totals t ON t.gpu_uuid = a.gpu_uuid AND t.minute = a.minute
 ),
 attributed AS (
   SELECT
@@ -101,8 +131,9 @@ attributed AS (
     o.team AS owner_team,
     o."user" AS owner_user,
     o.pid,
+    o.holder,
     CASE
-      WHEN o.pid IS NULL THEN 1.0
+      WHEN o.gpu_uuid IS NULL THEN 1.0
       WHEN c.state = 'busy' AND o.sm_share IS NOT NULL THEN o.sm_share
       ELSE o.mem_share
     END AS share
@@ -122,6 +153,7 @@ SELECT
   coalesce(owner_team, '(unallocated)') AS team,
   coalesce(owner_user, '(unallocated)') AS "user",
   pid,
+  holder,
   share,
   seconds * capacity_share * share AS seconds,
   energy_j * share AS energy_j,

@@ -15,6 +15,7 @@
 //!   `Timestamp(Millisecond, "UTC")`;
 //! - integers are signed (`Int32`/`Int64`) so every engine reads them alike.
 
+pub mod alloc_minutes;
 pub mod folders;
 pub mod gpu_minutes;
 pub mod gpu_samples;
@@ -27,6 +28,7 @@ pub mod table;
 pub mod test_pause;
 pub mod time;
 
+pub use alloc_minutes::{AllocMinute, AllocSample, Holder};
 pub use gpu_minutes::GpuMinute;
 pub use gpu_samples::{GpuSample, Text};
 pub use paths::{DataLayout, PathError};

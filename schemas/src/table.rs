@@ -4,7 +4,7 @@ use std::fmt;
 
 use arrow::datatypes::SchemaRef;
 
-use crate::{gpu_minutes, gpu_samples, proc_minutes, proc_samples};
+use crate::{alloc_minutes, gpu_minutes, gpu_samples, proc_minutes, proc_samples};
 
 /// One of apron's tables. Its name is its folder under the data folder and
 /// its SQL table name.
@@ -19,20 +19,26 @@ pub enum Table {
     GpuMinutes,
     /// Rollup: one row per (GPU, process) per UTC minute (per closed file).
     ProcMinutes,
+    /// One row per (GPU, holder) per UTC minute (per closed file): the
+    /// pod or Slurm job the cluster allocated the GPU to. Written when a
+    /// file closes, from the ticks' allocations; kept as long as the rollups.
+    AllocMinutes,
 }
 
 impl Table {
     /// Every table, in the order they are written: the raw tables first,
     /// then their rollups.
-    pub const ALL: [Table; 4] =
-        [Table::GpuSamples, Table::ProcSamples, Table::GpuMinutes, Table::ProcMinutes];
+    pub const ALL: [Table; 5] =
+        [Table::GpuSamples, Table::ProcSamples, Table::GpuMinutes, Table::ProcMinutes, Table::AllocMinutes];
 
     /// The raw tables: what the sources sampled.
     pub const RAW: [Table; 2] = [Table::GpuSamples, Table::ProcSamples];
 
-    /// The rollup tables: per-minute summaries of the raw tables, written
-    /// when a file closes; an accelerator, not the truth.
-    pub const ROLLUPS: [Table; 2] = [Table::GpuMinutes, Table::ProcMinutes];
+    /// The minute tables, written when a file closes and kept longer than
+    /// the raw tables: the per-minute summaries of the raw tables (an
+    /// accelerator, not the truth) and the allocations, which are recorded
+    /// only per minute.
+    pub const ROLLUPS: [Table; 3] = [Table::GpuMinutes, Table::ProcMinutes, Table::AllocMinutes];
 
     /// The table's name: its folder and its SQL name.
     pub fn name(self) -> &'static str {
@@ -41,12 +47,13 @@ impl Table {
             Table::ProcSamples => "proc_samples",
             Table::GpuMinutes => "gpu_minutes",
             Table::ProcMinutes => "proc_minutes",
+            Table::AllocMinutes => "alloc_minutes",
         }
     }
 
     /// Whether this is a rollup table (kept longer than raw data).
     pub fn is_rollup(self) -> bool {
-        matches!(self, Table::GpuMinutes | Table::ProcMinutes)
+        matches!(self, Table::GpuMinutes | Table::ProcMinutes | Table::AllocMinutes)
     }
 
     /// The columns every file of the table is sorted by, in order (declared
@@ -57,6 +64,7 @@ impl Table {
             Table::ProcSamples => &["gpu_uuid", "ts", "pid"],
             Table::GpuMinutes => &["gpu_uuid", "minute"],
             Table::ProcMinutes => &["gpu_uuid", "minute", "pid", "proc_start"],
+            Table::AllocMinutes => &["gpu_uuid", "minute"],
         }
     }
 
@@ -69,6 +77,7 @@ impl Table {
             Table::ProcSamples => proc_samples::schema(),
             Table::GpuMinutes => gpu_minutes::schema(),
             Table::ProcMinutes => proc_minutes::schema(),
+            Table::AllocMinutes => alloc_minutes::schema(),
         }
     }
 

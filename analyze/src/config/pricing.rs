@@ -55,8 +55,8 @@ pub fn register_functions(session: &Session, config: &Config) {
 }
 
 /// Registers the functions, the config's tables and the views
-/// `gpu_minute_states` and `proc_minute_states` for `period` under `config`:
-/// what zombies, reclaim and `minute_costs` read.
+/// `gpu_minute_states`, `proc_minute_states` and `alloc_minute_states` for
+/// `period` under `config`: what zombies, reclaim and `minute_costs` read.
 pub async fn register_states(session: &Session, config: &Config, period: &Period) -> Result<(), Error> {
     register_functions(session, config);
     crate::config::tables::register(session, config)?;
@@ -64,7 +64,8 @@ pub async fn register_states(session: &Session, config: &Config, period: &Period
     let threshold = ScalarValue::Float64(Some(config.idle.threshold_pct));
     let views = [
         ("gpu_minute_states", queries::GPU_MINUTE_STATES, vec![start.clone(), end.clone(), threshold]),
-        ("proc_minute_states", queries::PROC_MINUTE_STATES, vec![start, end]),
+        ("proc_minute_states", queries::PROC_MINUTE_STATES, vec![start.clone(), end.clone()]),
+        ("alloc_minute_states", queries::ALLOC_MINUTE_STATES, vec![start, end]),
     ];
     let ctx = session.context();
     for (name, sql, params) in views {

@@ -28,6 +28,9 @@ pub const GPU_MINUTES_FROM_RAW: &str = include_str!("../../../queries/gpu_minute
 /// `queries/proc_minutes_from_raw.sql`: `proc_minutes` rows from raw samples.
 pub const PROC_MINUTES_FROM_RAW: &str = include_str!("../../../queries/proc_minutes_from_raw.sql");
 
+/// `queries/alloc_minute_states.sql`: every GPU-minute allocated to a pod or a Slurm job, with its holder and team.
+pub const ALLOC_MINUTE_STATES: &str = include_str!("../../../queries/alloc_minute_states.sql");
+
 /// `queries/gpu_minute_states.sql`: every GPU-minute with its activity, energy and state.
 pub const GPU_MINUTE_STATES: &str = include_str!("../../../queries/gpu_minute_states.sql");
 
@@ -42,6 +45,9 @@ pub const LEDGER_GPU_MINUTES: &str = include_str!("../../../queries/ledger_gpu_m
 
 /// `queries/ledger_proc_minutes.sql`: one day's `proc_minutes` rows for the ledger.
 pub const LEDGER_PROC_MINUTES: &str = include_str!("../../../queries/ledger_proc_minutes.sql");
+
+/// `queries/ledger_alloc_minutes.sql`: one day's alloc_minutes rows, as the ledger reads them.
+pub const LEDGER_ALLOC_MINUTES: &str = include_str!("../../../queries/ledger_alloc_minutes.sql");
 
 /// `queries/coverage.sql`: what the data holds in a period.
 pub const COVERAGE: &str = include_str!("../../../queries/coverage.sql");
@@ -79,6 +85,7 @@ pub const GPU_DAYS: &str = include_str!("../../../queries/gpu_days.sql");
 /// Every embedded query by name (the file name without `.sql`).
 pub const ALL: &[(&str, &str)] = &[
     ("alerts", ALERTS),
+    ("alloc_minute_states", ALLOC_MINUTE_STATES),
     ("budget_hours", BUDGET_HOURS),
     ("coverage", COVERAGE),
     ("fleet_state", FLEET_STATE),
@@ -87,6 +94,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("gpu_minutes_from_raw", GPU_MINUTES_FROM_RAW),
     ("gpu_models", GPU_MODELS),
     ("idle_cost", IDLE_COST),
+    ("ledger_alloc_minutes", LEDGER_ALLOC_MINUTES),
     ("ledger_gpu_minutes", LEDGER_GPU_MINUTES),
     ("ledger_proc_minutes", LEDGER_PROC_MINUTES),
     ("minute_costs", MINUTE_COSTS),

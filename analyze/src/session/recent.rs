@@ -42,6 +42,8 @@ pub struct RecentRows {
     pub gpu_minutes: Vec<RecordBatch>,
     /// `proc_minutes` rows of the segments, one batch per segment with rows.
     pub proc_minutes: Vec<RecordBatch>,
+    /// `alloc_minutes` rows of the segments, one batch per segment with rows.
+    pub alloc_minutes: Vec<RecordBatch>,
     /// What the query's listing must leave out so that no row is counted
     /// twice or missed ([`crate::session::fence`]).
     pub fence: Fence,
@@ -55,6 +57,7 @@ impl RecentRows {
             Table::ProcSamples => &self.proc_samples,
             Table::GpuMinutes => &self.gpu_minutes,
             Table::ProcMinutes => &self.proc_minutes,
+            Table::AllocMinutes => &self.alloc_minutes,
         }
     }
 
@@ -64,6 +67,7 @@ impl RecentRows {
             Table::ProcSamples => &mut self.proc_samples,
             Table::GpuMinutes => &mut self.gpu_minutes,
             Table::ProcMinutes => &mut self.proc_minutes,
+            Table::AllocMinutes => &mut self.alloc_minutes,
         }
     }
 }

@@ -10,7 +10,7 @@
 
 pub mod sim;
 
-use apron_schemas::{GpuSample, ProcSample};
+use apron_schemas::{AllocSample, GpuSample, ProcSample};
 
 /// What one tick of one host produced.
 #[derive(Debug, Default, Clone)]
@@ -19,6 +19,10 @@ pub struct Tick {
     pub gpus: Vec<GpuSample>,
     /// One row per (GPU, process).
     pub procs: Vec<ProcSample>,
+    /// One row per (GPU, holder): the pods and Slurm jobs the cluster had
+    /// allocated each GPU to at the tick, whether or not they run a
+    /// process on it (empty outside a cluster).
+    pub allocations: Vec<AllocSample>,
     /// GPUs that could not be sampled this tick. The others are still in
     /// `gpus`: one GPU failing never stops the recording of the rest.
     pub failures: Vec<GpuFailure>,
@@ -33,6 +37,7 @@ impl Tick {
     pub fn clear(&mut self) {
         self.gpus.clear();
         self.procs.clear();
+        self.allocations.clear();
         self.failures.clear();
         self.refusals = 0;
     }

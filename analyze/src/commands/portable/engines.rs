@@ -90,7 +90,7 @@ struct File {
 
 /// The views every cost report is computed from, in the order they read
 /// each other, with their placeholders as `crate::config::pricing` binds them.
-fn views() -> [File; 3] {
+fn views() -> [File; 4] {
     [
         File {
             name: "gpu_minute_states",
@@ -100,6 +100,11 @@ fn views() -> [File; 3] {
         File {
             name: "proc_minute_states",
             sql: queries::PROC_MINUTE_STATES,
+            params: vec![Bound::Start, Bound::End],
+        },
+        File {
+            name: "alloc_minute_states",
+            sql: queries::ALLOC_MINUTE_STATES,
             params: vec![Bound::Start, Bound::End],
         },
         File {

@@ -19,7 +19,8 @@ use super::dot::COMMANDS;
 
 /// Views registered the first time a statement names them
 /// ([`super::views`]): completed before they exist.
-const ON_DEMAND: &[&str] = &["minute_costs", "cost_buckets", "gpu_minute_states", "proc_minute_states"];
+const ON_DEMAND: &[&str] =
+    &["minute_costs", "cost_buckets", "gpu_minute_states", "proc_minute_states", "alloc_minute_states"];
 
 /// The names the shell completes.
 #[derive(Debug, Default, Clone)]

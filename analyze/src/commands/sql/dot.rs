@@ -82,8 +82,8 @@ pub(crate) fn help() -> String {
     text.push_str(
         "Keys: Tab completes table, column and function names and keywords; Up and Down walk the \
          history; Ctrl-C cancels the running query or clears the line; Ctrl-D leaves.\n\
-         minute_costs, cost_buckets, gpu_minute_states, proc_minute_states and the apron_ \
-         functions are registered the first time a statement names them, for the period given \
+         minute_costs, cost_buckets, gpu_minute_states, proc_minute_states, alloc_minute_states \
+         and the apron_ functions are registered the first time a statement names them, for the period given \
          when the shell started (default the last 30 days).\n",
     );
     text

@@ -50,7 +50,10 @@ pub(crate) async fn register_named(
             registered.states = true;
             registered.functions = true;
         }
-    } else if text.contains("gpu_minute_states") || text.contains("proc_minute_states") {
+    } else if text.contains("gpu_minute_states")
+        || text.contains("proc_minute_states")
+        || text.contains("alloc_minute_states")
+    {
         if !registered.states {
             crate::config::pricing::register_states(session, &config()?, &period()?).await?;
             registered.states = true;
