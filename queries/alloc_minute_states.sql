@@ -34,7 +34,7 @@
 --   user                     the Slurm job's user name, or "(unknown)"
 --   seconds                  seconds the allocation was recorded (s)
 --   team                     its team, or "unassigned"
-WITH allocs AS (
+WITH alloc_rows AS (
   SELECT
     gpu_uuid,
     minute,
@@ -52,21 +52,21 @@ WITH allocs AS (
   GROUP BY gpu_uuid, minute, source, k8s_namespace, k8s_pod_name, k8s_container, slurm_job_id
 ),
 -- Each identity once: the rules are matched per identity, not per row.
-identities AS (
-  SELECT DISTINCT user_name, k8s_namespace, slurm_account FROM allocs
+alloc_identities AS (
+  SELECT DISTINCT user_name, k8s_namespace, slurm_account FROM alloc_rows
 ),
-claims AS (
+alloc_claims AS (
   SELECT i.user_name, i.k8s_namespace, i.slurm_account, min(r.team_order) AS team_order
-  FROM identities i
+  FROM alloc_identities i
   JOIN apron_team_rules r
     ON (r.kind = 'user' AND r.value = i.user_name)
     OR (r.kind = 'k8s_namespace' AND regexp_like(i.k8s_namespace, r.regex))
     OR (r.kind = 'slurm_account' AND r.value = i.slurm_account)
   GROUP BY i.user_name, i.k8s_namespace, i.slurm_account
 ),
-teams AS (
+alloc_teams AS (
   SELECT c.user_name, c.k8s_namespace, c.slurm_account, n.team
-  FROM claims c
+  FROM alloc_claims c
   JOIN (SELECT DISTINCT team_order, team FROM apron_team_rules) n ON n.team_order = c.team_order
 )
 SELECT
@@ -86,8 +86,8 @@ SELECT
   coalesce(a.user_name, '(unknown)') AS "user",
   a.seconds,
   coalesce(t.team, 'unassigned') AS team
-FROM allocs a
-LEFT JOIN teams t
+FROM alloc_rows a
+LEFT JOIN alloc_teams t
   ON (t.user_name IS NOT DISTINCT FROM a.user_name)
   AND (t.k8s_namespace IS NOT DISTINCT FROM a.k8s_namespace)
   AND (t.slurm_account IS NOT DISTINCT FROM a.slurm_account)

@@ -114,7 +114,7 @@ mig AS (
   GROUP BY gpu_uuid, minute
 ),
 -- The GPU-minutes the cluster had allocated to someone.
-allocs AS (
+allocated_gpus AS (
   SELECT gpu_uuid, minute
   FROM alloc_minutes
   WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
@@ -164,7 +164,7 @@ mig_shares AS (
   FROM assigned a
   RIGHT JOIN gpu g ON a.parent_gpu_uuid = g.gpu_uuid AND a.minute = g.minute
   LEFT JOIN hardware p ON p.gpu_uuid = g.parent_gpu_uuid AND p.minute = g.minute
-  LEFT JOIN allocs l ON l.gpu_uuid = g.gpu_uuid AND l.minute = g.minute
+  LEFT JOIN allocated_gpus l ON l.gpu_uuid = g.gpu_uuid AND l.minute = g.minute
 ),
 active AS (
   SELECT

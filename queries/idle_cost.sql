@@ -4,7 +4,9 @@
 -- team, user, host or GPU ($1), and beside it the hours and cost of the
 -- group's minutes with no activity known (never counted as idle). By team
 -- or user, an idle-held minute goes to the processes holding memory on it
--- (by memory-time share) and an idle-empty minute to "(unallocated)"; by
+-- (by memory-time share), or with none to the pods and Slurm jobs the GPU
+-- was allocated to (by their seconds), and an idle-empty minute to
+-- "(unallocated)"; by
 -- host or GPU, every idle minute goes to its GPU.
 --
 -- Reads cost_buckets: minute_costs (queries/minute_costs.sql) summed per

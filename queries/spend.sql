@@ -1,11 +1,12 @@
 -- spend: what each team's GPU time cost in a period, busy, idle and unknown.
 --
 -- Answers: per team (from the config's rules), the GPU-hours its processes
--- held (their share of each minute), split into busy, idle-held,
--- idle-empty and unknown (no activity known: neither busy nor idle), the
--- energy, and the cost, split likewise: busy + idle + unknown = cost.
--- "(unallocated)" carries the minutes no process held and every idle-empty
--- minute; "unassigned" the processes no team rule claims. The rows add up
+-- held (their share of each minute), and those of minutes no process ran
+-- in that the cluster had allocated to its pods and Slurm jobs, split into
+-- busy, idle-held, idle-empty and unknown (no activity known: neither busy
+-- nor idle), the energy, and the cost, split likewise: busy + idle +
+-- unknown = cost. "(unallocated)" carries the minutes nobody held and
+-- every idle-empty minute; "unassigned" the processes no team rule claims. The rows add up
 -- to the fleet: sum(cost) is the cost of every recorded GPU-minute of the
 -- period. apron rounds money to the cent so that the printed rows still
 -- add up to the printed total.

@@ -17,7 +17,10 @@
 //!
 //! Which wins: the log folders decide a process's namespace, pod and
 //! container, being keyed by the very uid and id its cgroup gives.
-//! Pod-resources decides the allocations ([`Kubernetes::allocations`]).
+//! Pod-resources decides the allocations ([`Kubernetes::allocations`]),
+//! which the tick records for every GPU it sampled
+//! ([`Kubernetes::push_allocations`], the `alloc_minutes` table): a GPU
+//! allocated to a pod with no process on it is held by that pod.
 //! Only where the log folders cannot be read at all (not mounted) is a
 //! process in pod uid U on GPU G given the pod that pod-resources says holds
 //! G, and only when exactly one pod holds it and no process of another pod
@@ -46,7 +49,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use apron_schemas::{ProcIdentity, ProcSample, Text};
+use apron_schemas::{AllocSample, GpuSample, Holder, ProcIdentity, ProcSample, Text};
 
 use self::api::PodResourcesClient;
 use self::devices::parse_device_id;
@@ -366,6 +369,45 @@ impl Kubernetes {
     /// with the GPU or MIG UUID and replica its id names.
     pub fn allocations(&self) -> &[Allocation] {
         &self.view.allocations
+    }
+
+    /// Appends the tick's allocations to `out`: for each GPU or MIG
+    /// instance with a row in `gpus`, the containers pod-resources says it
+    /// is allocated to at the answer taken at [`Kubernetes::begin_tick`],
+    /// each container once (however many time-sliced replicas it holds).
+    /// A device id that names no GPU with a row this tick is left out.
+    pub fn push_allocations(
+        &self,
+        ts_ms: i64,
+        interval_ms: i32,
+        gpus: &[GpuSample],
+        out: &mut Vec<AllocSample>,
+    ) {
+        let from = out.len();
+        for a in &self.view.allocations {
+            let Some(uuid) = a.gpu_uuid.as_deref() else { continue };
+            let Some(row) = gpus.iter().find(|g| &*g.gpu_uuid == uuid) else { continue };
+            let taken = out[from..].iter().any(|o| {
+                *o.gpu_uuid == *uuid
+                    && o.holder.k8s_namespace.as_deref() == Some(a.namespace.as_str())
+                    && o.holder.k8s_pod_name.as_deref() == Some(a.pod.as_str())
+                    && o.holder.k8s_container.as_deref() == Some(a.container.as_str())
+            });
+            if taken {
+                continue;
+            }
+            out.push(AllocSample {
+                ts: ts_ms,
+                interval_ms,
+                gpu_uuid: row.gpu_uuid.clone(),
+                gpu_index: row.gpu_index,
+                holder: Holder::kubernetes(
+                    Some(a.namespace.as_str().into()),
+                    Some(a.pod.as_str().into()),
+                    Some(a.container.as_str().into()),
+                ),
+            });
+        }
     }
 }
 

@@ -66,7 +66,7 @@ impl Publisher {
     /// Publishes the tick at `ts_ms`. Never waits: when a scrape holds the
     /// snapshot, this tick is not copied (the next one is).
     pub fn publish(&mut self, ts_ms: i64, tick: &Tick, health: &Health) {
-        self.minutes.add(&tick.gpus, &tick.procs);
+        self.minutes.add(&tick.gpus, &tick.procs, &tick.allocations);
         let mut snapshot = match self.shared.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),

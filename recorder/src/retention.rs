@@ -245,7 +245,8 @@ mod tests {
         // Host `a` only: `b` keeps its days (and so the day folders).
         let done = apply_retention(&layout, Some("a"), today, &policy, &lock).expect("retention");
         let removed = done.removed;
-        assert_eq!(removed.len(), 2 + 2 + 1 + 1, "{removed:?}");
+        // Two raw tables of two days each, three rollups of one day each.
+        assert_eq!(removed.len(), 2 + 2 + 1 + 1 + 1, "{removed:?}");
         assert!(done.held.is_empty(), "a folder that does not ship holds nothing");
         assert!(!layout.partition_dir(Table::GpuSamples, day("2026-12-08"), "a").exists());
         assert!(layout.partition_dir(Table::GpuSamples, day("2026-12-08"), "b").exists());
@@ -265,6 +266,7 @@ mod tests {
         };
         assert_eq!(days(Table::ProcSamples), ["date=2026-12-09", "date=2026-12-10"]);
         assert_eq!(days(Table::ProcMinutes), ["date=2026-12-08", "date=2026-12-09", "date=2026-12-10"]);
+        assert_eq!(days(Table::AllocMinutes), days(Table::GpuMinutes), "alloc_minutes is kept as a rollup");
     }
 
     #[test]

@@ -340,16 +340,20 @@ impl SlurmLookups {
         self.shared.lock().health
     }
 
-    /// The jobs `squeue` last listed as running on this node that hold
-    /// GPUs here, with those GPUs (Slurm's indexes), by job id; jobs whose
-    /// record has not come yet are missing until it does. Empty without
-    /// `squeue`.
-    pub fn allocations(&self) -> Vec<Allocation> {
+    /// The jobs running on this node that hold GPUs here, with those GPUs
+    /// (Slurm's indexes), by job id: those `squeue` last listed, and those
+    /// in `met` (the jobs of this tick's processes, running since they run
+    /// a process; without `squeue`, the only ones known). Jobs whose record
+    /// has not come yet are missing until it does.
+    pub fn allocations(&self, met: &[&str]) -> Vec<Allocation> {
         let state = self.shared.lock();
         let node = &self.shared.options.node;
-        let mut out: Vec<Allocation> = state
-            .running
-            .iter()
+        let mut ids: Vec<&str> =
+            state.running.iter().map(String::as_str).chain(met.iter().copied()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut out: Vec<Allocation> = ids
+            .into_iter()
             .filter_map(|id| match &state.jobs.get(id)?.answer {
                 Answer::Known(job) => Some(job),
                 _ => None,

@@ -36,7 +36,9 @@ pub const SOURCE_SLURM: &str = "slurm";
 
 /// Who a GPU is allocated to: a Kubernetes container or a Slurm job, as
 /// the cluster's own books name it. Fields that do not apply are `None`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct Holder {
     /// Where the allocation was read: [`SOURCE_KUBERNETES`] or [`SOURCE_SLURM`].
     pub source: Text,
@@ -56,10 +58,38 @@ pub struct Holder {
     pub user: Option<Text>,
 }
 
-/// One GPU allocated to one holder at one tick (the tick's time and
-/// interval are the tick's).
+impl Holder {
+    /// A Kubernetes container, as the kubelet names it.
+    pub fn kubernetes(namespace: Option<Text>, pod_name: Option<Text>, container: Option<Text>) -> Holder {
+        Holder {
+            source: SOURCE_KUBERNETES.into(),
+            k8s_namespace: namespace,
+            k8s_pod_name: pod_name,
+            k8s_container: container,
+            ..Holder::default()
+        }
+    }
+
+    /// A Slurm job, as Slurm's job record names it.
+    pub fn slurm(job_id: Text, account: Option<Text>, partition: Option<Text>, user: Option<Text>) -> Holder {
+        Holder {
+            source: SOURCE_SLURM.into(),
+            slurm_job_id: Some(job_id),
+            slurm_account: account,
+            slurm_partition: partition,
+            user,
+            ..Holder::default()
+        }
+    }
+}
+
+/// One GPU allocated to one holder at one tick.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct AllocSample {
+    /// The tick's time, milliseconds since the Unix epoch (UTC).
+    pub ts: i64,
+    /// The time the tick stands for, milliseconds (as `gpu_samples`).
+    pub interval_ms: i32,
     /// The GPU's UUID, or the MIG instance's, as `gpu_samples` names it.
     pub gpu_uuid: Text,
     /// NVML index of the GPU (a MIG instance's: its parent's).

@@ -22,14 +22,14 @@ use std::fs::File;
 use std::path::Path;
 
 use apron_schemas::{
-    DataLayout, GpuMinute, GpuSample, ProcMinute, ProcSample, Table, gpu_minutes, gpu_samples, proc_minutes,
-    proc_samples,
+    DataLayout, GpuMinute, GpuSample, ProcMinute, ProcSample, Table, alloc_minutes, gpu_minutes, gpu_samples,
+    proc_minutes, proc_samples,
 };
 use arrow::array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 
 use crate::durable::Staged;
-use crate::rollup::{self, EnergyCarry, minute_of};
+use crate::rollup::{self, AllocMinutes, EnergyCarry, minute_of};
 use crate::source::Tick;
 use crate::write_error::WriteError;
 use crate::writer::{WriterStats, table_writer, write_file_atomic};
@@ -54,6 +54,8 @@ pub struct FileStream {
     /// The rollups of the rows encoded so far, in file order.
     gpu_minutes: Vec<GpuMinute>,
     proc_minutes: Vec<ProcMinute>,
+    /// The `alloc_minutes` of the allocations pushed so far.
+    alloc_minutes: AllocMinutes,
     /// Each GPU's last sample before the pending rows.
     carry: EnergyCarry,
     stats: WriterStats,
@@ -77,6 +79,7 @@ impl FileStream {
             pending_procs: Vec::new(),
             gpu_minutes: Vec::new(),
             proc_minutes: Vec::new(),
+            alloc_minutes: AllocMinutes::new(),
             carry,
             stats: WriterStats::default(),
         }
@@ -98,6 +101,9 @@ impl FileStream {
         tick.procs.sort_by_key(|p| p.pid);
         self.pending_gpus.append(&mut tick.gpus);
         self.pending_procs.append(&mut tick.procs);
+        for a in tick.allocations.drain(..) {
+            self.alloc_minutes.add(&a);
+        }
         Ok(())
     }
 
@@ -156,6 +162,12 @@ impl FileStream {
             let batch = proc_minutes::to_batch(&self.proc_minutes)
                 .map_err(|source| WriteError::Batch { table: Table::ProcMinutes, source })?;
             self.write_whole(Table::ProcMinutes, &batch)?;
+        }
+        let allocs = std::mem::take(&mut self.alloc_minutes).finish();
+        if !allocs.is_empty() {
+            let batch = alloc_minutes::to_batch(&allocs)
+                .map_err(|source| WriteError::Batch { table: Table::AllocMinutes, source })?;
+            self.write_whole(Table::AllocMinutes, &batch)?;
         }
         Ok((self.stats, self.carry))
     }

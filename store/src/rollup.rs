@@ -28,6 +28,11 @@
 //!   `proc_count`: its number of `proc_minutes` rows, i.e. distinct
 //!   (`pid`, `proc_start`).
 //! - identity columns of `proc_minutes`: each the minute's last non-null.
+//! - `alloc_minutes` ([`alloc_minutes`], [`AllocMinutes`]): one row per
+//!   (GPU, minute, holder) the cluster allocated; `seconds` the sum of
+//!   `interval_ms` of the ticks that saw the allocation / 1000, `samples`
+//!   their number, `gpu_index` the minute's last. A holder seen twice in
+//!   one tick (two processes of one pod) counts once.
 //!
 //! **Split minutes.** Files rotate on minute-aligned windows by default, so
 //! a minute is rarely split across files; where it is (a `--rotate` that
@@ -38,12 +43,14 @@
 //! seconds-weighted means, maxima of maxima, and `bool_or(proc_held)`.
 //! Compaction keeps such rows apart; it does not merge them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use apron_schemas::minute_state::holds_memory;
 use apron_schemas::time::MINUTE_MS;
-use apron_schemas::{GpuMinute, GpuSample, ProcIdentity, ProcMinute, ProcSample, Text};
+use apron_schemas::{
+    AllocMinute, AllocSample, GpuMinute, GpuSample, Holder, ProcIdentity, ProcMinute, ProcSample, Text,
+};
 
 /// The start of the UTC minute that holds `ts_ms`.
 pub fn minute_of(ts_ms: i64) -> i64 {
@@ -428,6 +435,82 @@ pub fn proc_minutes<'a>(procs: impl IntoIterator<Item = &'a ProcSample>) -> Vec<
     }
     flush(&current, &mut accs, &mut out);
     out
+}
+
+/// `alloc_minutes` in the making: allocations added in any order, rows
+/// handed out in (`gpu_uuid`, `minute`, holder) order. It holds one entry
+/// per (GPU, minute, holder), a sixtieth of the ticks' allocations, so a
+/// file streamed chunk by chunk ([`crate::file_stream`]) adds as it goes.
+#[derive(Debug, Clone, Default)]
+pub struct AllocMinutes {
+    rows: BTreeMap<(Text, i64, Holder), AllocSum>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct AllocSum {
+    interval_ms: i64,
+    samples: i32,
+    gpu_index: i32,
+    /// The latest tick counted, so a holder listed twice in one tick counts
+    /// once (ticks come in time order in a file; out of order, a repeat is
+    /// counted again, as a split minute's rows are).
+    last_ts: i64,
+}
+
+impl AllocMinutes {
+    /// Nothing added yet.
+    pub fn new() -> AllocMinutes {
+        AllocMinutes::default()
+    }
+
+    /// Adds one tick's allocation of one GPU to one holder.
+    pub fn add(&mut self, a: &AllocSample) {
+        let key = (a.gpu_uuid.clone(), minute_of(a.ts), a.holder.clone());
+        let sum = self.rows.entry(key).or_insert(AllocSum {
+            interval_ms: 0,
+            samples: 0,
+            gpu_index: a.gpu_index,
+            last_ts: i64::MIN,
+        });
+        if sum.last_ts == a.ts {
+            return;
+        }
+        if a.ts > sum.last_ts {
+            sum.gpu_index = a.gpu_index;
+            sum.last_ts = a.ts;
+        }
+        sum.interval_ms += i64::from(a.interval_ms.max(0));
+        sum.samples += 1;
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The rows, in (`gpu_uuid`, `minute`, holder) order.
+    pub fn finish(self) -> Vec<AllocMinute> {
+        self.rows
+            .into_iter()
+            .map(|((gpu_uuid, minute, holder), s)| AllocMinute {
+                minute,
+                gpu_uuid,
+                gpu_index: s.gpu_index,
+                holder,
+                seconds: s.interval_ms as f64 / 1_000.0,
+                samples: s.samples,
+            })
+            .collect()
+    }
+}
+
+/// The `alloc_minutes` rows of a file's allocations, in any order.
+pub fn alloc_minutes<'a>(allocs: impl IntoIterator<Item = &'a AllocSample>) -> Vec<AllocMinute> {
+    let mut out = AllocMinutes::new();
+    for a in allocs {
+        out.add(a);
+    }
+    out.finish()
 }
 
 #[cfg(test)]

@@ -305,7 +305,9 @@ mod tests {
             let names = files(&a);
             assert_eq!(names, files(&b), "the same files");
             let per_host_day = if rotate_h == 24 { 1 } else { 4 };
-            assert_eq!(names.len() as u64, 4 * hosts * per_host_day * u64::from(days), "{names:?}");
+            // Five tables a file: raw GPU and process rows and their three
+            // rollups (the simulated hosts always run pods or Slurm jobs).
+            assert_eq!(names.len() as u64, 5 * hosts * per_host_day * u64::from(days), "{names:?}");
             let mut same_bytes = 0;
             for name in &names {
                 let (ga, ma, ra) = contents(&a.join(name));

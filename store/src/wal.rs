@@ -24,10 +24,10 @@ use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::thread;
 use std::time::Duration;
 
-use apron_schemas::{DataLayout, GpuSample, ProcSample};
+use apron_schemas::DataLayout;
 use tracing::warn;
 
-use crate::wal::format::{SegmentHeader, encode_header, encode_tick};
+use crate::wal::format::{SegmentHeader, TickRows, encode_header, encode_tick};
 use crate::write_error::WriteError;
 
 pub mod format;
@@ -194,10 +194,11 @@ impl Wal {
     /// to do). When this returns without a warning, the tick survives a
     /// crash of the recorder; once the next sync is done, a crash of the
     /// machine too.
-    pub fn append(&mut self, ts_ms: i64, gpus: &[GpuSample], procs: &[ProcSample]) {
+    pub fn append(&mut self, ts_ms: i64, rows: TickRows<'_>) {
         let Some(seg) = self.segment.as_mut() else { return };
         self.buf.clear();
-        let written = encode_tick(ts_ms, gpus, procs, &mut self.buf)
+        let (gpus, procs) = (rows.gpus, rows.procs);
+        let written = encode_tick(ts_ms, rows, &mut self.buf)
             .map_err(std::io::Error::other)
             .and_then(|()| seg.file.write_all_at(&self.buf, seg.len));
         if let Err(e) = written {
@@ -306,6 +307,8 @@ fn spawn_syncer(errors: Arc<AtomicU64>) -> std::io::Result<SyncSender<SyncJob>> 
 mod tests {
     use super::*;
 
+    use apron_schemas::{GpuSample, ProcSample};
+
     use crate::wal::format::read_segment;
 
     fn gpu(ts: i64, uuid: &str) -> GpuSample {
@@ -334,7 +337,8 @@ mod tests {
         assert_eq!(wal.segment_path(), Some(path.as_path()));
         for i in 0..10 {
             let ts = 1_000 + i * 200;
-            wal.append(ts, &[gpu(ts, "GPU-a"), gpu(ts, "GPU-b")], &[]);
+            let gpus = [gpu(ts, "GPU-a"), gpu(ts, "GPU-b")];
+            wal.append(ts, TickRows { gpus: &gpus, ..TickRows::default() });
         }
         // Readable without a sync or a close: what a kill -9 leaves.
         let rows = read_segment(&path).expect("readable");
@@ -435,7 +439,7 @@ mod tests {
         wal.begin(1_796_083_200_000, 0);
         let (cpu0, t0) = (cpu_time(), std::time::Instant::now());
         for (i, (gpus, procs)) in prepared.iter().enumerate() {
-            wal.append(1_796_083_200_000 + i as i64 * 1_000, gpus, procs);
+            wal.append(1_796_083_200_000 + i as i64 * 1_000, TickRows { gpus, procs, allocs: &[] });
         }
         let (wall, cpu) = (t0.elapsed(), cpu_time() - cpu0);
         let stats = wal.stats();
@@ -472,7 +476,7 @@ mod tests {
         fs::write(&path, b"someone else's").expect("write");
         let mut wal = Wal::new(layout, "n1", Duration::from_secs(1)).expect("wal");
         wal.begin(1_000, 0);
-        wal.append(1_000, &[gpu(1_000, "GPU-a")], &[]);
+        wal.append(1_000, TickRows { gpus: &[gpu(1_000, "GPU-a")], ..TickRows::default() });
         assert_eq!(fs::read(&path).expect("read"), b"someone else's");
         assert_eq!((wal.stats().segments, wal.stats().errors), (0, 1));
     }

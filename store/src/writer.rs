@@ -23,8 +23,8 @@ use std::time::Duration;
 use apron_schemas::paths::validate_host;
 use apron_schemas::test_pause::{pause_at, points};
 use apron_schemas::{
-    DataLayout, GpuSample, ProcSample, Table, Text, gpu_minutes, gpu_samples, parquet_props, proc_minutes,
-    proc_samples,
+    AllocSample, DataLayout, GpuSample, ProcSample, Table, Text, alloc_minutes, gpu_minutes, gpu_samples,
+    parquet_props, proc_minutes, proc_samples,
 };
 use arrow::array::RecordBatch;
 use parquet::arrow::ArrowWriter;
@@ -33,6 +33,7 @@ use crate::durable;
 use crate::rollup::{self, EnergyCarry};
 use crate::rotate::should_rotate;
 use crate::source::Tick;
+use crate::wal::format::TickRows;
 use crate::wal::{SealedSegment, Wal, WalStats};
 use crate::write_error::WriteError;
 
@@ -86,6 +87,9 @@ struct ClosedFile {
     start_ms: i64,
     seq: u64,
     runs: Vec<GpuRun>,
+    /// The cluster's allocations in its ticks, in tick order (rolled up
+    /// into `alloc_minutes`; not counted as rows: a tick has a handful).
+    allocs: Vec<AllocSample>,
     /// Ticks pushed to it.
     ticks: u64,
     /// Its WAL segment, deleted once the Parquet files are durable.
@@ -131,6 +135,8 @@ pub struct RollingWriter {
     /// Ticks pushed to the open file.
     open_ticks: u64,
     runs: Vec<GpuRun>,
+    /// The open file's allocations, in tick order.
+    allocs: Vec<AllocSample>,
     /// Files closed but not yet on disk (the disk refused them), oldest
     /// first; written in order as soon as the disk takes them again.
     unwritten: VecDeque<ClosedFile>,
@@ -162,6 +168,7 @@ impl RollingWriter {
             open: None,
             open_ticks: 0,
             runs: Vec::new(),
+            allocs: Vec::new(),
             unwritten: VecDeque::new(),
             max_rows: DEFAULT_MAX_ROWS,
             last_failure_ms: None,
@@ -286,8 +293,9 @@ impl RollingWriter {
         self.open = Some((start, ts_ms));
         self.open_ticks += 1;
         if let Some(wal) = &mut self.wal {
-            wal.append(ts_ms, &tick.gpus, &tick.procs);
+            wal.append(ts_ms, TickRows { gpus: &tick.gpus, procs: &tick.procs, allocs: &tick.allocations });
         }
+        self.allocs.extend_from_slice(&tick.allocations);
         for row in &tick.gpus {
             self.run(&row.gpu_uuid).gpus.push(row.clone());
         }
@@ -317,7 +325,12 @@ impl RollingWriter {
         self.run_room = runs.iter().fold((0, 0), |(g, p), r| (g.max(r.gpus.len()), p.max(r.procs.len())));
         runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
         let ticks = std::mem::take(&mut self.open_ticks);
-        self.unwritten.push_back(ClosedFile { start_ms, seq: self.seq, runs, ticks, segment });
+        // The next file's allocations start with room for as many as this
+        // one had, and some: in steady state a tick adds them without
+        // reallocating.
+        let room = self.allocs.len() + self.allocs.len() / 4 + 64;
+        let allocs = std::mem::replace(&mut self.allocs, Vec::with_capacity(room));
+        self.unwritten.push_back(ClosedFile { start_ms, seq: self.seq, runs, allocs, ticks, segment });
         self.seq += 1;
     }
 
@@ -437,6 +450,12 @@ impl RollingWriter {
                 .map_err(|source| WriteError::Batch { table: Table::ProcMinutes, source })?;
             self.write(Table::ProcMinutes, start, seq, &batch)?;
         }
+        let alloc_minutes = rollup::alloc_minutes(&file.allocs);
+        if !alloc_minutes.is_empty() {
+            let batch = alloc_minutes::to_batch(&alloc_minutes)
+                .map_err(|source| WriteError::Batch { table: Table::AllocMinutes, source })?;
+            self.write(Table::AllocMinutes, start, seq, &batch)?;
+        }
         self.energy_carry = rollup.carry;
         self.stats.gpu_rows += gpu_rows as u64;
         self.stats.proc_rows += proc_rows as u64;
@@ -445,7 +464,8 @@ impl RollingWriter {
 
     /// Writes the rows of the file (`start_ms`, `seq`) that a crash left in
     /// its WAL segment: the files [`RollingWriter::close`] would have
-    /// written for it, with the same names, in (gpu_uuid, ts[, pid]) order.
+    /// written for it, with the same names, in (gpu_uuid, ts[, pid]) order,
+    /// and the `alloc_minutes` of its allocations `allocs`.
     /// Files of it that exist already are kept as they are (they were
     /// written before the crash), so replaying the same rows again writes
     /// nothing. An open file is closed first. When this returns `Ok`, the
@@ -456,9 +476,10 @@ impl RollingWriter {
         seq: u64,
         gpus: Vec<GpuSample>,
         procs: Vec<ProcSample>,
+        allocs: Vec<AllocSample>,
     ) -> Result<(), WriteError> {
         self.close()?;
-        if gpus.is_empty() && procs.is_empty() {
+        if gpus.is_empty() && procs.is_empty() && allocs.is_empty() {
             return Ok(());
         }
         let mut gpus = gpus;
@@ -479,7 +500,7 @@ impl RollingWriter {
         }
         let mut runs = std::mem::take(&mut self.runs);
         runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
-        self.unwritten.push_back(ClosedFile { start_ms, seq, runs, ticks: 0, segment: None });
+        self.unwritten.push_back(ClosedFile { start_ms, seq, runs, allocs, ticks: 0, segment: None });
         self.write_unwritten(start_ms)
     }
 

@@ -35,6 +35,7 @@ const UID_C: &str = "9d4e5f6a-7b8c-4d9e-8f0a-2b3c4d5e6f7a";
 const UID_D: &str = "ae5f6a7b-8c9d-4e0f-9a1b-3c4d5e6f7a8b";
 const GPU_0: &str = "GPU-0a0a0a0a-0000-4000-8000-00000000000a";
 const GPU_1: &str = "GPU-1b1b1b1b-0000-4000-8000-00000000000b";
+const GPU_2: &str = "GPU-2c2c2c2c-0000-4000-8000-00000000000c";
 
 /// A `sleep 600` child with exactly `env`, killed when dropped.
 fn sleeper(env: &[(&str, &str)]) -> Kid {
@@ -341,19 +342,23 @@ fn without_log_folders_only_a_gpu_held_by_one_pod_names_it() {
         Cgroup::enter(&format!("/kubepods/burstable/pod{UID_D}/{id_b}"), kid_b.pid()),
     ];
     let socket = tmp.path().join("kubelet.sock");
-    let (r0, r1) = (format!("{GPU_1}::0"), format!("{GPU_1}::1"));
+    let (r0, r1, r2) = (format!("{GPU_1}::0"), format!("{GPU_1}::1"), format!("{GPU_1}::2"));
     let _kubelet = Kubelet::start(
         tmp.path(),
         &socket,
         &json!([
             pod("nlp", "trainer-0", "main", &[GPU_0]),
-            pod("nlp", "a", "main", &[&r0]),
+            pod("nlp", "a", "main", &[&r0, &r2]),
             pod("cv", "b", "main", &[&r1]),
+            // A notebook pod holding GPU 2, running nothing on it.
+            pod("ml", "idle-nb", "lab", &[GPU_2]),
         ]),
     );
     let data = tmp.path().join("data");
     let no_logs = tmp.path().join("not-mounted/pods");
-    let recorder = Recorder::start(&data, &gpus(&[(GPU_0, &kid_a), (GPU_1, &kid_b)]), &socket, &no_logs);
+    let mut fleet = gpus(&[(GPU_0, &kid_a), (GPU_1, &kid_b)]);
+    fleet.push(format!("uuid={GPU_2},util=0,fb_total=85899345920,fb_used=0"));
+    let recorder = Recorder::start(&data, &fleet, &socket, &no_logs);
     let got = wait_rows(&data, &recorder, kid_a.pid(), 8);
     let (a, b) = (row_of(&got, kid_a.pid()), row_of(&got, kid_b.pid()));
     assert_eq!(
@@ -364,6 +369,30 @@ fn without_log_folders_only_a_gpu_held_by_one_pod_names_it() {
     assert_eq!(b["with_namespace"], json!(0), "two pods time-slice GPU 1: never guessed: {b}");
     assert_eq!(b["pod"], Value::Null, "{b}");
     recorder.stop();
+    // The allocations, recorded whatever runs on the GPUs: each container
+    // once per GPU and tick (pod a holds two replicas of GPU 1), the idle
+    // notebook's GPU too.
+    let held = rows(
+        &data,
+        "SELECT gpu_uuid, k8s_namespace AS ns, k8s_pod_name AS pod, k8s_container AS container, \
+         max(samples) AS most FROM alloc_minutes WHERE source = 'kubernetes' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2",
+    );
+    let brief: Vec<[&str; 4]> = held
+        .iter()
+        .map(|r| ["gpu_uuid", "ns", "pod", "container"].map(|k| r[k].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        brief,
+        [
+            [GPU_0, "nlp", "trainer-0", "main"],
+            [GPU_1, "cv", "b", "main"],
+            [GPU_1, "nlp", "a", "main"],
+            [GPU_2, "ml", "idle-nb", "lab"]
+        ],
+        "{held:?}"
+    );
+    // At most one row per tick (two a second at --interval 500ms).
+    assert!(held.iter().all(|r| r["most"].as_i64().is_some_and(|n| (1..=120).contains(&n))), "{held:?}");
 }
 
 /// The vendored proto compiles with gRPC's own compiler (what the fake

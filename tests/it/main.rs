@@ -19,6 +19,7 @@
 
 mod actions;
 mod alerts;
+mod allocations;
 mod bad_input;
 mod chart_series;
 mod charts;

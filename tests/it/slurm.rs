@@ -76,13 +76,18 @@ fn kid(env: &[(&str, &str)]) -> Kid {
 }
 
 /// Starts the recorder on the fake NVML with one GPU per pid in `pids`
-/// (idle, 1 GiB held by that pid), asking `scontrol`.
+/// (idle, 1 GiB held by that pid), asking `scontrol`. The GPUs' device
+/// files are numbered backwards (GPU-s0 is the highest minor number), so
+/// Slurm's `IDX` 0 is the last GPU.
 fn recorder(data: &Path, scontrol: &Path, pids: &[u32]) -> Child {
     let gpus: Vec<String> = pids
         .iter()
         .enumerate()
         .map(|(i, pid)| {
-            format!("uuid=GPU-s{i},util=0,fb_total=85899345920,fb_used={GIB},compute={pid}:{GIB}")
+            let minor = pids.len() - 1 - i;
+            format!(
+                "uuid=GPU-s{i},minor={minor},util=0,fb_total=85899345920,fb_used={GIB},compute={pid}:{GIB}"
+            )
         })
         .collect();
     Command::new(bin("apron-recorder"))
@@ -273,6 +278,28 @@ fn a_jobs_account_comes_from_slurm_asked_once_per_job() {
         [Some(2), Some(1), Some(1), Some(0), Some(1)],
         "{stderr}"
     );
+
+    // The GPUs Slurm allocated to job 4242 (`IDX:0-1`) are recorded as its
+    // whatever runs there: IDX 0 and 1 are the two lowest minor numbers,
+    // GPU-s3 and GPU-s2; its processes' GPUs (s0, s1) are not Slurm's IDX
+    // 0-1 here.
+    let held = sql(
+        &data,
+        &config,
+        "SELECT gpu_uuid, source, slurm_job_id, slurm_account, slurm_partition, \"user\", \
+         sum(samples) AS samples FROM alloc_minutes \
+         GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1",
+    );
+    let brief: Vec<_> = held
+        .iter()
+        .map(|r| {
+            ["gpu_uuid", "source", "slurm_job_id", "slurm_account", "slurm_partition", "user"]
+                .map(|k| r[k].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    let want = |gpu: &str| [gpu, "slurm", "4242", "vision", "gpu", "root"].map(str::to_owned);
+    assert_eq!(brief, [want("GPU-s2"), want("GPU-s3")], "{held:?}");
+    assert!(held.iter().all(|r| r["samples"].as_i64().is_some_and(|n| n >= 3)), "{held:?}");
 
     // The job's time is billed to its account's team: every row with the
     // account is one GPU-second of a GPU that process holds alone.

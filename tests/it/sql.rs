@@ -703,13 +703,12 @@ fn rows_of_the_write_ahead_log_at_impossible_times_are_left_out() {
         .expect("a WAL");
     let real = ms("2026-11-29T10:00:00Z");
     wal.begin(real, 0);
-    wal.append(real, &[gpu("2026-11-29T10:00:00Z", "GPU-w-0", Some(40), Some(1))], &[]);
+    use apron_store::wal::format::TickRows;
+    let first = [gpu("2026-11-29T10:00:00Z", "GPU-w-0", Some(40), Some(1))];
+    wal.append(real, TickRows { gpus: &first, ..TickRows::default() });
     let absurd = i64::MAX - 1_000;
-    wal.append(
-        absurd,
-        &[GpuSample { ts: absurd, ..gpu("2026-11-29T10:00:00Z", "GPU-w-0", Some(1), None) }],
-        &[],
-    );
+    let crafted = [GpuSample { ts: absurd, ..gpu("2026-11-29T10:00:00Z", "GPU-w-0", Some(1), None) }];
+    wal.append(absurd, TickRows { gpus: &crafted, ..TickRows::default() });
     drop(wal); // a crash: the segment stays
 
     let out = apron_in(

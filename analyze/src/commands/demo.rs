@@ -199,7 +199,8 @@ pub const DATA_FOLDER: &str = "data";
 
 /// The folders apron's tables and write-ahead log live in, at a data
 /// folder's top.
-const TABLE_FOLDERS: [&str; 5] = ["gpu_samples", "proc_samples", "gpu_minutes", "proc_minutes", "wal"];
+const TABLE_FOLDERS: [&str; 6] =
+    ["gpu_samples", "proc_samples", "gpu_minutes", "proc_minutes", "alloc_minutes", "wal"];
 
 /// `dir`, emptied of an earlier demo's data (which the same seed would
 /// write again), or refused when it holds anything else.

@@ -708,6 +708,8 @@ fn reclaim_section(report: &ReportContext, figures: &MonthFigures, rows: &Record
                 "idle_gpu_hours",
                 "idle_minutes",
                 "held_by",
+                "allocated_to",
+                "allocated_since",
                 "still_idle",
                 "gpu_uuid",
             ],

@@ -62,10 +62,12 @@ pub async fn register_states(session: &Session, config: &Config, period: &Period
     crate::config::tables::register(session, config)?;
     let [start, end] = period.params();
     let threshold = ScalarValue::Float64(Some(config.idle.threshold_pct));
+    // In the order they read each other: gpu_minute_states reads
+    // alloc_minute_states.
     let views = [
+        ("alloc_minute_states", queries::ALLOC_MINUTE_STATES, vec![start.clone(), end.clone()]),
         ("gpu_minute_states", queries::GPU_MINUTE_STATES, vec![start.clone(), end.clone(), threshold]),
-        ("proc_minute_states", queries::PROC_MINUTE_STATES, vec![start.clone(), end.clone()]),
-        ("alloc_minute_states", queries::ALLOC_MINUTE_STATES, vec![start, end]),
+        ("proc_minute_states", queries::PROC_MINUTE_STATES, vec![start, end]),
     ];
     let ctx = session.context();
     for (name, sql, params) in views {

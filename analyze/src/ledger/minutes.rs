@@ -1,12 +1,14 @@
-//! One day's rollup rows made into GPU-minutes and process-minutes, as
-//! `queries/gpu_minute_states.sql` and `queries/proc_minute_states.sql`
+//! One day's rollup rows made into GPU-minutes, process-minutes and
+//! allocation-minutes, as `queries/gpu_minute_states.sql`,
+//! `queries/proc_minute_states.sql` and `queries/alloc_minute_states.sql`
 //! define them: the parts of a minute (one per file that holds some of it)
-//! summed, its activity, PCIe traffic, energy and state, and each process's memory-time,
-//! user as shown and team.
+//! summed, its activity, PCIe traffic, energy and state, each process's
+//! memory-time, user as shown and team, and each allocation's holder,
+//! seconds, user as shown and team.
 
 use crate::ledger::map::HashMap;
 
-use super::read::{GpuPart, Names, ProcPart};
+use super::read::{AllocPart, GpuPart, Names, ProcPart};
 use crate::config::{Config, team_of};
 
 pub use apron_schemas::minute_state::State;
@@ -37,6 +39,9 @@ pub struct GpuMinuteState {
     pub energy_unknown_seconds: f64,
     /// Busy, idle-held, idle-empty or unknown (`state`).
     pub state: State,
+    /// Whether the cluster had allocated the GPU to a pod or a Slurm job
+    /// in the minute (`allocated`): then it is held.
+    pub allocated: bool,
     /// The part of a physical GPU the minute stands for: 1 for a whole GPU,
     /// a MIG instance's share of its parent's slices, what no instance
     /// holds for a partitioned GPU's own row (`gpu_minute_states`).
@@ -177,6 +182,7 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             energy_j: energy,
             energy_unknown_seconds: unknown_seconds,
             state,
+            allocated: false,
             capacity_share: 1.0,
             parent_gpu_uuid: parent,
             mig_profile: profile,
@@ -313,6 +319,97 @@ pub fn proc_minutes(
             team,
         });
     }
+}
+
+/// One GPU allocated to one holder over one UTC minute.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocMinuteState {
+    /// The GPU (`gpu_uuid`), as its interned id in [`Names`].
+    pub gpu_uuid: u32,
+    /// Start of the UTC minute (`minute`; ms since the epoch).
+    pub minute: i64,
+    /// The holder as shown (`holder`: "pod NAMESPACE/POD" or "job N"), as an interned id in [`Names`].
+    pub holder: u32,
+    /// Seconds the allocation was recorded (`seconds`; s).
+    pub seconds: f64,
+    /// The user as shown (`user`: the Slurm job's user, or "(unknown)"), as an interned id in [`Names`].
+    pub user: u32,
+    /// Its team (`team`) by the config's rules, or "unassigned", as an interned id in [`Names`].
+    pub team: u32,
+}
+
+/// `source` of a Slurm job's allocation.
+const SLURM: &str = apron_schemas::alloc_minutes::SOURCE_SLURM;
+
+/// The allocation-minutes of `parts` into `out` (emptied first), sorted by
+/// GPU then minute: the parts of one (GPU, minute, holder, container)
+/// summed, as `alloc_minute_states` groups them.
+pub fn alloc_minutes(
+    parts: &mut [AllocPart],
+    names: &mut Names,
+    teams: &mut Teams,
+    config: &Config,
+    out: &mut Vec<AllocMinuteState>,
+) {
+    let key = |p: &AllocPart| {
+        (p.gpu_uuid, p.minute, p.source, p.k8s_namespace, p.k8s_pod_name, p.k8s_container, p.slurm_job_id)
+    };
+    sort_stably(parts, key);
+    out.clear();
+    for group in parts.chunk_by(|a, b| key(a) == key(b)) {
+        let first = group[0];
+        let (mut seconds, mut account, mut user) = (0.0, None, None);
+        for p in group {
+            seconds += p.seconds;
+            account = max_text(names, account, p.slurm_account);
+            user = max_text(names, user, p.user);
+        }
+        let text = |id: Option<u32>, names: &Names| id.map_or("?", |i| names.name(i)).to_owned();
+        let holder = if names.name(first.source) == SLURM {
+            format!("job {}", text(first.slurm_job_id, names))
+        } else {
+            format!("pod {}/{}", text(first.k8s_namespace, names), text(first.k8s_pod_name, names))
+        };
+        let holder = names.id(&holder);
+        let (team, user) = teams.of(config, names, (user, None, first.k8s_namespace, account));
+        out.push(AllocMinuteState {
+            gpu_uuid: first.gpu_uuid,
+            minute: first.minute,
+            holder,
+            seconds,
+            user,
+            team,
+        });
+    }
+}
+
+/// Marks the GPU-minutes of `gpus` that `allocs` (both sorted by GPU then
+/// minute) say were allocated: held, so an idle one is idle-held, as
+/// `gpu_minute_states` has it (a partitioned GPU's own row stays
+/// idle-empty: no allocation holds the slices no instance has).
+pub fn mark_allocated(gpus: &mut [GpuMinuteState], allocs: &[AllocMinuteState]) {
+    let mut a = 0;
+    for g in gpus.iter_mut() {
+        while a < allocs.len() && (allocs[a].gpu_uuid, allocs[a].minute) < (g.gpu_uuid, g.minute) {
+            a += 1;
+        }
+        if a < allocs.len() && (allocs[a].gpu_uuid, allocs[a].minute) == (g.gpu_uuid, g.minute) {
+            g.allocated = true;
+            if g.state == State::IdleEmpty && !g.partitioned() {
+                g.state = State::IdleHeld;
+            }
+        }
+    }
+}
+
+/// Each holder's share of a GPU-minute no process ran in, in the order of
+/// `on` (the minute's allocations, at least one), as
+/// `queries/minute_costs.sql` splits it: by the seconds each held it,
+/// equal shares when none has any.
+pub fn alloc_shares(on: &[AllocMinuteState]) -> impl Iterator<Item = f64> + '_ {
+    let total: f64 = on.iter().map(|a| a.seconds).sum();
+    let count = on.len() as f64;
+    on.iter().map(move |a| if total > 0.0 { a.seconds / total } else { 1.0 / count })
 }
 
 /// Each process's share of a GPU-minute in `state`, in the order of `on`

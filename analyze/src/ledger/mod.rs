@@ -45,7 +45,7 @@ use coverage::CoverageRow;
 
 use cost_buckets::{CostBuckets, Key, Sums};
 use cost_buckets_file::{CostBucketsFile, CostBucketsTable};
-use minutes::{State, Teams, shares};
+use minutes::{State, Teams, alloc_shares, shares};
 use read::Names;
 use stretch_finder::{Freed, Stretch};
 use stretches::{ReclaimRow, Unpartitioned, ZombieRow};
@@ -277,8 +277,10 @@ fn joined(done: Result<Result<Pass, Error>, tokio::task::JoinError>) -> Result<P
 struct Buffers {
     gpu_parts: Vec<read::GpuPart>,
     proc_parts: Vec<read::ProcPart>,
+    alloc_parts: Vec<read::AllocPart>,
     gpus: Vec<minutes::GpuMinuteState>,
     procs: Vec<minutes::ProcMinuteState>,
+    allocs: Vec<minutes::AllocMinuteState>,
 }
 
 /// The pass over the days, with what it carries from one day to the next.
@@ -361,22 +363,24 @@ impl Pass {
     fn day(&mut self, day: &read::Day) -> Result<(), Error> {
         // The buffers are the pass's, kept from day to day.
         let mut buffers = std::mem::take(&mut self.buffers);
-        let Buffers { gpu_parts, proc_parts, gpus, procs } = &mut buffers;
+        let Buffers { gpu_parts, proc_parts, alloc_parts, gpus, procs, allocs } = &mut buffers;
         let at = std::time::Instant::now();
-        day.parts(&mut self.names, gpu_parts, proc_parts)?;
+        day.parts(&mut self.names, gpu_parts, proc_parts, alloc_parts)?;
         self.coverage.parts(gpu_parts);
         self.timings.parts += at.elapsed();
         let at = std::time::Instant::now();
         let threshold = self.config.idle.threshold_pct;
         minutes::gpu_minutes(gpu_parts, &self.names, threshold, gpus);
         minutes::proc_minutes(proc_parts, &mut self.names, &mut self.teams, &self.config, procs);
+        minutes::alloc_minutes(alloc_parts, &mut self.names, &mut self.teams, &self.config, allocs);
+        minutes::mark_allocated(gpus, allocs);
         self.timings.minutes += at.elapsed();
         let at = std::time::Instant::now();
         let (price, pue) = (self.config.energy.price_per_kwh, self.config.energy.pue);
         // The rows of one GPU's bucket: minutes come GPU by GPU, in time
         // order, so a bucket's rows are complete when the next one starts.
         let mut bucket: Vec<(Key, Sums)> = Vec::new();
-        let mut p = 0;
+        let (mut p, mut a) = (0, 0);
         for g in gpus.iter() {
             // The process-minutes of this GPU-minute: both lists are sorted
             // by GPU then minute.
@@ -388,6 +392,15 @@ impl Pass {
                 p += 1;
             }
             let on = &procs[from..p];
+            // And its allocations, sorted the same way.
+            while a < allocs.len() && (allocs[a].gpu_uuid, allocs[a].minute) < (g.gpu_uuid, g.minute) {
+                a += 1;
+            }
+            let from = a;
+            while a < allocs.len() && (allocs[a].gpu_uuid, allocs[a].minute) == (g.gpu_uuid, g.minute) {
+                a += 1;
+            }
+            let allocated = &allocs[from..a];
             self.energy_unknown_seconds += g.energy_unknown_seconds;
             let gpu_seconds = g.seconds * g.capacity_share;
             let (rate, avoidable) = self.rate(g.gpu_model);
@@ -419,8 +432,13 @@ impl Pass {
                 };
                 sums.add(gpu_seconds * share, g.energy_j * share, cost * share, g.util_pct, g.activity_pct);
             };
-            if g.state == State::IdleEmpty || on.is_empty() {
+            if g.state == State::IdleEmpty || (on.is_empty() && allocated.is_empty()) {
                 add(key(self.unallocated, self.unallocated), 1.0);
+            } else if on.is_empty() {
+                // No process ran in it: whoever it is allocated to holds it.
+                for (h, share) in allocated.iter().zip(alloc_shares(allocated)) {
+                    add(key(h.team, h.user), share);
+                }
             } else {
                 for (o, share) in on.iter().zip(shares(g.state, on)) {
                     add(key(o.team, o.user), share);
@@ -434,12 +452,15 @@ impl Pass {
                 (unheld.0, unheld.1) = (g.host, g.gpu_index);
                 unheld.2.add(whole);
             }
-            self.stretch_finder.minute(g, on);
-            self.savings(g, on, whole);
+            self.stretch_finder.minute(g, on, allocated);
+            self.savings(g, on, allocated, whole);
         }
         self.cost_buckets.extend(bucket);
         for p in procs.iter() {
             self.stretch_finder.seen(p);
+        }
+        for h in allocs.iter() {
+            self.stretch_finder.allocated(h);
         }
         self.timings.attributing += at.elapsed();
         let at = std::time::Instant::now();
@@ -456,7 +477,13 @@ impl Pass {
     /// longer than the zombie rule, kept with that process's stretch
     /// (whether it is a zombie or starved of data is known at the
     /// stretch's end).
-    fn savings(&mut self, g: &minutes::GpuMinuteState, on: &[minutes::ProcMinuteState], whole: Freed) {
+    fn savings(
+        &mut self,
+        g: &minutes::GpuMinuteState,
+        on: &[minutes::ProcMinuteState],
+        allocated: &[minutes::AllocMinuteState],
+        whole: Freed,
+    ) {
         let rules = self.stretch_finder.rules();
         let Some(idle) = self.stretch_finder.idle_for(g.gpu_uuid, g.minute) else { return };
         let reclaimed = idle > rules.reclaim_min_minutes;
@@ -464,9 +491,17 @@ impl Pass {
             let at = stretch_finder::hour_of_week(g.minute);
             *self.reclaimed_at.entry((g.gpu_uuid, at)).or_default() += whole.cost;
         }
-        if g.state == State::IdleEmpty || on.is_empty() {
+        if g.state == State::IdleEmpty || (on.is_empty() && allocated.is_empty()) {
             if reclaimed {
                 self.reclaimed.entry(self.unallocated).or_default().add(whole);
+            }
+            return;
+        }
+        if on.is_empty() {
+            if reclaimed {
+                for (h, share) in allocated.iter().zip(alloc_shares(allocated)) {
+                    self.reclaimed.entry(h.team).or_default().add(whole.scaled(share));
+                }
             }
             return;
         }
@@ -515,12 +550,17 @@ impl Pass {
         let reclaim_sum = ReclaimSum::of(&stretch_finder.reclaim);
         let names = &names;
         let newest = |gpu: u32| stretch_finder.newest.get(&gpu).copied();
+        let first_allocated =
+            |gpu: u32, holder: u32| stretch_finder.first_allocated.get(&(gpu, holder)).copied();
         let mut reclaim: Vec<ReclaimRow> = stretch_finder
             .reclaim
             .iter()
             .map(|(gpu, s)| {
-                let mut users: Vec<&str> = s.about.iter().map(|&u| names.name(u)).collect();
+                let mut users: Vec<&str> = s.about.users.iter().map(|&u| names.name(u)).collect();
                 users.sort_unstable();
+                let mut holders: Vec<&str> = s.about.allocated.iter().map(|&h| names.name(h)).collect();
+                holders.sort_unstable();
+                let since = s.about.allocated.iter().filter_map(|&h| first_allocated(*gpu, h)).min();
                 ReclaimRow {
                     host: names.name(s.host).to_owned(),
                     gpu_index: s.gpu_index,
@@ -529,6 +569,8 @@ impl Pass {
                     idle_minutes: s.minutes,
                     idle_gpu_hours: s.gpu_minutes / HOUR_MINUTES as f64,
                     held_by: users.join(","),
+                    allocated_to: holders.join(","),
+                    allocated_since: since,
                     still_idle: newest(*gpu) == Some(s.last),
                 }
             })

@@ -1,5 +1,6 @@
 //! Reading one day of the rollups for the ledger: the rows of
-//! `queries/ledger_gpu_minutes.sql` and `queries/ledger_proc_minutes.sql`
+//! `queries/ledger_gpu_minutes.sql`, `queries/ledger_proc_minutes.sql` and
+//! `queries/ledger_alloc_minutes.sql`
 //! through the session (so the WAL's newest rows and the minutes derived
 //! from raw samples are in, as in every other query), turned into plain
 //! rows with their text interned ([`Names`]).
@@ -128,6 +129,31 @@ pub struct ProcPart {
     pub slurm_account: Option<u32>,
 }
 
+/// One `alloc_minutes` row: a GPU allocated to a pod or a Slurm job.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocPart {
+    /// The GPU (`gpu_uuid`), as its interned id in [`Names`].
+    pub gpu_uuid: u32,
+    /// Start of the UTC minute (`minute`; ms since the epoch).
+    pub minute: i64,
+    /// Where the allocation was read (`source`), as an interned id in [`Names`].
+    pub source: u32,
+    /// The pod's namespace (`k8s_namespace`), as an interned id in [`Names`]; `None`: none.
+    pub k8s_namespace: Option<u32>,
+    /// The pod's name (`k8s_pod_name`), as an interned id in [`Names`]; `None`: none.
+    pub k8s_pod_name: Option<u32>,
+    /// The container's name (`k8s_container`), as an interned id in [`Names`]; `None`: none.
+    pub k8s_container: Option<u32>,
+    /// The Slurm job's id (`slurm_job_id`), as an interned id in [`Names`]; `None`: none.
+    pub slurm_job_id: Option<u32>,
+    /// The Slurm job's account (`slurm_account`), as an interned id in [`Names`]; `None`: none.
+    pub slurm_account: Option<u32>,
+    /// The Slurm job's user (`user`), as an interned id in [`Names`]; `None`: none.
+    pub user: Option<u32>,
+    /// Seconds the allocation was recorded (`seconds`; s).
+    pub seconds: f64,
+}
+
 /// One day's rows as the session gives them.
 #[derive(Debug, Default)]
 pub struct Day {
@@ -135,6 +161,8 @@ pub struct Day {
     pub gpus: Vec<RecordBatch>,
     /// The `proc_minutes` rows (`queries/ledger_proc_minutes.sql`), in file order.
     pub procs: Vec<RecordBatch>,
+    /// The `alloc_minutes` rows (`queries/ledger_alloc_minutes.sql`), in file order.
+    pub allocs: Vec<RecordBatch>,
 }
 
 /// A stretch of a day and a range of hosts, read at once.
@@ -176,22 +204,24 @@ pub async fn day(session: &Session, slice: &Slice) -> Result<Day, Error> {
             session.collect_in_order(df).await
         }
     };
-    // The two tables are read at once.
-    let (gpus, procs) = futures::try_join!(
+    // The tables are read at once.
+    let (gpus, procs, allocs) = futures::try_join!(
         read("gpu_minutes", queries::LEDGER_GPU_MINUTES),
-        read("proc_minutes", queries::LEDGER_PROC_MINUTES)
+        read("proc_minutes", queries::LEDGER_PROC_MINUTES),
+        read("alloc_minutes", queries::LEDGER_ALLOC_MINUTES)
     )?;
-    Ok(Day { gpus, procs })
+    Ok(Day { gpus, procs, allocs })
 }
 
 impl Day {
-    /// The rows as plain rows into `gpus` and `procs` (emptied first),
-    /// their text interned in `names`.
+    /// The rows as plain rows into `gpus`, `procs` and `allocs` (emptied
+    /// first), their text interned in `names`.
     pub fn parts(
         &self,
         names: &mut Names,
         gpus: &mut Vec<GpuPart>,
         procs: &mut Vec<ProcPart>,
+        allocs: &mut Vec<AllocPart>,
     ) -> Result<(), Error> {
         gpus.clear();
         for batch in &self.gpus {
@@ -200,6 +230,10 @@ impl Day {
         procs.clear();
         for batch in &self.procs {
             proc_rows(batch, names, procs).map_err(unreadable)?;
+        }
+        allocs.clear();
+        for batch in &self.allocs {
+            alloc_rows(batch, names, allocs).map_err(unreadable)?;
         }
         Ok(())
     }
@@ -357,6 +391,35 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
             uid: opt(&uid, i, |i| uid.value(i)),
             k8s_namespace: namespace[i],
             slurm_account: account[i],
+        });
+    }
+    Ok(())
+}
+
+fn alloc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<AllocPart>) -> Result<(), ArrowError> {
+    let (uuid, minute, seconds) =
+        (text(batch, "gpu_uuid")?, millis(batch, "minute")?, float(batch, "seconds")?);
+    let (source, namespace, pod) =
+        (text(batch, "source")?, text(batch, "k8s_namespace")?, text(batch, "k8s_pod_name")?);
+    let (container, job) = (text(batch, "k8s_container")?, text(batch, "slurm_job_id")?);
+    let (account, user) = (text(batch, "slurm_account")?, text(batch, "user")?);
+    let (uuid, source, namespace, pod) =
+        (ids(&uuid, names)?, ids(&source, names)?, ids(&namespace, names)?, ids(&pod, names)?);
+    let (container, job) = (ids(&container, names)?, ids(&job, names)?);
+    let (account, user) = (ids(&account, names)?, ids(&user, names)?);
+    out.reserve(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        out.push(AllocPart {
+            gpu_uuid: uuid[i].unwrap_or_default(),
+            minute: minute.value(i),
+            source: source[i].unwrap_or_default(),
+            k8s_namespace: namespace[i],
+            k8s_pod_name: pod[i],
+            k8s_container: container[i],
+            slurm_job_id: job[i],
+            slurm_account: account[i],
+            user: user[i],
+            seconds: seconds.value(i),
         });
     }
     Ok(())

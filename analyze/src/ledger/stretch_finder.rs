@@ -15,7 +15,7 @@ use crate::ledger::map::HashMap;
 
 use apron_schemas::time::{DAY_MS, HOUR_MS, MINUTE_MS};
 
-use super::minutes::{GpuMinuteState, ProcMinuteState, State, max_opt};
+use super::minutes::{AllocMinuteState, GpuMinuteState, ProcMinuteState, State, max_opt};
 
 /// What the stretches must be to count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +50,15 @@ pub struct Stretch<T> {
     pub about: T,
 }
 
-/// What a reclaim stretch records: the users who held memory during it.
-pub type Holders = BTreeSet<u32>;
+/// What a reclaim stretch records: the users who held memory during it,
+/// and the pods and Slurm jobs the GPU was allocated to meanwhile.
+#[derive(Debug, Clone, Default)]
+pub struct Holders {
+    /// The users as shown, as interned ids.
+    pub users: BTreeSet<u32>,
+    /// The holders as shown ("pod NAMESPACE/POD", "job N"), as interned ids.
+    pub allocated: BTreeSet<u32>,
+}
 
 /// What a zombie stretch records: the process holding memory on the idle GPU.
 #[derive(Debug, Clone, Copy)]
@@ -183,6 +190,8 @@ pub struct StretchFinder {
     pub newest: HashMap<u32, i64>,
     /// Each process's newest minute.
     pub last_seen: HashMap<Process, i64>,
+    /// Each (GPU, holder)'s first allocated minute of the period.
+    pub first_allocated: HashMap<(u32, u32), i64>,
     /// What ending each zombie stretch (process, first minute) would have
     /// freed that reclaiming its GPU would not, by hour of the week: cost.
     pub alone_at: HashMap<(Process, i64, usize), f64>,
@@ -198,6 +207,7 @@ impl StretchFinder {
             reclaim: Vec::new(),
             zombies: Vec::new(),
             newest: HashMap::default(),
+            first_allocated: HashMap::default(),
             last_seen: HashMap::default(),
             alone_at: HashMap::default(),
         }
@@ -208,25 +218,27 @@ impl StretchFinder {
         self.rules
     }
 
-    /// Follows one GPU-minute with its processes; minutes come in order
+    /// Follows one GPU-minute with its processes and allocations; minutes come in order
     /// for each GPU.
-    pub fn minute(&mut self, g: &GpuMinuteState, procs: &[ProcMinuteState]) {
+    pub fn minute(&mut self, g: &GpuMinuteState, procs: &[ProcMinuteState], allocated: &[AllocMinuteState]) {
         let newest = self.newest.entry(g.gpu_uuid).or_insert(g.minute);
         *newest = (*newest).max(g.minute);
         // A partitioned GPU's own row is capacity no instance holds: not a
         // GPU anyone could hand back (its stretches would be the MIG
         // layout's, not idleness), so it starts no reclaim stretch.
         if g.state.is_idle() && !g.partitioned() {
-            let holders = procs.iter().filter(|p| p.held).map(|p| p.user);
+            let users = procs.iter().filter(|p| p.held).map(|p| p.user);
+            let holders = allocated.iter().map(|a| a.holder);
             match self.idle.get_mut(&g.gpu_uuid) {
                 Some(s) if continues(s, g) => {
                     s.last = g.minute;
                     s.minutes += 1;
                     s.gpu_minutes += g.capacity_share;
-                    s.about.extend(holders);
+                    s.about.users.extend(users);
+                    s.about.allocated.extend(holders);
                 }
                 _ => {
-                    let fresh = start(g, holders.collect());
+                    let fresh = start(g, Holders { users: users.collect(), allocated: holders.collect() });
                     if let Some(old) = self.idle.insert(g.gpu_uuid, fresh) {
                         self.close_idle(g.gpu_uuid, old);
                     }
@@ -292,6 +304,13 @@ impl StretchFinder {
                 *self.alone_at.entry((key, s.since, hour_of_week(minute))).or_default() += part.cost;
             }
         }
+    }
+
+    /// Notes an allocation-minute (with or without its GPU-minute): the
+    /// first minute of the period its holder held its GPU.
+    pub fn allocated(&mut self, a: &AllocMinuteState) {
+        let first = self.first_allocated.entry((a.gpu_uuid, a.holder)).or_insert(a.minute);
+        *first = (*first).min(a.minute);
     }
 
     /// Notes a process-minute (with or without its GPU-minute).

@@ -22,6 +22,12 @@ pub struct ReclaimRow {
     /// Users whose processes held memory during it, comma-separated; empty
     /// when none did.
     pub held_by: String,
+    /// The pods ("pod NAMESPACE/POD") and Slurm jobs ("job N") the GPU
+    /// was allocated to during it, sorted, comma-separated; empty if none.
+    pub allocated_to: String,
+    /// The first minute of the period one of them held the GPU (ms since
+    /// the epoch, UTC); `None` if none.
+    pub allocated_since: Option<i64>,
     /// Whether the stretch runs up to the GPU's newest recorded minute.
     pub still_idle: bool,
 }

@@ -47,9 +47,14 @@ fn fleet(dir: &Path) {
 /// slices) with no activity known for the first hour, then two processes
 /// time-slicing it; MIG-c (1 slice) made at 07:00, held idle. The GPU's own
 /// row keeps the unassigned slices (2, then 1) and carries the power, its
-/// energy counter missing for a while.
+/// energy counter missing for a while. Allocations: MIG-a to pod
+/// nlp-serve/nb-0 from 08:00 (idle, no process: held by the pod) and to
+/// pod vision-dev/nb-1 too from 09:00 (time-sliced: half each); MIG-b to
+/// Slurm job 902 throughout (its processes pay, not the job); the GPU
+/// itself to Slurm job 901 06:00–08:00 (a partitioned GPU's own row stays
+/// idle-empty: nobody can use those slices).
 fn mig_host(dir: &Path) {
-    use apron_schemas::{GpuSample, ProcIdentity, ProcSample};
+    use apron_schemas::{AllocSample, GpuSample, Holder, ProcIdentity, ProcSample};
     use apron_store::source::Tick;
     use apron_store::writer::RollingWriter;
 
@@ -119,6 +124,30 @@ fn mig_host(dir: &Path) {
         if hour >= 3 {
             tick.gpus.push(instance("MIG-c", "1g.10gb", 1, Some(0.0)));
             tick.procs.push(proc("MIG-c", 4_300, "dev", 2 << 30, Some(0)));
+        }
+        let pod = |uuid: &str, namespace: &str, name: &str| AllocSample {
+            ts,
+            interval_ms: 10_000,
+            gpu_uuid: uuid.into(),
+            gpu_index: 0,
+            holder: Holder::kubernetes(Some(namespace.into()), Some(name.into()), Some("lab".into())),
+        };
+        let job = |uuid: &str, id: &str, account: &str, user: &str| AllocSample {
+            ts,
+            interval_ms: 10_000,
+            gpu_uuid: uuid.into(),
+            gpu_index: 0,
+            holder: Holder::slurm(id.into(), Some(account.into()), Some("gpu".into()), Some(user.into())),
+        };
+        if hour >= 4 {
+            tick.allocations.push(pod("MIG-a", "nlp-serve", "nb-0"));
+        }
+        if hour >= 5 {
+            tick.allocations.push(pod("MIG-a", "vision-dev", "nb-1"));
+        }
+        tick.allocations.push(job("MIG-b", "902", "speech", "ben"));
+        if (2..4).contains(&hour) {
+            tick.allocations.push(job("GPU-mig-0", "901", "research", "dev"));
         }
         writer.push(ts, &tick).expect("push");
     }
@@ -307,6 +336,14 @@ fn every_figure_reads_the_same_from_the_ledger_as_from_the_views() {
                 .collect()
         };
         assert_eq!(rounded(&ledger.reclaim), rounded(&from_views));
+        // MIG-a, idle from 06:00 (held by ana's process until 08:00, then
+        // allocated to two pods, the second from 09:00): one stretch.
+        let mig_a: Vec<_> = ledger.reclaim.iter().filter(|r| r.gpu_uuid == "MIG-a").collect();
+        assert_eq!(mig_a.len(), 1, "{mig_a:?}");
+        assert_eq!(mig_a[0].allocated_to, "pod nlp-serve/nb-0,pod vision-dev/nb-1");
+        assert_eq!(mig_a[0].held_by, "ana");
+        let eight = NaiveDate::from_ymd_opt(2026, 10, 1).and_then(|d| d.and_hms_opt(8, 0, 0)).expect("time");
+        assert_eq!(mig_a[0].allocated_since, Some(eight.and_utc().timestamp_millis()));
         // No stretch of a partitioned GPU's unheld slices; an instance's
         // hours are its share of its minutes.
         assert!(ledger.reclaim.iter().all(|r| r.gpu_uuid != "GPU-mig-0"), "{:?}", ledger.reclaim);
@@ -375,6 +412,8 @@ fn reclaim_rows(batches: &[RecordBatch]) -> Vec<ReclaimRow> {
             (c.text("host").unwrap(), c.i32("gpu_index").unwrap(), c.text("gpu_uuid").unwrap());
         let (since, minutes) = (c.timestamp_ms("idle_since").unwrap(), c.i64("idle_minutes").unwrap());
         let (held_by, still) = (c.text("held_by").unwrap(), c.bool("still_idle").unwrap());
+        let (allocated_to, allocated_since) =
+            (c.text("allocated_to").unwrap(), c.timestamp_ms_opt("allocated_since").unwrap());
         let gpu_hours = c.f64("idle_gpu_hours").unwrap();
         for i in 0..c.len() {
             out.push(ReclaimRow {
@@ -385,6 +424,8 @@ fn reclaim_rows(batches: &[RecordBatch]) -> Vec<ReclaimRow> {
                 idle_minutes: minutes[i],
                 idle_gpu_hours: gpu_hours[i],
                 held_by: held_by[i].clone(),
+                allocated_to: allocated_to[i].clone(),
+                allocated_since: allocated_since[i],
                 still_idle: still[i],
             });
         }

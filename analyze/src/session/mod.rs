@@ -183,6 +183,7 @@ impl Session {
             let names: Vec<_> = Table::ALL.iter().map(|t| format!("{}/", t.name())).collect();
             return Err(SessionError::NoData { path: data.to_path_buf(), tables: names.join(", ") }.into());
         }
+        register_absent_allocations(&ctx, &tables).map_err(register_err(Table::AllocMinutes))?;
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
         let file_tables = file_tables::FileTables::register(&ctx);
         Ok(Self { ctx, layout, root, tables, memory, bucket: None, file_tables })
@@ -225,6 +226,11 @@ impl Session {
             let names: Vec<_> = Table::ALL.iter().map(|t| format!("{}/", t.name())).collect();
             return Err(SessionError::EmptyBucket { url: shown, tables: names.join(", ") }.into());
         }
+        register_absent_allocations(&ctx, &tables).map_err(|source| SessionError::Register {
+            table: Table::AllocMinutes.name().to_owned(),
+            path: layout.table_dir(Table::AllocMinutes),
+            source,
+        })?;
         tracing::debug!(data = %shown, tables = ?tables, ?days, "registered the bucket's tables");
         let file_tables = file_tables::FileTables::register(&ctx);
         Ok(Self { ctx, layout, root: PathBuf::new(), tables, memory, bucket: Some(bucket), file_tables })
@@ -578,6 +584,19 @@ struct TableParts<'a> {
     /// Minute tables only: the minutes computed from raw partitions that
     /// have no rollups ([`crate::session::minute_tables`]).
     derived: Option<LogicalPlan>,
+}
+
+/// Registers `alloc_minutes` empty where the data has none (recorded
+/// outside a cluster, or before allocations were recorded): every GPU-minute
+/// then is held by its processes alone, and the views that read it still
+/// run. It is not among the tables present.
+fn register_absent_allocations(ctx: &SessionContext, present: &[Table]) -> Result<(), DataFusionError> {
+    if present.contains(&Table::AllocMinutes) {
+        return Ok(());
+    }
+    let empty = MemTable::try_new(full_schema(Table::AllocMinutes), vec![Vec::new()])?;
+    ctx.register_table(Table::AllocMinutes.name(), Arc::new(empty))?;
+    Ok(())
 }
 
 /// What a table name resolves to: the union of its parts (a union, so

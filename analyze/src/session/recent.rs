@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use apron_schemas::test_pause;
 use apron_schemas::{DataLayout, Table, gpu_minutes, gpu_samples, proc_minutes, proc_samples};
-use apron_store::rollup::{EnergyCarry, rollup};
+use apron_store::rollup::{EnergyCarry, alloc_minutes, rollup};
 use apron_store::wal::format::{self as wal, SegmentRows, WalError};
 use datafusion::arrow::array::{ArrayRef, Date32Array, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
@@ -116,8 +116,8 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
             // file holds every row, the segment only some.
             continue;
         }
-        let SegmentRows { mut gpus, mut procs, .. } = rows;
-        if gpus.is_empty() && procs.is_empty() {
+        let SegmentRows { mut gpus, mut procs, allocs, .. } = rows;
+        if gpus.is_empty() && procs.is_empty() && allocs.is_empty() {
             continue; // nothing to fence: its files, if any, hold its rows
         }
         out.fence.hide(Table::ALL.into_iter().map(|t| layout.file_path(t, &seg.host, seg.start_ms, seg.seq)));
@@ -144,6 +144,12 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
             Table::ProcMinutes,
             proc_minutes::to_batch(proc_rows)?,
             proc_rows.iter().map(|r| r.minute).collect(),
+        )?;
+        let alloc_rows = alloc_minutes(&allocs);
+        add(
+            Table::AllocMinutes,
+            apron_schemas::alloc_minutes::to_batch(&alloc_rows)?,
+            alloc_rows.iter().map(|r| r.minute).collect(),
         )?;
     }
     Ok(out)

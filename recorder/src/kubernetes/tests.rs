@@ -230,3 +230,53 @@ fn absent_sources_are_no_failure_and_a_dead_socket_is_counted() {
     refresher.refresh(&runtime);
     assert_eq!((health().refreshes, health().kubelet_errors), (3, 2));
 }
+
+#[test]
+fn the_tick_records_each_container_holding_a_sampled_gpu_once() {
+    // GPU_0 time-sliced: two replicas to trainer-0's main, one to cv's srv;
+    // the MIG instance to cv's infer; GPU_1 to a pod, but GPU_1 has no row
+    // this tick (it failed); a device id naming no GPU is left out.
+    let (r1, r2, r3) = (format!("{GPU_0}::1"), format!("{GPU_0}::2"), format!("{GPU_0}::3"));
+    let snapshot = Snapshot {
+        allocations: allocations(&list(&[
+            ("nlp", "trainer-0", "main", &[&r1, &r2]),
+            ("cv", "srv", "srv", &[&r3]),
+            ("cv", "infer", "c", &[MIG, "7"]),
+            ("ops", "lost", "c", &[GPU_1]),
+        ])),
+        ..Snapshot::default()
+    };
+    let kube = kube_with(snapshot);
+    let gpu = |uuid: &str, index: i32| GpuSample {
+        gpu_uuid: uuid.into(),
+        gpu_index: index,
+        ..GpuSample::default()
+    };
+    let gpus = [gpu(GPU_0, 3), gpu(MIG, 5)];
+    let mut out = Vec::new();
+    kube.push_allocations(1_000, 500, &gpus, &mut out);
+    let got: Vec<_> = out
+        .iter()
+        .map(|a| {
+            let h = &a.holder;
+            (
+                a.ts,
+                a.interval_ms,
+                &*a.gpu_uuid,
+                a.gpu_index,
+                h.k8s_namespace.as_deref(),
+                h.k8s_pod_name.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1_000, 500, GPU_0, 3, Some("nlp"), Some("trainer-0")),
+            (1_000, 500, GPU_0, 3, Some("cv"), Some("srv")),
+            (1_000, 500, MIG, 5, Some("cv"), Some("infer")),
+        ]
+    );
+    assert!(out.iter().all(|a| &*a.holder.source == apron_schemas::alloc_minutes::SOURCE_KUBERNETES));
+    assert_eq!(out[0].holder.k8s_container.as_deref(), Some("main"));
+}

@@ -6,7 +6,9 @@
 //! where known, else its mean `sm_active_pct`; it is `busy` at or above the
 //! idle threshold, else `idle_held` when some process held memory on the
 //! GPU in the minute (a process whose highest `used_mem_bytes` is above 0
-//! or unknown, as the rollups' `proc_held`), else `idle_empty`; `unknown`
+//! or unknown, as the rollups' `proc_held`) or the cluster had the GPU
+//! allocated to a pod or a Slurm job (the tick's allocations, as
+//! `alloc_minutes`), else `idle_empty`; `unknown`
 //! with no activity known. A minute is reported once it is over: at the
 //! first tick of a later minute.
 //!
@@ -14,7 +16,7 @@
 //! kept and reused from minute to minute.
 
 use apron_schemas::time::MINUTE_MS;
-use apron_schemas::{GpuSample, ProcSample, Text};
+use apron_schemas::{AllocSample, GpuSample, ProcSample, Text};
 
 pub use apron_schemas::minute_state::State;
 use apron_schemas::minute_state::{WeightedMean, activity_pct, holds_memory};
@@ -50,6 +52,8 @@ struct Open {
     sm: WeightedMean,
     /// (pid, start, highest used memory so far; `None`: unknown in every sample).
     procs: Vec<(i32, Option<i64>, Option<i64>)>,
+    /// Whether the cluster had the GPU allocated at some tick of it.
+    allocated: bool,
 }
 
 impl Open {
@@ -59,6 +63,7 @@ impl Open {
         self.util = WeightedMean::default();
         self.sm = WeightedMean::default();
         self.procs.clear();
+        self.allocated = false;
     }
 
     fn add_gpu(&mut self, g: &GpuSample) {
@@ -84,7 +89,7 @@ impl Open {
     }
 
     fn held(&self) -> bool {
-        self.procs.iter().any(|&(_, _, max)| holds_memory(max))
+        self.allocated || self.procs.iter().any(|&(_, _, max)| holds_memory(max))
     }
 }
 
@@ -118,8 +123,9 @@ impl MinuteStates {
         &self.reports
     }
 
-    /// Adds one tick's rows; a GPU's minute that the tick ends is reported.
-    pub fn add(&mut self, gpus: &[GpuSample], procs: &[ProcSample]) {
+    /// Adds one tick's rows and allocations; a GPU's minute that the tick
+    /// ends is reported.
+    pub fn add(&mut self, gpus: &[GpuSample], procs: &[ProcSample], allocations: &[AllocSample]) {
         for (position, g) in gpus.iter().enumerate() {
             let minute = g.ts.div_euclid(MINUTE_MS) * MINUTE_MS;
             let i = self.entry(position, &g.gpu_uuid);
@@ -145,6 +151,11 @@ impl MinuteStates {
         for p in procs {
             if let Some(e) = self.entries.iter_mut().find(|e| e.uuid == p.gpu_uuid) {
                 e.open.add_proc(p);
+            }
+        }
+        for a in allocations {
+            if let Some(e) = self.entries.iter_mut().find(|e| e.uuid == a.gpu_uuid) {
+                e.open.allocated = true;
             }
         }
     }

@@ -56,11 +56,11 @@ fn a_minute_is_busy_idle_held_idle_empty_or_unknown_as_the_reports_define_it() {
             proc_on("B", 10, ts, if s == 0 { Some(0) } else { None }),
             proc_on("C", 11, ts, if s == 59 { Some(1 << 30) } else { Some(0) }),
         ];
-        states.add(&gpus, &procs);
+        states.add(&gpus, &procs, &[]);
         assert!(states.reports().is_empty(), "no minute is over before the next one starts");
     }
     let next = T0 + 60_000;
-    states.add(&[gpu("A", 0, next, Some(0), None), gpu("B", 1, next, None, None)], &[]);
+    states.add(&[gpu("A", 0, next, Some(0), None), gpu("B", 1, next, None, None)], &[], &[]);
     let got: Vec<(&str, State, Option<f64>, f64, usize)> = states
         .reports()
         .iter()
@@ -71,7 +71,7 @@ fn a_minute_is_busy_idle_held_idle_empty_or_unknown_as_the_reports_define_it() {
         [("A", State::Busy, Some(5.0), 60.0, 0), ("B", State::IdleEmpty, Some(3.0), 60.0, 1),],
         "C and D have not started a new minute yet"
     );
-    states.add(&[gpu("C", 2, next, None, None), gpu("D", 3, next, None, None)], &[]);
+    states.add(&[gpu("C", 2, next, None, None), gpu("D", 3, next, None, None)], &[], &[]);
     let c = states.reports().iter().find(|r| &*r.gpu_uuid == "C").expect("C reported");
     assert_eq!((c.state, c.activity_pct, c.procs), (State::IdleHeld, Some(2.0), 1));
     let d = states.reports().iter().find(|r| &*r.gpu_uuid == "D").expect("D reported");
@@ -79,14 +79,38 @@ fn a_minute_is_busy_idle_held_idle_empty_or_unknown_as_the_reports_define_it() {
     assert!(states.reports().iter().all(|r| r.minute_ms == T0));
 }
 
+/// A GPU the cluster had allocated at some tick of the minute is held
+/// without any process: idle-held; the next minute, not allocated, is
+/// idle-empty.
+#[test]
+fn an_allocated_gpu_without_a_process_is_idle_held() {
+    let mut states = MinuteStates::new(5.0);
+    let alloc = |ts: i64| apron_schemas::AllocSample {
+        ts,
+        interval_ms: 1_000,
+        gpu_uuid: "A".into(),
+        gpu_index: 0,
+        holder: apron_schemas::Holder::kubernetes(Some("nlp".into()), Some("nb-0".into()), None),
+    };
+    for s in 0..60 {
+        let ts = T0 + s * 1_000;
+        let allocations = if s == 30 { vec![alloc(ts)] } else { Vec::new() };
+        states.add(&[gpu("A", 0, ts, Some(0), None)], &[], &allocations);
+    }
+    states.add(&[gpu("A", 0, T0 + 60_000, Some(0), None)], &[], &[]);
+    assert_eq!((states.reports()[0].state, states.reports()[0].procs), (State::IdleHeld, 0));
+    states.add(&[gpu("A", 0, T0 + 120_000, Some(0), None)], &[], &[]);
+    assert_eq!(states.reports()[0].state, State::IdleEmpty);
+}
+
 /// A minute just under the threshold is idle; utilization where known
 /// wins over SM activity.
 #[test]
 fn utilization_where_known_decides_over_sm_activity() {
     let mut states = MinuteStates::new(5.0);
-    states.add(&[gpu("A", 0, T0, Some(4), Some(90.0))], &[]);
-    states.add(&[gpu("A", 0, T0 + 1_000, None, Some(90.0))], &[]);
-    states.add(&[gpu("A", 0, T0 + 60_000, None, None)], &[]);
+    states.add(&[gpu("A", 0, T0, Some(4), Some(90.0))], &[], &[]);
+    states.add(&[gpu("A", 0, T0 + 1_000, None, Some(90.0))], &[], &[]);
+    states.add(&[gpu("A", 0, T0 + 60_000, None, None)], &[], &[]);
     let a = &states.reports()[0];
     assert_eq!((a.state, a.activity_pct, a.seconds), (State::IdleEmpty, Some(4.0), 2.0));
 }

@@ -140,8 +140,8 @@ fn allocations_of_this_nodes_running_jobs() {
     opts.squeue = Some(script(tmp.path(), "squeue", &body));
     let resolver = SlurmResolver::start(opts).expect("starts");
     let lookups = resolver.lookups();
-    eventually("both jobs' records", || lookups.allocations().len() == 2);
-    let allocations = lookups.allocations();
+    eventually("both jobs' records", || lookups.allocations(&[]).len() == 2);
+    let allocations = lookups.allocations(&[]);
     assert_eq!(
         allocations
             .iter()
@@ -161,6 +161,23 @@ fn allocations_of_this_nodes_running_jobs() {
         let asked = calls.lines().filter(|l| *l == format!("-d -o show job {job}")).count();
         assert_eq!(asked, 1, "{calls}");
     }
+}
+
+#[test]
+fn without_squeue_the_jobs_met_by_the_tick_are_the_allocations() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log = tmp.path().join("calls.log");
+    let resolver = SlurmResolver::start(options(tmp.path(), &log)).expect("starts");
+    let lookups = resolver.lookups();
+    assert!(lookups.allocations(&["42"]).is_empty(), "no record yet");
+    eventually("job 42 answered", || lookups.view().job("42").is_some());
+    assert!(lookups.allocations(&[]).is_empty(), "nothing listed, nothing met");
+    let met = lookups.allocations(&["42", "42", "999"]);
+    assert_eq!(
+        met.iter().map(|a| (&*a.job_id, a.gpu_indexes.clone())).collect::<Vec<_>>(),
+        [("42", vec![0, 1])],
+        "job 42 once; 999 is not known to Slurm"
+    );
 }
 
 #[test]

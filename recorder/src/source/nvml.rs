@@ -31,7 +31,7 @@ use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use apron_schemas::ProcSample;
+use apron_schemas::{AllocSample, Holder, ProcSample};
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
@@ -151,6 +151,11 @@ pub struct NvmlSource {
     /// Per NVML index, the GPU's PCI bus id, read once at open (`None`:
     /// NVML would not say).
     pci_bus_ids: Vec<Option<String>>,
+    /// The NVML index of each GPU by Slurm's index (`IDX`) of it
+    /// ([`slurm_order`]), read once at open.
+    slurm_order: Vec<u32>,
+    /// Whether the Slurm allocations of a node with MIG were warned about.
+    warned_slurm_mig: bool,
     /// (GPU index, query, NVML's words) already warned about: a handful,
     /// looked up without allocating a key.
     warned: Vec<(u32, &'static str, String)>,
@@ -211,6 +216,9 @@ impl NvmlSource {
         let pci_bus_ids = (0..count)
             .map(|index| nvml.device_by_index(index).and_then(|d| d.pci_info()).map(|p| p.bus_id).ok())
             .collect();
+        let minors: Vec<Option<u32>> =
+            (0..count).map(|index| nvml.device_by_index(index).and_then(|d| d.minor_number()).ok()).collect();
+        let slurm_order = slurm_order(&minors);
         let states = (0..count).map(|index| GpuState::new(nvml, index, process_call)).collect();
         let workers = Pool::spawn("nvml-lane", states, GpuState::sample)
             .map_err(|source| NvmlOpenError::Thread { source })?;
@@ -222,6 +230,8 @@ impl NvmlSource {
             hidden: vec![false; n],
             uuids: vec![None; n],
             pci_bus_ids,
+            slurm_order,
+            warned_slurm_mig: false,
             warned: Vec::new(),
             spare: (0..n).map(|_| Spare::default()).collect(),
             answers: Vec::with_capacity(n),
@@ -491,7 +501,87 @@ impl Source for NvmlSource {
         if let (Some(k), Some(rows)) = (self.kubernetes.as_mut(), out.procs.get_mut(first_proc..)) {
             k.fill_rows(rows);
         }
+        // The cluster's books: which pods and jobs hold which GPUs, with
+        // or without a process on them.
+        if let Some(k) = self.kubernetes.as_ref() {
+            k.push_allocations(ts_ms, interval_ms, &out.gpus, &mut out.allocations);
+        }
+        if let Some(lookups) = lookups.as_ref() {
+            self.push_slurm_allocations(lookups, ts_ms, interval_ms, first_proc, out);
+        }
     }
+}
+
+impl NvmlSource {
+    /// Appends the GPUs Slurm allocated to the jobs running here (listed
+    /// by `squeue`, or running a process this tick) to `out.allocations`,
+    /// each Slurm index mapped to its GPU by [`slurm_order`]. On a node
+    /// with GPUs in MIG mode Slurm's indexes count MIG devices, which this
+    /// does not map: nothing is recorded, and that is warned about once.
+    fn push_slurm_allocations(
+        &mut self,
+        lookups: &SlurmLookups,
+        ts_ms: i64,
+        interval_ms: i32,
+        first_proc: usize,
+        out: &mut Tick,
+    ) {
+        let mut met: Vec<&str> = Vec::new();
+        for p in out.procs.get(first_proc..).unwrap_or_default() {
+            if let Some(job) = p.identity.slurm_job_id.as_deref()
+                && !met.contains(&job)
+            {
+                met.push(job);
+            }
+        }
+        let jobs = lookups.allocations(&met);
+        if jobs.is_empty() {
+            return;
+        }
+        if out.gpus.iter().any(|g| g.parent_gpu_uuid.is_some()) {
+            if !std::mem::replace(&mut self.warned_slurm_mig, true) {
+                tracing::warn!(
+                    "GPUs here are in MIG mode, where Slurm's GPU indexes count MIG devices: the \
+                    GPUs Slurm allocated to jobs are not recorded on this node (processes still name their job)"
+                );
+            }
+            return;
+        }
+        for job in jobs {
+            for idx in &job.gpu_indexes {
+                let Some(&index) = self.slurm_order.get(*idx as usize) else { continue };
+                let Some(row) = out.gpus.iter().find(|g| i64::from(g.gpu_index) == i64::from(index)) else {
+                    continue;
+                };
+                out.allocations.push(AllocSample {
+                    ts: ts_ms,
+                    interval_ms,
+                    gpu_uuid: row.gpu_uuid.clone(),
+                    gpu_index: row.gpu_index,
+                    holder: Holder::slurm(
+                        job.job_id.clone(),
+                        job.account.clone(),
+                        job.partition.clone(),
+                        job.user.clone(),
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// The NVML index of each GPU by Slurm's index of it: Slurm numbers a
+/// node's GPUs in the order of their device files, `/dev/nvidiaN` by minor
+/// number N (gres.conf `File=`, and AutoDetect=nvml sorts the same way), so
+/// Slurm's `IDX` k is the GPU with the k-th smallest minor number. Where a
+/// minor number is unknown, NVML's order stands (which it almost always
+/// is: both follow the PCI bus).
+pub fn slurm_order(minors: &[Option<u32>]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..minors.len() as u32).collect();
+    if minors.iter().all(Option::is_some) {
+        order.sort_by_key(|&i| minors[i as usize]);
+    }
+    order
 }
 
 #[cfg(test)]
@@ -511,5 +601,15 @@ mod tests {
         assert!(message.contains("--source sim"), "{message}");
         let cause = error.source().expect("the loader's error is kept").to_string();
         assert!(cause.contains("libnvidia-ml.so.1"), "{cause}");
+    }
+
+    #[test]
+    fn slurm_numbers_gpus_by_minor_number() {
+        // Minor numbers out of NVML's order (a board whose device files were
+        // numbered otherwise): Slurm's IDX 0 is minor 0, NVML's GPU 2.
+        assert_eq!(slurm_order(&[Some(2), Some(1), Some(0), Some(3)]), [2, 1, 0, 3]);
+        assert_eq!(slurm_order(&[Some(4), Some(6), Some(5)]), [0, 2, 1], "gaps in the minors");
+        assert_eq!(slurm_order(&[Some(1), None, Some(0)]), [0, 1, 2], "one unknown: NVML's order");
+        assert!(slurm_order(&[]).is_empty());
     }
 }

@@ -35,6 +35,15 @@ fn tick(ts: i64) -> Tick {
     Tick {
         gpus: vec![gpu("GPU-b", 7), gpu("GPU-a", 0)],
         procs: vec![proc_row("GPU-b", 30), proc_row("GPU-b", 4), proc_row("GPU-a", 9)],
+        // GPU-a is allocated to a pod (its `alloc_minutes` go through the
+        // segment too).
+        allocations: vec![apron_schemas::AllocSample {
+            ts,
+            interval_ms: 1_000,
+            gpu_uuid: "GPU-a".into(),
+            gpu_index: 0,
+            holder: apron_schemas::Holder::kubernetes(Some("nlp".into()), Some("nb-0".into()), None),
+        }],
         ..Default::default()
     }
 }
@@ -117,7 +126,7 @@ fn a_killed_writer_is_recovered_into_the_files_a_clean_stop_writes() {
     // (00:10:00 … :02) lives only in its segment.
     let segs = segments(&killed);
     assert_eq!(segs.len(), 1, "{segs:?}");
-    assert_eq!(parquet_only(&killed).len(), 4, "gpu and proc files of the first file, and their rollups");
+    assert_eq!(parquet_only(&killed).len(), 5, "gpu and proc files of the first file, and their rollups");
     assert!(segments(&clean).is_empty(), "a clean stop leaves no segment");
 
     let stats = recover(&DataLayout::new(&killed), HOST).expect("recover");
@@ -126,7 +135,7 @@ fn a_killed_writer_is_recovered_into_the_files_a_clean_stop_writes() {
         RecoveryStats {
             segments: 1,
             recovered: 1,
-            files: 4,
+            files: 5,
             gpu_rows: 6,
             proc_rows: 9,
             ..Default::default()
@@ -155,7 +164,7 @@ fn replaying_a_segment_again_writes_nothing_new() {
     let seg = segments(&root).pop().expect("one segment");
     let saved = fs::read(&seg).expect("read");
     let layout = DataLayout::new(&root);
-    assert_eq!(recover(&layout, HOST).expect("first").files, 4, "gpu, proc and their two rollups");
+    assert_eq!(recover(&layout, HOST).expect("first").files, 5, "gpu, proc and their three rollups");
     let after_first = contents(&root);
 
     // The crash came after the renames, before the segment was deleted.
@@ -186,7 +195,7 @@ fn a_torn_segment_keeps_every_whole_tick() {
     let frame = {
         let mut one = Vec::new();
         let t = tick(BASE + 1_000);
-        crate::wal::format::encode_tick(BASE + 1_000, &t.gpus, &t.procs, &mut one).expect("encodes");
+        crate::wal::format::encode_tick(BASE + 1_000, rows(&t), &mut one).expect("encodes");
         one.len() as u64
     };
     File::options().write(true).open(&seg).expect("open").set_len(len - frame + 10).expect("truncate");
@@ -301,14 +310,19 @@ fn rows_at_implausible_times_are_refused_and_the_segment_quarantined() {
     let header = crate::wal::format::SegmentHeader { host: HOST.into(), start_ms: BASE, seq: 0 };
     crate::wal::format::encode_header(&header, &mut bytes).expect("encodes");
     let good = tick(BASE);
-    crate::wal::format::encode_tick(BASE, &good.gpus, &good.procs, &mut bytes).expect("encodes");
+    crate::wal::format::encode_tick(BASE, rows(&good), &mut bytes).expect("encodes");
     let crafted = tick(i64::MAX - 1);
-    crate::wal::format::encode_tick(i64::MAX - 1, &crafted.gpus, &crafted.procs, &mut bytes)
-        .expect("encodes");
+    crate::wal::format::encode_tick(i64::MAX - 1, rows(&crafted), &mut bytes).expect("encodes");
     fs::write(&path, &bytes).expect("write");
 
     let stats = recover(&layout, HOST).expect("recover");
-    assert_eq!((stats.refused_rows, stats.gpu_rows, stats.proc_rows, stats.quarantined), (5, 2, 3, 1));
+    assert_eq!((stats.refused_rows, stats.gpu_rows, stats.proc_rows, stats.quarantined), (6, 2, 3, 1));
+    // 6 refused: the crafted tick's 2 GPU rows, 3 process rows and 1 allocation.
     assert!(gpu_rows(tmp.path()).iter().all(|r| r.1 == BASE));
     assert!(!path.exists());
+}
+
+/// A tick's rows as a segment frame takes them.
+fn rows(t: &Tick) -> crate::wal::format::TickRows<'_> {
+    crate::wal::format::TickRows { gpus: &t.gpus, procs: &t.procs, allocs: &t.allocations }
 }

@@ -267,3 +267,50 @@ fn rollup_speed() {
         gpus.len() as f64 / secs / 1e6
     );
 }
+
+fn alloc(ts: i64, interval_ms: i32, uuid: &str, index: i32, holder: &Holder) -> AllocSample {
+    AllocSample { ts, interval_ms, gpu_uuid: uuid.into(), gpu_index: index, holder: holder.clone() }
+}
+
+#[test]
+fn allocations_roll_up_per_gpu_minute_and_holder() {
+    let pod = Holder::kubernetes(Some("nlp".into()), Some("nb-0".into()), Some("lab".into()));
+    let job = Holder::slurm("901".into(), Some("research".into()), Some("gpu".into()), Some("dev".into()));
+    let m = 1_796_083_200_000; // a minute's start
+    let mut rows = Vec::new();
+    // GPU-b: the pod for the whole minute at 10 s ticks (6 ticks, one
+    // listed twice: two processes of the pod), then 2 ticks of the next
+    // minute, where the GPU's index changed.
+    for k in 0..6 {
+        rows.push(alloc(m + k * 10_000, 10_000, "GPU-b", 1, &pod));
+        if k == 3 {
+            rows.push(alloc(m + k * 10_000, 10_000, "GPU-b", 1, &pod));
+        }
+    }
+    rows.push(alloc(m + 60_000, 10_000, "GPU-b", 1, &pod));
+    rows.push(alloc(m + 70_000, 10_000, "GPU-b", 3, &pod));
+    // GPU-a, listed after: the Slurm job for 3 ticks of 1 s and a 500 ms
+    // one, and the pod sharing it (time-sliced) for one tick.
+    for k in 0..3 {
+        rows.push(alloc(m + 1_000 * k, 1_000, "GPU-a", 0, &job));
+    }
+    rows.push(alloc(m + 3_000, 500, "GPU-a", 0, &job));
+    rows.push(alloc(m + 3_000, 500, "GPU-a", 0, &pod));
+    let out = alloc_minutes(&rows);
+    let got: Vec<_> = out
+        .iter()
+        .map(|r| (&*r.gpu_uuid, r.minute - m, r.holder.source.as_ref(), r.gpu_index, r.seconds, r.samples))
+        .collect();
+    // Holders sort by source: "kubernetes" before "slurm".
+    assert_eq!(
+        got,
+        [
+            ("GPU-a", 0, "kubernetes", 0, 0.5, 1),
+            ("GPU-a", 0, "slurm", 0, 3.5, 4),
+            ("GPU-b", 0, "kubernetes", 1, 60.0, 6),
+            ("GPU-b", 60_000, "kubernetes", 3, 20.0, 2),
+        ]
+    );
+    assert_eq!(out[1].holder, job);
+    assert!(alloc_minutes(&[]).is_empty());
+}

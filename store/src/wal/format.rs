@@ -21,8 +21,10 @@
 //! The first frame is the header: the 8 bytes `APRONWAL`, the format
 //! version (u32 LE), the row fingerprint (u32 LE, see
 //! [`rows_fingerprint`]), then a [`SegmentHeader`] in postcard. Every
-//! further frame is one tick: its time, its `gpu_samples` rows and its
-//! `proc_samples` rows, in postcard (varint integers, length-prefixed
+//! further frame is one tick: its time, its `gpu_samples` rows, its
+//! `proc_samples` rows and its allocations (the pods and Slurm jobs the
+//! cluster had allocated each GPU to, rolled up into `alloc_minutes` when
+//! the file closes), in postcard (varint integers, length-prefixed
 //! strings, fields in declaration order).
 //!
 //! A crash can leave the last frame incomplete, or the file extended with
@@ -45,22 +47,23 @@ use std::sync::LazyLock;
 use serde::{Deserialize, Serialize};
 
 use apron_schemas::paths::parse_wal_segment_name;
-use apron_schemas::{DataLayout, GpuSample, ProcSample, Table};
+use apron_schemas::{AllocSample, DataLayout, GpuSample, ProcSample, Table};
 
 mod format1;
 mod format2;
 mod format3;
+mod format4;
 
 /// The version of the segment format. Bump it when the frame layout or a
-/// row struct ([`GpuSample`], [`ProcSample`], [`apron_schemas::ProcIdentity`])
-/// changes: postcard stores fields by position, not by name, so a segment is
+/// row struct ([`GpuSample`], [`ProcSample`], [`apron_schemas::ProcIdentity`],
+/// [`AllocSample`], [`apron_schemas::Holder`]) changes: postcard stores fields by position, not by name, so a segment is
 /// only readable by a build that knows its version. This build also reads
 /// format 1 (before `gpu_samples.gr_engine_active_pct` and the MIG columns),
-/// format 2 (before the `claimed_*` identity columns) and format 3 (before
-/// `k8s_pod_name`, `k8s_container` and `slurm_partition`), so segments a
-/// crash left behind reach Parquet after an upgrade; keep the older formats'
-/// readers when bumping it.
-pub const FORMAT_VERSION: u32 = 4;
+/// format 2 (before the `claimed_*` identity columns), format 3 (before
+/// `k8s_pod_name`, `k8s_container` and `slurm_partition`) and format 4
+/// (before the allocations), so segments a crash left behind reach Parquet
+/// after an upgrade; keep the older formats' readers when bumping it.
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The bytes that open a segment's header frame.
 pub const MAGIC: [u8; 8] = *b"APRONWAL";
@@ -106,6 +109,9 @@ pub struct SegmentRows {
     pub gpus: Vec<GpuSample>,
     /// The `proc_samples` rows of those ticks.
     pub procs: Vec<ProcSample>,
+    /// The allocations of those ticks (none in a segment of format 4 or
+    /// older).
+    pub allocs: Vec<AllocSample>,
     /// Bytes after the last complete, checksum-valid frame, dropped (0 for a
     /// segment that ends cleanly).
     pub torn_bytes: u64,
@@ -127,10 +133,11 @@ impl SegmentRows {
     /// Drops the rows whose time is outside [`PLAUSIBLE_TS_MS`] (a crafted
     /// or corrupt segment) and returns how many were dropped.
     pub fn refuse_implausible(&mut self) -> u64 {
-        let before = self.gpus.len() + self.procs.len();
+        let before = self.gpus.len() + self.procs.len() + self.allocs.len();
         self.gpus.retain(|r| PLAUSIBLE_TS_MS.contains(&r.ts));
         self.procs.retain(|r| PLAUSIBLE_TS_MS.contains(&r.ts));
-        (before - self.gpus.len() - self.procs.len()) as u64
+        self.allocs.retain(|r| PLAUSIBLE_TS_MS.contains(&r.ts));
+        (before - self.gpus.len() - self.procs.len() - self.allocs.len()) as u64
     }
 }
 
@@ -168,7 +175,7 @@ pub enum WalError {
     /// The segment was written by a build with another format or other row
     /// columns; that build can read it.
     #[error(
-        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x}) and formats 1 to 3",
+        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x}) and formats 1 to 4",
         path.display(),
         rows_fingerprint()
     )]
@@ -221,6 +228,7 @@ struct TickRef<'a> {
     ts: i64,
     gpus: &'a [GpuSample],
     procs: &'a [ProcSample],
+    allocs: &'a [AllocSample],
 }
 
 /// One tick as read; the same fields, in the same order, as [`TickRef`].
@@ -229,6 +237,7 @@ struct TickOwned {
     ts: i64,
     gpus: Vec<GpuSample>,
     procs: Vec<ProcSample>,
+    allocs: Vec<AllocSample>,
 }
 
 /// A postcard output that appends to a caller's buffer, so encoding a tick
@@ -287,15 +296,22 @@ pub fn encode_header(header: &SegmentHeader, out: &mut Vec<u8>) -> postcard::Res
     })
 }
 
+/// The rows of one tick, borrowed: what [`encode_tick`] writes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TickRows<'a> {
+    /// Its `gpu_samples` rows.
+    pub gpus: &'a [GpuSample],
+    /// Its `proc_samples` rows.
+    pub procs: &'a [ProcSample],
+    /// Its allocations.
+    pub allocs: &'a [AllocSample],
+}
+
 /// Appends the frame of the tick at `ts_ms` with its rows to `out`.
-pub fn encode_tick(
-    ts_ms: i64,
-    gpus: &[GpuSample],
-    procs: &[ProcSample],
-    out: &mut Vec<u8>,
-) -> postcard::Result<()> {
+pub fn encode_tick(ts_ms: i64, rows: TickRows<'_>, out: &mut Vec<u8>) -> postcard::Result<()> {
+    let TickRows { gpus, procs, allocs } = rows;
     append_frame(out, |buf| {
-        postcard::serialize_with_flavor(&TickRef { ts: ts_ms, gpus, procs }, AppendTo(buf))
+        postcard::serialize_with_flavor(&TickRef { ts: ts_ms, gpus, procs, allocs }, AppendTo(buf))
     })
 }
 
@@ -386,18 +402,23 @@ fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
             }
         };
         let frame_len = FRAME_HEADER_BYTES + payload.len();
+        let old = |t: postcard::Result<(i64, Vec<GpuSample>, Vec<ProcSample>)>| {
+            t.map(|(ts, gpus, procs)| (ts, gpus, procs, Vec::new()))
+        };
         let tick = match format {
-            format1::VERSION => format1::decode_tick(payload),
-            format2::VERSION => format2::decode_tick(payload),
-            format3::VERSION => format3::decode_tick(payload),
-            _ => postcard::from_bytes::<TickOwned>(payload).map(|t| (t.ts, t.gpus, t.procs)),
+            format1::VERSION => old(format1::decode_tick(payload)),
+            format2::VERSION => old(format2::decode_tick(payload)),
+            format3::VERSION => old(format3::decode_tick(payload)),
+            format4::VERSION => old(format4::decode_tick(payload)),
+            _ => postcard::from_bytes::<TickOwned>(payload).map(|t| (t.ts, t.gpus, t.procs, t.allocs)),
         };
         match tick {
-            Ok((ts, gpus, procs)) => {
+            Ok((ts, gpus, procs, allocs)) => {
                 out.ticks += 1;
                 out.last_tick_ms = Some(ts);
                 out.gpus.extend(gpus);
                 out.procs.extend(procs);
+                out.allocs.extend(allocs);
             }
             Err(_) => {
                 // Intact bytes this build cannot decode (a bug, or a build
@@ -423,7 +444,8 @@ fn decode_header(path: &Path, payload: &[u8]) -> Result<(SegmentHeader, u32), Wa
     let known = (version == FORMAT_VERSION && fingerprint == rows_fingerprint())
         || (version == format1::VERSION && fingerprint == format1::FINGERPRINT)
         || (version == format2::VERSION && fingerprint == format2::FINGERPRINT)
-        || (version == format3::VERSION && fingerprint == format3::FINGERPRINT);
+        || (version == format3::VERSION && fingerprint == format3::FINGERPRINT)
+        || (version == format4::VERSION && fingerprint == format4::FINGERPRINT);
     if !known {
         return Err(WalError::Version {
             path: path.to_path_buf(),
@@ -533,6 +555,20 @@ mod tests {
         }
     }
 
+    fn alloc(ts: i64, uuid: &str) -> AllocSample {
+        AllocSample {
+            ts,
+            interval_ms: 1_000,
+            gpu_uuid: uuid.into(),
+            gpu_index: 0,
+            holder: apron_schemas::Holder::kubernetes(
+                Some("nlp".into()),
+                Some("nb-0".into()),
+                Some("lab".into()),
+            ),
+        }
+    }
+
     fn header() -> SegmentHeader {
         SegmentHeader { host: "node07".into(), start_ms: 1_000, seq: 4 }
     }
@@ -548,7 +584,9 @@ mod tests {
             let ts = 1_000 + i * 1_000;
             let gpus = [gpu(ts, "GPU-b", Some(i as i32)), gpu(ts, "GPU-a", None)];
             let procs = [proc_row(ts, "GPU-b", 7)];
-            encode_tick(ts, &gpus, &procs, &mut bytes).expect("encodes");
+            let allocs = [alloc(ts, "GPU-a")];
+            encode_tick(ts, TickRows { gpus: &gpus, procs: &procs, allocs: &allocs }, &mut bytes)
+                .expect("encodes");
             ends.push(bytes.len());
         }
         (bytes, ends)
@@ -573,6 +611,7 @@ mod tests {
         assert_eq!(rows.gpus[2], gpu(2_000, "GPU-b", Some(1)));
         assert_eq!(rows.gpus[3], gpu(2_000, "GPU-a", None), "null stays null");
         assert_eq!(rows.procs[2], proc_row(3_000, "GPU-b", 7));
+        assert_eq!(rows.allocs, [alloc(1_000, "GPU-a"), alloc(2_000, "GPU-a"), alloc(3_000, "GPU-a")]);
     }
 
     #[test]
@@ -584,7 +623,8 @@ mod tests {
             .map(|i| proc_row(1_796_083_199_000, "GPU-000000000000000000000000000000000000", i))
             .collect();
         let mut bytes = Vec::new();
-        encode_tick(1_796_083_199_000, &gpus, &procs, &mut bytes).expect("encodes");
+        encode_tick(1_796_083_199_000, TickRows { gpus: &gpus, procs: &procs, allocs: &[] }, &mut bytes)
+            .expect("encodes");
         assert!(bytes.len() < 2_500, "{} bytes", bytes.len());
     }
 
@@ -610,8 +650,8 @@ mod tests {
         ends.push(bytes.len());
         for i in 1..=7 {
             let ts = i * 1_000;
-            encode_tick(ts, &[gpu(ts, "GPU-b", Some(1)), gpu(ts, "GPU-a", None)], &[], &mut bytes)
-                .expect("encodes");
+            let gpus = [gpu(ts, "GPU-b", Some(1)), gpu(ts, "GPU-a", None)];
+            encode_tick(ts, TickRows { gpus: &gpus, ..TickRows::default() }, &mut bytes).expect("encodes");
             ends.push(bytes.len());
         }
         (bytes, ends)
@@ -671,10 +711,11 @@ mod tests {
         let mut rows = SegmentRows {
             gpus: vec![gpu(now, "a", None), gpu(i64::MAX - 5, "a", None), gpu(-1, "b", None)],
             procs: vec![proc_row(now, "a", 1), proc_row(946_684_799_999, "a", 2)],
+            allocs: vec![alloc(now, "a"), alloc(i64::MIN, "a")],
             ..Default::default()
         };
-        assert_eq!(rows.refuse_implausible(), 3);
-        assert_eq!((rows.gpus[..].len(), rows.procs[..].len()), (1, 1));
+        assert_eq!(rows.refuse_implausible(), 4);
+        assert_eq!((rows.gpus[..].len(), rows.procs[..].len(), rows.allocs[..].len()), (1, 1, 1));
         let y2200 = 7_258_118_400_000; // 2200-01-01T00:00:00Z, refused
         assert!(PLAUSIBLE_TS_MS.contains(&946_684_800_000) && !PLAUSIBLE_TS_MS.contains(&y2200));
     }
@@ -726,12 +767,52 @@ mod tests {
         // changes these bytes and makes older segments unreadable. When
         // this fails, bump FORMAT_VERSION and update the checksum.
         let mut bytes = Vec::new();
-        encode_tick(1_000, &[gpu(1_000, "GPU-a", Some(3))], &[proc_row(1_000, "GPU-a", 7)], &mut bytes)
-            .expect("encodes");
-        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (4, PINNED_TICK_CRC));
+        let rows = TickRows {
+            gpus: &[gpu(1_000, "GPU-a", Some(3))],
+            procs: &[proc_row(1_000, "GPU-a", 7)],
+            allocs: &[alloc(1_000, "GPU-a")],
+        };
+        encode_tick(1_000, rows, &mut bytes).expect("encodes");
+        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (5, PINNED_TICK_CRC));
     }
 
-    const PINNED_TICK_CRC: u32 = 3_142_353_071;
+    const PINNED_TICK_CRC: u32 = 2_640_344_817;
+
+    /// Format 4's tick frame, as its builds wrote it: this build's rows
+    /// without the allocations.
+    #[derive(Serialize)]
+    struct TickV4<'a> {
+        ts: i64,
+        gpus: &'a [GpuSample],
+        procs: &'a [ProcSample],
+    }
+
+    #[test]
+    fn a_segment_of_format_4_is_read_after_an_upgrade_without_allocations() {
+        // The bytes format 4 wrote: its header (version 4 and its
+        // fingerprint) and its tick frames; the checksum of a tick is the
+        // one format 4's builds pinned, so these are its very bytes.
+        let mut bytes = Vec::new();
+        append_frame(&mut bytes, |buf| {
+            buf.extend_from_slice(&MAGIC);
+            buf.extend_from_slice(&format4::VERSION.to_le_bytes());
+            buf.extend_from_slice(&format4::FINGERPRINT.to_le_bytes());
+            postcard::serialize_with_flavor(&header(), AppendTo(buf))
+        })
+        .expect("header");
+        let at = bytes.len();
+        let (gpus, procs) = ([gpu(1_000, "GPU-a", Some(3))], [proc_row(1_000, "GPU-a", 7)]);
+        append_frame(&mut bytes, |buf| {
+            postcard::serialize_with_flavor(&TickV4 { ts: 1_000, gpus: &gpus, procs: &procs }, AppendTo(buf))
+        })
+        .expect("tick");
+        assert_eq!(crc32fast::hash(&bytes[at..]), 3_142_353_071, "format 4's pinned tick");
+        let rows = read(&bytes);
+        assert_eq!(rows.header, Some(header()));
+        assert_eq!((rows.ticks, rows.torn_bytes, rows.bad_frames), (1, 0, 0));
+        assert_eq!((&rows.gpus[..], &rows.procs[..]), (&gpus[..], &procs[..]));
+        assert!(rows.allocs.is_empty(), "format 4 recorded no allocations");
+    }
 
     #[test]
     fn a_segment_of_format_1_is_read_after_an_upgrade() {

@@ -20,6 +20,7 @@
 //! GPU keys (all optional; numbers are NVML's native units):
 //! `uuid` (default `GPU-fake-<index>`), `name` (default `Fake GPU`),
 //! `pci` (the PCI bus id, default `00000000:<index + 1, two hex digits>:00.0`),
+//! `minor` (the device file's minor number, `/dev/nvidiaN`; default the index),
 //! `util`, `mem_util` (%), `fb_total`, `fb_used` (bytes), `power`,
 //! `power_limit` (mW), `energy` (mJ at tick 1), `energy_step` (mJ added per
 //! tick), `sm_clock` (MHz), `temp` (°C), `enc`, `dec` (%), `pcie_tx`,
@@ -363,6 +364,7 @@ struct Gpu {
     uuid: String,
     name: String,
     pci: String,
+    minor: u32,
     util: u32,
     mem_util: u32,
     fb_total: u64,
@@ -424,6 +426,7 @@ impl Gpu {
             uuid: format!("GPU-fake-{index}"),
             name: "Fake GPU".to_owned(),
             pci: format!("00000000:{:02X}:00.0", index + 1),
+            minor: index as u32,
             util: 0,
             mem_util: 0,
             fb_total: 0,
@@ -479,6 +482,7 @@ impl Gpu {
                 "uuid" => gpu.uuid = value.to_owned(),
                 "name" => gpu.name = value.to_owned(),
                 "pci" => gpu.pci = value.to_owned(),
+                "minor" => gpu.minor = num(key, value)?,
                 "util" => gpu.util = num(key, value)?,
                 "mem_util" => gpu.mem_util = num(key, value)?,
                 "fb_total" => gpu.fb_total = num(key, value)?,
@@ -1056,6 +1060,14 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: *mut c_void, out: *mut 
             }
             copy_str(&g.pci, (*out).bus_id.as_mut_ptr(), 32)
         }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(device: *mut c_void, minor: *mut c_uint) -> Ret {
+    // SAFETY (in the closure): NVML's contract: a valid out-parameter.
+    with_gpu(device, "nvmlDeviceGetMinorNumber", "minor", format_args!(""), |g, _| unsafe {
+        put(minor, g.minor)
     })
 }
 

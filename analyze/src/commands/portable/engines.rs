@@ -93,6 +93,11 @@ struct File {
 fn views() -> [File; 4] {
     [
         File {
+            name: "alloc_minute_states",
+            sql: queries::ALLOC_MINUTE_STATES,
+            params: vec![Bound::Start, Bound::End],
+        },
+        File {
             name: "gpu_minute_states",
             sql: queries::GPU_MINUTE_STATES,
             params: vec![Bound::Start, Bound::End, Bound::Setting("idle_threshold_pct")],
@@ -100,11 +105,6 @@ fn views() -> [File; 4] {
         File {
             name: "proc_minute_states",
             sql: queries::PROC_MINUTE_STATES,
-            params: vec![Bound::Start, Bound::End],
-        },
-        File {
-            name: "alloc_minute_states",
-            sql: queries::ALLOC_MINUTE_STATES,
             params: vec![Bound::Start, Bound::End],
         },
         File {

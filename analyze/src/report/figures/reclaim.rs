@@ -132,6 +132,8 @@ impl Rows for Reclaim {
                 ),
             ),
             ("held_by", columns::text(r.iter().map(|row| row.held_by.as_str()))),
+            ("allocated_to", columns::text(r.iter().map(|row| row.allocated_to.as_str()))),
+            ("allocated_since", columns::timestamp_ms(r.iter().map(|row| row.allocated_since))),
             ("still_idle", columns::boolean(r.iter().map(|row| row.still_idle))),
         ])
     }
@@ -151,6 +153,8 @@ mod tests {
             idle_minutes,
             idle_gpu_hours: idle_minutes as f64 / 60.0,
             held_by: String::new(),
+            allocated_to: String::new(),
+            allocated_since: None,
             still_idle: true,
         }
     }
@@ -174,7 +178,7 @@ mod tests {
         assert_eq!(one(3, 4).units(), "3 GPUs and 4 MIG instances");
         let batch = reclaim.to_batch().expect("columns of one length");
         assert_eq!(Columns::of(&batch).i64("idle_minutes").expect("minutes"), [150, 120, 90]);
-        assert_eq!(batch.schema().field(7).name(), "still_idle");
+        assert_eq!(batch.schema().field(9).name(), "still_idle");
         assert!(reclaim.unpartitioned_lines("USD").is_empty());
     }
 

@@ -22,7 +22,10 @@
 //! energy, temperature, clocks and PCIe, following its instances' work
 //! weighted by their slices; no utilization or activity) and a row per
 //! instance (`MIG-…` UUID, profile, slices, memory and GPM activity), its
-//! processes' rows on the instances (`sensor`). Hosts built alone
+//! processes' rows on the instances (`sensor`). Each tick also lists the
+//! cluster's allocations (`Tick::allocations`): the pod or Slurm job of
+//! each GPU's or instance's live processes, and notebook pods that keep a
+//! GPU allocated after their kernel ended (`schedule`). Hosts built alone
 //! ([`SimHost::new`]) are whole GPUs only.
 //!
 //! Determinism: the same `(gpus, seed, start_ms)` and the same sequence of
@@ -298,10 +301,24 @@ impl SimHost {
                 let at = clock.step(ts, interval_ms);
                 tick.clear();
                 match unit {
-                    Unit::Gpu(g) => self.sample_gpu(g, &mut schedule.gpus, &at, &mut tick),
+                    Unit::Gpu(g) => {
+                        self.sample_gpu(g, &mut schedule.gpus, &at, &mut tick);
+                        if let Part::Whole(slot) = self.parts[g] {
+                            let (uuid, index) = self.sensors[g].id();
+                            schedule.gpus[slot].allocations(
+                                ts,
+                                interval_ms,
+                                uuid,
+                                index,
+                                &mut tick.allocations,
+                            );
+                        }
+                    }
                     Unit::Instance(k) => {
-                        let procs = &mut schedule.gpus[self.instance_slots[k]].procs;
-                        self.instances[k].sample(self.model, procs, &at, &mut tick);
+                        let slot = &mut schedule.gpus[self.instance_slots[k]];
+                        self.instances[k].sample(self.model, &mut slot.procs, &at, &mut tick);
+                        let (uuid, index) = self.instances[k].id();
+                        slot.allocations(ts, interval_ms, uuid, index, &mut tick.allocations);
                     }
                 }
                 emit(&mut tick)?;
@@ -336,7 +353,10 @@ impl Source for SimHost {
         for (g, sensor) in self.sensors.iter_mut().enumerate() {
             match &self.parts[g] {
                 Part::Whole(slot) => {
-                    sensor.sample(self.model, &mut self.schedule.gpus[*slot].procs, &at, out)
+                    let slot = &mut self.schedule.gpus[*slot];
+                    sensor.sample(self.model, &mut slot.procs, &at, out);
+                    let (uuid, index) = sensor.id();
+                    slot.allocations(ts_ms, interval_ms, uuid, index, &mut out.allocations);
                 }
                 Part::Partitioned(range) => {
                     // The instances first: the GPU's row sums their loads,
@@ -344,9 +364,11 @@ impl Source for SimHost {
                     let first = out.gpus.len();
                     let mut sum = Partition::default();
                     for k in range.clone() {
-                        let procs = &mut self.schedule.gpus[self.instance_slots[k]].procs;
-                        let load = self.instances[k].sample(self.model, procs, &at, out);
-                        sum.add(&self.instances[k], &load, procs.len());
+                        let slot = &mut self.schedule.gpus[self.instance_slots[k]];
+                        let load = self.instances[k].sample(self.model, &mut slot.procs, &at, out);
+                        sum.add(&self.instances[k], &load, slot.procs.len());
+                        let (uuid, index) = self.instances[k].id();
+                        slot.allocations(ts_ms, interval_ms, uuid, index, &mut out.allocations);
                     }
                     sensor.sample_partitioned(self.model, &sum, &at, out);
                     out.gpus[first..].rotate_right(1);

@@ -9,7 +9,10 @@
 //! per GPU, consecutive pids, one Slurm job or pod). A GPU with an idle
 //! notebook attracts guests: someone else's debug run squeezed in next to
 //! it. When a training or debug process ends, it may stay behind as a
-//! zombie that holds its memory until someone kills it.
+//! zombie that holds its memory until someone kills it. When a notebook
+//! run as a Kubernetes pod ends, its pod often stays: the kernel is gone
+//! but the pod still has the GPU allocated, idle, until someone deletes it
+//! (at the latest when the next job wants the GPU).
 //!
 //! A MIG instance is used for what MIG is for: more notebooks, inference
 //! servers and debug runs than on a whole GPU, less training, and that on
@@ -31,12 +34,13 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashSet};
 
-use apron_schemas::ProcIdentity;
+use apron_schemas::{AllocSample, Holder, ProcIdentity, Text};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::calendar;
 use super::hardware::{GpuModel, MigProfile};
+use super::noise;
 use super::org;
 use super::workload::{self, Kind, Work};
 use apron_schemas::time::{DAY_MS, HOUR_MS, MINUTE_MS};
@@ -62,6 +66,16 @@ const PAGE_MASK: i64 = !((2 << 20) - 1);
 /// rate and appetite 1, and between guests on a notebook GPU.
 const ARRIVAL_MEAN_MS: f64 = 70.0 * MINUTE_MS as f64;
 const GUEST_MEAN_MS: f64 = 10.0 * HOUR_MS as f64;
+
+/// Of notebook pods whose kernel ended, the share (in 1/256) that stay
+/// allocated to their GPU, and for how long at most (they go when the next
+/// job arrives at the GPU).
+const IDLE_POD_SHARE: u64 = 96;
+const IDLE_POD_MIN_MS: i64 = 2 * HOUR_MS;
+const IDLE_POD_SPREAD_MS: i64 = 46 * HOUR_MS;
+/// Salt of the idle pod's hash (of the process's noise key), so the
+/// choice draws nothing from the host's random stream.
+const IDLE_POD_SALT: u64 = 0x1D1E_90D5_A110_C8ED;
 
 /// How a process came to be on its GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +125,9 @@ pub(super) struct Slot {
     /// How much work lands on this GPU relative to others (spares, GPUs
     /// nobody knows are free, get little).
     appetite: f32,
+    /// A notebook pod whose kernel ended and that still has the GPU
+    /// allocated, and until when (exclusive), ms.
+    idle_pod: Option<(Holder, i64)>,
 }
 
 impl Slot {
@@ -122,6 +139,34 @@ impl Slot {
     /// Its framebuffer, bytes: the GPU's, or the instance's.
     fn fb_total_bytes(&self, model: &GpuModel) -> i64 {
         self.profile.map_or(model.fb_total_bytes, |p| p.fb_total_bytes)
+    }
+
+    /// Appends the GPU's allocations at `ts` to `out`, as the cluster's
+    /// books would list them: the pod or Slurm job of each live process but
+    /// zombies (their job is over), each once, and an idle pod still
+    /// allocated.
+    pub(super) fn allocations(
+        &self,
+        ts: i64,
+        interval_ms: i32,
+        uuid: &Text,
+        index: i32,
+        out: &mut Vec<AllocSample>,
+    ) {
+        let from = out.len();
+        let held = self.procs.iter().filter(|p| p.role != Role::Zombie).filter_map(|p| holder(&p.identity));
+        let idle = self.idle_pod.as_ref().filter(|(_, until)| ts < *until).map(|(h, _)| h.clone());
+        for h in held.chain(idle) {
+            if !out[from..].iter().any(|a| a.holder == h) {
+                out.push(AllocSample {
+                    ts,
+                    interval_ms,
+                    gpu_uuid: uuid.clone(),
+                    gpu_index: index,
+                    holder: h,
+                });
+            }
+        }
     }
 
     fn free_bytes(&self, model: &GpuModel) -> i64 {
@@ -200,7 +245,14 @@ impl Schedule {
                 0.5 + 1.1 * s.rng.random::<f32>()
             };
             let next_arrival = s.arrival_after(from_ms, ARRIVAL_MEAN_MS / f64::from(appetite));
-            s.gpus.push(Slot { procs: Vec::new(), profile, next_arrival, next_guest: i64::MAX, appetite });
+            s.gpus.push(Slot {
+                procs: Vec::new(),
+                profile,
+                next_arrival,
+                next_guest: i64::MAX,
+                appetite,
+                idle_pod: None,
+            });
             s.slot_next.push(i64::MAX);
             s.free.insert(s.gpus.len() - 1);
             s.dirty.push(s.gpus.len() - 1);
@@ -263,6 +315,7 @@ impl Schedule {
         let kind = self.gpus[g].procs[i].work.kind;
         let role = self.gpus[g].procs[i].role;
         let chance = kind.zombie_chance();
+        let mut gone = None;
         if chance > 0.0 && self.rng.random::<f32>() < chance {
             let lingers = workload::duration_ms(Kind::Zombie, &mut self.rng);
             let p = &mut self.gpus[g].procs[i];
@@ -272,6 +325,7 @@ impl Schedule {
         } else {
             let p = self.gpus[g].procs.remove(i);
             self.live_pids.remove(&p.pid);
+            gone = Some(p);
         }
         match role {
             Role::Primary => {
@@ -279,6 +333,16 @@ impl Schedule {
                 let mean = ARRIVAL_MEAN_MS / f64::from(self.gpus[g].appetite);
                 self.gpus[g].next_guest = i64::MAX;
                 self.gpus[g].next_arrival = self.arrival_after(t, mean);
+                if let Some(p) = gone.filter(|p| kind == Kind::Notebook && p.identity.k8s_pod_uid.is_some()) {
+                    // Decided by a hash, so the random stream (and every
+                    // other row) stays as it was.
+                    let h = noise::mix(p.key ^ IDLE_POD_SALT);
+                    if let Some(pod) = (h % 256 < IDLE_POD_SHARE).then(|| holder(&p.identity)).flatten() {
+                        let stays = IDLE_POD_MIN_MS + ((h >> 8) % IDLE_POD_SPREAD_MS as u64) as i64;
+                        let until = (t + stays).min(self.gpus[g].next_arrival);
+                        self.gpus[g].idle_pod = Some((pod, until));
+                    }
+                }
             }
             Role::Guest => {
                 let notebook = self.gpus[g]
@@ -350,6 +414,7 @@ impl Schedule {
             };
             self.live_pids.insert(pid);
             self.gpus[j].procs.push(proc);
+            self.gpus[j].idle_pod = None;
             self.gpus[j].next_arrival = i64::MAX;
             self.free.remove(&j);
             self.dirty.push(j);
@@ -458,4 +523,18 @@ impl Schedule {
             }
         }
     }
+}
+
+/// The pod or Slurm job a process belongs to, as the cluster's books name
+/// it; `None` for a process outside both.
+pub(super) fn holder(id: &ProcIdentity) -> Option<Holder> {
+    if id.k8s_pod_uid.is_some() {
+        return Some(Holder::kubernetes(
+            id.k8s_namespace.clone(),
+            id.k8s_pod_name.clone(),
+            id.k8s_container.clone(),
+        ));
+    }
+    let job = id.slurm_job_id.clone()?;
+    Some(Holder::slurm(job, id.slurm_account.clone(), id.slurm_partition.clone(), id.user.clone()))
 }

@@ -69,6 +69,11 @@ pub(super) struct Sensor {
 }
 
 impl Sensor {
+    /// The GPU's UUID and NVML index, as its rows name it.
+    pub(super) fn id(&self) -> (&apron_schemas::Text, i32) {
+        (&self.uuid, self.index)
+    }
+
     /// GPU `index` of `model`, called `uuid`; its constants come from `rng`.
     pub(super) fn new(uuid: String, index: usize, model: &GpuModel, rng: &mut ChaCha8Rng) -> Sensor {
         Sensor {
@@ -362,6 +367,12 @@ pub(super) struct Instance {
 }
 
 impl Instance {
+    /// The instance's UUID and its parent GPU's NVML index, as its rows
+    /// name them.
+    pub(super) fn id(&self) -> (&apron_schemas::Text, i32) {
+        (&self.uuid, self.index)
+    }
+
     /// An instance of `profile` called `uuid`, carved from `parent`; its
     /// constants come from `rng`.
     pub(super) fn new(

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use apron_schemas::{GpuSample, ProcSample};
+use apron_schemas::{AllocSample, GpuSample, ProcSample};
 
 use super::*;
 
@@ -112,12 +112,13 @@ fn gpu_by_gpu_is_tick_by_tick(n: usize, rows_per_tick: i64) {
     let key = |g: &GpuSample| (g.gpu_uuid.clone(), g.ts);
     let pkey = |p: &ProcSample| (p.gpu_uuid.clone(), p.ts, p.pid);
     for (from, to) in [(MONDAY, MONDAY + 10 * HOUR), (MONDAY + 10 * HOUR, MONDAY + DAY)] {
-        let (mut want_g, mut want_p) = (Vec::new(), Vec::new());
+        let (mut want_g, mut want_p, mut want_a) = (Vec::new(), Vec::new(), Vec::new());
         run(std::slice::from_mut(&mut by_tick), from, to, step, |_, t| {
             want_g.extend_from_slice(&t.gpus);
             want_p.extend_from_slice(&t.procs);
+            want_a.extend_from_slice(&t.allocations);
         });
-        let (mut got_g, mut got_p) = (Vec::new(), Vec::new());
+        let (mut got_g, mut got_p, mut got_a) = (Vec::new(), Vec::new(), Vec::new());
         let mut emitted = 0;
         let ticks = (from..to).step_by(step as usize);
         by_gpu
@@ -126,6 +127,7 @@ fn gpu_by_gpu_is_tick_by_tick(n: usize, rows_per_tick: i64) {
                 assert_eq!(t.gpus.len(), 1, "one GPU at a time");
                 got_g.append(&mut t.gpus);
                 got_p.append(&mut t.procs);
+                got_a.append(&mut t.allocations);
                 Ok::<(), ()>(())
             })
             .expect("emit never fails here");
@@ -138,11 +140,19 @@ fn gpu_by_gpu_is_tick_by_tick(n: usize, rows_per_tick: i64) {
         assert!(got_g == want_g, "the same GPU rows");
         assert!(got_p == want_p, "the same process rows");
         assert!(!want_p.is_empty(), "processes to compare");
+        let akey = |a: &AllocSample| (a.gpu_uuid.clone(), a.ts, a.holder.clone());
+        want_a.sort_by_key(akey);
+        got_a.sort_by_key(akey);
+        assert!(got_a == want_a, "the same allocations");
+        assert!(!want_a.is_empty(), "allocations to compare");
     }
     let (mut a, mut b) = (Tick::default(), Tick::default());
     by_tick.sample(MONDAY + DAY, step as i32, &mut a);
     by_gpu.sample(MONDAY + DAY, step as i32, &mut b);
-    assert!(a.gpus == b.gpus && a.procs == b.procs, "the host is left where tick by tick leaves it");
+    assert!(
+        a.gpus == b.gpus && a.procs == b.procs && a.allocations == b.allocations,
+        "the host is left where tick by tick leaves it"
+    );
 }
 
 #[test]
@@ -833,4 +843,43 @@ fn a_partitioned_host_gives_the_same_rows_for_the_same_seed() {
     assert_eq!(a.0.len(), (24 + 15) * 288);
     assert!(a.1.iter().any(|p| p.gpu_uuid.starts_with("MIG-")), "processes on instances");
     assert!(a == b, "same seed, same rows");
+}
+
+/// The allocations each tick lists are the cluster's books: every live
+/// process of a pod or a Slurm job (zombies aside) has its holder allocated
+/// on its GPU or instance, each holder once per GPU; never a partitioned
+/// GPU's own row; and notebook pods whose kernel ended keep GPUs allocated
+/// with no process on them, for hours, and only pods do.
+#[test]
+fn allocations_follow_the_processes_and_idle_pods_stay_allocated() {
+    let mut hosts = SimFleet::new(32, 7, MONDAY).into_hosts();
+    let (mut checked, mut idle_minutes, mut idle_gpus) = (0, 0, BTreeSet::new());
+    run(&mut hosts, MONDAY, MONDAY + 7 * DAY, MIN, |host, t| {
+        let partitioned: BTreeSet<_> =
+            t.gpus.iter().filter_map(|g| g.parent_gpu_uuid.as_ref()).map(|p| p.to_string()).collect();
+        let mut seen = BTreeSet::new();
+        for a in &t.allocations {
+            assert_eq!((a.ts, a.interval_ms), (t.gpus[0].ts, MIN as i32));
+            assert!(!partitioned.contains(&*a.gpu_uuid), "a MIG GPU is allocated by its instances");
+            assert!(seen.insert((a.gpu_uuid.clone(), a.holder.clone())), "each holder once per GPU");
+            let row = t.gpus.iter().find(|g| g.gpu_uuid == a.gpu_uuid).expect("an allocated GPU has a row");
+            assert_eq!(a.gpu_index, row.gpu_index);
+        }
+        for p in &t.procs {
+            let Some(h) = schedule::holder(&p.identity) else { continue };
+            let zombie = !t.allocations.iter().any(|a| a.gpu_uuid == p.gpu_uuid && a.holder == h);
+            // A process whose job is gone is a zombie: it computes nothing.
+            assert!(!zombie || p.sm_util_pct.unwrap_or(0) == 0, "{}: {p:?}", host.host());
+            checked += usize::from(!zombie);
+        }
+        for a in &t.allocations {
+            if !t.procs.iter().any(|p| p.gpu_uuid == a.gpu_uuid) {
+                assert_eq!(&*a.holder.source, apron_schemas::alloc_minutes::SOURCE_KUBERNETES);
+                idle_minutes += 1;
+                idle_gpus.insert(a.gpu_uuid.clone());
+            }
+        }
+    });
+    assert!(checked > 10_000, "{checked} process rows of pods and jobs");
+    assert!(idle_minutes > 600 && idle_gpus.len() >= 3, "{idle_minutes} idle pod minutes on {idle_gpus:?}");
 }
