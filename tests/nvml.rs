@@ -1207,7 +1207,8 @@ fn a_gpu_the_cgroup_hides_is_reported_once() {
         assert_eq!(tick.gpus, [gpus[0].expected(0, t)]);
     }
     // Asked twice over three ticks, not at every tick: once at open for
-    // its PCI bus id (read once for /metrics), once by its sampling lane,
+    // its PCI bus id (read once for /metrics) and minor number (Slurm's
+    // order of GPUs), once by its sampling lane,
     // which then takes it as hidden.
     let asked = calls()
         .iter()

@@ -109,11 +109,11 @@ pub struct Allocation {
     /// The replica of a shared GPU, `None` when not shared.
     pub replica: Option<u32>,
     /// The pod's namespace.
-    pub namespace: String,
+    pub namespace: Text,
     /// The pod's name.
-    pub pod: String,
+    pub pod: Text,
     /// The container's name.
-    pub container: String,
+    pub container: Text,
     /// The extended resource (`nvidia.com/gpu`).
     pub resource_name: String,
 }
@@ -167,18 +167,18 @@ impl Snapshot {
         // No log folders: the one pod holding this GPU, if exactly one does.
         let mut holders = self.allocations.iter().filter(|a| a.gpu_uuid.as_deref() == Some(gpu_uuid));
         let first = holders.next()?;
-        let mut containers = vec![first.container.as_str()];
+        let mut containers = vec![&*first.container];
         for a in holders {
             if a.namespace != first.namespace || a.pod != first.pod {
                 return None;
             }
-            if !containers.contains(&a.container.as_str()) {
+            if !containers.contains(&&*a.container) {
                 containers.push(&a.container);
             }
         }
         Some(Resolved {
-            pod: PodName { namespace: first.namespace.as_str().into(), name: first.pod.as_str().into() },
-            container: (containers.len() == 1).then(|| first.container.as_str().into()),
+            pod: PodName { namespace: first.namespace.clone(), name: first.pod.clone() },
+            container: (containers.len() == 1).then(|| first.container.clone()),
         })
     }
 }
@@ -187,7 +187,11 @@ impl Snapshot {
 pub fn allocations(list: &api::ListPodResourcesResponse) -> Vec<Allocation> {
     let mut out = Vec::new();
     for pod in &list.pod_resources {
+        // Each name once, shared by its devices' entries (and by the
+        // tick's allocations: no text is made per tick).
+        let (namespace, name): (Text, Text) = (pod.namespace.as_str().into(), pod.name.as_str().into());
         for container in &pod.containers {
+            let container_name: Text = container.name.as_str().into();
             for devices in &container.devices {
                 for id in &devices.device_ids {
                     let parsed = parse_device_id(id);
@@ -195,9 +199,9 @@ pub fn allocations(list: &api::ListPodResourcesResponse) -> Vec<Allocation> {
                         device_id: id.clone(),
                         gpu_uuid: parsed.uuid,
                         replica: parsed.replica,
-                        namespace: pod.namespace.clone(),
-                        pod: pod.name.clone(),
-                        container: container.name.clone(),
+                        namespace: namespace.clone(),
+                        pod: name.clone(),
+                        container: container_name.clone(),
                         resource_name: devices.resource_name.clone(),
                     });
                 }
@@ -389,9 +393,9 @@ impl Kubernetes {
             let Some(row) = gpus.iter().find(|g| &*g.gpu_uuid == uuid) else { continue };
             let taken = out[from..].iter().any(|o| {
                 *o.gpu_uuid == *uuid
-                    && o.holder.k8s_namespace.as_deref() == Some(a.namespace.as_str())
-                    && o.holder.k8s_pod_name.as_deref() == Some(a.pod.as_str())
-                    && o.holder.k8s_container.as_deref() == Some(a.container.as_str())
+                    && o.holder.k8s_namespace.as_ref() == Some(&a.namespace)
+                    && o.holder.k8s_pod_name.as_ref() == Some(&a.pod)
+                    && o.holder.k8s_container.as_ref() == Some(&a.container)
             });
             if taken {
                 continue;
@@ -401,10 +405,11 @@ impl Kubernetes {
                 interval_ms,
                 gpu_uuid: row.gpu_uuid.clone(),
                 gpu_index: row.gpu_index,
+                // Shared text: no allocation per tick.
                 holder: Holder::kubernetes(
-                    Some(a.namespace.as_str().into()),
-                    Some(a.pod.as_str().into()),
-                    Some(a.container.as_str().into()),
+                    Some(a.namespace.clone()),
+                    Some(a.pod.clone()),
+                    Some(a.container.clone()),
                 ),
             });
         }

@@ -58,11 +58,15 @@ pub struct Holder {
     pub user: Option<Text>,
 }
 
+/// The sources' names, made once: a holder made at every tick shares them.
+static KUBERNETES: LazyLock<Text> = LazyLock::new(|| SOURCE_KUBERNETES.into());
+static SLURM: LazyLock<Text> = LazyLock::new(|| SOURCE_SLURM.into());
+
 impl Holder {
     /// A Kubernetes container, as the kubelet names it.
     pub fn kubernetes(namespace: Option<Text>, pod_name: Option<Text>, container: Option<Text>) -> Holder {
         Holder {
-            source: SOURCE_KUBERNETES.into(),
+            source: KUBERNETES.clone(),
             k8s_namespace: namespace,
             k8s_pod_name: pod_name,
             k8s_container: container,
@@ -73,7 +77,7 @@ impl Holder {
     /// A Slurm job, as Slurm's job record names it.
     pub fn slurm(job_id: Text, account: Option<Text>, partition: Option<Text>, user: Option<Text>) -> Holder {
         Holder {
-            source: SOURCE_SLURM.into(),
+            source: SLURM.clone(),
             slurm_job_id: Some(job_id),
             slurm_account: account,
             slurm_partition: partition,

@@ -14,7 +14,11 @@
 //!   the health line counts the failed calls.
 //! - Without them (not mounted): a process is given the one pod that
 //!   pod-resources says holds its GPU, and nothing where two pods share a
-//!   GPU (time-slicing replicas `::0`, `::1`).
+//!   GPU (time-slicing replicas `::0`, `::1`). Every container's GPUs are
+//!   recorded as allocated (`alloc_minutes`), with or without a process.
+//! - GPUs allocated with no process on them (a whole GPU, one time-sliced
+//!   between two pods, a MIG instance) are idle-held and paid for by the
+//!   pods' namespaces' teams, to the figures worked out by hand.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -410,4 +414,151 @@ fn the_vendored_proto_compiles() {
         .expect("protoc runs");
     assert!(status.success());
     assert!(tmp.path().join("podresources_v1_pb2.py").exists());
+}
+
+/// The config of the allocation test: a GPU-second costs 0.01 (36 an hour,
+/// nothing to write off, no energy price), teams by namespace.
+const TEAMS_BY_NAMESPACE: &str = "currency = \"USD\"\n\n[energy]\nprice_per_kwh = 0.0\npue = 1.0\n\n\
+[[gpu_cost]]\nmodel = \"*\"\npurchase_price = 0\nlifetime_years = 3\nops_per_gpu_hour = 36\n\n\
+[[team]]\nname = \"ml-team\"\nk8s_namespaces = [\"ml\"]\n\n\
+[[team]]\nname = \"nlp-team\"\nk8s_namespaces = [\"nlp\"]\n\n\
+[[team]]\nname = \"cv-team\"\nk8s_namespaces = [\"cv\"]\n";
+
+const MIG_A: &str = "MIG-3d3d3d3d-0000-4000-8000-00000000000d";
+
+/// Every row of `apron --format json --config CONFIG ARGS…`.
+fn apron_json(data: &Path, config: &Path, args: &[&str]) -> Vec<Value> {
+    let out = stdout_of(
+        Command::new(bin("apron"))
+            .arg("--data")
+            .arg(data)
+            .arg("--config")
+            .arg(config)
+            .args(["--format", "json"])
+            .args(args),
+    );
+    serde_json::from_str(&out).expect("a JSON array")
+}
+
+/// GPUs the kubelet allocated and nothing runs on are held by their pods
+/// and paid for by the pods' namespaces' teams: a notebook pod's whole GPU
+/// (ml), a GPU time-sliced between two pods (nlp and cv, half each), a MIG
+/// instance (nlp, 3 of the GPU's 7 slices). Each team's cost from `apron
+/// spend` equals the figure worked out here from the recorded minutes and
+/// allocations: per GPU-minute an allocation row names, its seconds × 0.01
+/// × the instance's share of its GPU × each holder's share of the
+/// allocated seconds.
+#[test]
+fn gpus_allocated_with_no_process_are_held_and_paid_for_by_their_pods_namespaces() {
+    bin("apron");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let socket = tmp.path().join("kubelet.sock");
+    let (r0, r1) = (format!("{GPU_1}::0"), format!("{GPU_1}::1"));
+    let _kubelet = Kubelet::start(
+        tmp.path(),
+        &socket,
+        &json!([
+            pod("ml", "idle-nb", "lab", &[GPU_0]),
+            pod("nlp", "a", "main", &[&r0]),
+            pod("cv", "b", "main", &[&r1]),
+            pod("nlp", "serve", "srv", &[MIG_A]),
+        ]),
+    );
+    let data = tmp.path().join("data");
+    let config = tmp.path().join("apron.toml");
+    std::fs::write(&config, TEAMS_BY_NAMESPACE).expect("config");
+    let gpus = [
+        format!("uuid={GPU_0},util=0,fb_total=85899345920,fb_used=0"),
+        format!("uuid={GPU_1},util=0,fb_total=85899345920,fb_used=0"),
+        format!(
+            "uuid={GPU_2},name=NVIDIA H100 80GB HBM3,mig=1,gpm=1,gpm_sm=0,gpm_occ=0,gpm_tensor=0,gpm_dram=0,\
+             gpm_gr=0,fb_total=85899345920,fb_used=0"
+        ),
+    ];
+    let mig = format!(
+        "parent=2,uuid={MIG_A},name=NVIDIA H100 80GB HBM3 MIG 3g.40gb,gi=1,ci=0,slices=3,fb_total=42949672960,\
+         fb_used=0,gpm_sm=0,gpm_occ=0,gpm_tensor=0,gpm_dram=0,gpm_gr=0"
+    );
+    let mut recorder = Command::new(bin("apron-recorder"));
+    recorder
+        .arg("--data")
+        .arg(&data)
+        .args(["--source", "nvml", "--host", "k1", "--interval", "500ms"])
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--kubelet-socket")
+        .arg(&socket)
+        .arg("--pod-logs")
+        .arg(tmp.path().join("not-mounted/pods"))
+        .env("FAKE_NVML_GPUS", gpus.join(";"))
+        .env("FAKE_NVML_MIG", mig)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let child = recorder.spawn().expect("the recorder starts");
+    let held = "SELECT count(DISTINCT gpu_uuid) AS n FROM alloc_minutes";
+    let t0 = Instant::now();
+    while rows(&data, held).first().and_then(|r| r["n"].as_i64()) != Some(3) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "allocations of three GPUs not recorded in time");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    apron_tests::signal(&child, libc::SIGTERM);
+    let out = apron_tests::wait_with_timeout(child, Duration::from_secs(30));
+    assert!(out.status.success(), "the recorder: {}", String::from_utf8_lossy(&out.stderr));
+
+    // By hand, from what was recorded.
+    let minutes = rows(
+        &data,
+        "SELECT gpu_uuid, CAST(minute AS VARCHAR) AS minute, sum(seconds) AS seconds, \
+         max(mig_slices) AS slices, max(mig_total_slices) AS total FROM gpu_minutes GROUP BY 1, 2",
+    );
+    let allocs = rows(
+        &data,
+        "SELECT gpu_uuid, CAST(minute AS VARCHAR) AS minute, k8s_namespace AS ns, sum(seconds) AS seconds \
+         FROM alloc_minutes GROUP BY 1, 2, 3",
+    );
+    let text = |r: &Value, k: &str| r[k].as_str().unwrap_or_default().to_owned();
+    let num = |r: &Value, k: &str| r[k].as_f64().unwrap_or(0.0);
+    let mut want: std::collections::BTreeMap<String, f64> = Default::default();
+    for m in &minutes {
+        let (gpu, minute) = (text(m, "gpu_uuid"), text(m, "minute"));
+        let here: Vec<&Value> =
+            allocs.iter().filter(|a| text(a, "gpu_uuid") == gpu && text(a, "minute") == minute).collect();
+        let held: f64 = here.iter().map(|a| num(a, "seconds")).sum();
+        let capacity = if m["slices"].is_null() { 1.0 } else { num(m, "slices") / num(m, "total") };
+        for a in here {
+            let team = format!("{}-team", text(a, "ns"));
+            *want.entry(team).or_default() += num(m, "seconds") * 0.01 * capacity * num(a, "seconds") / held;
+        }
+    }
+    println!("by hand: {want:?}");
+    assert_eq!(want.keys().collect::<Vec<_>>(), ["cv-team", "ml-team", "nlp-team"]);
+    // The ledger's spend, to the cent.
+    let spend = apron_json(&data, &config, &["spend", "--last", "1h"]);
+    println!("spend: {spend:#?}");
+    for (team, cost) in &want {
+        let row =
+            spend.iter().find(|r| r["team"] == team.as_str()).unwrap_or_else(|| panic!("{team}: {spend:?}"));
+        let got = num(row, "cost");
+        assert!((got - cost).abs() <= 0.011, "{team}: {got} against {cost} by hand");
+        assert_eq!(num(row, "busy_cost"), 0.0, "{row}");
+    }
+    // The views' minute_costs, exactly, and in which states.
+    let query = "SELECT team, state, sum(cost) AS cost FROM minute_costs GROUP BY 1, 2 ORDER BY 1, 2";
+    let by_state = apron_json(&data, &config, &["sql", query, "--last", "1h"]);
+    println!("minute_costs: {by_state:#?}");
+    for (team, cost) in &want {
+        let rows: Vec<&Value> = by_state.iter().filter(|r| r["team"] == team.as_str()).collect();
+        let sum: f64 = rows.iter().map(|r| num(r, "cost")).sum();
+        assert!((sum - cost).abs() < 1e-9, "{team}: {sum} against {cost} by hand");
+        // Held, never idle-empty; unknown only where GPM had no activity yet.
+        assert!(rows.iter().all(|r| r["state"] == "idle_held" || r["state"] == "unknown"), "{rows:?}");
+        assert!(rows.iter().any(|r| r["state"] == "idle_held"), "{rows:?}");
+    }
+    // The MIG GPU's own row (its 4 slices no instance holds) is nobody's.
+    assert!(
+        by_state.iter().any(|r| r["team"] == "(unallocated)" && r["state"] == "idle_empty"),
+        "the unheld slices: {by_state:?}"
+    );
 }

@@ -444,11 +444,12 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
     // their GPU-hours are their minutes / 60, to two decimals in JSON.
     let gpu_b = json!({
         "host": "h1", "gpu_index": 1, "gpu_uuid": "GPU-B", "idle_since": "2026-11-02T10:00:00Z",
-        "idle_minutes": 10, "idle_gpu_hours": 0.17, "held_by": "", "still_idle": true,
+        "idle_minutes": 10, "idle_gpu_hours": 0.17, "held_by": "", "allocated_to": "", "allocated_since": null, "still_idle": true,
     });
     let gpu_a = json!({
         "host": "h1", "gpu_index": 0, "gpu_uuid": "GPU-A", "idle_since": "2026-11-02T10:05:00Z",
-        "idle_minutes": 5, "idle_gpu_hours": 0.08, "held_by": "alice", "still_idle": true,
+        "idle_minutes": 5, "idle_gpu_hours": 0.08, "held_by": "alice", "allocated_to": "", "allocated_since": null,
+        "still_idle": true,
     });
     for (idle_for, want) in [
         ("1m", vec![gpu_b.clone(), gpu_a.clone()]),
@@ -631,7 +632,7 @@ fn the_period_bounds_are_half_open() {
     if let Some((got, _)) = json(&mut c, &fx, &args) {
         let want = json!({
             "host": "h1", "gpu_index": 1, "gpu_uuid": "GPU-B", "idle_since": "2026-11-02T10:00:00Z",
-            "idle_minutes": 5, "idle_gpu_hours": 0.08, "held_by": "", "still_idle": true,
+            "idle_minutes": 5, "idle_gpu_hours": 0.08, "held_by": "", "allocated_to": "", "allocated_since": null, "still_idle": true,
         });
         c.rows("reclaim [10:00, 10:05)", &got, &[want]);
     }

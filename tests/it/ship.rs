@@ -136,9 +136,9 @@ fn shipped_days_are_a_data_folder_and_shipping_again_uploads_nothing() {
     let (stdout, stderr) = lines(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     let local = data_files(&data);
-    // Two closed days × four tables × two hosts, one file each.
-    assert_eq!(local.len(), 16, "{local:?}");
-    assert!(stdout.contains("16 files shipped"), "{stdout}");
+    // Two closed days × five tables × two hosts, one file each.
+    assert_eq!(local.len(), 20, "{local:?}");
+    assert!(stdout.contains("20 files shipped"), "{stdout}");
     assert!(stdout.contains("0 already there"), "{stdout}");
 
     // The bucket holds the same files under the same keys, byte for byte.
@@ -179,7 +179,7 @@ fn shipped_days_are_a_data_folder_and_shipping_again_uploads_nothing() {
     let out = ship(&data, url, &env);
     let (stdout, stderr) = lines(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("0 files shipped (0 bytes), 16 already there, 0 removed"), "{stdout}");
+    assert!(stdout.contains("0 files shipped (0 bytes), 20 already there, 0 removed"), "{stdout}");
 
     // An object its partition no longer has (an earlier merge of a day
     // that got a late file) is removed; one changed under a key is
@@ -199,10 +199,10 @@ fn shipped_days_are_a_data_folder_and_shipping_again_uploads_nothing() {
     let (stdout, stderr) = lines(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("1 files shipped"), "{stdout}");
-    assert!(stdout.contains("15 already there, 1 removed"), "{stdout}");
+    assert!(stdout.contains("19 already there, 1 removed"), "{stdout}");
     assert!(stdout.contains(&format!("removed {url}/{stale_key}")), "{stdout}");
     let held = objects(&store, "fleet/one");
-    assert_eq!(held.len(), 16);
+    assert_eq!(held.len(), 20);
     for ((key, bytes), (_, path)) in held.iter().zip(&local) {
         assert!(*bytes == std::fs::read(path).expect("reads"), "{key} differs");
     }
@@ -290,7 +290,7 @@ fn live_shipping_outlives_a_store_killed_mid_upload_and_loses_no_tick() {
         .expect("simulate runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let closed = data_files(&data);
-    assert_eq!(closed.len(), 16, "{closed:?}");
+    assert_eq!(closed.len(), 20, "{closed:?}");
 
     let log_path = tmp.path().join("recorder.log");
     let log = std::fs::File::create(&log_path).expect("log file");
@@ -354,7 +354,7 @@ fn live_shipping_outlives_a_store_killed_mid_upload_and_loses_no_tick() {
     // Uploads counted once each: one cut short and done again counts once
     // (or not at all, when the server stored it before it died).
     let uploaded = field(&health, "ship_shipped").expect("ship_shipped");
-    assert!((1..=16).contains(&uploaded), "{health}");
+    assert!((1..=20).contains(&uploaded), "{health}");
 
     // No tick lost: today's rows of both GPUs sit 200 ms apart without a gap.
     let stop = text.lines().find(|l| l.contains("recorder stopped")).expect("a stop line");

@@ -183,7 +183,7 @@ impl Session {
             let names: Vec<_> = Table::ALL.iter().map(|t| format!("{}/", t.name())).collect();
             return Err(SessionError::NoData { path: data.to_path_buf(), tables: names.join(", ") }.into());
         }
-        register_absent_allocations(&ctx, &tables).map_err(register_err(Table::AllocMinutes))?;
+        register_absent_minute_tables(&ctx, &tables).map_err(register_err(Table::AllocMinutes))?;
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
         let file_tables = file_tables::FileTables::register(&ctx);
         Ok(Self { ctx, layout, root, tables, memory, bucket: None, file_tables })
@@ -226,7 +226,7 @@ impl Session {
             let names: Vec<_> = Table::ALL.iter().map(|t| format!("{}/", t.name())).collect();
             return Err(SessionError::EmptyBucket { url: shown, tables: names.join(", ") }.into());
         }
-        register_absent_allocations(&ctx, &tables).map_err(|source| SessionError::Register {
+        register_absent_minute_tables(&ctx, &tables).map_err(|source| SessionError::Register {
             table: Table::AllocMinutes.name().to_owned(),
             path: layout.table_dir(Table::AllocMinutes),
             source,
@@ -586,16 +586,19 @@ struct TableParts<'a> {
     derived: Option<LogicalPlan>,
 }
 
-/// Registers `alloc_minutes` empty where the data has none (recorded
-/// outside a cluster, or before allocations were recorded): every GPU-minute
-/// then is held by its processes alone, and the views that read it still
-/// run. It is not among the tables present.
-fn register_absent_allocations(ctx: &SessionContext, present: &[Table]) -> Result<(), DataFusionError> {
-    if present.contains(&Table::AllocMinutes) {
-        return Ok(());
+/// Registers `alloc_minutes` and `proc_minutes` empty where the data has
+/// none (recorded outside a cluster, or before allocations were recorded;
+/// GPUs on which no process ever ran): every GPU-minute then is held by its
+/// processes alone, or by its allocations alone, and the views that read
+/// both still run. They are not among the tables present.
+fn register_absent_minute_tables(ctx: &SessionContext, present: &[Table]) -> Result<(), DataFusionError> {
+    for table in [Table::ProcMinutes, Table::AllocMinutes] {
+        if present.contains(&table) {
+            continue;
+        }
+        let empty = MemTable::try_new(full_schema(table), vec![Vec::new()])?;
+        ctx.register_table(table.name(), Arc::new(empty))?;
     }
-    let empty = MemTable::try_new(full_schema(Table::AllocMinutes), vec![Vec::new()])?;
-    ctx.register_table(Table::AllocMinutes.name(), Arc::new(empty))?;
     Ok(())
 }
 

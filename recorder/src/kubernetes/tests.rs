@@ -43,9 +43,7 @@ fn allocations_are_one_per_device_id_with_uuid_and_replica() {
     let got = allocations(&answer);
     let brief: Vec<_> = got
         .iter()
-        .map(|a| {
-            (a.device_id.as_str(), a.gpu_uuid.as_deref(), a.replica, a.namespace.as_str(), a.pod.as_str())
-        })
+        .map(|a| (a.device_id.as_str(), a.gpu_uuid.as_deref(), a.replica, &*a.namespace, &*a.pod))
         .collect();
     assert_eq!(
         brief,
@@ -57,7 +55,7 @@ fn allocations_are_one_per_device_id_with_uuid_and_replica() {
         ]
     );
     assert!(got.iter().all(|a| a.resource_name == "nvidia.com/gpu"));
-    assert_eq!(got[2].container, "srv");
+    assert_eq!(&*got[2].container, "srv");
 }
 
 #[test]

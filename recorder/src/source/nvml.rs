@@ -213,11 +213,14 @@ impl NvmlSource {
             "NVML opened"
         );
         // Read once: a GPU does not move while the driver has it.
-        let pci_bus_ids = (0..count)
-            .map(|index| nvml.device_by_index(index).and_then(|d| d.pci_info()).map(|p| p.bus_id).ok())
-            .collect();
-        let minors: Vec<Option<u32>> =
-            (0..count).map(|index| nvml.device_by_index(index).and_then(|d| d.minor_number()).ok()).collect();
+        // Each GPU's PCI bus id (for /metrics) and device file's minor
+        // number (Slurm's order of GPUs), with one handle each.
+        let (pci_bus_ids, minors): (Vec<Option<String>>, Vec<Option<u32>>) = (0..count)
+            .map(|index| match nvml.device_by_index(index) {
+                Ok(d) => (d.pci_info().map(|p| p.bus_id).ok(), d.minor_number().ok()),
+                Err(_) => (None, None),
+            })
+            .unzip();
         let slurm_order = slurm_order(&minors);
         let states = (0..count).map(|index| GpuState::new(nvml, index, process_call)).collect();
         let workers = Pool::spawn("nvml-lane", states, GpuState::sample)

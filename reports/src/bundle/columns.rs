@@ -233,6 +233,7 @@ pub const COLUMNS: &[Column] = &[
     col("comm", "Process", ColumnKind::Name),
     col("pid", "PID", ColumnKind::Id),
     col("held_by", "Held by", ColumnKind::Text),
+    col("allocated_to", "Allocated to", ColumnKind::Text),
     // Time on the GPUs.
     col("gpu_hours", "GPU-hours", ColumnKind::Hours),
     col("busy_gpu_hours", "Busy GPU-hours", ColumnKind::Hours),
@@ -247,6 +248,7 @@ pub const COLUMNS: &[Column] = &[
     col("freed_empty_gpu_hours", "Freed, already free GPU-hours", ColumnKind::Hours),
     col("idle_minutes", "Idle for (hours)", ColumnKind::Minutes),
     col("idle_since", "Idle since (UTC)", ColumnKind::Time),
+    col("allocated_since", "Allocated since (UTC)", ColumnKind::Time),
     col("proc_start", "Process start (UTC)", ColumnKind::Time),
     col("still_running", "Still running (at the data's end)", ColumnKind::Flag),
     col("still_idle", "Still idle (at the data's end)", ColumnKind::Flag),
