@@ -369,9 +369,10 @@ fn check_schema(schema: &str) -> Result<(), Error> {
 }
 
 /// The statements, each ended by `;` on its own line, that create `schema`
-/// and in it apron's four tables at `location` (a URL: `s3://BUCKET/PREFIX`,
+/// and in it apron's tables at `location` (a URL: `s3://BUCKET/PREFIX`,
 /// `file:///data/apron`, or an absolute path) partitioned by `date` and
-/// `host`, discover their partitions, and create the three config tables
+/// `host`, discover their partitions (not `alloc_minutes`' in a local
+/// folder that has none), and create the three config tables
 /// at `config_location` (default `LOCATION/apron_config`, where `apron
 /// export-config --out` puts them).
 pub fn ddl(
@@ -404,6 +405,22 @@ pub fn ddl(
     for table in Table::ALL {
         let at = format!("{location}/{}", table.name());
         out.push_str(&create(engine, schema, table.name(), &table.schema(), &at, true));
+        // `alloc_minutes` exists only where a cluster's allocations were
+        // recorded; the engines' partition repair fails on a folder that is
+        // not there (the table itself reads as empty). Checked where the
+        // location is a local folder; a bucket's prefix is taken as it is.
+        if table == Table::AllocMinutes
+            && let Some(dir) = at.strip_prefix("file://")
+            && !std::path::Path::new(dir).is_dir()
+        {
+            let _ = writeln!(
+                out,
+                "-- No {} folder yet (no Kubernetes or Slurm allocations recorded): the table reads as empty; \
+                 repair its partitions once the folder exists.",
+                table.name()
+            );
+            continue;
+        }
         let repair = match engine {
             Engine::Spark | Engine::Athena => format!("MSCK REPAIR TABLE {schema}.{};\n", table.name()),
             Engine::Trino => format!(
@@ -555,6 +572,22 @@ mod tests {
             "{spark}"
         );
         assert!(spark.contains("TIMESTAMP '2026-11-01 00:00:00.000Z'"), "{spark}");
+    }
+
+    #[test]
+    fn allocations_are_repaired_only_where_their_folder_is() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let at = tmp.path().to_str().expect("utf-8");
+        let repairs = |sql: &str| sql.lines().filter(|l| l.starts_with("MSCK REPAIR TABLE")).count();
+        let without = ddl(Engine::Spark, at, None, "apron").expect("ddl");
+        assert!(without.contains("CREATE TABLE IF NOT EXISTS apron.alloc_minutes"), "{without}");
+        assert!(!without.contains("MSCK REPAIR TABLE apron.alloc_minutes;"), "{without}");
+        assert_eq!(repairs(&without), Table::ALL.len() - 1);
+        std::fs::create_dir(tmp.path().join("alloc_minutes")).expect("mkdir");
+        let with = ddl(Engine::Spark, at, None, "apron").expect("ddl");
+        assert!(with.contains("MSCK REPAIR TABLE apron.alloc_minutes;"), "{with}");
+        let bucket = ddl(Engine::Athena, "s3://b/p", None, "apron").expect("ddl");
+        assert_eq!(repairs(&bucket), Table::ALL.len(), "a bucket's prefix is not checked");
     }
 
     #[test]
