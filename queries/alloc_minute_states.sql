@@ -12,7 +12,9 @@
 -- a pod, which the kubelet does not name a user of) and its team by the
 -- config's rules, matched as for a process: the first [[team]] in the file
 -- with a rule matching its user, Kubernetes namespace (a glob, here its
--- regular expression) or Slurm account, else "unassigned". Allocations
+-- regular expression), pod labels (every label of the rule, here a regular
+-- expression over the sorted k8s_labels text) or Slurm account, else
+-- "unassigned". Allocations
 -- come from the cluster's own books (the kubelet's pod-resources API,
 -- Slurm's job records), never from anything a process says of itself.
 --
@@ -30,6 +32,7 @@
 --   source                   kubernetes | slurm
 --   holder                   "pod NAMESPACE/POD" or "job N"
 --   k8s_namespace, k8s_pod_name, k8s_container  Kubernetes: the pod and container (null otherwise)
+--   k8s_labels               Kubernetes: the pod's labels recorded (null: none)
 --   slurm_job_id, slurm_account, slurm_partition  Slurm: the job (null otherwise)
 --   user                     the Slurm job's user name, or "(unknown)"
 --   seconds                  seconds the allocation was recorded (s)
@@ -43,6 +46,7 @@ WITH alloc_rows AS (
     k8s_pod_name,
     k8s_container,
     slurm_job_id,
+    max(k8s_labels) AS k8s_labels,
     max(slurm_account) AS slurm_account,
     max(slurm_partition) AS slurm_partition,
     max("user") AS user_name,
@@ -53,19 +57,20 @@ WITH alloc_rows AS (
 ),
 -- Each identity once: the rules are matched per identity, not per row.
 alloc_identities AS (
-  SELECT DISTINCT user_name, k8s_namespace, slurm_account FROM alloc_rows
+  SELECT DISTINCT user_name, k8s_namespace, k8s_labels, slurm_account FROM alloc_rows
 ),
 alloc_claims AS (
-  SELECT i.user_name, i.k8s_namespace, i.slurm_account, min(r.team_order) AS team_order
+  SELECT i.user_name, i.k8s_namespace, i.k8s_labels, i.slurm_account, min(r.team_order) AS team_order
   FROM alloc_identities i
   JOIN apron_team_rules r
     ON (r.kind = 'user' AND r.value = i.user_name)
     OR (r.kind = 'k8s_namespace' AND regexp_like(i.k8s_namespace, r.regex))
+    OR (r.kind = 'k8s_labels' AND regexp_like(i.k8s_labels, r.regex))
     OR (r.kind = 'slurm_account' AND r.value = i.slurm_account)
-  GROUP BY i.user_name, i.k8s_namespace, i.slurm_account
+  GROUP BY i.user_name, i.k8s_namespace, i.k8s_labels, i.slurm_account
 ),
 alloc_teams AS (
-  SELECT c.user_name, c.k8s_namespace, c.slurm_account, n.team
+  SELECT c.user_name, c.k8s_namespace, c.k8s_labels, c.slurm_account, n.team
   FROM alloc_claims c
   JOIN (SELECT DISTINCT team_order, team FROM apron_team_rules) n ON n.team_order = c.team_order
 )
@@ -80,6 +85,7 @@ SELECT
   a.k8s_namespace,
   a.k8s_pod_name,
   a.k8s_container,
+  a.k8s_labels,
   a.slurm_job_id,
   a.slurm_account,
   a.slurm_partition,
@@ -90,4 +96,5 @@ FROM alloc_rows a
 LEFT JOIN alloc_teams t
   ON (t.user_name IS NOT DISTINCT FROM a.user_name)
   AND (t.k8s_namespace IS NOT DISTINCT FROM a.k8s_namespace)
+  AND (t.k8s_labels IS NOT DISTINCT FROM a.k8s_labels)
   AND (t.slurm_account IS NOT DISTINCT FROM a.slurm_account)

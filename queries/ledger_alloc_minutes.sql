@@ -13,10 +13,11 @@
 --   gpu_uuid, minute                 the GPU-minute (or its part in one file)
 --   source                           kubernetes | slurm
 --   k8s_namespace, k8s_pod_name, k8s_container  Kubernetes: the pod and container (null otherwise)
+--   k8s_labels                                  Kubernetes: the pod's labels recorded (null: none)
 --   slurm_job_id, slurm_account, user           Slurm: the job, its account and user (null otherwise)
 --   seconds                          seconds the allocation was recorded (s)
 SELECT
-  gpu_uuid, minute, source, k8s_namespace, k8s_pod_name, k8s_container, slurm_job_id, slurm_account,
-  "user", seconds
+  gpu_uuid, minute, source, k8s_namespace, k8s_pod_name, k8s_container, k8s_labels, slurm_job_id,
+  slurm_account, "user", seconds
 FROM alloc_minutes
 WHERE minute >= $1 AND minute < $2 AND date = CAST($3 AS DATE) AND host >= $4 AND host < $5

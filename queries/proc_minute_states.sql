@@ -35,7 +35,7 @@
 --   held                     whether it held GPU memory (above 0 or unknown)
 --   comm                     its command name
 --   user                     its user name, "uid N", or "(unknown)"
---   uid, k8s_namespace, slurm_account  what the team rules look at
+--   uid, k8s_namespace, k8s_labels, slurm_account  what the team rules look at
 --   team                     its team, or "unassigned"
 WITH procs AS (
   SELECT
@@ -53,6 +53,7 @@ WITH procs AS (
     max("user") AS user_name,
     max(uid) AS uid,
     max(k8s_namespace) AS k8s_namespace,
+    max(k8s_labels) AS k8s_labels,
     max(slurm_account) AS slurm_account
   FROM proc_minutes
   WHERE minute >= $1 AND minute < $2 AND date >= CAST($1 AS DATE) AND date <= CAST($2 AS DATE)
@@ -60,20 +61,21 @@ WITH procs AS (
 ),
 -- Each identity once: the rules are matched per identity, not per row.
 identities AS (
-  SELECT DISTINCT user_name, uid, k8s_namespace, slurm_account FROM procs
+  SELECT DISTINCT user_name, uid, k8s_namespace, k8s_labels, slurm_account FROM procs
 ),
 claims AS (
-  SELECT i.user_name, i.uid, i.k8s_namespace, i.slurm_account, min(r.team_order) AS team_order
+  SELECT i.user_name, i.uid, i.k8s_namespace, i.k8s_labels, i.slurm_account, min(r.team_order) AS team_order
   FROM identities i
   JOIN apron_team_rules r
     ON (r.kind = 'user' AND r.value = i.user_name)
     OR (r.kind = 'uid' AND r.uid = i.uid)
     OR (r.kind = 'k8s_namespace' AND regexp_like(i.k8s_namespace, r.regex))
+    OR (r.kind = 'k8s_labels' AND regexp_like(i.k8s_labels, r.regex))
     OR (r.kind = 'slurm_account' AND r.value = i.slurm_account)
-  GROUP BY i.user_name, i.uid, i.k8s_namespace, i.slurm_account
+  GROUP BY i.user_name, i.uid, i.k8s_namespace, i.k8s_labels, i.slurm_account
 ),
 teams AS (
-  SELECT c.user_name, c.uid, c.k8s_namespace, c.slurm_account, n.team
+  SELECT c.user_name, c.uid, c.k8s_namespace, c.k8s_labels, c.slurm_account, n.team
   FROM claims c
   JOIN (SELECT DISTINCT team_order, team FROM apron_team_rules) n ON n.team_order = c.team_order
 )
@@ -92,6 +94,7 @@ SELECT
   coalesce(p.user_name, 'uid ' || CAST(p.uid AS VARCHAR), '(unknown)') AS "user",
   p.uid,
   p.k8s_namespace,
+  p.k8s_labels,
   p.slurm_account,
   coalesce(t.team, 'unassigned') AS team
 FROM procs p
@@ -99,4 +102,5 @@ LEFT JOIN teams t
   ON (t.user_name IS NOT DISTINCT FROM p.user_name)
   AND (t.uid IS NOT DISTINCT FROM p.uid)
   AND (t.k8s_namespace IS NOT DISTINCT FROM p.k8s_namespace)
+  AND (t.k8s_labels IS NOT DISTINCT FROM p.k8s_labels)
   AND (t.slurm_account IS NOT DISTINCT FROM p.slurm_account)

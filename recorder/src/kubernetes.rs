@@ -29,6 +29,16 @@
 //! nothing is guessed. A uid no source names stays unknown (`None`), never
 //! a guess.
 //!
+//! Optionally (`--k8s-labels KEYS`, off by default), the pods' labels of
+//! those keys come from the API server ([`apiserver`], `get` on each pod
+//! the sources name, with the in-cluster service account), cached per pod
+//! and read again every [`LABELS_REFRESH`]; a pod's labels are given to a
+//! process only when the API server's uid of the pod is the uid its cgroup
+//! gives (a pod deleted and made again under the same name is another pod).
+//! A label is what whoever may create pods in that namespace wrote: it can
+//! split a namespace's bill among teams, never move it out of the reach of
+//! the namespace's own rules (`[[team]]` order decides).
+//!
 //! The tick never waits on any of it: [`Kubernetes::begin_tick`] takes the
 //! latest published answer if its lock is free (else keeps the one it
 //! has), and [`Kubernetes::fill_rows`] looks the tick's processes up in it; a pod uid that
@@ -39,6 +49,7 @@
 //! health line; they never stop the recorder.
 
 pub mod api;
+pub mod apiserver;
 pub mod devices;
 pub mod logs;
 
@@ -52,6 +63,7 @@ use std::time::{Duration, Instant};
 use apron_schemas::{AllocSample, GpuSample, Holder, ProcIdentity, ProcSample, Text};
 
 use self::api::PodResourcesClient;
+use self::apiserver::ApiServer;
 use self::devices::parse_device_id;
 use self::logs::{ContainerLog, PodName};
 
@@ -67,6 +79,26 @@ const MIN_REFRESH_GAP: Duration = Duration::from_millis(500);
 pub const CALL_DEADLINE: Duration = Duration::from_secs(2);
 /// A pod or allocation no source has listed for this long is forgotten.
 pub const FORGET_AFTER: Duration = Duration::from_secs(300);
+/// How often a pod's labels are read again from the API server.
+pub const LABELS_REFRESH: Duration = Duration::from_secs(300);
+/// How long after a failed lookup a pod's labels are asked for again.
+const LABELS_RETRY: Duration = Duration::from_secs(30);
+/// The most label lookups in one refresh (the rest wait for the next), so
+/// that a node starting with many pods does not hold up its allocations.
+const LABELS_PER_REFRESH: usize = 32;
+
+/// A pod's uid at the API server and its labels kept (`None`: none of the
+/// keys asked for).
+pub type PodLabels = (String, Option<Text>);
+
+/// Pod labels from the API server (`--k8s-labels`).
+#[derive(Debug, Clone)]
+pub struct LabelSource {
+    /// The client, with the in-cluster service account.
+    pub api: ApiServer,
+    /// The label keys kept (the rest are never recorded).
+    pub keys: Vec<String>,
+}
 
 /// Where the Kubernetes sources are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +110,17 @@ pub struct KubeSources {
     /// The container log links (`/var/log/containers`); `None`: the
     /// `containers` folder beside `pod_logs`.
     pub container_logs: Option<PathBuf>,
+    /// Pod labels from the API server; `None` (the default): not read.
+    pub labels: Option<LabelSource>,
 }
+
+impl PartialEq for LabelSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys == other.keys
+    }
+}
+
+impl Eq for LabelSource {}
 
 impl Default for KubeSources {
     fn default() -> Self {
@@ -86,6 +128,7 @@ impl Default for KubeSources {
             kubelet_socket: DEFAULT_KUBELET_SOCKET.into(),
             pod_logs: DEFAULT_POD_LOGS.into(),
             container_logs: None,
+            labels: None,
         }
     }
 }
@@ -138,6 +181,9 @@ pub struct Snapshot {
     pub logs_readable: bool,
     /// Every device allocated to a container, from pod-resources.
     pub allocations: Vec<Allocation>,
+    /// Pods' labels from the API server (`--k8s-labels`): the pod's uid
+    /// there and its labels kept (`None`: none of the keys).
+    pub labels: HashMap<PodName, PodLabels>,
 }
 
 impl Snapshot {
@@ -225,6 +271,10 @@ pub struct KubeHealth {
     /// Failed pod-resources calls (a socket there, or there before, that
     /// does not answer).
     pub kubelet_errors: u64,
+    /// Pods whose labels the API server gave (`--k8s-labels`).
+    pub labelled_pods: u64,
+    /// Failed label lookups at the API server (refused, unreachable, late).
+    pub label_errors: u64,
     /// Process rows in a pod (uid from the cgroup) that no source named.
     pub unresolved: u64,
 }
@@ -236,6 +286,8 @@ struct Counters {
     allocated_devices: AtomicU64,
     log_errors: AtomicU64,
     kubelet_errors: AtomicU64,
+    labelled_pods: AtomicU64,
+    label_errors: AtomicU64,
     unresolved: AtomicU64,
 }
 
@@ -262,6 +314,8 @@ impl KubeCounters {
             allocated_devices: get(&c.allocated_devices),
             log_errors: get(&c.log_errors),
             kubelet_errors: get(&c.kubelet_errors),
+            labelled_pods: get(&c.labelled_pods),
+            label_errors: get(&c.label_errors),
             unresolved: get(&c.unresolved),
         }
     }
@@ -343,6 +397,11 @@ impl Kubernetes {
         match self.view.resolve(uid, identity.container_id.as_deref(), gpu_uuid, other_pods_on_gpu) {
             // Shared text: no allocation per row.
             Some(resolved) => {
+                // The labels of this very pod: the API server's uid is the cgroup's.
+                identity.k8s_labels = match self.view.labels.get(&resolved.pod) {
+                    Some((api_uid, labels)) if api_uid == uid => labels.clone(),
+                    _ => None,
+                };
                 identity.k8s_namespace = Some(resolved.pod.namespace);
                 identity.k8s_pod_name = Some(resolved.pod.name);
                 identity.k8s_container = resolved.container;
@@ -351,6 +410,7 @@ impl Kubernetes {
                 identity.k8s_namespace = None;
                 identity.k8s_pod_name = None;
                 identity.k8s_container = None;
+                identity.k8s_labels = None;
                 self.shared.counters.unresolved.fetch_add(1, Ordering::Relaxed);
                 let now = Instant::now();
                 let due = self.nudged.get(uid).is_none_or(|at| now.duration_since(*at) >= REFRESH_EVERY);
@@ -400,17 +460,19 @@ impl Kubernetes {
             if taken {
                 continue;
             }
+            let mut holder =
+                Holder::kubernetes(Some(a.namespace.clone()), Some(a.pod.clone()), Some(a.container.clone()));
+            if !self.view.labels.is_empty() {
+                let pod = PodName { namespace: a.namespace.clone(), name: a.pod.clone() };
+                holder.k8s_labels = self.view.labels.get(&pod).and_then(|(_, labels)| labels.clone());
+            }
             out.push(AllocSample {
                 ts: ts_ms,
                 interval_ms,
                 gpu_uuid: row.gpu_uuid.clone(),
                 gpu_index: row.gpu_index,
                 // Shared text: no allocation per tick.
-                holder: Holder::kubernetes(
-                    Some(a.namespace.clone()),
-                    Some(a.pod.clone()),
-                    Some(a.container.clone()),
-                ),
+                holder,
             });
         }
     }
@@ -456,10 +518,83 @@ struct Refresher {
     socket_seen: bool,
     warned_logs: bool,
     warned_kubelet: bool,
+    /// Pod labels, when asked for.
+    labels: Option<Labels>,
+}
+
+/// The API server's answers about pods' labels, cached per pod.
+#[derive(Debug)]
+struct Labels {
+    source: LabelSource,
+    /// Per pod: its uid at the API server and its labels kept (the last
+    /// good answer), and when it is due to be asked again.
+    pods: HashMap<PodName, (Option<PodLabels>, Instant)>,
+    warned: bool,
+}
+
+impl Labels {
+    /// Asks the API server about the pods in `names` that are due (new,
+    /// or last asked [`LABELS_REFRESH`] ago, or failed [`LABELS_RETRY`]
+    /// ago), at most [`LABELS_PER_REFRESH`] of them, and forgets pods no
+    /// longer named. Stops at the first failure that is not about one pod
+    /// (the server unreachable or late): the rest wait for the next refresh.
+    fn refresh(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        names: &[PodName],
+        counters: &Counters,
+        now: Instant,
+    ) {
+        self.pods.retain(|pod, _| names.contains(pod));
+        let mut asked = 0;
+        for pod in names {
+            if asked == LABELS_PER_REFRESH {
+                break;
+            }
+            if self.pods.get(pod).is_some_and(|(_, due)| *due > now) {
+                continue;
+            }
+            asked += 1;
+            match runtime.block_on(self.source.api.pod(&pod.namespace, &pod.name)) {
+                Ok(meta) => {
+                    let kept = apiserver::render_labels(&meta.labels, &self.source.keys).map(Text::from);
+                    self.pods.insert(pod.clone(), (Some((meta.uid, kept)), now + LABELS_REFRESH));
+                    self.warned = false;
+                }
+                Err(error) => {
+                    counters.label_errors.fetch_add(1, Ordering::Relaxed);
+                    let gone = error.status() == Some(reqwest::StatusCode::NOT_FOUND);
+                    if !self.warned && !gone {
+                        self.warned = true;
+                        tracing::warn!(error = %apron_store::error_chain::format_chain(&error),
+                            "cannot read a pod's labels from the API server; its last answer stands (this warning \
+                             is not repeated until a lookup succeeds; the health line counts failures)");
+                    }
+                    // A pod the API server no longer has has no labels; any
+                    // other failure keeps the last good answer until retried.
+                    let entry = self.pods.entry(pod.clone()).or_insert((None, now));
+                    if gone {
+                        entry.0 = None;
+                    }
+                    entry.1 = now + LABELS_RETRY;
+                    if error.status().is_none() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The answers to hand to the tick.
+    fn current(&self) -> HashMap<PodName, PodLabels> {
+        self.pods.iter().filter_map(|(pod, (answer, _))| Some((pod.clone(), answer.clone()?))).collect()
+    }
 }
 
 impl Refresher {
     fn new(sources: KubeSources, shared: Arc<Shared>) -> Refresher {
+        let labels =
+            sources.labels.clone().map(|source| Labels { source, pods: HashMap::new(), warned: false });
         let client = PodResourcesClient::new(&sources.kubelet_socket, CALL_DEADLINE);
         Refresher {
             sources,
@@ -472,6 +607,7 @@ impl Refresher {
             socket_seen: false,
             warned_logs: false,
             warned_kubelet: false,
+            labels,
         }
     }
 
@@ -544,11 +680,32 @@ impl Refresher {
                 }
             }
         }
+        let pods = self.pods.current();
+        let labels = match &mut self.labels {
+            Some(labels) => {
+                // Every pod the sources name: by uid (the log folders) and
+                // by allocation (pod-resources).
+                let mut names: Vec<PodName> = pods.values().cloned().collect();
+                names.extend(
+                    self.allocations
+                        .iter()
+                        .map(|a| PodName { namespace: a.namespace.clone(), name: a.pod.clone() }),
+                );
+                names.sort();
+                names.dedup();
+                labels.refresh(runtime, &names, counters, now);
+                let current = labels.current();
+                counters.labelled_pods.store(current.len() as u64, Ordering::Relaxed);
+                current
+            }
+            None => HashMap::new(),
+        };
         let snapshot = Snapshot {
-            pods: self.pods.current(),
+            pods,
             containers: self.containers.current(),
             logs_readable,
             allocations: self.allocations.clone(),
+            labels,
         };
         counters.refreshes.fetch_add(1, Ordering::Relaxed);
         counters.pods.store(snapshot.pods.len() as u64, Ordering::Relaxed);

@@ -106,6 +106,15 @@ struct Cli {
     /// (default: the `containers` folder beside --pod-logs).
     #[arg(long, value_name = "DIR")]
     container_logs: Option<PathBuf>,
+    /// Record these pod labels (comma-separated keys, e.g. team,cost-center)
+    /// from the Kubernetes API server, so team rules can match them. Off by
+    /// default; needs the in-cluster service account with `get` on pods.
+    #[arg(long, value_name = "KEYS", value_parser = label_keys)]
+    k8s_labels: Option<LabelKeys>,
+    /// The service account's folder (ca.crt, token) used with --k8s-labels;
+    /// the API server is $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT.
+    #[arg(long, value_name = "DIR", default_value = apron_recorder::kubernetes::apiserver::DEFAULT_SERVICE_ACCOUNT)]
+    k8s_service_account: PathBuf,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -555,8 +564,27 @@ fn run_simulate(opts: &SimulateOptions, data: &std::path::Path) -> anyhow::Resul
     Ok(())
 }
 
+/// `--k8s-labels`' value: label keys, each checked.
+#[derive(Debug, Clone)]
+struct LabelKeys(Vec<String>);
+
+fn label_keys(list: &str) -> Result<LabelKeys, String> {
+    apron_recorder::kubernetes::apiserver::parse_label_keys(list).map(LabelKeys)
+}
+
 /// The recording run's options from the flags.
 fn record_options(cli: &Cli) -> anyhow::Result<RecordOptions> {
+    let labels = match &cli.k8s_labels {
+        Some(LabelKeys(keys)) => {
+            let api = apron_recorder::kubernetes::apiserver::ApiServer::in_cluster(
+                &cli.k8s_service_account,
+                apron_recorder::kubernetes::apiserver::LABELS_DEADLINE,
+            )
+            .context("--k8s-labels needs the in-cluster API server")?;
+            Some(apron_recorder::kubernetes::LabelSource { api, keys: keys.clone() })
+        }
+        None => None,
+    };
     let slurm = apron_recorder::slurm::SlurmOptions::from_flags(
         cli.scontrol.as_deref().map(std::path::Path::new),
         cli.no_slurm,
@@ -583,6 +611,7 @@ fn record_options(cli: &Cli) -> anyhow::Result<RecordOptions> {
             kubelet_socket: cli.kubelet_socket.clone(),
             pod_logs: cli.pod_logs.clone(),
             container_logs: cli.container_logs.clone(),
+            labels,
         },
     })
 }

@@ -303,6 +303,8 @@ fn log_health(
         k8s_unresolved = k8s.unresolved,
         k8s_log_errors = k8s.log_errors,
         k8s_kubelet_errors = k8s.kubelet_errors,
+        k8s_labelled_pods = k8s.labelled_pods,
+        k8s_label_errors = k8s.label_errors,
         "health"
     );
 }

@@ -13,7 +13,8 @@
 //! As with the other minute tables, a minute split across two files has a
 //! row in each: aggregate by (`gpu_uuid`, `minute`, `source`,
 //! `k8s_namespace`, `k8s_pod_name`, `k8s_container`, `slurm_job_id`) with
-//! `sum` of `seconds` and `samples`. A GPU shared by time-slicing has a row
+//! `sum` of `seconds` and `samples` (and `max` of `k8s_labels`: a pod whose
+//! labels changed within a minute has a row per label set). A GPU shared by time-slicing has a row
 //! per pod holding a replica of it; a MIG instance's rows name the
 //! instance's UUID, as its `gpu_minutes` rows do.
 
@@ -48,6 +49,9 @@ pub struct Holder {
     pub k8s_pod_name: Option<Text>,
     /// Kubernetes: the container the device is allocated to.
     pub k8s_container: Option<Text>,
+    /// Kubernetes: the pod's labels the recorder was asked to keep, as
+    /// [`crate::ProcIdentity::k8s_labels`].
+    pub k8s_labels: Option<Text>,
     /// Slurm: the job's id.
     pub slurm_job_id: Option<Text>,
     /// Slurm: the job's account.
@@ -131,6 +135,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         s("k8s_namespace"),
         s("k8s_pod_name"),
         s("k8s_container"),
+        s("k8s_labels"),
         s("slurm_job_id"),
         s("slurm_account"),
         s("slurm_partition"),
@@ -153,6 +158,7 @@ pub fn to_batch(rows: &[AllocMinute]) -> Result<RecordBatch, ArrowError> {
     let mut index = Int32Builder::with_capacity(n);
     let text = || StringBuilder::with_capacity(n, n * 8);
     let (mut source, mut ns, mut pod, mut container) = (text(), text(), text(), text());
+    let mut labels = text();
     let (mut job, mut account, mut partition, mut user) = (text(), text(), text(), text());
     let mut seconds = Float64Builder::with_capacity(n);
     let mut samples = Int32Builder::with_capacity(n);
@@ -165,6 +171,7 @@ pub fn to_batch(rows: &[AllocMinute]) -> Result<RecordBatch, ArrowError> {
         ns.append_option(h.k8s_namespace.as_deref());
         pod.append_option(h.k8s_pod_name.as_deref());
         container.append_option(h.k8s_container.as_deref());
+        labels.append_option(h.k8s_labels.as_deref());
         job.append_option(h.slurm_job_id.as_deref());
         account.append_option(h.slurm_account.as_deref());
         partition.append_option(h.slurm_partition.as_deref());
@@ -180,6 +187,7 @@ pub fn to_batch(rows: &[AllocMinute]) -> Result<RecordBatch, ArrowError> {
         Arc::new(ns.finish()),
         Arc::new(pod.finish()),
         Arc::new(container.finish()),
+        Arc::new(labels.finish()),
         Arc::new(job.finish()),
         Arc::new(account.finish()),
         Arc::new(partition.finish()),

@@ -19,6 +19,7 @@ pub mod alloc_minutes;
 pub mod folders;
 pub mod gpu_minutes;
 pub mod gpu_samples;
+pub mod k8s_labels;
 pub mod minute_state;
 pub mod parquet_props;
 pub mod paths;

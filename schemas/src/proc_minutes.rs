@@ -70,6 +70,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         s("k8s_namespace"),
         s("k8s_pod_name"),
         s("k8s_container"),
+        s("k8s_labels"),
         s("slurm_job_id"),
         s("slurm_account"),
         s("slurm_partition"),
@@ -103,6 +104,7 @@ pub fn to_batch(rows: &[ProcMinute]) -> Result<RecordBatch, ArrowError> {
         (text(), text(), text(), text(), text(), text(), text());
     let (mut claimed_ns, mut claimed_job, mut claimed_account) = (text(), text(), text());
     let (mut pod_name, mut k8s_container, mut partition) = (text(), text(), text());
+    let mut labels = text();
     for r in rows {
         let id = &r.identity;
         minute.append_value(r.minute);
@@ -123,6 +125,7 @@ pub fn to_batch(rows: &[ProcMinute]) -> Result<RecordBatch, ArrowError> {
         ns.append_option(id.k8s_namespace.as_deref());
         pod_name.append_option(id.k8s_pod_name.as_deref());
         k8s_container.append_option(id.k8s_container.as_deref());
+        labels.append_option(id.k8s_labels.as_deref());
         job.append_option(id.slurm_job_id.as_deref());
         account.append_option(id.slurm_account.as_deref());
         partition.append_option(id.slurm_partition.as_deref());
@@ -149,6 +152,7 @@ pub fn to_batch(rows: &[ProcMinute]) -> Result<RecordBatch, ArrowError> {
         Arc::new(ns.finish()),
         Arc::new(pod_name.finish()),
         Arc::new(k8s_container.finish()),
+        Arc::new(labels.finish()),
         Arc::new(job.finish()),
         Arc::new(account.finish()),
         Arc::new(partition.finish()),

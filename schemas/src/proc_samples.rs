@@ -49,6 +49,10 @@ pub struct ProcIdentity {
     /// The container's name in its pod's spec, from the same sources;
     /// `None` when they do not name it.
     pub k8s_container: Option<Text>,
+    /// The pod's labels the recorder was asked to keep (`--k8s-labels`),
+    /// from the API server: `key=value` pairs sorted by key, joined by `,`;
+    /// `None` when labels are not read or the pod has none of those keys.
+    pub k8s_labels: Option<Text>,
     /// Slurm job id from the cgroup path, under Slurm's own hierarchy.
     pub slurm_job_id: Option<Text>,
     /// Slurm account, from Slurm itself (the simulated fleet sets it; on
@@ -105,6 +109,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         s("k8s_namespace"),
         s("k8s_pod_name"),
         s("k8s_container"),
+        s("k8s_labels"),
         s("slurm_job_id"),
         s("slurm_account"),
         s("slurm_partition"),
@@ -147,6 +152,7 @@ where
         (text(), text(), text(), text(), text(), text(), text());
     let (mut claimed_ns, mut claimed_job, mut claimed_account) = (text(), text(), text());
     let (mut pod_name, mut k8s_container, mut partition) = (text(), text(), text());
+    let mut labels = text();
     for r in rows {
         let id = &r.identity;
         ts.append_value(r.ts);
@@ -162,6 +168,7 @@ where
         ns.append_option(id.k8s_namespace.as_deref());
         pod_name.append_option(id.k8s_pod_name.as_deref());
         k8s_container.append_option(id.k8s_container.as_deref());
+        labels.append_option(id.k8s_labels.as_deref());
         job.append_option(id.slurm_job_id.as_deref());
         account.append_option(id.slurm_account.as_deref());
         partition.append_option(id.slurm_partition.as_deref());
@@ -186,6 +193,7 @@ where
         Arc::new(ns.finish()),
         Arc::new(pod_name.finish()),
         Arc::new(k8s_container.finish()),
+        Arc::new(labels.finish()),
         Arc::new(job.finish()),
         Arc::new(account.finish()),
         Arc::new(partition.finish()),

@@ -365,6 +365,7 @@ impl ProcAcc {
             k8s_namespace,
             k8s_pod_name,
             k8s_container,
+            k8s_labels,
             slurm_job_id,
             slurm_account,
             slurm_partition

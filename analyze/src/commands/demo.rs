@@ -296,14 +296,18 @@ fn days_in_month(first: NaiveDate) -> u32 {
 mod tests {
     use super::*;
 
+    fn who(user: &str) -> crate::config::Who<'_> {
+        crate::config::Who { user: Some(user), ..Default::default() }
+    }
+
     #[test]
     fn the_demo_config_reads_back_and_maps_five_teams() {
         let config =
             crate::config::Config::from_toml(&demo_config(), Path::new("apron.toml")).expect("valid");
         assert_eq!(config.team.len(), 5);
         assert_eq!(config.gpu_cost.len(), 3);
-        assert_eq!(crate::config::team_of(&config, Some("alice"), None, None, None), "vision");
-        assert_eq!(crate::config::team_of(&config, Some("priya"), None, None, None), "unassigned");
+        assert_eq!(crate::config::team_of(&config, &who("alice")), "vision");
+        assert_eq!(crate::config::team_of(&config, &who("priya")), "unassigned");
         let november = NaiveDate::from_ymd_opt(2026, 11, 1).expect("date");
         assert_eq!(days_in_month(november), 30);
         assert_eq!(days_in_month(NaiveDate::from_ymd_opt(2026, 12, 1).expect("date")), 31);

@@ -54,6 +54,8 @@
 //! users = ["alice", "bob"]
 //! uids = [1001]
 //! k8s_namespaces = ["vision-*"]   # glob patterns
+//! k8s_labels = { team = "vision" } # a pod with every one of these labels
+//!                                  # (recorded with `apron-recorder --k8s-labels team`)
 //! slurm_accounts = ["vision"]
 //! budget_per_month = 5000         # in `currency` a calendar month (UTC); 0–10,000,000,000
 //! ```
@@ -69,6 +71,7 @@
 //! with [`DEFAULT_GPU_COST`] too. A bad file is refused with its path, the
 //! line and the key: `apron.toml:7: unknown key `prise_per_kwh` in [energy]`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -220,6 +223,11 @@ pub struct Team {
     /// Kubernetes namespaces, as glob patterns (`vision-*`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub k8s_namespaces: Vec<NamespacePattern>,
+    /// Pod labels, each exactly: a pod with every one of them matches (a
+    /// Kubernetes `matchLabels`). Labels are recorded only for the keys
+    /// the recorder was given (`--k8s-labels`).
+    #[serde(default, skip_serializing_if = "LabelSelector::is_empty")]
+    pub k8s_labels: LabelSelector,
     /// Slurm accounts, exactly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slurm_accounts: Vec<String>,
@@ -258,6 +266,43 @@ impl<'de> Deserialize<'de> for NamespacePattern {
         glob::Pattern::new(&text)
             .map(NamespacePattern)
             .map_err(|e| de::Error::custom(format!("has an invalid pattern {text:?}: {}", e.msg)))
+    }
+}
+
+/// A `[[team]]`'s `k8s_labels`: label keys and values, each checked
+/// against Kubernetes' rules when the file is read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LabelSelector(pub BTreeMap<String, String>);
+
+impl LabelSelector {
+    /// Whether it names no label (then it matches nothing).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether a `k8s_labels` text has every label of the selector.
+    pub fn matches(&self, labels: &str) -> bool {
+        apron_schemas::k8s_labels::matches(labels, &self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for LabelSelector {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, String>::deserialize(deserializer)?;
+        for (key, value) in &map {
+            if !apron_schemas::k8s_labels::valid_key(key) {
+                return Err(de::Error::custom(format!(
+                    "has an invalid label key {key:?} (a name of up to 63 letters, digits, `.`, `_` or `-`, \
+                     with an optional DNS prefix and `/`)"
+                )));
+            }
+            if !apron_schemas::k8s_labels::valid_value(value) {
+                return Err(de::Error::custom(format!(
+                    "has an invalid value {value:?} for label {key:?} (up to 63 letters, digits, `.`, `_` or `-`)"
+                )));
+            }
+        }
+        Ok(LabelSelector(map))
     }
 }
 
@@ -448,15 +493,11 @@ impl Config {
 
 /// The team that owns a process: the first `[[team]]` in file order with a
 /// rule that matches any of the process's user name, unix uid, Kubernetes
-/// namespace (glob) or Slurm account; [`UNASSIGNED`] when none does.
-/// `None` means the process has no such attribute, which matches no rule.
-pub fn team_of<'c>(
-    config: &'c Config,
-    user: Option<&str>,
-    uid: Option<i64>,
-    k8s_namespace: Option<&str>,
-    slurm_account: Option<&str>,
-) -> &'c str {
+/// namespace (glob), pod labels (all of the team's) or Slurm account;
+/// [`UNASSIGNED`] when none does. `None` means the process has no such
+/// attribute, which matches no rule.
+pub fn team_of<'c>(config: &'c Config, who: &Who<'_>) -> &'c str {
+    let Who { user, uid, k8s_namespace, k8s_labels, slurm_account } = *who;
     config
         .team
         .iter()
@@ -464,9 +505,26 @@ pub fn team_of<'c>(
             user.is_some_and(|u| team.users.iter().any(|x| x == u))
                 || uid.is_some_and(|u| team.uids.contains(&u))
                 || k8s_namespace.is_some_and(|ns| team.k8s_namespaces.iter().any(|p| p.matches(ns)))
+                || k8s_labels.is_some_and(|l| team.k8s_labels.matches(l))
                 || slurm_account.is_some_and(|a| team.slurm_accounts.iter().any(|x| x == a))
         })
         .map_or(UNASSIGNED, |team| team.name.as_str())
+}
+
+/// What the team rules look at of a process or an allocation's holder;
+/// `None`: it has no such attribute.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Who<'a> {
+    /// Unix user name.
+    pub user: Option<&'a str>,
+    /// Unix uid.
+    pub uid: Option<i64>,
+    /// Kubernetes namespace.
+    pub k8s_namespace: Option<&'a str>,
+    /// Pod labels, as `k8s_labels` holds them.
+    pub k8s_labels: Option<&'a str>,
+    /// Slurm account.
+    pub slurm_account: Option<&'a str>,
 }
 
 /// Seconds in a year of the write-off: 365.25 days.

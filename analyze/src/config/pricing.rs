@@ -12,7 +12,7 @@
 //! `apron_gpu_rate(gpu_model)`, what a second of a GPU of that model costs
 //! besides energy (its purchase price written off over its lifetime, plus
 //! its operating cost), and `apron_team(user, uid, k8s_namespace,
-//! slurm_account)`, the team the config's rules give a process. The
+//! slurm_account[, k8s_labels])`, the team the config's rules give a process. The
 //! decisions themselves are [`crate::config`]'s; this module only applies them.
 
 use std::collections::HashMap;
@@ -23,9 +23,11 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
-use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarUDF, Signature, SimpleScalarUDF, TypeSignature, Volatility, create_udf,
+};
 
-use crate::config::{Config, gpu_cost_for, rate_per_second, team_of};
+use crate::config::{Config, Who, gpu_cost_for, rate_per_second, team_of};
 use crate::error::{Error, SessionError};
 use crate::report::period::Period;
 use crate::session::Session;
@@ -44,14 +46,21 @@ pub fn register_functions(session: &Session, config: &Config) {
     );
     ctx.register_udf(rate);
     let teams = Arc::new(config.clone());
-    let team = create_udf(
-        "apron_team",
-        vec![DataType::Utf8, DataType::Int64, DataType::Utf8, DataType::Utf8],
-        DataType::Utf8,
+    // Four arguments as before pod labels were recorded; a fifth, the
+    // labels, for a config with `k8s_labels` rules.
+    let four = vec![DataType::Utf8, DataType::Int64, DataType::Utf8, DataType::Utf8];
+    let five = [four.clone(), vec![DataType::Utf8]].concat();
+    let signature = Signature::one_of(
+        vec![TypeSignature::Exact(four), TypeSignature::Exact(five)],
         Volatility::Immutable,
+    );
+    let team = SimpleScalarUDF::new_with_signature(
+        "apron_team",
+        signature,
+        DataType::Utf8,
         Arc::new(move |args: &[ColumnarValue]| team(&teams, args)),
     );
-    ctx.register_udf(team);
+    ctx.register_udf(ScalarUDF::from(team));
 }
 
 /// Registers the functions, the config's tables and the views
@@ -114,8 +123,8 @@ fn gpu_rate(config: &Config, args: &[ColumnarValue]) -> Result<ColumnarValue, Da
 }
 
 /// A process's attributes the team rules look at: user, uid, Kubernetes
-/// namespace, Slurm account.
-type Identity<'a> = (Option<&'a str>, Option<i64>, Option<&'a str>, Option<&'a str>);
+/// namespace, Slurm account, pod labels.
+type Identity<'a> = (Option<&'a str>, Option<i64>, Option<&'a str>, Option<&'a str>, Option<&'a str>);
 
 /// The `apron_team` of each row: rows of one batch repeat a few
 /// identities, so each distinct one is matched against the rules once.
@@ -124,6 +133,8 @@ fn team(config: &Config, args: &[ColumnarValue]) -> Result<ColumnarValue, DataFu
     let text = |i: usize| -> Result<ArrayRef, DataFusionError> { Ok(cast(&arrays[i], &DataType::Utf8)?) };
     let (user, ns, account) = (text(0)?, text(2)?, text(3)?);
     let (user, ns, account) = (user.as_string::<i32>(), ns.as_string::<i32>(), account.as_string::<i32>());
+    let labels = if arrays.len() > 4 { Some(text(4)?) } else { None };
+    let labels = labels.as_ref().map(|l| l.as_string::<i32>());
     let uid = cast(&arrays[1], &DataType::Int64)?;
     let uid = uid.as_primitive::<Int64Type>();
     fn get(a: &StringArray, i: usize) -> Option<&str> {
@@ -132,8 +143,18 @@ fn team(config: &Config, args: &[ColumnarValue]) -> Result<ColumnarValue, DataFu
     let mut known: HashMap<Identity<'_>, &str> = HashMap::new();
     let teams: StringArray = (0..user.len())
         .map(|i| {
-            let key = (get(user, i), uid.is_valid(i).then(|| uid.value(i)), get(ns, i), get(account, i));
-            Some(*known.entry(key).or_insert_with_key(|(u, id, n, a)| team_of(config, *u, *id, *n, *a)))
+            let key = (
+                get(user, i),
+                uid.is_valid(i).then(|| uid.value(i)),
+                get(ns, i),
+                get(account, i),
+                labels.and_then(|l| get(l, i)),
+            );
+            Some(*known.entry(key).or_insert_with_key(
+                |&(user, uid, k8s_namespace, slurm_account, k8s_labels)| {
+                    team_of(config, &Who { user, uid, k8s_namespace, k8s_labels, slurm_account })
+                },
+            ))
         })
         .collect();
     Ok(ColumnarValue::Array(Arc::new(teams) as ArrayRef))

@@ -11,9 +11,12 @@
 //!   the entry of lowest `position` whose model is the GPU's or `"*"`;
 //! - `apron_team_rules`, one row per rule of each `[[team]]`:
 //!   `team_order` (the team's place in the file, from 1), `team`, `kind`
-//!   (`user`, `uid`, `k8s_namespace` or `slurm_account`), `value` (as the
-//!   file writes it), `uid` (for `uid` rules) and `regex` (for
-//!   `k8s_namespace` rules: the glob as an anchored regular expression). A
+//!   (`user`, `uid`, `k8s_namespace`, `k8s_labels` or `slurm_account`),
+//!   `value` (as the file writes it; for `k8s_labels`, the team's labels as
+//!   sorted `key=value` pairs joined by `,`), `uid` (for `uid` rules) and
+//!   `regex` (for `k8s_namespace` rules: the glob as an anchored regular
+//!   expression; for `k8s_labels`, one that matches a recorded
+//!   `k8s_labels` text holding every one of the team's labels). A
 //!   process belongs to the team of lowest `team_order` with a rule that
 //!   matches it; to `unassigned` when none does.
 //!
@@ -160,6 +163,14 @@ fn team_rules(config: &Config) -> RecordBatch {
             regex: Some(glob_regex(p.as_str())),
             ..rule("k8s_namespace", p.as_str().to_owned())
         }));
+        if !team.k8s_labels.is_empty() {
+            let labels = &team.k8s_labels.0;
+            let value = labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+            rules.push(Rule {
+                regex: Some(apron_schemas::k8s_labels::selector_regex(labels)),
+                ..rule("k8s_labels", value)
+            });
+        }
         rules.extend(team.slurm_accounts.iter().map(|a| rule("slurm_account", a.clone())));
     }
     batch(

@@ -297,42 +297,86 @@ fn teams() -> Config {
     parse(FULL).expect("the full example is valid")
 }
 
+/// The team of a process with these attributes and no labels.
+fn team4<'c>(
+    config: &'c Config,
+    user: Option<&str>,
+    uid: Option<i64>,
+    k8s_namespace: Option<&str>,
+    slurm_account: Option<&str>,
+) -> &'c str {
+    team_of(config, &Who { user, uid, k8s_namespace, k8s_labels: None, slurm_account })
+}
+
+#[test]
+fn a_label_rule_needs_every_label_of_the_team() {
+    let c = parse(
+        "[[team]]\nname = \"serving\"\nk8s_labels = { team = \"nlp\", tier = \"prod\" }\n\
+         [[team]]\nname = \"nlp\"\nk8s_labels = { team = \"nlp\" }\n\
+         [[team]]\nname = \"cv\"\nk8s_namespaces = [\"cv\"]\nk8s_labels = { \"example.com/cost-center\" = \"cv.1\" }\n",
+    )
+    .expect("valid");
+    let team = |ns: Option<&str>, labels: Option<&str>| {
+        team_of(&c, &Who { k8s_namespace: ns, k8s_labels: labels, ..Who::default() })
+    };
+    assert_eq!(team(None, Some("team=nlp,tier=prod")), "serving");
+    assert_eq!(team(None, Some("app=x,team=nlp,tier=dev")), "nlp");
+    assert_eq!(team(None, Some("team=nlpx")), UNASSIGNED);
+    assert_eq!(team(None, Some("example.com/cost-center=cv.1")), "cv");
+    assert_eq!(team(None, Some("example.com/cost-center=cvx1")), UNASSIGNED);
+    // Any one rule: the namespace alone, or the label alone.
+    assert_eq!(team(Some("cv"), None), "cv");
+    assert_eq!(team(None, None), UNASSIGNED);
+    // The file's order decides: serving's two labels come before nlp's one.
+    assert_eq!(team(Some("cv"), Some("team=nlp,tier=prod")), "serving");
+}
+
+#[test]
+fn a_label_that_kubernetes_would_refuse_is_refused_with_its_line() {
+    let line = refusal("[[team]]\nname = \"a\"\nk8s_labels = { \"te am\" = \"x\" }\n");
+    assert!(line.starts_with("apron.toml:3: `k8s_labels` has an invalid label key \"te am\""), "{line}");
+    let line = refusal("[[team]]\nname = \"a\"\nk8s_labels = { team = \"a,b\" }\n");
+    assert!(line.contains("invalid value \"a,b\" for label \"team\""), "{line}");
+    let line = refusal("[[team]]\nname = \"a\"\nk8s_labels = { team = 3 }\n");
+    assert!(line.starts_with("apron.toml:3:"), "{line}");
+}
+
 #[test]
 fn a_team_matches_on_any_rule() {
     let c = teams();
-    assert_eq!(team_of(&c, Some("alice"), None, None, None), "vision");
-    assert_eq!(team_of(&c, None, Some(1001), None, None), "vision");
-    assert_eq!(team_of(&c, None, None, Some("vision-train"), None), "vision");
-    assert_eq!(team_of(&c, None, None, None, Some("vision")), "vision");
-    assert_eq!(team_of(&c, Some("carol"), None, None, None), "nlp");
-    assert_eq!(team_of(&c, Some("nobody"), Some(1002), Some("ops"), Some("ops")), UNASSIGNED);
-    assert_eq!(team_of(&c, None, None, None, None), "unassigned");
-    assert_eq!(team_of(&Config::default(), Some("alice"), Some(0), Some("vision-a"), None), "unassigned");
+    assert_eq!(team4(&c, Some("alice"), None, None, None), "vision");
+    assert_eq!(team4(&c, None, Some(1001), None, None), "vision");
+    assert_eq!(team4(&c, None, None, Some("vision-train"), None), "vision");
+    assert_eq!(team4(&c, None, None, None, Some("vision")), "vision");
+    assert_eq!(team4(&c, Some("carol"), None, None, None), "nlp");
+    assert_eq!(team4(&c, Some("nobody"), Some(1002), Some("ops"), Some("ops")), UNASSIGNED);
+    assert_eq!(team4(&c, None, None, None, None), "unassigned");
+    assert_eq!(team4(&Config::default(), Some("alice"), Some(0), Some("vision-a"), None), "unassigned");
 }
 
 #[test]
 fn the_first_matching_team_wins() {
     let c = teams();
     // carol is nlp's, but the namespace is vision's, and vision comes first.
-    assert_eq!(team_of(&c, Some("carol"), None, Some("vision-x"), None), "vision");
+    assert_eq!(team4(&c, Some("carol"), None, Some("vision-x"), None), "vision");
     // Swapping the order swaps the owner.
     let mut swapped = c.clone();
     swapped.team.reverse();
-    assert_eq!(team_of(&swapped, Some("carol"), None, Some("vision-x"), None), "nlp");
+    assert_eq!(team4(&swapped, Some("carol"), None, Some("vision-x"), None), "nlp");
 }
 
 #[test]
 fn namespaces_are_glob_patterns() {
     let c = teams();
-    assert_eq!(team_of(&c, None, None, Some("vision-"), None), "vision");
-    assert_eq!(team_of(&c, None, None, Some("vision"), None), "unassigned");
-    assert_eq!(team_of(&c, None, None, Some("xvision-a"), None), "unassigned");
-    assert_eq!(team_of(&c, None, None, Some("nlp"), None), "nlp");
-    assert_eq!(team_of(&c, None, None, Some("nlp-dev"), None), "unassigned");
-    assert_eq!(team_of(&c, None, None, Some("lang-en"), None), "nlp");
-    assert_eq!(team_of(&c, None, None, Some("lang-eng"), None), "unassigned");
+    assert_eq!(team4(&c, None, None, Some("vision-"), None), "vision");
+    assert_eq!(team4(&c, None, None, Some("vision"), None), "unassigned");
+    assert_eq!(team4(&c, None, None, Some("xvision-a"), None), "unassigned");
+    assert_eq!(team4(&c, None, None, Some("nlp"), None), "nlp");
+    assert_eq!(team4(&c, None, None, Some("nlp-dev"), None), "unassigned");
+    assert_eq!(team4(&c, None, None, Some("lang-en"), None), "nlp");
+    assert_eq!(team4(&c, None, None, Some("lang-eng"), None), "unassigned");
     // User names and accounts are exact, not patterns.
-    assert_eq!(team_of(&c, Some("alic*"), None, None, Some("vis*")), "unassigned");
+    assert_eq!(team4(&c, Some("alic*"), None, None, Some("vis*")), "unassigned");
 }
 
 #[test]

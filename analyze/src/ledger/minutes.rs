@@ -9,7 +9,7 @@
 use crate::ledger::map::HashMap;
 
 use super::read::{AllocPart, GpuPart, Names, ProcPart};
-use crate::config::{Config, team_of};
+use crate::config::{Config, Who, team_of};
 
 pub use apron_schemas::minute_state::State;
 use apron_schemas::minute_state::{WeightedMean, activity_pct, holds_memory};
@@ -239,7 +239,7 @@ fn share_partitioned(out: &mut Vec<GpuMinuteState>) {
 }
 
 /// Who a process is, as the team rules see it: user, uid, namespace, account.
-type Identity = (Option<u32>, Option<i64>, Option<u32>, Option<u32>);
+type Identity = (Option<u32>, Option<i64>, Option<u32>, Option<u32>, Option<u32>);
 
 /// The team and shown user of each identity met, so the rules run once each.
 #[derive(Debug, Default)]
@@ -253,10 +253,18 @@ impl Teams {
         if let Some(&found) = self.known.get(&who) {
             return found;
         }
-        let (user, uid, namespace, account) = who;
+        let (user, uid, namespace, labels, account) = who;
         let text = |id: Option<u32>, names: &Names| id.map(|i| names.name(i).to_owned());
         let (user_name, ns, acct) = (text(user, names), text(namespace, names), text(account, names));
-        let team = team_of(config, user_name.as_deref(), uid, ns.as_deref(), acct.as_deref()).to_owned();
+        let labels = text(labels, names);
+        let rules = Who {
+            user: user_name.as_deref(),
+            uid,
+            k8s_namespace: ns.as_deref(),
+            k8s_labels: labels.as_deref(),
+            slurm_account: acct.as_deref(),
+        };
+        let team = team_of(config, &rules).to_owned();
         let shown = match (&user_name, uid) {
             (Some(name), _) => name.clone(),
             (None, Some(uid)) => format!("uid {uid}"),
@@ -286,7 +294,7 @@ pub fn proc_minutes(
         let (mut mem_time, mut mem_max, mut held) = (0.0, None::<i64>, false);
         let (mut sm_time, mut sm_known) = (0.0, true);
         let (mut comm, mut user, mut uid) = (None, None, None::<i64>);
-        let (mut namespace, mut account) = (None, None);
+        let (mut namespace, mut labels, mut account) = (None, None, None);
         for p in group {
             if let Some(mean) = p.used_mem_bytes_mean {
                 mem_time += mean * p.seconds;
@@ -301,9 +309,10 @@ pub fn proc_minutes(
             user = max_text(names, user, p.user);
             uid = max_opt(uid, p.uid);
             namespace = max_text(names, namespace, p.k8s_namespace);
+            labels = max_text(names, labels, p.k8s_labels);
             account = max_text(names, account, p.slurm_account);
         }
-        let (team, user) = teams.of(config, names, (user, uid, namespace, account));
+        let (team, user) = teams.of(config, names, (user, uid, namespace, labels, account));
         out.push(ProcMinuteState {
             gpu_uuid: first.gpu_uuid,
             minute: first.minute,
@@ -358,9 +367,10 @@ pub fn alloc_minutes(
     out.clear();
     for group in parts.chunk_by(|a, b| key(a) == key(b)) {
         let first = group[0];
-        let (mut seconds, mut account, mut user) = (0.0, None, None);
+        let (mut seconds, mut account, mut user, mut labels) = (0.0, None, None, None);
         for p in group {
             seconds += p.seconds;
+            labels = max_text(names, labels, p.k8s_labels);
             account = max_text(names, account, p.slurm_account);
             user = max_text(names, user, p.user);
         }
@@ -371,7 +381,7 @@ pub fn alloc_minutes(
             format!("pod {}/{}", text(first.k8s_namespace, names), text(first.k8s_pod_name, names))
         };
         let holder = names.id(&holder);
-        let (team, user) = teams.of(config, names, (user, None, first.k8s_namespace, account));
+        let (team, user) = teams.of(config, names, (user, None, first.k8s_namespace, labels, account));
         out.push(AllocMinuteState {
             gpu_uuid: first.gpu_uuid,
             minute: first.minute,

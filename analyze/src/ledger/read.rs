@@ -125,6 +125,8 @@ pub struct ProcPart {
     pub uid: Option<i64>,
     /// Its Kubernetes namespace (`k8s_namespace`), as an interned id in [`Names`]; `None`: none.
     pub k8s_namespace: Option<u32>,
+    /// Its pod's labels (`k8s_labels`), as an interned id in [`Names`]; `None`: none.
+    pub k8s_labels: Option<u32>,
     /// Its Slurm account (`slurm_account`), as an interned id in [`Names`]; `None`: none.
     pub slurm_account: Option<u32>,
 }
@@ -144,6 +146,8 @@ pub struct AllocPart {
     pub k8s_pod_name: Option<u32>,
     /// The container's name (`k8s_container`), as an interned id in [`Names`]; `None`: none.
     pub k8s_container: Option<u32>,
+    /// The pod's labels (`k8s_labels`), as an interned id in [`Names`]; `None`: none.
+    pub k8s_labels: Option<u32>,
     /// The Slurm job's id (`slurm_job_id`), as an interned id in [`Names`]; `None`: none.
     pub slurm_job_id: Option<u32>,
     /// The Slurm job's account (`slurm_account`), as an interned id in [`Names`]; `None`: none.
@@ -375,6 +379,8 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
     let (namespace, account) = (text(batch, "k8s_namespace")?, text(batch, "slurm_account")?);
     let (uuid, comm, user) = (ids(&uuid, names)?, ids(&comm, names)?, ids(&user, names)?);
     let (namespace, account) = (ids(&namespace, names)?, ids(&account, names)?);
+    let labels = text(batch, "k8s_labels")?;
+    let labels = ids(&labels, names)?;
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         out.push(ProcPart {
@@ -390,6 +396,7 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
             user: user[i],
             uid: opt(&uid, i, |i| uid.value(i)),
             k8s_namespace: namespace[i],
+            k8s_labels: labels[i],
             slurm_account: account[i],
         });
     }
@@ -406,6 +413,8 @@ fn alloc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<AllocPart>) 
     let (uuid, source, namespace, pod) =
         (ids(&uuid, names)?, ids(&source, names)?, ids(&namespace, names)?, ids(&pod, names)?);
     let (container, job) = (ids(&container, names)?, ids(&job, names)?);
+    let labels = text(batch, "k8s_labels")?;
+    let labels = ids(&labels, names)?;
     let (account, user) = (ids(&account, names)?, ids(&user, names)?);
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
@@ -416,6 +425,7 @@ fn alloc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<AllocPart>) 
             k8s_namespace: namespace[i],
             k8s_pod_name: pod[i],
             k8s_container: container[i],
+            k8s_labels: labels[i],
             slurm_job_id: job[i],
             slurm_account: account[i],
             user: user[i],

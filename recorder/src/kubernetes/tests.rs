@@ -67,6 +67,7 @@ fn the_log_folders_name_a_pod_by_its_uid_and_a_container_by_its_id() {
             ContainerLog { pod_uid: UID_A.into(), name: "main".into() },
         )]),
         logs_readable: true,
+        labels: HashMap::new(),
         // Pod-resources says another pod holds the GPU: the uid's folder wins.
         allocations: allocations(&list(&[("cv", "other", "c", &[GPU_0])])),
     };
@@ -166,6 +167,40 @@ fn fill_sets_trusted_fields_and_clears_what_no_source_names() {
 }
 
 #[test]
+fn labels_go_to_the_pod_of_the_api_servers_uid_and_to_its_allocations() {
+    // trainer-0's labels at the API server are for uid A; trainer-1 was
+    // deleted and made again: the API server's uid is not its processes'.
+    let mut kube = kube_with(Snapshot {
+        pods: HashMap::from([
+            (UID_A.to_owned(), pod("nlp", "trainer-0")),
+            (UID_B.to_owned(), pod("nlp", "trainer-1")),
+        ]),
+        logs_readable: true,
+        allocations: allocations(&list(&[("nlp", "trainer-0", "main", &[GPU_0])])),
+        labels: HashMap::from([
+            (pod("nlp", "trainer-0"), (UID_A.to_owned(), Some("team=nlp".into()))),
+            (pod("nlp", "trainer-1"), ("a-later-uid".to_owned(), Some("team=cv".into()))),
+        ]),
+        ..Snapshot::default()
+    });
+    let in_pod = |uid: &str| ProcIdentity {
+        k8s_pod_uid: Some(uid.into()),
+        k8s_labels: Some("stale=1".into()),
+        ..ProcIdentity::default()
+    };
+    let mut rows = [row(GPU_0, in_pod(UID_A)), row(GPU_1, in_pod(UID_B))];
+    kube.fill_rows(&mut rows);
+    assert_eq!(rows[0].identity.k8s_labels.as_deref(), Some("team=nlp"));
+    assert_eq!(rows[1].identity.k8s_labels, None, "another pod's labels are not this one's");
+    assert_eq!(rows[1].identity.k8s_pod_name.as_deref(), Some("trainer-1"));
+    let mut out = Vec::new();
+    let gpus = [GpuSample { gpu_uuid: GPU_0.into(), ..GpuSample::default() }];
+    kube.push_allocations(1_000, 1_000, &gpus, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].holder.k8s_labels.as_deref(), Some("team=nlp"));
+}
+
+#[test]
 fn without_log_folders_two_pods_on_a_gpu_one_pod_holds_are_not_named() {
     // A pod given every GPU without an allocation (NVIDIA_VISIBLE_DEVICES=all)
     // beside the pod holding GPU 0: either could be the holder.
@@ -211,6 +246,7 @@ fn absent_sources_are_no_failure_and_a_dead_socket_is_counted() {
         kubelet_socket: tmp.path().join("none.sock"),
         pod_logs: tmp.path().join("pods"),
         container_logs: None,
+        labels: None,
     };
     let mut refresher = Refresher::new(sources, Arc::clone(&shared));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");

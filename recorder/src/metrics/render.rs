@@ -476,7 +476,7 @@ fn health(s: &Snapshot, out: &mut String) {
         }
     }
     if let Some(k8s) = h.k8s {
-        let k8s_metrics: [(&str, &str, &str, u64); 5] = [
+        let k8s_metrics: [(&str, &str, &str, u64); 7] = [
             ("apron_recorder_k8s_pods", "gauge", "Pods the kubelet's log folders name, by uid.", k8s.pods),
             (
                 "apron_recorder_k8s_allocated_devices",
@@ -501,6 +501,18 @@ fn health(s: &Snapshot, out: &mut String) {
                 "counter",
                 "Failed calls to the kubelet's pod-resources API.",
                 k8s.kubelet_errors,
+            ),
+            (
+                "apron_recorder_k8s_labelled_pods",
+                "gauge",
+                "Pods whose labels the API server gave (--k8s-labels).",
+                k8s.labelled_pods,
+            ),
+            (
+                "apron_recorder_k8s_label_errors_total",
+                "counter",
+                "Failed pod label lookups at the API server (--k8s-labels).",
+                k8s.label_errors,
             ),
         ];
         for (name, kind, help, v) in k8s_metrics {

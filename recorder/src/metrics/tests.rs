@@ -231,6 +231,8 @@ fn minute_states_are_one_hot_and_health_is_served() {
         allocated_devices: 3,
         log_errors: 0,
         kubelet_errors: 2,
+        labelled_pods: 6,
+        label_errors: 7,
         unresolved: 5,
     });
     let mut text = String::new();
@@ -259,6 +261,8 @@ fn minute_states_are_one_hot_and_health_is_served() {
         ("apron_recorder_k8s_unresolved_rows_total", "5"),
         ("apron_recorder_k8s_log_errors_total", "0"),
         ("apron_recorder_k8s_kubelet_errors_total", "2"),
+        ("apron_recorder_k8s_labelled_pods", "6"),
+        ("apron_recorder_k8s_label_errors_total", "7"),
         ("apron_recorder_last_tick_timestamp_seconds", "1796083200"),
     ] {
         assert_eq!(lines_of(&text, name), [format!(r#"{name}{{Hostname="node07"}} {value}"#)], "{text}");

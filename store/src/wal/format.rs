@@ -53,6 +53,7 @@ mod format1;
 mod format2;
 mod format3;
 mod format4;
+mod format5;
 
 /// The version of the segment format. Bump it when the frame layout or a
 /// row struct ([`GpuSample`], [`ProcSample`], [`apron_schemas::ProcIdentity`],
@@ -60,10 +61,11 @@ mod format4;
 /// only readable by a build that knows its version. This build also reads
 /// format 1 (before `gpu_samples.gr_engine_active_pct` and the MIG columns),
 /// format 2 (before the `claimed_*` identity columns), format 3 (before
-/// `k8s_pod_name`, `k8s_container` and `slurm_partition`) and format 4
-/// (before the allocations), so segments a crash left behind reach Parquet
-/// after an upgrade; keep the older formats' readers when bumping it.
-pub const FORMAT_VERSION: u32 = 5;
+/// `k8s_pod_name`, `k8s_container` and `slurm_partition`), format 4
+/// (before the allocations) and format 5 (before `k8s_labels`), so
+/// segments a crash left behind reach Parquet after an upgrade; keep the
+/// older formats' readers when bumping it.
+pub const FORMAT_VERSION: u32 = 6;
 
 /// The bytes that open a segment's header frame.
 pub const MAGIC: [u8; 8] = *b"APRONWAL";
@@ -175,7 +177,7 @@ pub enum WalError {
     /// The segment was written by a build with another format or other row
     /// columns; that build can read it.
     #[error(
-        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x}) and formats 1 to 4",
+        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x}) and formats 1 to 5",
         path.display(),
         rows_fingerprint()
     )]
@@ -410,6 +412,7 @@ fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
             format2::VERSION => old(format2::decode_tick(payload)),
             format3::VERSION => old(format3::decode_tick(payload)),
             format4::VERSION => old(format4::decode_tick(payload)),
+            format5::VERSION => format5::decode_tick(payload),
             _ => postcard::from_bytes::<TickOwned>(payload).map(|t| (t.ts, t.gpus, t.procs, t.allocs)),
         };
         match tick {
@@ -445,7 +448,8 @@ fn decode_header(path: &Path, payload: &[u8]) -> Result<(SegmentHeader, u32), Wa
         || (version == format1::VERSION && fingerprint == format1::FINGERPRINT)
         || (version == format2::VERSION && fingerprint == format2::FINGERPRINT)
         || (version == format3::VERSION && fingerprint == format3::FINGERPRINT)
-        || (version == format4::VERSION && fingerprint == format4::FINGERPRINT);
+        || (version == format4::VERSION && fingerprint == format4::FINGERPRINT)
+        || (version == format5::VERSION && fingerprint == format5::FINGERPRINT);
     if !known {
         return Err(WalError::Version {
             path: path.to_path_buf(),
@@ -773,18 +777,18 @@ mod tests {
             allocs: &[alloc(1_000, "GPU-a")],
         };
         encode_tick(1_000, rows, &mut bytes).expect("encodes");
-        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (5, PINNED_TICK_CRC));
+        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (6, PINNED_TICK_CRC));
     }
 
-    const PINNED_TICK_CRC: u32 = 2_640_344_817;
+    const PINNED_TICK_CRC: u32 = 1_241_176_005;
 
-    /// Format 4's tick frame, as its builds wrote it: this build's rows
+    /// Format 4's tick frame, as its builds wrote it: format 5's rows
     /// without the allocations.
     #[derive(Serialize)]
     struct TickV4<'a> {
         ts: i64,
         gpus: &'a [GpuSample],
-        procs: &'a [ProcSample],
+        procs: &'a [format5::ProcSampleV5],
     }
 
     #[test]
@@ -803,7 +807,11 @@ mod tests {
         let at = bytes.len();
         let (gpus, procs) = ([gpu(1_000, "GPU-a", Some(3))], [proc_row(1_000, "GPU-a", 7)]);
         append_frame(&mut bytes, |buf| {
-            postcard::serialize_with_flavor(&TickV4 { ts: 1_000, gpus: &gpus, procs: &procs }, AppendTo(buf))
+            let v5 = format5::tick_of(1_000, &gpus, &procs, &[]);
+            postcard::serialize_with_flavor(
+                &TickV4 { ts: 1_000, gpus: &gpus, procs: &v5.procs },
+                AppendTo(buf),
+            )
         })
         .expect("tick");
         assert_eq!(crc32fast::hash(&bytes[at..]), 3_142_353_071, "format 4's pinned tick");
@@ -812,6 +820,30 @@ mod tests {
         assert_eq!((rows.ticks, rows.torn_bytes, rows.bad_frames), (1, 0, 0));
         assert_eq!((&rows.gpus[..], &rows.procs[..]), (&gpus[..], &procs[..]));
         assert!(rows.allocs.is_empty(), "format 4 recorded no allocations");
+    }
+
+    #[test]
+    fn a_segment_of_format_5_is_read_after_an_upgrade_without_labels() {
+        // The bytes format 5 wrote: its header and a tick frame whose
+        // checksum is the one format 5's builds pinned.
+        let mut bytes = Vec::new();
+        append_frame(&mut bytes, |buf| {
+            buf.extend_from_slice(&MAGIC);
+            buf.extend_from_slice(&format5::VERSION.to_le_bytes());
+            buf.extend_from_slice(&format5::FINGERPRINT.to_le_bytes());
+            postcard::serialize_with_flavor(&header(), AppendTo(buf))
+        })
+        .expect("header");
+        let at = bytes.len();
+        let (gpus, procs, allocs) =
+            ([gpu(1_000, "GPU-a", Some(3))], [proc_row(1_000, "GPU-a", 7)], [alloc(1_000, "GPU-a")]);
+        let tick = format5::tick_of(1_000, &gpus, &procs, &allocs);
+        append_frame(&mut bytes, |buf| postcard::serialize_with_flavor(&tick, AppendTo(buf))).expect("tick");
+        assert_eq!(crc32fast::hash(&bytes[at..]), 2_640_344_817, "format 5's pinned tick");
+        let rows = read(&bytes);
+        assert_eq!((rows.ticks, rows.torn_bytes, rows.bad_frames), (1, 0, 0));
+        assert_eq!((&rows.gpus[..], &rows.procs[..], &rows.allocs[..]), (&gpus[..], &procs[..], &allocs[..]));
+        assert!(rows.procs.iter().all(|p| p.identity.k8s_labels.is_none()));
     }
 
     #[test]
@@ -896,6 +928,7 @@ mod tests {
             k8s_namespace: Some("ns".into()),
             k8s_pod_name: None,
             k8s_container: None,
+            k8s_labels: None,
             slurm_job_id: Some("42".into()),
             slurm_account: Some("acct".into()),
             slurm_partition: None,

@@ -63,6 +63,7 @@ impl From<ProcSampleV3> for ProcSample {
                 k8s_namespace: id.k8s_namespace,
                 k8s_pod_name: None,
                 k8s_container: None,
+                k8s_labels: None,
                 slurm_job_id: id.slurm_job_id,
                 slurm_account: id.slurm_account,
                 slurm_partition: None,

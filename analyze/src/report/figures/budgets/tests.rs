@@ -26,6 +26,7 @@ fn config(budgets: &[(&str, Option<f64>)]) -> Config {
             users: vec![name.to_owned()],
             uids: Vec::new(),
             k8s_namespaces: Vec::new(),
+            k8s_labels: Default::default(),
             slurm_accounts: Vec::new(),
             budget_per_month: budget,
         })
