@@ -116,7 +116,19 @@ struct Recorder {
 
 impl Recorder {
     fn start(data: &Path, gpus: &[String], kubelet_socket: &Path, pod_logs: &Path) -> Recorder {
-        let mut child = Command::new(bin("apron-recorder"))
+        Recorder::start_with(data, gpus, kubelet_socket, pod_logs, |_| {})
+    }
+
+    /// As [`Recorder::start`], with `more` flags or environment.
+    fn start_with(
+        data: &Path,
+        gpus: &[String],
+        kubelet_socket: &Path,
+        pod_logs: &Path,
+        more: impl FnOnce(&mut Command),
+    ) -> Recorder {
+        let mut command = Command::new(bin("apron-recorder"));
+        command
             .arg("--data")
             .arg(data)
             .args(["--source", "nvml", "--host", "k1", "--interval", "500ms", "--health-every", "1s"])
@@ -130,9 +142,9 @@ impl Recorder {
             .env("APRON_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the recorder starts");
+            .stderr(Stdio::piped());
+        more(&mut command);
+        let mut child = command.spawn().expect("the recorder starts");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let stderr = child.stderr.take().expect("piped");
         let sink = Arc::clone(&lines);
@@ -564,4 +576,265 @@ fn gpus_allocated_with_no_process_are_held_and_paid_for_by_their_pods_namespaces
         by_state.iter().any(|r| r["team"] == "(unallocated)" && r["state"] == "idle_empty"),
         "the unheld slices: {by_state:?}"
     );
+}
+
+// The label test's pods: cgroups of their own.
+const UID_E: &str = "bf6a7b8c-9d0e-4f1a-8b2c-4d5e6f7a8b9c";
+const UID_F: &str = "c07b8c9d-0e1f-4a2b-9c3d-5e6f7a8b9c0d";
+const UID_G: &str = "d18c9d0e-1f2a-4b3c-8d4e-6f7a8b9c0d1e";
+const UID_H: &str = "e29d0e1f-2a3b-4c4d-9e5f-7a8b9c0d1e2f";
+/// The service account's token the stand-in expects.
+const TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.apron-recorder";
+
+/// A throwaway CA and a server certificate it signed for 127.0.0.1.
+fn pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).stdin(Stdio::null()).output();
+        let out = out.expect("openssl runs");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"];
+    openssl(
+        &[&["req", "-x509"][..], &ec, &["-subj", "/CN=apron-test-ca", "-keyout", "ca.key", "-out", "ca.crt"]]
+            .concat(),
+    );
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+            &["-addext", "basicConstraints=critical,CA:FALSE", "-CA", "ca.crt", "-CAkey", "ca.key"],
+            &["-keyout", "server.key", "-out", "server.crt"],
+        ]
+        .concat(),
+    );
+    (dir.join("ca.crt"), dir.join("server.crt"), dir.join("server.key"))
+}
+
+/// `tests/fake-apiserver/fake_apiserver.py` over TLS, killed when dropped.
+struct ApiServer {
+    child: Child,
+    port: u16,
+}
+
+impl ApiServer {
+    fn start(dir: &Path, pods: &Value, forbid: &str) -> ApiServer {
+        let (_, cert, key) = pki(dir);
+        let pods_json = dir.join("api-pods.json");
+        std::fs::write(&pods_json, pods.to_string()).expect("pods");
+        let port_file = dir.join("api.port");
+        let child = Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fake-apiserver/fake_apiserver.py"))
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--cert")
+            .arg(cert)
+            .arg("--key")
+            .arg(key)
+            .args(["--token", TOKEN, "--forbid", forbid])
+            .arg("--pods")
+            .arg(&pods_json)
+            .arg("--log")
+            .arg(dir.join("api.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the stand-in starts");
+        let t0 = Instant::now();
+        let port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file)
+                && let Ok(port) = text.trim().parse()
+            {
+                break port;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "the API server stand-in did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        ApiServer { child, port }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Team rules by label first, then by namespace.
+const TEAMS_BY_LABEL: &str = "currency = \"USD\"\n\n[energy]\nprice_per_kwh = 0.0\npue = 1.0\n\n\
+[[gpu_cost]]\nmodel = \"*\"\npurchase_price = 0\nlifetime_years = 3\nops_per_gpu_hour = 36\n\n\
+[[team]]\nname = \"nlp-serving\"\nk8s_labels = { team = \"nlp\", tier = \"prod\" }\n\n\
+[[team]]\nname = \"nlp\"\nk8s_labels = { team = \"nlp\" }\n\n\
+[[team]]\nname = \"cv\"\nk8s_labels = { team = \"cv\" }\n\n\
+[[team]]\nname = \"shared-ns\"\nk8s_namespaces = [\"shared\"]\n";
+
+/// Pod labels from the API server: only the keys asked for are recorded;
+/// a pod deleted and made again under the same name (the API server's uid
+/// is not its processes') gets none; a namespace the service account may
+/// not read is counted in the health line, warned about once, and its
+/// pod keeps its namespace; team rules by label split a namespace's bill,
+/// the views' and the ledger's alike, and an idle pod's allocated GPU is
+/// billed to its label's team.
+#[test]
+fn pod_labels_from_the_api_server_split_a_namespace_between_teams() {
+    bin("apron");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ids = ["e6".repeat(32), "f7".repeat(32), "a8".repeat(32), "b9".repeat(32)];
+    let kids = [sleeper(&[]), sleeper(&[]), sleeper(&[]), sleeper(&[])];
+    let uids = [UID_E, UID_F, UID_G, UID_H];
+    let _cgroups: Vec<Cgroup> = (0..4)
+        .map(|i| Cgroup::enter(&format!("/kubepods/burstable/pod{}/{}", uids[i], ids[i]), kids[i].pid()))
+        .collect();
+    let logs = tmp.path().join("log");
+    let named = [("shared", "train-a"), ("shared", "train-b"), ("shared", "old"), ("locked", "db-0")];
+    for (i, (ns, name)) in named.iter().enumerate() {
+        kubelet_logs(&logs, ns, name, uids[i], "main", &ids[i]);
+    }
+    const GPU_3: &str = "GPU-3d3d3d3d-0000-4000-8000-00000000000e";
+    let socket = tmp.path().join("kubelet.sock");
+    let _kubelet = Kubelet::start(
+        tmp.path(),
+        &socket,
+        &json!([
+            pod("shared", "train-a", "main", &[GPU_0]),
+            pod("shared", "train-b", "main", &[GPU_1]),
+            pod("shared", "idle-nb", "lab", &[GPU_3]),
+        ]),
+    );
+    let api = ApiServer::start(
+        tmp.path(),
+        &json!([
+            {"namespace": "shared", "name": "train-a", "uid": UID_E,
+             "labels": {"team": "nlp", "tier": "prod", "owner": "alice"}},
+            {"namespace": "shared", "name": "train-b", "uid": UID_F, "labels": {"team": "cv"}},
+            // Made again: another uid than the processes' cgroup gives.
+            {"namespace": "shared", "name": "old", "uid": "00000000-0000-4000-8000-000000000000",
+             "labels": {"team": "nlp"}},
+            {"namespace": "shared", "name": "idle-nb", "uid": "11111111-0000-4000-8000-000000000000",
+             "labels": {"team": "nlp"}},
+            {"namespace": "locked", "name": "db-0", "uid": UID_H, "labels": {"team": "nlp"}},
+        ]),
+        "locked",
+    );
+    let account = tmp.path().join("serviceaccount");
+    std::fs::create_dir_all(&account).expect("folder");
+    std::fs::copy(tmp.path().join("ca.crt"), account.join("ca.crt")).expect("ca");
+    std::fs::write(account.join("token"), TOKEN).expect("token");
+
+    let data = tmp.path().join("data");
+    let mut fleet = gpus(&[(GPU_0, &kids[0]), (GPU_1, &kids[1]), (GPU_2, &kids[2])]);
+    // db-0 shares GPU 2 with old.
+    fleet[2] = format!(
+        "uuid={GPU_2},util=0,fb_total=85899345920,fb_used={},compute={}:{GIB}|{}:{GIB}",
+        2 * GIB,
+        kids[2].pid(),
+        kids[3].pid()
+    );
+    fleet.push(format!("uuid={GPU_3},util=0,fb_total=85899345920,fb_used=0"));
+    let recorder = Recorder::start_with(&data, &fleet, &socket, &logs.join("pods"), |c| {
+        c.args(["--k8s-labels", "team,tier"])
+            .arg("--k8s-service-account")
+            .arg(&account)
+            .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+            .env("KUBERNETES_SERVICE_PORT", api.port.to_string());
+    });
+    let labelled = "SELECT count(DISTINCT pid) AS n FROM proc_samples WHERE k8s_labels IS NOT NULL";
+    let t0 = Instant::now();
+    while rows(&data, labelled).first().and_then(|r| r["n"].as_i64()) != Some(2) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "labels not recorded in time:\n{}", recorder.log());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let health = recorder.wait_for("a health line counting label errors", Duration::from_secs(30), |l| {
+        l.contains(" health") && field(l, "k8s_label_errors").is_some_and(|n| n > 0)
+    });
+    assert_eq!(field(&health, "k8s_labelled_pods"), Some(4), "{health}");
+    assert_eq!(
+        recorder.log().matches("cannot read a pod's labels").count(),
+        1,
+        "warned once: {}",
+        recorder.log()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    recorder.stop();
+
+    // What was recorded: the keys asked for only, the processes' own pod's.
+    let got = rows(
+        &data,
+        "SELECT pid, k8s_pod_name AS pod, count(*) AS n, count(k8s_labels) AS labelled, \
+         min(k8s_labels) AS first, max(k8s_labels) AS last FROM proc_samples GROUP BY 1, 2 ORDER BY 2",
+    );
+    println!("{got:#?}");
+    let by_pod =
+        |name: &str| got.iter().find(|r| r["pod"] == name).unwrap_or_else(|| panic!("{name}: {got:?}"));
+    let (a, b, old, db) = (by_pod("train-a"), by_pod("train-b"), by_pod("old"), by_pod("db-0"));
+    assert_eq!([&a["last"], &b["last"]], ["team=nlp,tier=prod", "team=cv"], "no owner=: not asked for");
+    assert_eq!([&a["first"], &b["first"]], [&a["last"], &b["last"]], "one label set each");
+    assert_eq!(old["labelled"], json!(0), "another pod's labels under the same name: {old}");
+    assert_eq!(db["labelled"], json!(0), "forbidden: {db}");
+    let alloc = rows(
+        &data,
+        "SELECT k8s_pod_name AS pod, max(k8s_labels) AS labels FROM alloc_minutes GROUP BY 1 ORDER BY 1",
+    );
+    let labels_of = |name: &str| alloc.iter().find(|r| r["pod"] == name).map(|r| r["labels"].clone());
+    assert_eq!(labels_of("idle-nb"), Some(json!("team=nlp")), "{alloc:?}");
+    assert_eq!(labels_of("train-a"), Some(json!("team=nlp,tier=prod")), "{alloc:?}");
+    let log = std::fs::read_to_string(tmp.path().join("api.log")).expect("the API server was asked");
+    assert!(log.lines().all(|l| l.starts_with("GET /api/v1/namespaces/")), "{log}");
+    assert!(log.contains("/namespaces/locked/pods/db-0 403"), "{log}");
+
+    // Teams: by label, first match in file order; a pod without labels
+    // falls to its namespace's rule.
+    let config = tmp.path().join("apron.toml");
+    std::fs::write(&config, TEAMS_BY_LABEL).expect("config");
+    let teams = apron_json(
+        &data,
+        &config,
+        &[
+            "sql",
+            "SELECT pid, max(team) AS team FROM proc_minute_states GROUP BY pid ORDER BY pid",
+            "--last",
+            "1h",
+        ],
+    );
+    let team_of = |pid: u32| {
+        teams.iter().find(|r| r["pid"].as_u64() == Some(u64::from(pid))).map(|r| r["team"].clone())
+    };
+    assert_eq!(team_of(kids[0].pid()), Some(json!("nlp-serving")), "{teams:?}");
+    assert_eq!(team_of(kids[1].pid()), Some(json!("cv")), "{teams:?}");
+    assert_eq!(team_of(kids[2].pid()), Some(json!("shared-ns")), "{teams:?}");
+    assert_eq!(team_of(kids[3].pid()), Some(json!("unassigned")), "{teams:?}");
+    // The ledger's spend and the views' minute_costs: the same teams, to the cent.
+    let spend = apron_json(&data, &config, &["spend", "--last", "1h"]);
+    let costs = apron_json(
+        &data,
+        &config,
+        &[
+            "sql",
+            "SELECT team, sum(cost) AS cost FROM minute_costs GROUP BY team ORDER BY team",
+            "--last",
+            "1h",
+        ],
+    );
+    println!("spend: {spend:#?}\nminute_costs: {costs:#?}");
+    for team in ["nlp-serving", "nlp", "cv", "shared-ns", "unassigned"] {
+        let ledger = spend.iter().find(|r| r["team"] == team).and_then(|r| r["cost"].as_f64());
+        let views = costs.iter().find(|r| r["team"] == team).and_then(|r| r["cost"].as_f64());
+        let (ledger, views) = (ledger.unwrap_or_default(), views.unwrap_or_default());
+        assert!(views > 0.0, "{team} pays something: {costs:?}");
+        assert!((ledger - views).abs() <= 0.011, "{team}: ledger {ledger}, views {views}");
+    }
+    // The idle notebook's GPU is idle-held by nlp (its label), not shared-ns.
+    let held = apron_json(
+        &data,
+        &config,
+        &[
+            "sql",
+            "SELECT DISTINCT team FROM minute_costs WHERE holder = 'pod shared/idle-nb'",
+            "--last",
+            "1h",
+        ],
+    );
+    assert_eq!(held, [json!({"team": "nlp"})]);
 }
