@@ -296,6 +296,28 @@ fn the_chart_renders_and_validates_with_default_and_bucket_values() {
     assert!(mounts.iter().any(|m| m["mountPath"] == "/srv/links" && m["readOnly"] == true), "{mounts:?}");
     let default_ds = one(&default, "DaemonSet");
     assert_eq!(flag(&args_of(default_ds), "--container-logs"), None, "beside the pod logs by default");
+
+    // Pod labels on: the flag, the token mounted, and a ClusterRole that
+    // gets pods and nothing else, bound to the recorder's account alone.
+    assert_eq!(flag(&args_of(default_ds), "--k8s-labels"), None, "off by default");
+    let labels_values = chart().join("ci/labels-values.yaml");
+    let labelled = validated(&[render(&[labels_values], "labels", tmp.path())], tmp.path());
+    assert_eq!(
+        kinds(&labelled),
+        ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "Service", "ServiceAccount"]
+    );
+    let ds = one(&labelled, "DaemonSet");
+    assert_eq!(flag(&args_of(ds), "--k8s-labels"), Some("team,example.com/cost-center"));
+    assert_eq!(ds["spec"]["template"]["spec"]["automountServiceAccountToken"], true);
+    assert_eq!(one(&labelled, "ServiceAccount")["automountServiceAccountToken"], true);
+    let role = one(&labelled, "ClusterRole");
+    assert_eq!(role["rules"], serde_json::json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]));
+    let binding = one(&labelled, "ClusterRoleBinding");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(
+        binding["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": "apron-recorder", "namespace": "apron"}])
+    );
 }
 
 /// `object` without the labels Helm adds to every object's metadata.
