@@ -13,7 +13,7 @@
 -- seconds, samples, used_mem_bytes_mean (bytes), used_mem_bytes_max
 -- (bytes), sm_util_pct_mean, mem_util_pct_mean, comm, uid, user,
 -- container_id, k8s_pod_uid, k8s_namespace, k8s_pod_name, k8s_container,
--- slurm_job_id, slurm_account, slurm_partition, claimed_k8s_namespace,
+-- k8s_labels, slurm_job_id, slurm_account, slurm_partition, claimed_k8s_namespace,
 -- claimed_slurm_job_id, claimed_slurm_account),
 -- then the partition columns date and host.
 SELECT
@@ -38,6 +38,7 @@ SELECT
   last_value(k8s_namespace ORDER BY ts) FILTER (WHERE k8s_namespace IS NOT NULL) AS k8s_namespace,
   last_value(k8s_pod_name ORDER BY ts) FILTER (WHERE k8s_pod_name IS NOT NULL) AS k8s_pod_name,
   last_value(k8s_container ORDER BY ts) FILTER (WHERE k8s_container IS NOT NULL) AS k8s_container,
+  last_value(k8s_labels ORDER BY ts) FILTER (WHERE k8s_labels IS NOT NULL) AS k8s_labels,
   last_value(slurm_job_id ORDER BY ts) FILTER (WHERE slurm_job_id IS NOT NULL) AS slurm_job_id,
   last_value(slurm_account ORDER BY ts) FILTER (WHERE slurm_account IS NOT NULL) AS slurm_account,
   last_value(slurm_partition ORDER BY ts) FILTER (WHERE slurm_partition IS NOT NULL) AS slurm_partition,

@@ -30,9 +30,11 @@
 //! a guess.
 //!
 //! Optionally (`--k8s-labels KEYS`, off by default), the pods' labels of
-//! those keys come from the API server ([`apiserver`], `get` on each pod
-//! the sources name, with the in-cluster service account), cached per pod
-//! and read again every [`LABELS_REFRESH`]; a pod's labels are given to a
+//! those keys come from the API server ([`apiserver`], `get` with the
+//! in-cluster service account), for the pods that matter only: those
+//! pod-resources says hold a device and those a tick met on a GPU (the
+//! tick asks for them, [`Kubernetes::fill_rows`]), not every pod of the
+//! node; cached per pod and read again every [`LABELS_REFRESH`]; a pod's labels are given to a
 //! process only when the API server's uid of the pod is the uid its cgroup
 //! gives (a pod deleted and made again under the same name is another pod).
 //! A label is what whoever may create pods in that namespace wrote: it can
@@ -297,6 +299,8 @@ struct Shared {
     /// The latest answer; held only to swap or clone the pointer.
     latest: Mutex<Arc<Snapshot>>,
     counters: Counters,
+    /// Pods the tick met on a GPU whose labels the answer lacks.
+    wanted: Mutex<Vec<PodName>>,
 }
 
 /// A cheap handle on the Kubernetes sources' counters.
@@ -332,12 +336,17 @@ pub struct Kubernetes {
     nudged: HashMap<String, Instant>,
     /// (GPU, pod uid) pairs of a tick's rows, reused from tick to tick.
     pods_on_gpus: Vec<(Text, Text)>,
+    /// Whether pod labels are read (`--k8s-labels`).
+    labels_on: bool,
+    /// Pods whose labels the tick asked for, and when.
+    wanted_at: HashMap<PodName, Instant>,
 }
 
 impl Kubernetes {
     /// Starts the refresh thread on `sources`. The first answer comes
     /// within a refresh; until then every lookup is unknown.
     pub fn start(sources: KubeSources) -> std::io::Result<Kubernetes> {
+        let labels_on = sources.labels.is_some();
         let shared = Arc::new(Shared::default());
         let (nudge, nudges) = mpsc::sync_channel(1);
         let thread_shared = Arc::clone(&shared);
@@ -350,6 +359,8 @@ impl Kubernetes {
             view: Arc::default(),
             nudged: HashMap::new(),
             pods_on_gpus: Vec::new(),
+            labels_on,
+            wanted_at: HashMap::new(),
         })
     }
 
@@ -400,7 +411,13 @@ impl Kubernetes {
                 // The labels of this very pod: the API server's uid is the cgroup's.
                 identity.k8s_labels = match self.view.labels.get(&resolved.pod) {
                     Some((api_uid, labels)) if api_uid == uid => labels.clone(),
-                    _ => None,
+                    Some(_) => None,
+                    None => {
+                        if self.labels_on {
+                            self.want_labels(&resolved.pod);
+                        }
+                        None
+                    }
                 };
                 identity.k8s_namespace = Some(resolved.pod.namespace);
                 identity.k8s_pod_name = Some(resolved.pod.name);
@@ -426,6 +443,25 @@ impl Kubernetes {
                     }
                 }
             }
+        }
+    }
+
+    /// Asks the refresh thread for `pod`'s labels, at most once every
+    /// [`LABELS_RETRY`], never waiting for its lock (busy: the next tick asks).
+    fn want_labels(&mut self, pod: &PodName) {
+        let now = Instant::now();
+        if self.wanted_at.get(pod).is_some_and(|at| now.duration_since(*at) < LABELS_RETRY) {
+            return;
+        }
+        let Ok(mut wanted) = self.shared.wanted.try_lock() else { return };
+        wanted.push(pod.clone());
+        drop(wanted);
+        if self.wanted_at.len() > 4096 {
+            self.wanted_at.retain(|_, at| now.duration_since(*at) < LABELS_RETRY);
+        }
+        self.wanted_at.insert(pod.clone(), now);
+        match self.nudge.try_send(()) {
+            Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
         }
     }
 
@@ -526,6 +562,9 @@ struct Refresher {
 #[derive(Debug)]
 struct Labels {
     source: LabelSource,
+    /// Pods the tick met on a GPU and asked about, kept while the log
+    /// folders name them.
+    wanted: Vec<PodName>,
     /// Per pod: its uid at the API server and its labels kept (the last
     /// good answer), and when it is due to be asked again.
     pods: HashMap<PodName, (Option<PodLabels>, Instant)>,
@@ -593,8 +632,12 @@ impl Labels {
 
 impl Refresher {
     fn new(sources: KubeSources, shared: Arc<Shared>) -> Refresher {
-        let labels =
-            sources.labels.clone().map(|source| Labels { source, pods: HashMap::new(), warned: false });
+        let labels = sources.labels.clone().map(|source| Labels {
+            source,
+            wanted: Vec::new(),
+            pods: HashMap::new(),
+            warned: false,
+        });
         let client = PodResourcesClient::new(&sources.kubelet_socket, CALL_DEADLINE);
         Refresher {
             sources,
@@ -683,9 +726,18 @@ impl Refresher {
         let pods = self.pods.current();
         let labels = match &mut self.labels {
             Some(labels) => {
-                // Every pod the sources name: by uid (the log folders) and
-                // by allocation (pod-resources).
-                let mut names: Vec<PodName> = pods.values().cloned().collect();
+                // The pods that matter: those the tick met on a GPU (while
+                // the log folders still name them) and those holding a
+                // device (pod-resources).
+                let asked = match self.shared.wanted.lock() {
+                    Ok(mut wanted) => std::mem::take(&mut *wanted),
+                    Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+                };
+                labels.wanted.extend(asked);
+                labels.wanted.sort();
+                labels.wanted.dedup();
+                labels.wanted.retain(|pod| pods.values().any(|p| p == pod));
+                let mut names: Vec<PodName> = labels.wanted.clone();
                 names.extend(
                     self.allocations
                         .iter()

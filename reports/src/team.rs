@@ -4,7 +4,7 @@
 //! summary, a chart or the report's headline sees it in words,
 //! [`NO_ONE`], and every other team as it is named.
 
-/// The key of GPU time no process held.
+/// The key of GPU time no process or allocation held.
 pub const UNALLOCATED: &str = "(unallocated)";
 
 /// [`UNALLOCATED`] as a reader sees it.

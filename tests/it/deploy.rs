@@ -311,7 +311,10 @@ fn the_chart_renders_and_validates_with_default_and_bucket_values() {
     assert_eq!(ds["spec"]["template"]["spec"]["automountServiceAccountToken"], true);
     assert_eq!(one(&labelled, "ServiceAccount")["automountServiceAccountToken"], true);
     let role = one(&labelled, "ClusterRole");
-    assert_eq!(role["rules"], serde_json::json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]));
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}])
+    );
     let binding = one(&labelled, "ClusterRoleBinding");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(

@@ -692,6 +692,15 @@ fn pod_labels_from_the_api_server_split_a_namespace_between_teams() {
     for (i, (ns, name)) in named.iter().enumerate() {
         kubelet_logs(&logs, ns, name, uids[i], "main", &ids[i]);
     }
+    // A pod of the node with no GPU and no process on one: never asked about.
+    kubelet_logs(
+        &logs,
+        "shared",
+        "bystander",
+        "f3ae1f2a-3b4c-4d5e-8f6a-8b9c0d1e2f3a",
+        "main",
+        &"c4".repeat(32),
+    );
     const GPU_3: &str = "GPU-3d3d3d3d-0000-4000-8000-00000000000e";
     let socket = tmp.path().join("kubelet.sock");
     let _kubelet = Kubelet::start(
@@ -715,6 +724,8 @@ fn pod_labels_from_the_api_server_split_a_namespace_between_teams() {
             {"namespace": "shared", "name": "idle-nb", "uid": "11111111-0000-4000-8000-000000000000",
              "labels": {"team": "nlp"}},
             {"namespace": "locked", "name": "db-0", "uid": UID_H, "labels": {"team": "nlp"}},
+            {"namespace": "shared", "name": "bystander", "uid": "f3ae1f2a-3b4c-4d5e-8f6a-8b9c0d1e2f3a",
+             "labels": {"team": "cv"}},
         ]),
         "locked",
     );
@@ -782,7 +793,8 @@ fn pod_labels_from_the_api_server_split_a_namespace_between_teams() {
     assert_eq!(labels_of("train-a"), Some(json!("team=nlp,tier=prod")), "{alloc:?}");
     let log = std::fs::read_to_string(tmp.path().join("api.log")).expect("the API server was asked");
     assert!(log.lines().all(|l| l.starts_with("GET /api/v1/namespaces/")), "{log}");
-    assert!(log.contains("/namespaces/locked/pods/db-0 403"), "{log}");
+    assert!(log.contains("/namespaces/locked/pods/db-0?resourceVersion=0 403"), "{log}");
+    assert!(!log.contains("bystander"), "only pods on a GPU or holding one are asked about: {log}");
 
     // Teams: by label, first match in file order; a pod without labels
     // falls to its namespace's rule.

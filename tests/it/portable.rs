@@ -14,9 +14,10 @@
 //! `apron` an alias of apron's tables, and give the same figures: what
 //! they compute is apron's, whatever their engines' parsers make of them.
 //!
-//! The config exercises every way the definitions are joined: namespace
-//! globs with a class and a `?`, a uid rule, users, Slurm accounts, a model
-//! priced by an entry and one left to the built-in default.
+//! The config exercises every way the definitions are joined: pod labels
+//! (two of them, and one), namespace globs with a class and a `?`, a uid
+//! rule, users, Slurm accounts, a model priced by an entry and one left to
+//! the built-in default.
 //!
 //! Spark comes from `apron_tests::spark` (installed on first use); the
 //! Spark test adds about 40 s to the suite besides that.
@@ -51,6 +52,14 @@ model = "NVIDIA H100 80GB HBM3"
 purchase_price = 30000
 lifetime_years = 3
 ops_per_gpu_hour = 0.25
+
+[[team]]
+name = "recsys-dev"
+k8s_labels = { team = "recsys", tier = "dev" }
+
+[[team]]
+name = "serving"
+k8s_labels = { tier = "serve" }
 
 [[team]]
 name = "vision"
@@ -222,7 +231,9 @@ fn figures(week: &Week) -> Figures {
 /// Checks another engine's spend and idle cost by user against apron's.
 fn compare_both(c: &mut Checks, engine: &str, spend: &[Value], idle: &[Value], f: &Figures) {
     let teams: Vec<&str> = f.exact_spend.iter().filter_map(|r| r["team"].as_str()).collect();
-    for team in ["vision", "nlp", "speech", "recsys", "ops", "unassigned", "(unallocated)"] {
+    for team in
+        ["recsys-dev", "serving", "vision", "nlp", "speech", "recsys", "ops", "unassigned", "(unallocated)"]
+    {
         c.check(teams.contains(&team), || format!("the week should have team {team}: {teams:?}"));
     }
     let what = format!("{engine}: spend");

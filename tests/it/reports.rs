@@ -230,7 +230,7 @@ fn hand_built_fleet_costs_add_up_to_the_cent() {
         c.eq(
             "spend: (unallocated) explained",
             header.get(5).map(String::as_str),
-            Some("Who:      (unallocated) is no one: GPU time no process held (an empty GPU), not a team's"),
+            Some("Who:      (unallocated) is no one: GPU time no process or allocation held (an empty GPU), not a team's"),
         );
         // The printed rows add up to the printed total, and each row's busy
         // and idle cost to its cost, to the cent.
@@ -584,8 +584,7 @@ fn unallocated_is_explained_above_the_rows_that_have_it() {
     // row in spend and in idle-cost by team or user, none by host.
     let fx = Fixture::new();
     let mut c = Checks::default();
-    let explained =
-        "Who:      (unallocated) is no one: GPU time no process held (an empty GPU), not a team's";
+    let explained = "Who:      (unallocated) is no one: GPU time no process or allocation held (an empty GPU), not a team's";
     for (args, has) in [
         (&["spend"][..], true),
         (&["idle-cost", "--by", "team"][..], true),

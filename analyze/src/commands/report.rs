@@ -75,7 +75,7 @@ pub struct Headline {
     /// GPUs recorded.
     pub gpus: i64,
     /// Who held the GPUs whose idle time cost the most, at most three:
-    /// (team, idle cost); "(unallocated)" is idle time no process held.
+    /// (team, idle cost); "(unallocated)" is idle time no process or allocation held.
     pub top_idle_teams: Vec<(String, f64)>,
     /// Zombie processes holding memory on an idle GPU now (distinct
     /// processes), and those that did for the rule's length at some point
@@ -531,9 +531,10 @@ fn spend_section(
             ),
             previous_paragraph,
             format!(
-                "A team's cost is its processes' share of each GPU-minute they held (by memory held × time). \
-                 \"{NO_ONE}\" is GPU time no process held (\"(unallocated)\" in the CSV files); \"unassigned\" is \
-                 processes no team rule in the config claims."
+                "A team's cost is its processes' share of each GPU-minute they held (by memory held × time), and \
+                 of a minute no process ran in, its pods' and jobs' share of the GPUs the cluster allocated to them. \
+                 \"{NO_ONE}\" is GPU time no process or allocation held (\"(unallocated)\" in the CSV files); \
+                 \"unassigned\" is processes and allocations no team rule in the config claims."
             ),
         ],
         table: Some(table("spend", rows, usize::MAX)),

@@ -226,7 +226,7 @@ pub fn energy_unknown_line(unknown_hours: f64) -> Option<String> {
 /// that key means: `Who:      (unallocated) is no one: …`.
 pub fn unallocated_line() -> String {
     format!(
-        "Who:      {} is no one: GPU time no process held (an empty GPU), not a team's",
+        "Who:      {} is no one: GPU time no process or allocation held (an empty GPU), not a team's",
         apron_reports::UNALLOCATED
     )
 }

@@ -424,6 +424,10 @@ fn pod_url(base: &Url, namespace: &str, name: &str) -> Result<Url, ApiServerErro
         "pods",
         name,
     ]);
+    // Any version, from the API server's own cache (no read of etcd):
+    // labels a few seconds old are as good, and a fleet's recorders asking
+    // every few minutes cost the cluster nothing.
+    url.set_query(Some("resourceVersion=0"));
     Ok(url)
 }
 

@@ -128,8 +128,15 @@ fn kube_with(snapshot: Snapshot) -> Kubernetes {
     let (nudge, _nudges) = mpsc::sync_channel(1);
     let shared = Arc::new(Shared::default());
     *shared.latest.lock().expect("not poisoned") = Arc::new(snapshot);
-    let mut kube =
-        Kubernetes { shared, nudge, view: Arc::default(), nudged: HashMap::new(), pods_on_gpus: Vec::new() };
+    let mut kube = Kubernetes {
+        shared,
+        nudge,
+        view: Arc::default(),
+        nudged: HashMap::new(),
+        pods_on_gpus: Vec::new(),
+        labels_on: true,
+        wanted_at: HashMap::new(),
+    };
     kube.begin_tick();
     kube
 }

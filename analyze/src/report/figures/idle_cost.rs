@@ -88,7 +88,7 @@ impl IdleCost {
     }
 
     /// The first `n` groups with some idle cost, "(unallocated)" (idle
-    /// time no process held) among them: (key, idle cost).
+    /// time no process or allocation held) among them: (key, idle cost).
     pub fn top(&self, n: usize) -> Vec<(String, f64)> {
         self.rows
             .iter()

@@ -33,7 +33,7 @@ use crate::report::figures::zombies::is_starved;
 use crate::report::header::hours;
 use crate::report::rounding::{cents_keeping_total, round_to};
 
-/// The owner of GPU time no process held.
+/// The owner of GPU time no process or allocation held.
 const UNALLOCATED: &str = "(unallocated)";
 
 /// One team's savings, money to the cent.

@@ -133,7 +133,10 @@ fn the_in_cluster_url_follows_client_go() {
     }
     let base = in_cluster_url(Some("fd00:10:96::1"), Some("6443")).expect("set");
     let url = pod_url(&Url::parse(&base).expect("parses"), "nlp", "trainer-0").expect("valid");
-    assert_eq!(url.as_str(), "https://[fd00:10:96::1]:6443/api/v1/namespaces/nlp/pods/trainer-0");
+    assert_eq!(
+        url.as_str(),
+        "https://[fd00:10:96::1]:6443/api/v1/namespaces/nlp/pods/trainer-0?resourceVersion=0"
+    );
 }
 
 #[test]
@@ -141,17 +144,17 @@ fn pod_urls_percent_encode_each_segment() {
     let base = Url::parse("https://10.96.0.1:6443").expect("parses");
     assert_eq!(
         pod_url(&base, "nlp", "trainer-0").expect("valid").as_str(),
-        "https://10.96.0.1:6443/api/v1/namespaces/nlp/pods/trainer-0"
+        "https://10.96.0.1:6443/api/v1/namespaces/nlp/pods/trainer-0?resourceVersion=0"
     );
     assert_eq!(
         pod_url(&base, "a b", "x?y#z").expect("valid").as_str(),
-        "https://10.96.0.1:6443/api/v1/namespaces/a%20b/pods/x%3Fy%23z"
+        "https://10.96.0.1:6443/api/v1/namespaces/a%20b/pods/x%3Fy%23z?resourceVersion=0"
     );
     // A base with a path keeps it (an API server behind a path prefix).
     let prefixed = Url::parse("https://proxy.example/k8s/?q=1").expect("parses");
     assert_eq!(
         pod_url(&prefixed, "nlp", "trainer-0").expect("valid").as_str(),
-        "https://proxy.example/k8s/api/v1/namespaces/nlp/pods/trainer-0"
+        "https://proxy.example/k8s/api/v1/namespaces/nlp/pods/trainer-0?resourceVersion=0"
     );
     for (namespace, name) in
         [("", "x"), ("nlp", ""), ("..", "x"), ("nlp", "."), ("nlp", "a/b"), ("n%2F", "x")]
@@ -394,10 +397,10 @@ fn a_pods_uid_and_labels_come_back_over_tls() {
         server.requests(),
         [
             format!("GET {PATH_TRAINER} 200"),
-            "GET /api/v1/namespaces/nlp/pods/bare 200".to_owned(),
-            "GET /api/v1/namespaces/odd%20ns/pods/x%3Fy 200".to_owned(),
+            "GET /api/v1/namespaces/nlp/pods/bare?resourceVersion=0 200".to_owned(),
+            "GET /api/v1/namespaces/odd%20ns/pods/x%3Fy?resourceVersion=0 200".to_owned(),
             format!("GET {PATH_TRAINER} 200"),
-            "GET /api/v1/namespaces/nlp/pods/bare 200".to_owned(),
+            "GET /api/v1/namespaces/nlp/pods/bare?resourceVersion=0 200".to_owned(),
         ]
     );
 }
@@ -490,7 +493,10 @@ fn forbidden_and_unknown_pods_name_the_status_and_the_pod() {
     );
     assert_eq!(
         server.requests(),
-        ["GET /api/v1/namespaces/secret/pods/db-0 403", "GET /api/v1/namespaces/nlp/pods/gone-0 404"]
+        [
+            "GET /api/v1/namespaces/secret/pods/db-0?resourceVersion=0 403",
+            "GET /api/v1/namespaces/nlp/pods/gone-0?resourceVersion=0 404"
+        ]
     );
 }
 

@@ -241,6 +241,11 @@ pub(super) fn identity(team: usize, kind: Kind, rng: &mut ChaCha8Rng, next_job: 
                 k8s_namespace: Some(ns.into()),
                 k8s_pod_name: Some(pod_name.into()),
                 k8s_container: container,
+                // The labels a recorder run with `--k8s-labels team,tier`
+                // keeps: the team, and the namespace's last word.
+                k8s_labels: Some(
+                    format!("team={},tier={}", t.name, ns.rsplit('-').next().unwrap_or(ns)).into(),
+                ),
                 ..ProcIdentity::default()
             }
         }

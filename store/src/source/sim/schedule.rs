@@ -529,11 +529,10 @@ impl Schedule {
 /// it; `None` for a process outside both.
 pub(super) fn holder(id: &ProcIdentity) -> Option<Holder> {
     if id.k8s_pod_uid.is_some() {
-        return Some(Holder::kubernetes(
-            id.k8s_namespace.clone(),
-            id.k8s_pod_name.clone(),
-            id.k8s_container.clone(),
-        ));
+        let mut holder =
+            Holder::kubernetes(id.k8s_namespace.clone(), id.k8s_pod_name.clone(), id.k8s_container.clone());
+        holder.k8s_labels.clone_from(&id.k8s_labels);
+        return Some(holder);
     }
     let job = id.slurm_job_id.clone()?;
     Some(Holder::slurm(job, id.slurm_account.clone(), id.slurm_partition.clone(), id.user.clone()))

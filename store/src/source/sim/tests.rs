@@ -542,15 +542,30 @@ fn rows_hash(host: &mut SimHost, from: i64, to: i64, step: i64) -> u64 {
                 p
             })
             .collect();
-        // `k8s_labels` came later and the simulator sets none.
-        let text = format!("{:?}{:?}", t.gpus, procs)
-            .replace(LATER, "")
-            .replace(PARTITION, "")
-            .replace(", k8s_labels: None", "");
+        // `k8s_labels` came later, made of what was drawn already.
+        let text =
+            without_labels(&format!("{:?}{:?}", t.gpus, procs).replace(LATER, "").replace(PARTITION, ""));
         assert_eq!(text.matches("claimed_").count(), 3 * text.matches(CLAIMS).count(), "{text}");
         h = noise::mix(h ^ noise::fnv(&text.replace(CLAIMS, "")));
     });
     h
+}
+
+/// `text` without its `k8s_labels` fields (`, k8s_labels: None` or
+/// `, k8s_labels: Some("…")`).
+fn without_labels(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(", k8s_labels: ") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + ", k8s_labels: ".len()..];
+        rest = match after.strip_prefix("None") {
+            Some(r) => r,
+            None => after.find("\")").map_or("", |end| &after[end + 2..]),
+        };
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Only the partitioned host changed when MIG came to the simulator: the
