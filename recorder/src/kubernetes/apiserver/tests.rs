@@ -357,7 +357,7 @@ fn pods() -> Value {
     ])
 }
 
-const PATH_TRAINER: &str = "/api/v1/namespaces/nlp/pods/trainer-0";
+const PATH_TRAINER: &str = "/api/v1/namespaces/nlp/pods/trainer-0?resourceVersion=0";
 
 #[test]
 fn a_pods_uid_and_labels_come_back_over_tls() {
