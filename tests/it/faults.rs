@@ -445,7 +445,27 @@ fn files_are_0640_and_folders_0750() {
         });
     }
     let child = spawn(cmd);
-    sleep(Duration::from_millis(2_500));
+    // Until every table has a file (on a busy machine the first ticks
+    // come late, and the first processes later still).
+    let count = |data: &Path| {
+        let (mut files, mut dirs, mut stack) = (0, 0, vec![data.to_path_buf()]);
+        while let Some(d) = stack.pop() {
+            dirs += 1;
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => stack.push(e.path()),
+                    _ => files += 1,
+                }
+            }
+        }
+        (files, dirs)
+    };
+    let t0 = std::time::Instant::now();
+    while count(&data).0 < 8 || count(&data).1 < 10 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the recorder wrote too little: {:?}", count(&data));
+        sleep(Duration::from_millis(200));
+    }
+    sleep(Duration::from_millis(1_200));
     let out = stop(child);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mut stack = vec![data.clone()];
