@@ -7,7 +7,9 @@
 //! bracket, any case); columns apron has no place for (`pci.bus_id`,
 //! `driver_version`, …) are ignored. Timestamps (`2024/08/27 10:00:00.123`)
 //! are the node's local time, read in the zone given (`--tz`, UTC by
-//! default). A header line repeated in the middle (logs of several runs
+//! default); one with an offset (`2025-09-08T17:26:50+08:00`, as wrappers
+//! stamp each cycle) or Unix seconds (`1764189075`, as `date +%s` prepends
+//! them) is an instant of its own, whatever `--tz` says. A header line repeated in the middle (logs of several runs
 //! appended to one file) is skipped.
 
 use std::collections::HashMap;
@@ -207,6 +209,19 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Quer
     };
     let has = |c: Col| columns.iter().any(|x| x.col == c);
     if !has(Col::Timestamp) {
+        // A file written with `noheader`: its first line is data.
+        if opts.columns.is_none()
+            && headers.first().is_some_and(|h| parse_timestamp(h.trim(), opts.tz).is_ok())
+        {
+            return Err(ImportError::Row {
+                path: path.to_path_buf(),
+                line: 1,
+                field: "header".into(),
+                message: "the first line is data, not a header (a log written with --format=csv,noheader): \
+                          give its columns with --columns, as passed to --query-gpu or --query-compute-apps"
+                    .into(),
+            });
+        }
         return Err(missing("timestamp"));
     }
     match query {
@@ -251,6 +266,13 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Quer
 /// occurs twice (the hour clocks go back) is read as its first
 /// occurrence; one that does not exist (the hour they skip) is an error.
 pub fn parse_timestamp(raw: &str, tz: Tz) -> Result<i64, String> {
+    // An instant of its own: with an offset, or Unix seconds.
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(raw) {
+        return Ok(t.timestamp_millis());
+    }
+    if let Some(ms) = unix_seconds(raw) {
+        return Ok(ms);
+    }
     let naive = ["%Y/%m/%d %H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
         .iter()
         .find_map(|f| NaiveDateTime::parse_from_str(raw, f).ok())
@@ -259,6 +281,18 @@ pub fn parse_timestamp(raw: &str, tz: Tz) -> Result<i64, String> {
         .earliest()
         .map(|t| t.timestamp_millis())
         .ok_or_else(|| format!("{raw:?} does not exist in {tz} (a daylight-saving gap)"))
+}
+
+/// `1764189075` or `1764189075.25` (Unix seconds, as `date +%s` writes
+/// them: 9 to 11 digits, 2001 to 5138) in ms; `None` for anything else.
+fn unix_seconds(raw: &str) -> Option<i64> {
+    let (whole, fraction) = raw.split_once('.').unwrap_or((raw, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if !(9..=11).contains(&whole.len()) || !digits(whole) || !digits(fraction) || fraction.len() > 9 {
+        return None;
+    }
+    let ms_part: i64 = format!("{fraction:0<3}").get(..3)?.parse().ok()?;
+    whole.parse::<i64>().ok()?.checked_mul(1000)?.checked_add(ms_part)
 }
 
 /// The parts of a row the columns give, checked.
@@ -418,13 +452,14 @@ impl RowParser<'_> {
 }
 
 /// The `comm` of a process nvidia-smi names by its path
-/// (`/usr/bin/python3`): the file name, cut to the kernel's 15 bytes, as
-/// the recorder reads it from `/proc/PID/comm`.
+/// (`/usr/bin/python3`, or on Windows `C:\Windows\System32\dwm.exe`): the
+/// file name, cut to the kernel's 15 bytes, as the recorder reads it from
+/// `/proc/PID/comm`.
 fn comm_of(raw: &str) -> Option<Text> {
     if units::is_null(raw) {
         return None;
     }
-    let name = raw.trim().rsplit('/').next().unwrap_or(raw);
+    let name = raw.trim().rsplit(['/', '\\']).next().unwrap_or(raw);
     let mut end = name.len().min(15);
     while !name.is_char_boundary(end) {
         end -= 1;
@@ -477,5 +512,55 @@ mod tests {
             .collect();
         assert_eq!(columns_of(&apps).0, Query::ComputeApps);
         assert_eq!(comm_of("/opt/conda/bin/python3.11-something-long").as_deref(), Some("python3.11-some"));
+        assert_eq!(comm_of(r"C:\Windows\System32\dwm.exe").as_deref(), Some("dwm.exe"));
+    }
+
+    /// A real file (`tests/fixtures/import/`, see its SOURCES.md).
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/import").join(name)
+    }
+
+    fn options() -> Options {
+        Options { host: "h".into(), tz: Tz::UTC, columns: None, interval_ms: None, model: None }
+    }
+
+    #[test]
+    fn windows_process_paths_give_their_file_names() {
+        // One sample: its interval given.
+        let opts = Options { interval_ms: Some(1_000), ..options() };
+        let (query, rows) =
+            read(&fixture("nvidia-smi-query-compute-apps-windows-paths.csv"), &opts, &|_| {}).expect("reads");
+        assert_eq!(query, Query::ComputeApps);
+        let comms: Vec<&str> = rows.procs.iter().filter_map(|p| p.identity.comm.as_deref()).collect();
+        // The file's process_name column, cut after its last `\` and to 15
+        // bytes by hand.
+        assert_eq!(&comms[..4], ["TextInputHost.e", "ShellExperience", "dwm.exe", "explorer.exe"]);
+        assert!(comms.iter().all(|c| !c.contains('\\') && c.len() <= 15), "{comms:?}");
+        assert_eq!(comms.len(), rows.procs.len());
+        assert!(rows.procs.iter().all(|p| p.used_mem_bytes.is_none()), "[N/A] is unknown");
+    }
+
+    #[test]
+    fn timestamps_with_an_offset_or_in_unix_seconds_are_instants() {
+        // 17:26:50 at +08:00 is 09:26:50 UTC, whatever --tz says.
+        let at = parse_timestamp("2025-09-08T17:26:50+08:00", chrono_tz::Europe::Berlin).expect("a time");
+        assert_eq!(at, parse_timestamp("2025/09/08 09:26:50", Tz::UTC).expect("a time"));
+        assert_eq!(parse_timestamp("1764189075", chrono_tz::Asia::Tokyo), Ok(1_764_189_075_000));
+        assert_eq!(parse_timestamp("1764189075.25", Tz::UTC), Ok(1_764_189_075_250));
+        assert!(parse_timestamp("17641890", Tz::UTC).is_err(), "8 digits: not a time");
+        // Real files: a wrapper's ISO stamps (8 GPUs a cycle) and `date +%s`.
+        let (_, iso) =
+            read(&fixture("nvidia-smi-iso8601-offset-8gpu-constant-index.csv"), &options(), &|_| {})
+                .expect("reads");
+        assert_eq!(iso.gpus[0].ts, at);
+        // (`epoch-seconds-prepended-noheader-nounits-1gpu.csv` names no GPU,
+        // neither index nor uuid: not read yet.)
+    }
+
+    #[test]
+    fn a_file_without_its_header_points_to_columns() {
+        let path = fixture("nvidia-smi-query-gpu-noheader-units-no-index-pci-bus-id-3gpu.csv");
+        let error = read(&path, &options(), &|_| {}).expect_err("no header").to_string();
+        assert!(error.contains("noheader") && error.contains("--columns"), "{error}");
     }
 }
