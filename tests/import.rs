@@ -259,6 +259,70 @@ fn nvidia_smi_logs_import_once_and_answer_by_hand() {
     }
 }
 
+/// A log of `days` UTC days from 2026-11-02, two GPUs (index and uuid) a
+/// minute apart: GPU 0 at `(minute of the day) % 100` %, GPU 1 at 50 %,
+/// both 200 W; a process on GPU 0 the whole time.
+fn days_of_logs(case: &Case, days: u32) -> (PathBuf, PathBuf) {
+    let mut gpu = String::from("timestamp, index, uuid, utilization.gpu [%], power.draw [W]\n");
+    let mut apps = String::from("timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n");
+    for day in 0..days {
+        for minute in 0..1440 {
+            let ts = format!("2026/11/{:02} {:02}:{:02}:00.000", 2 + day, minute / 60, minute % 60);
+            gpu.push_str(&format!(
+                "{ts}, 0, GPU-00000000-0000-0000-0000-00000000000a, {} %, 200.00 W\n",
+                minute % 100
+            ));
+            gpu.push_str(&format!("{ts}, 1, GPU-00000000-0000-0000-0000-00000000000b, 50 %, 200.00 W\n"));
+            apps.push_str(&format!(
+                "{ts}, GPU-00000000-0000-0000-0000-00000000000a, 7, /usr/bin/python3, 512 MiB\n"
+            ));
+        }
+    }
+    (case.file("days-gpus.csv", &gpu), case.file("days-apps.csv", &apps))
+}
+
+#[test]
+fn a_log_of_many_days_is_written_a_few_days_at_a_time_with_the_same_figures() {
+    // 5 days of 4320 rows (2880 GPU, 1440 process): with at most 5000 rows
+    // a batch, each day is a batch of its own; by default, one batch.
+    let (batched, whole) = (Case::new(), Case::new());
+    for (case, batch) in [(&batched, "5000"), (&whole, "1000000")] {
+        let (gpu, apps) = days_of_logs(case, 5);
+        let out = case.ok(&[
+            "import",
+            "nvidia-smi",
+            gpu.to_str().expect("utf-8"),
+            apps.to_str().expect("utf-8"),
+            "--host",
+            "days",
+            "--batch-rows",
+            batch,
+        ]);
+        assert!(out.contains("14400 gpu_samples rows, 7200 proc_samples rows written"), "{out}");
+    }
+    // By hand: GPU 0's minutes of a day are 14 runs of 0..99 and 0..39:
+    // 14 × 4950 + 780 = 70 080 per day; GPU 1: 1440 × 50 = 72 000.
+    let sql = "SELECT sum(gpu_util_pct) FROM gpu_samples";
+    assert_eq!(batched.number(sql), 5.0 * (70_080.0 + 72_000.0));
+    for sql in [
+        "SELECT count(*) FROM gpu_minutes",
+        "SELECT sum(seconds) FROM proc_minutes",
+        "SELECT count(DISTINCT interval_ms) FROM gpu_samples",
+        "SELECT min(interval_ms) FROM proc_samples",
+    ] {
+        assert_eq!(batched.number(sql), whole.number(sql), "{sql}");
+    }
+    assert_eq!(batched.number("SELECT min(interval_ms) FROM gpu_samples"), 60_000.0);
+    let period = ["--from", "2026-11-02", "--to", "2026-11-07"];
+    let (a, b) = (batched.spend(&period, "unassigned"), whole.spend(&period, "unassigned"));
+    assert_eq!(a, b);
+    near("gpu_hours", &a["gpu_hours"], 5.0 * 24.0);
+    // One file per table and day, as the recorder's closed days.
+    let n =
+        batched.parquet_files().iter().filter(|f| f.starts_with(batched.data.join("gpu_samples"))).count();
+    assert_eq!(n, 5);
+}
+
 #[test]
 fn nvidia_smi_without_a_header_takes_columns() {
     let case = Case::new();

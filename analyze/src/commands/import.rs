@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use apron_schemas::DataLayout;
@@ -19,7 +19,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::flag_groups::GlobalArgs;
 use crate::error::{Error, OutputError};
-use crate::import::{self, HostRows, ImportError, Written};
+use crate::import::stream::Scan;
+use crate::import::{self, ImportError, Written};
 use crate::report::period;
 
 /// `apron import nvidia-smi|pynvml|prometheus …`.
@@ -84,6 +85,18 @@ pub struct NvidiaSmiArgs {
     /// The GPU model of rows without a name column (e.g. "NVIDIA H100 80GB HBM3").
     #[arg(long)]
     pub model: Option<String>,
+
+    /// The day a log of times of day only (17:26:50, no date) starts,
+    /// YYYY-MM-DD; a time more than 12 hours before the one above it is on
+    /// the next day.
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    pub date: Option<chrono::NaiveDate>,
+
+    /// The most rows held in memory at once: the files are read again for
+    /// each batch of whole UTC days of at most this many rows (a day of
+    /// more is a batch of its own).
+    #[arg(long, value_name = "N", default_value_t = import::stream::BATCH_ROWS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_rows: u64,
 }
 
 /// `apron import pynvml FILE.csv --host H`.
@@ -105,6 +118,10 @@ pub struct PynvmlArgs {
     /// The GPUs' model, which the log does not record (e.g. "NVIDIA H100 80GB HBM3").
     #[arg(long)]
     pub model: Option<String>,
+
+    /// The most rows held in memory at once (as for nvidia-smi).
+    #[arg(long, value_name = "N", default_value_t = import::stream::BATCH_ROWS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_rows: u64,
 }
 
 /// `apron import prometheus --url URL --from T --to T [--step D]`.
@@ -147,7 +164,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
         .into());
     }
     let layout = DataLayout::new(data);
-    let (what, hosts) = match &args.source {
+    let (what, host, written) = match &args.source {
         ImportSource::NvidiaSmi(a) => {
             let opts = import::nvidia_smi::Options {
                 host: a.host.clone(),
@@ -155,17 +172,17 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
                 columns: a.columns.clone(),
                 interval_ms: a.interval.map(duration_ms),
                 model: a.model.clone(),
+                date: a.date,
             };
             // One write for all the files: a minute's rollup is computed
             // from the GPU's rows and the processes' rows together.
-            let mut rows = HostRows::default();
+            let mut files: Vec<Box<dyn Scan + '_>> = Vec::new();
             for file in &a.files {
-                let more = read_file(file, |p| import::nvidia_smi::read(file, &opts, p).map(|(_, r)| r))?;
-                rows.gpus.extend(more.gpus);
-                rows.procs.extend(more.procs);
+                files.push(Box::new(import::nvidia_smi::open(file, &opts)?));
             }
             let names: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
-            (names.join(", "), BTreeMap::from([(a.host.clone(), rows)]))
+            let written = stream_host(&layout, &a.host, &mut files, opts.interval_ms, a.batch_rows)?;
+            (names.join(", "), a.host.clone(), written)
         }
         ImportSource::Pynvml(a) => {
             let opts = import::pynvml::Options {
@@ -173,8 +190,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
                 interval_ms: a.interval.map(duration_ms),
                 model: a.model.clone(),
             };
-            let rows = read_file(&a.file, |p| import::pynvml::read(&a.file, &opts, p))?;
-            (a.file.display().to_string(), BTreeMap::from([(a.host.clone(), rows)]))
+            let mut files: Vec<Box<dyn Scan + '_>> = vec![Box::new(import::pynvml::open(&a.file, &opts)?)];
+            let written = stream_host(&layout, &a.host, &mut files, opts.interval_ms, a.batch_rows)?;
+            (a.file.display().to_string(), a.host.clone(), written)
         }
         ImportSource::Prometheus(a) => {
             let opts = import::prometheus::Options {
@@ -189,15 +207,34 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
                 .map_err(|source| Error::from(OutputError::Write { source }));
         }
     };
-    let mut lines = String::new();
-    for (host, rows) in hosts {
-        let n = (rows.gpus.len() + rows.procs.len()) as u64;
-        let shown = Shown(bar(&format!("writing {host}"), n));
-        let written = import::write_host(&layout, &host, rows, &shown);
-        shown.0.finish_and_clear();
-        lines.push_str(&summary(&what, &host, &written?));
-    }
-    out.write_all(lines.as_bytes()).map_err(|source| Error::from(OutputError::Write { source }))
+    out.write_all(summary(&what, &host, &written).as_bytes())
+        .map_err(|source| Error::from(OutputError::Write { source }))
+}
+
+/// A host's files imported a few UTC days at a time ([`import::stream`]):
+/// read once whole (every row checked, days counted: nothing written on a
+/// bad row), then each batch of days read again and written; all of them
+/// land together.
+fn stream_host(
+    layout: &DataLayout,
+    host: &str,
+    files: &mut [Box<dyn Scan + '_>],
+    interval_ms: Option<i64>,
+    batch_rows: u64,
+) -> Result<Written, ImportError> {
+    let size = files.iter().map(|f| std::fs::metadata(f.path()).map(|m| m.len()).unwrap_or(0)).sum();
+    let reading = bar("reading", size);
+    let survey = import::stream::survey(files, &|bytes| reading.set_position(bytes));
+    reading.finish_and_clear();
+    let survey = survey?;
+    let shown = Shown(bar(&format!("writing {host}"), survey.rows()));
+    let mut batches = survey.batches(batch_rows).into_iter();
+    let written = import::write_host_batches(layout, host, &shown, &mut || {
+        let days = batches.next()?;
+        Some(import::stream::read_batch(files, days, interval_ms, &survey))
+    });
+    shown.0.finish_and_clear();
+    written
 }
 
 /// A Prometheus import, one UTC day at a time (each day queried, then
@@ -246,18 +283,6 @@ impl import::Events for Shown {
     fn notice(&self, line: &str) {
         self.0.suspend(|| eprintln!("apron import: {line}"));
     }
-}
-
-/// Reads a file with a progress bar over its bytes.
-fn read_file(
-    path: &Path,
-    read: impl FnOnce(&dyn Fn(u64)) -> Result<HostRows, ImportError>,
-) -> Result<HostRows, ImportError> {
-    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let bar = bar("reading", size);
-    let rows = read(&|bytes| bar.set_position(bytes));
-    bar.finish_and_clear();
-    rows
 }
 
 /// A progress bar on stderr when it is a terminal, hidden otherwise.

@@ -28,11 +28,13 @@ pub fn median_gap(ts: &mut [i64]) -> Option<i64> {
 }
 
 /// The interval of each key's series: `given` when set, else the median
-/// gap of its timestamps, else the median gap over every series' gaps;
-/// `None` for a key when nothing tells (a single sample in all).
+/// gap of its timestamps, else `fallback`, else the median gap over every
+/// series' gaps; `None` for a key when nothing tells (a single sample in
+/// all).
 pub fn intervals<K: Eq + Hash + Clone>(
     series: HashMap<K, Vec<i64>>,
     given: Option<i64>,
+    fallback: Option<i64>,
 ) -> HashMap<K, Option<i64>> {
     if let Some(ms) = given {
         return series.into_keys().map(|k| (k, Some(ms))).collect();
@@ -44,7 +46,9 @@ pub fn intervals<K: Eq + Hash + Clone>(
         all_gaps.extend(ts.windows(2).map(|w| w[1] - w[0]).filter(|&g| g > 0));
         out.insert(key, median_gap(&mut ts));
     }
-    let overall = if all_gaps.is_empty() {
+    let overall = if let Some(ms) = fallback {
+        Some(ms)
+    } else if all_gaps.is_empty() {
         None
     } else {
         let mid = all_gaps.len() / 2;
@@ -58,8 +62,15 @@ pub fn intervals<K: Eq + Hash + Clone>(
     out
 }
 
-/// Sets each row's `interval_ms` ([`super::interval`]).
-pub fn set_intervals(path: &Path, rows: &mut HostRows, given: Option<i64>) -> Result<(), ImportError> {
+/// Sets each row's `interval_ms` ([`super::interval`]); a series with a
+/// single sample among `rows` takes `fallback` (the median gap over the
+/// whole input, when `rows` are a part of it) where there is one.
+pub fn set_intervals(
+    path: &Path,
+    rows: &mut HostRows,
+    given: Option<i64>,
+    fallback: Option<i64>,
+) -> Result<(), ImportError> {
     let none = || ImportError::Input {
         what: path.display().to_string(),
         message: "cannot tell the sampling interval from one sample: give --interval".into(),
@@ -69,7 +80,7 @@ pub fn set_intervals(path: &Path, rows: &mut HostRows, given: Option<i64>) -> Re
     for g in &rows.gpus {
         series.entry(g.gpu_uuid.clone()).or_default().push(g.ts);
     }
-    let gpu_iv = intervals(series, given);
+    let gpu_iv = intervals(series, given, fallback);
     for g in &mut rows.gpus {
         g.interval_ms = to_i32(gpu_iv.get(&g.gpu_uuid).copied().flatten().ok_or_else(none)?)?;
     }
@@ -77,7 +88,7 @@ pub fn set_intervals(path: &Path, rows: &mut HostRows, given: Option<i64>) -> Re
     for p in &rows.procs {
         series.entry((p.gpu_uuid.clone(), p.pid)).or_default().push(p.ts);
     }
-    let proc_iv = intervals(series, given);
+    let proc_iv = intervals(series, given, fallback);
     for p in &mut rows.procs {
         let key = (p.gpu_uuid.clone(), p.pid);
         p.interval_ms = to_i32(proc_iv.get(&key).copied().flatten().ok_or_else(none)?)?;
@@ -99,10 +110,10 @@ mod tests {
     #[test]
     fn a_single_sample_takes_the_inputs_median_and_a_flag_wins() {
         let series = HashMap::from([("a", vec![0, 10_000, 20_000]), ("b", vec![7])]);
-        let got = intervals(series.clone(), None);
+        let got = intervals(series.clone(), None, None);
         assert_eq!((got["a"], got["b"]), (Some(10_000), Some(10_000)));
-        let got = intervals(series, Some(1_000));
+        let got = intervals(series, Some(1_000), None);
         assert_eq!((got["a"], got["b"]), (Some(1_000), Some(1_000)));
-        assert_eq!(intervals(HashMap::from([("x", vec![1])]), None)["x"], None);
+        assert_eq!(intervals(HashMap::from([("x", vec![1])]), None, None)["x"], None);
     }
 }

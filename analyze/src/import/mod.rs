@@ -43,6 +43,7 @@ pub mod prometheus;
 pub mod pynvml;
 pub mod ranges;
 pub mod staging;
+pub mod stream;
 pub mod units;
 
 pub use error::ImportError;
@@ -137,6 +138,21 @@ pub fn write_host(
     rows: HostRows,
     events: &dyn Events,
 ) -> Result<Written, ImportError> {
+    let mut one = Some(rows);
+    write_host_batches(layout, host, events, &mut || one.take().map(Ok))
+}
+
+/// [`write_host`] for rows that come in batches ([`stream`]: a file read
+/// a few UTC days at a time), each batch's rows later than the last's:
+/// every batch is written into the same staging folder, and all of them
+/// land together or none does. A batch that fails (a bad row met in a
+/// later read) stops the import with nothing written.
+pub fn write_host_batches(
+    layout: &DataLayout,
+    host: &str,
+    events: &dyn Events,
+    next: &mut dyn FnMut() -> Option<Result<HostRows, ImportError>>,
+) -> Result<Written, ImportError> {
     // The host names folders (and a lock file) before the writer checks it.
     validate_host(host).map_err(|e| ImportError::Input { what: "host".into(), message: e.to_string() })?;
     let _data = lock::DataLock::acquire(layout, &|path| {
@@ -165,57 +181,61 @@ pub fn write_host(
     let _host = lock::HostLock::acquire(layout, host)?;
 
     let write_err = |source| ImportError::Write { host: host.to_owned(), source };
-    let HostRows { mut gpus, mut procs } = rows;
-    // A stable sort: of rows with one key, the first of the input comes
-    // first, and is the one kept.
-    gpus.sort_by(|a, b| (a.ts, &a.gpu_uuid).cmp(&(b.ts, &b.gpu_uuid)));
-    procs.sort_by(|a, b| (a.ts, &a.gpu_uuid, a.pid).cmp(&(b.ts, &b.gpu_uuid, b.pid)));
-    let mut repeats = dedup(&mut gpus, |a, b| a.ts == b.ts && a.gpu_uuid == b.gpu_uuid);
-    let more = dedup(&mut procs, |a, b| a.ts == b.ts && a.gpu_uuid == b.gpu_uuid && a.pid == b.pid);
-    repeats.0 += more.0;
-    repeats.1 += more.1;
-    let before = (gpus.len() + procs.len()) as u64;
-    let known =
-        existing::Keys::read(layout, host, gpus.iter().map(|g| g.ts).chain(procs.iter().map(|p| p.ts)))?;
-    gpus.retain(|g| !known.has_gpu(&g.gpu_uuid, g.ts));
-    procs.retain(|p| !known.has_proc(&p.gpu_uuid, p.pid, p.ts));
-    let mut written = Written {
-        gpu_rows: gpus.len() as u64,
-        proc_rows: procs.len() as u64,
-        skipped: before - (gpus.len() + procs.len()) as u64,
-        repeated: repeats.0,
-        conflicting: repeats.1,
-        files: 0,
-    };
-    if gpus.is_empty() && procs.is_empty() {
-        return Ok(written);
-    }
-    let staged = staging::Staging::create(layout, host)?;
-    let mut writer = RollingWriter::new(staged.layout(), host, IMPORT_ROTATE).map_err(write_err)?;
+    let mut written = Written::default();
+    let mut open: Option<(staging::Staging, RollingWriter)> = None;
     let mut tick = Tick::default();
-    let (mut g, mut p) = (gpus.into_iter().peekable(), procs.into_iter().peekable());
     let mut pending = 0u64;
-    loop {
-        let next = match (g.peek(), p.peek()) {
-            (Some(a), Some(b)) => a.ts.min(b.ts),
-            (Some(a), None) => a.ts,
-            (None, Some(b)) => b.ts,
-            (None, None) => break,
-        };
-        tick.clear();
-        while let Some(row) = g.next_if(|r| r.ts == next) {
-            tick.gpus.push(row);
+    while let Some(rows) = next() {
+        let HostRows { mut gpus, mut procs } = rows?;
+        // A stable sort: of rows with one key, the first of the input comes
+        // first, and is the one kept.
+        gpus.sort_by(|a, b| (a.ts, &a.gpu_uuid).cmp(&(b.ts, &b.gpu_uuid)));
+        procs.sort_by(|a, b| (a.ts, &a.gpu_uuid, a.pid).cmp(&(b.ts, &b.gpu_uuid, b.pid)));
+        let (repeated, conflicting) = dedup(&mut gpus, |a, b| a.ts == b.ts && a.gpu_uuid == b.gpu_uuid);
+        let more = dedup(&mut procs, |a, b| a.ts == b.ts && a.gpu_uuid == b.gpu_uuid && a.pid == b.pid);
+        written.repeated += repeated + more.0;
+        written.conflicting += conflicting + more.1;
+        let before = (gpus.len() + procs.len()) as u64;
+        let known =
+            existing::Keys::read(layout, host, gpus.iter().map(|g| g.ts).chain(procs.iter().map(|p| p.ts)))?;
+        gpus.retain(|g| !known.has_gpu(&g.gpu_uuid, g.ts));
+        procs.retain(|p| !known.has_proc(&p.gpu_uuid, p.pid, p.ts));
+        written.gpu_rows += gpus.len() as u64;
+        written.proc_rows += procs.len() as u64;
+        written.skipped += before - (gpus.len() + procs.len()) as u64;
+        if gpus.is_empty() && procs.is_empty() {
+            continue;
         }
-        while let Some(row) = p.next_if(|r| r.ts == next) {
-            tick.procs.push(row);
+        if open.is_none() {
+            let staged = staging::Staging::create(layout, host)?;
+            let writer = RollingWriter::new(staged.layout(), host, IMPORT_ROTATE).map_err(write_err)?;
+            open = Some((staged, writer));
         }
-        pending += (tick.gpus.len() + tick.procs.len()) as u64;
-        writer.push(next, &tick).map_err(write_err)?;
-        if pending >= 50_000 {
-            events.progress(pending);
-            pending = 0;
+        let Some((_, writer)) = open.as_mut() else { continue };
+        let (mut g, mut p) = (gpus.into_iter().peekable(), procs.into_iter().peekable());
+        loop {
+            let at = match (g.peek(), p.peek()) {
+                (Some(a), Some(b)) => a.ts.min(b.ts),
+                (Some(a), None) => a.ts,
+                (None, Some(b)) => b.ts,
+                (None, None) => break,
+            };
+            tick.clear();
+            while let Some(row) = g.next_if(|r| r.ts == at) {
+                tick.gpus.push(row);
+            }
+            while let Some(row) = p.next_if(|r| r.ts == at) {
+                tick.procs.push(row);
+            }
+            pending += (tick.gpus.len() + tick.procs.len()) as u64;
+            writer.push(at, &tick).map_err(write_err)?;
+            if pending >= 50_000 {
+                events.progress(pending);
+                pending = 0;
+            }
         }
     }
+    let Some((staged, mut writer)) = open else { return Ok(written) };
     writer.close().map_err(write_err)?;
     events.progress(pending);
     pause_at(points::IMPORT_STAGED);
@@ -285,8 +305,14 @@ pub(crate) fn csv_error(path: &std::path::Path, err: csv::Error) -> ImportError 
 /// imported in parts joins up; the hash keeps it from looking like, or
 /// meeting, a real one.
 pub fn synthetic_uuid(host: &str, index: i32) -> Text {
+    synthetic_uuid_of(host, &index.to_string())
+}
+
+/// [`synthetic_uuid`] of a GPU named otherwise than by its index (`pci/`
+/// and its PCI bus id): the hash of `apron-import/<host>/<name>`.
+pub fn synthetic_uuid_of(host: &str, name: &str) -> Text {
     let mut hash: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-    for b in format!("apron-import/{host}/{index}").bytes() {
+    for b in format!("apron-import/{host}/{name}").bytes() {
         hash ^= u128::from(b);
         hash = hash.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
     }

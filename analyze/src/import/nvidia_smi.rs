@@ -16,12 +16,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use apron_schemas::{GpuSample, ProcIdentity, ProcSample, Text};
-use chrono::{NaiveDateTime, TimeZone};
+use chrono::{NaiveDateTime, TimeZone, Timelike};
 use chrono_tz::Tz;
 
 use super::ranges::{self, Range, TextLimit};
+use super::stream::{self, Emit, Row, Scan};
 use super::units::{self, Quantity};
-use super::{HostRows, ImportError, csv_error, open_csv, synthetic_uuid};
+use super::{HostRows, ImportError, csv_error, open_csv, synthetic_uuid, synthetic_uuid_of};
 
 /// How to read the file.
 #[derive(Debug, Clone)]
@@ -38,6 +39,9 @@ pub struct Options {
     pub interval_ms: Option<i64>,
     /// The model of GPUs whose rows name none.
     pub model: Option<String>,
+    /// The day a log of times of day (`17:26:50`) starts; each time earlier
+    /// than the one before it by more than 12 hours is on the next day.
+    pub date: Option<chrono::NaiveDate>,
 }
 
 /// Which query the file is the output of.
@@ -55,6 +59,7 @@ enum Col {
     Timestamp,
     Index,
     Uuid,
+    BusId,
     Name,
     GpuUtil,
     MemUtil,
@@ -79,6 +84,7 @@ impl Col {
             ("timestamp", _) => Col::Timestamp,
             ("uuid" | "gpu_uuid", _) => Col::Uuid,
             ("index", Query::Gpu) => Col::Index,
+            ("pci.bus_id", Query::Gpu) => Col::BusId,
             ("name" | "gpu_name", Query::Gpu) => Col::Name,
             ("utilization.gpu", Query::Gpu) => Col::GpuUtil,
             ("utilization.memory", Query::Gpu) => Col::MemUtil,
@@ -118,7 +124,9 @@ impl Col {
             Col::SmClock => ranges::SM_CLOCK_MHZ,
             Col::Pid => ranges::PID,
             Col::ClockEvents => ranges::CLOCK_EVENT_REASONS,
-            Col::Timestamp | Col::Uuid | Col::Name | Col::ProcessName | Col::Ignored => return None,
+            Col::Timestamp | Col::Uuid | Col::BusId | Col::Name | Col::ProcessName | Col::Ignored => {
+                return None;
+            }
         })
     }
 
@@ -174,14 +182,33 @@ fn columns_of(headers: &[String]) -> (Query, Vec<Column>) {
     (query, columns)
 }
 
-/// Reads the file at `path` (its rows in any order). `progress(bytes)` is
-/// called with the bytes read so far now and then. On the first row that
-/// cannot be imported, returns [`ImportError::Row`] naming its line and
-/// column.
-pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Query, HostRows), ImportError> {
+/// A log opened: its header read and checked; read from its start by
+/// [`Scan::scan`], as often as the import needs.
+#[derive(Debug)]
+pub struct File<'a> {
+    path: PathBuf,
+    opts: &'a Options,
+    /// The header's fields (or `--columns`).
+    headers: Vec<String>,
+    query: Query,
+    columns: Vec<Column>,
+    /// The index of each UUID by first appearance, for files without an
+    /// `index` column.
+    first_index: HashMap<Text, i32>,
+    /// Each PCI bus id's index (its rank among the file's bus ids), known
+    /// after the first read; for files whose GPUs only their bus ids name.
+    bus_index: HashMap<Text, i32>,
+    /// Whether the first read is over.
+    surveyed: bool,
+    /// For a file that names no GPU: the spacing of consecutive rows, to
+    /// tell one GPU's log from several GPUs' ([`Bursts`]).
+    bursts: Bursts,
+}
+
+/// Opens the file at `path` and reads its header.
+pub fn open<'a>(path: &Path, opts: &'a Options) -> Result<File<'a>, ImportError> {
     let mut reader = open_csv(path)?;
     let mut record = csv::StringRecord::new();
-    let read_err = |e: csv::Error| csv_error(path, e);
     if let Some(model) = &opts.model {
         ranges::GPU_MODEL_TEXT
             .check(model)
@@ -190,7 +217,7 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Quer
     let headers: Vec<String> = match &opts.columns {
         Some(c) => c.iter().map(|s| s.trim().to_owned()).collect(),
         None => {
-            if !reader.read_record(&mut record).map_err(read_err)? {
+            if !reader.read_record(&mut record).map_err(|e| csv_error(path, e))? {
                 return Err(ImportError::Input {
                     what: path.display().to_string(),
                     message: "the file is empty".into(),
@@ -224,41 +251,151 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Quer
         }
         return Err(missing("timestamp"));
     }
-    match query {
-        Query::Gpu if !has(Col::Uuid) && !has(Col::Index) => return Err(missing("uuid or index")),
-        Query::ComputeApps if !has(Col::Uuid) => return Err(missing("gpu_uuid")),
-        _ => {}
+    if query == Query::ComputeApps && !has(Col::Uuid) {
+        return Err(missing("gpu_uuid"));
     }
-    let mut parser =
-        RowParser { path: path.to_path_buf(), opts, columns: &columns, first_index: HashMap::new() };
-    let mut rows = HostRows::default();
-    let mut n = 0u64;
-    while reader.read_record(&mut record).map_err(read_err)? {
-        let line = record.position().map_or(0, csv::Position::line);
-        n += 1;
-        if n.is_multiple_of(65_536) {
-            progress(record.position().map_or(0, csv::Position::byte));
-        }
-        // A header repeated by a second run appended to the same log.
-        if record.iter().zip(&headers).all(|(a, b)| a == b.trim()) {
-            continue;
-        }
-        if record.len() != columns.len() {
-            let field =
-                columns.get(record.len()).map_or_else(|| "(extra field)".to_owned(), |c| c.header.clone());
-            return Err(parser.err(
-                line,
-                &field,
-                format!("expected {} fields, found {}", columns.len(), record.len()),
-            ));
-        }
-        match query {
-            Query::Gpu => rows.gpus.push(parser.gpu(line, &record)?),
-            Query::ComputeApps => rows.procs.push(parser.proc(line, &record)?),
-        }
+    Ok(File {
+        path: path.to_path_buf(),
+        opts,
+        headers,
+        query,
+        columns,
+        first_index: HashMap::new(),
+        bus_index: HashMap::new(),
+        surveyed: false,
+        bursts: Bursts::default(),
+    })
+}
+
+impl File<'_> {
+    /// Which query the file is the output of.
+    pub fn query(&self) -> Query {
+        self.query
     }
-    super::interval::set_intervals(path, &mut rows, opts.interval_ms)?;
-    Ok((query, rows))
+}
+
+impl Scan for File<'_> {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn scan(&mut self, progress: &dyn Fn(u64), emit: &mut Emit<'_>) -> Result<(), ImportError> {
+        let path = self.path.clone();
+        let mut reader = open_csv(&path)?;
+        let mut record = csv::StringRecord::new();
+        if self.opts.columns.is_none() {
+            reader.read_record(&mut record).map_err(|e| csv_error(&path, e))?;
+        }
+        let mut parser = RowParser { file: self, day: None };
+        let mut n = 0u64;
+        while reader.read_record(&mut record).map_err(|e| csv_error(&path, e))? {
+            let line = record.position().map_or(0, csv::Position::line);
+            n += 1;
+            if n.is_multiple_of(65_536) {
+                progress(record.position().map_or(0, csv::Position::byte));
+            }
+            // A header repeated by a second run appended to the same log.
+            if record.iter().zip(&parser.file.headers).all(|(a, b)| a == b.trim()) {
+                continue;
+            }
+            let columns = &parser.file.columns;
+            if record.len() != columns.len() {
+                let field = columns
+                    .get(record.len())
+                    .map_or_else(|| "(extra field)".to_owned(), |c| c.header.clone());
+                let message = format!("expected {} fields, found {}", columns.len(), record.len());
+                return Err(parser.err(line, &field, message));
+            }
+            let row = match parser.file.query {
+                Query::Gpu => Row::Gpu(parser.gpu(line, &record)?),
+                Query::ComputeApps => Row::Proc(parser.proc(line, &record)?),
+            };
+            emit(line, row)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), ImportError> {
+        self.surveyed = true;
+        let mut buses: Vec<&Text> = self.bus_index.keys().collect();
+        buses.sort();
+        let ranks: HashMap<Text, i32> = buses
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| (b.clone(), i32::try_from(i).unwrap_or(i32::MAX)))
+            .collect();
+        self.bus_index = ranks;
+        self.bursts.verdict(&self.path)
+    }
+}
+
+/// Reads the whole file at `path` (its rows in any order), with their
+/// intervals, as [`super::stream`] does a batch of every day.
+pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<(Query, HostRows), ImportError> {
+    let file = open(path, opts)?;
+    let query = file.query();
+    let mut files: Vec<Box<dyn Scan + '_>> = vec![Box::new(file)];
+    let survey = stream::survey(&mut files, progress)?;
+    let all = (i64::MIN, i64::MAX);
+    Ok((query, stream::read_batch(&mut files, all, opts.interval_ms, &survey)?))
+}
+
+/// How the rows of a log that names no GPU (no `uuid`, `index` or
+/// `pci.bus_id` column) are spaced. nvidia-smi writes one row per GPU per
+/// cycle, each with its own time a few ms after the one before (or all
+/// with the one time a wrapper script stamped); so a log of several GPUs
+/// comes in bursts, most gaps far shorter than the cycle, where one GPU's
+/// log has gaps of about its interval. Such a log is refused: which row is
+/// which GPU cannot be told (the order of the rows within a cycle changes
+/// from cycle to cycle in real logs).
+#[derive(Debug, Default)]
+struct Bursts {
+    /// Gaps between consecutive rows (ms) and the line ending each; at most
+    /// [`Bursts::MAX`].
+    gaps: Vec<(i64, u64)>,
+    last: Option<i64>,
+}
+
+impl Bursts {
+    const MAX: usize = 10_000;
+
+    fn row(&mut self, line: u64, ts: i64) {
+        if let Some(last) = self.last
+            && self.gaps.len() < Bursts::MAX
+        {
+            self.gaps.push(((ts - last).abs(), line));
+        }
+        self.last = Some(ts);
+    }
+
+    fn verdict(&self, path: &Path) -> Result<(), ImportError> {
+        if self.gaps.len() < 3 {
+            return Ok(());
+        }
+        let mut sorted: Vec<i64> = self.gaps.iter().map(|g| g.0).collect();
+        sorted.sort_unstable();
+        let p90 = sorted[sorted.len() * 9 / 10];
+        // Two rows 20 ms apart are two GPUs of one cycle, whatever the
+        // cycle: nvidia-smi takes longer than that to read a GPU again.
+        let short = |g: i64| g * 4 < p90 || g < 20;
+        let n_short = sorted.iter().filter(|&&g| short(g)).count();
+        if n_short * 4 < sorted.len() {
+            return Ok(());
+        }
+        let (gap, line) = self.gaps.iter().find(|g| short(g.0)).copied().unwrap_or_default();
+        Err(ImportError::Row {
+            path: path.to_path_buf(),
+            line,
+            field: "header".into(),
+            message: format!(
+                "the rows come in bursts ({n_short} of {} gaps between rows are under a quarter of the \
+                 cycle of {p90} ms; this line is {gap} ms after the one before): the log holds several \
+                 GPUs, and no index, uuid or pci.bus_id column tells them apart. Log with \
+                 --query-gpu=timestamp,index,uuid,… (a log of one GPU has no bursts)",
+                sorted.len()
+            ),
+        })
+    }
 }
 
 /// Reads an nvidia-smi timestamp (`2024/08/27 10:00:00.123`, the
@@ -296,18 +433,16 @@ fn unix_seconds(raw: &str) -> Option<i64> {
 }
 
 /// The parts of a row the columns give, checked.
-struct RowParser<'a> {
-    path: PathBuf,
-    opts: &'a Options,
-    columns: &'a [Column],
-    /// The index of each UUID by first appearance, for files without an
-    /// `index` column.
-    first_index: HashMap<Text, i32>,
+struct RowParser<'f, 'a> {
+    file: &'f mut File<'a>,
+    /// For a log of times of day: the last time (ms into its day) and the
+    /// days since `--date`.
+    day: Option<(i64, i64)>,
 }
 
-impl RowParser<'_> {
+impl RowParser<'_, '_> {
     fn err(&self, line: u64, field: &str, message: String) -> ImportError {
-        ImportError::Row { path: self.path.clone(), line, field: field.to_owned(), message }
+        ImportError::Row { path: self.file.path.clone(), line, field: field.to_owned(), message }
     }
 
     /// The value of column `c` in the schema's unit, checked against its
@@ -338,21 +473,46 @@ impl RowParser<'_> {
         Ok(Some(raw.into()))
     }
 
-    fn timestamp(&self, line: u64, c: &Column, raw: &str) -> Result<i64, ImportError> {
-        parse_timestamp(raw, self.opts.tz)
-            .and_then(|ts| ranges::check_ts(ts, raw))
-            .map_err(|m| self.err(line, &c.header, m))
+    fn timestamp(&mut self, line: u64, c: &Column, raw: &str) -> Result<i64, ImportError> {
+        let tz = self.file.opts.tz;
+        let ts = match chrono::NaiveTime::parse_from_str(raw, "%H:%M:%S%.f") {
+            Ok(time) => {
+                let Some(date) = self.file.opts.date else {
+                    let m = format!(
+                        "{raw:?} is a time of day without a date: give the day the log starts with \
+                         --date YYYY-MM-DD"
+                    );
+                    return Err(self.err(line, &c.header, m));
+                };
+                let ms = i64::from(time.num_seconds_from_midnight()) * 1_000
+                    + i64::from(time.nanosecond() / 1_000_000);
+                let days = match self.day {
+                    Some((last, days)) if ms + 12 * 3_600_000 < last => days + 1,
+                    Some((_, days)) => days,
+                    None => 0,
+                };
+                self.day = Some((ms, days));
+                let naive = (date + chrono::Days::new(days.unsigned_abs())).and_time(time);
+                tz.from_local_datetime(&naive)
+                    .earliest()
+                    .map(|t| t.timestamp_millis())
+                    .ok_or_else(|| format!("{raw:?} does not exist in {tz} (a daylight-saving gap)"))
+            }
+            Err(_) => parse_timestamp(raw, tz),
+        };
+        ts.and_then(|ts| ranges::check_ts(ts, raw)).map_err(|m| self.err(line, &c.header, m))
     }
 
     /// The header of the first column holding `col`, else `fallback`.
     fn header_of(&self, col: Col, fallback: &str) -> String {
-        self.columns.iter().find(|c| c.col == col).map_or(fallback, |c| c.header.as_str()).to_owned()
+        self.file.columns.iter().find(|c| c.col == col).map_or(fallback, |c| c.header.as_str()).to_owned()
     }
 
     fn gpu(&mut self, line: u64, record: &csv::StringRecord) -> Result<GpuSample, ImportError> {
         let mut g = GpuSample::default();
-        let (mut uuid, mut index) = (None, None);
-        for (c, raw) in self.columns.iter().zip(record.iter()) {
+        let (mut uuid, mut index, mut bus) = (None, None, None);
+        let columns = self.file.columns.clone();
+        for (c, raw) in columns.iter().zip(record.iter()) {
             match c.col {
                 Col::Timestamp => g.ts = self.timestamp(line, c, raw)?,
                 Col::Index => {
@@ -362,6 +522,12 @@ impl RowParser<'_> {
                     )
                 }
                 Col::Uuid => uuid = self.text(line, c, raw, ranges::GPU_UUID_TEXT)?,
+                Col::BusId => {
+                    bus = self
+                        .text(line, c, &raw.to_ascii_uppercase(), ranges::GPU_UUID_TEXT)?
+                        .ok_or_else(|| self.err(line, &c.header, "no PCI bus id".into()))
+                        .map(Some)?
+                }
                 Col::Name => g.gpu_model = self.text(line, c, raw, ranges::GPU_MODEL_TEXT)?,
                 Col::GpuUtil => g.gpu_util_pct = self.int32(line, c, raw)?,
                 Col::MemUtil => g.mem_util_pct = self.int32(line, c, raw)?,
@@ -389,22 +555,36 @@ impl RowParser<'_> {
             }
         }
         if g.gpu_model.is_none() {
-            g.gpu_model = self.opts.model.as_deref().map(Text::from);
+            g.gpu_model = self.file.opts.model.as_deref().map(Text::from);
         }
         ranges::check_memory(g.fb_used_bytes, g.fb_total_bytes)
             .map_err(|m| self.err(line, &self.header_of(Col::FbUsed, "memory.used"), m))?;
-        match (uuid, index) {
-            (Some(u), Some(i)) => (g.gpu_uuid, g.gpu_index) = (u, i),
-            (Some(u), None) => {
-                let next = i32::try_from(self.first_index.len()).unwrap_or(i32::MAX);
-                g.gpu_index = *self.first_index.entry(u.clone()).or_insert(next);
+        let host = &self.file.opts.host;
+        match (uuid, index, bus) {
+            (Some(u), Some(i), _) => (g.gpu_uuid, g.gpu_index) = (u, i),
+            (Some(u), None, _) => {
+                let next = i32::try_from(self.file.first_index.len()).unwrap_or(i32::MAX);
+                g.gpu_index = *self.file.first_index.entry(u.clone()).or_insert(next);
                 g.gpu_uuid = u;
             }
-            (None, Some(i)) => (g.gpu_uuid, g.gpu_index) = (synthetic_uuid(&self.opts.host, i), i),
-            (None, None) => {
-                let field =
-                    self.columns.iter().find(|c| c.col == Col::Uuid).map_or("uuid", |c| c.header.as_str());
-                return Err(self.err(line, field, "no GPU UUID and no index".into()));
+            (None, Some(i), _) => (g.gpu_uuid, g.gpu_index) = (synthetic_uuid(host, i), i),
+            // GPUs named by their PCI bus ids only: numbered in bus order
+            // (nvidia-smi's own order) once the whole file is read.
+            (None, None, Some(b)) => {
+                g.gpu_uuid = synthetic_uuid_of(host, &format!("pci/{b}"));
+                g.gpu_index = if self.file.surveyed {
+                    self.file.bus_index.get(&b).copied().unwrap_or(0)
+                } else {
+                    self.file.bus_index.insert(b, 0);
+                    0
+                };
+            }
+            // No GPU named: one GPU's log, unless its rows come in bursts.
+            (None, None, None) => {
+                if !self.file.surveyed {
+                    self.file.bursts.row(line, g.ts);
+                }
+                (g.gpu_uuid, g.gpu_index) = (synthetic_uuid(host, 0), 0);
             }
         }
         Ok(g)
@@ -414,7 +594,8 @@ impl RowParser<'_> {
         let mut p = ProcSample::default();
         let mut uuid = None;
         let mut pid = None;
-        for (c, raw) in self.columns.iter().zip(record.iter()) {
+        let columns = self.file.columns.clone();
+        for (c, raw) in columns.iter().zip(record.iter()) {
             match c.col {
                 Col::Timestamp => p.ts = self.timestamp(line, c, raw)?,
                 Col::Uuid => {
@@ -503,7 +684,7 @@ mod tests {
         let kinds: Vec<_> = cols.iter().map(|c| c.col).collect();
         assert_eq!(
             kinds,
-            [Col::Timestamp, Col::Index, Col::GpuUtil, Col::FbUsed, Col::Ignored, Col::Power, Col::Ignored]
+            [Col::Timestamp, Col::Index, Col::GpuUtil, Col::FbUsed, Col::BusId, Col::Power, Col::Ignored]
         );
         assert_eq!(cols[3].unit.as_deref(), Some("MiB"));
         let apps: Vec<String> = ["timestamp", "gpu_uuid", "pid", "process_name", "used_gpu_memory [MiB]"]
@@ -521,7 +702,7 @@ mod tests {
     }
 
     fn options() -> Options {
-        Options { host: "h".into(), tz: Tz::UTC, columns: None, interval_ms: None, model: None }
+        Options { host: "h".into(), tz: Tz::UTC, columns: None, interval_ms: None, model: None, date: None }
     }
 
     #[test]
@@ -549,12 +730,108 @@ mod tests {
         assert_eq!(parse_timestamp("1764189075.25", Tz::UTC), Ok(1_764_189_075_250));
         assert!(parse_timestamp("17641890", Tz::UTC).is_err(), "8 digits: not a time");
         // Real files: a wrapper's ISO stamps (8 GPUs a cycle) and `date +%s`.
-        let (_, iso) =
-            read(&fixture("nvidia-smi-iso8601-offset-8gpu-constant-index.csv"), &options(), &|_| {})
+        let (_, epoch) =
+            read(&fixture("epoch-seconds-prepended-noheader-nounits-1gpu.csv"), &options(), &|_| {})
                 .expect("reads");
-        assert_eq!(iso.gpus[0].ts, at);
-        // (`epoch-seconds-prepended-noheader-nounits-1gpu.csv` names no GPU,
-        // neither index nor uuid: not read yet.)
+        // Its first and last lines, and a minute between them.
+        assert_eq!(epoch.gpus.len(), 40);
+        assert_eq!(epoch.gpus[0].ts, 1_764_189_075_000);
+        assert_eq!(epoch.gpus[0].fb_used_bytes, Some(1 << 20));
+        assert!(epoch.gpus.iter().all(|g| g.interval_ms == 60_000 && g.gpu_index == 0));
+    }
+
+    #[test]
+    fn a_file_whose_gpu_key_is_the_same_on_every_gpu_is_refused() {
+        // A wrapper's log whose index column is 0 on all 8 GPUs of each
+        // cycle (their numbers are in its own `gpu` column): 7 of 8 rows
+        // would have been dropped as repeats.
+        let path = fixture("nvidia-smi-iso8601-offset-8gpu-constant-index.csv");
+        let error = read(&path, &options(), &|_| {}).expect_err("mis-keyed");
+        let ImportError::Row { line, field, message, .. } = &error else { panic!("{error}") };
+        assert_eq!((*line, field.as_str()), (3, "GPU key"));
+        // 5 cycles of 8 rows: 35 of the 40 share their key with the cycle's first.
+        assert!(message.contains("35 of the file's 40 rows"), "{message}");
+        assert!(
+            message.contains("as line 2") && message.contains("does not tell its GPUs apart"),
+            "{message}"
+        );
+    }
+
+    /// The columns OmniOpt's `csv,noheader` GPU logs were written with
+    /// (its documentation gives them).
+    fn omniopt_columns(bus: &str) -> Vec<String> {
+        format!(
+            "timestamp, name, {bus}, driver_version, pstate, pcie.link.gen.max, pcie.link.gen.current, \
+             temperature.gpu, utilization.gpu [%], utilization.memory [%], memory.total [MiB], \
+             memory.free [MiB], memory.used [MiB]"
+        )
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+    }
+
+    #[test]
+    fn gpus_named_by_their_bus_ids_only_are_numbered_in_bus_order() {
+        let opts = Options { columns: Some(omniopt_columns("pci.bus_id")), ..options() };
+        let path = fixture("nvidia-smi-query-gpu-noheader-units-no-index-pci-bus-id-3gpu.csv");
+        let (_, rows) = read(&path, &opts, &|_| {}).expect("reads");
+        assert_eq!(rows.gpus.len(), 8);
+        let by_bus = |bus: &str| synthetic_uuid_of("h", &format!("pci/{bus}"));
+        // Bus order 0B, 3B, 8B: indexes 0, 1, 2, whatever the rows' order.
+        for (bus, index) in [("00000000:0B:00.0", 0), ("00000000:3B:00.0", 1), ("00000000:8B:00.0", 2)] {
+            let of: Vec<&GpuSample> = rows.gpus.iter().filter(|g| g.gpu_uuid == by_bus(bus)).collect();
+            assert!(!of.is_empty() && of.iter().all(|g| g.gpu_index == index), "{bus}");
+        }
+        // Line 4: 8B at 11:27:15.309, 38803 MiB used, 3 %.
+        let g = rows.gpus.iter().find(|g| g.gpu_index == 2 && g.ts % 60_000 == 15_309).expect("line 4");
+        assert_eq!((g.fb_used_bytes, g.gpu_util_pct), (Some(38_803 << 20), Some(3)));
+        // 3B's samples at .177, 15.311 and 25.376: gaps 10134 and 10065 ms,
+        // the upper median taken.
+        assert!(rows.gpus.iter().filter(|g| g.gpu_index == 1).all(|g| g.interval_ms == 10_134));
+        // The 4 T4s of one cycle, told apart by their PCI domains.
+        let (_, t4) = read(
+            &fixture("nvidia-smi-query-gpu-no-index-pci-bus-id-4gpu.csv"),
+            &Options { interval_ms: Some(1_000), ..options() },
+            &|_| {},
+        )
+        .expect("reads");
+        let indexes: Vec<i32> = t4.gpus.iter().map(|g| g.gpu_index).collect();
+        assert_eq!(indexes, [0, 1, 2, 3]);
+        assert_eq!(t4.gpus[3].gpu_uuid, by_bus("00000004:00:00.0"));
+    }
+
+    #[test]
+    fn a_log_of_one_gpu_naming_none_imports_and_one_of_several_is_refused() {
+        let (_, one) =
+            read(&fixture("nvidia-smi-query-gpu-no-index-1gpu-15s.csv"), &options(), &|_| {}).expect("reads");
+        assert_eq!(one.gpus.len(), 40);
+        assert!(one.gpus.iter().all(|g| g.gpu_uuid == synthetic_uuid("h", 0)));
+        assert_eq!((one.gpus[0].fb_used_bytes, one.gpus[0].gpu_util_pct), (Some(17_092 << 20), Some(0)));
+        // Its samples are 15.0 s apart, give or take a few ms.
+        assert!(one.gpus.iter().all(|g| (15_000..15_010).contains(&g.interval_ms)), "{:?}", one.gpus[0]);
+        // OmniOpt's 3 GPUs with their bus ids taken away: bursts.
+        let opts = Options { columns: Some(omniopt_columns("bus")), ..options() };
+        let path = fixture("nvidia-smi-query-gpu-noheader-units-no-index-pci-bus-id-3gpu.csv");
+        let error = read(&path, &opts, &|_| {}).expect_err("several GPUs").to_string();
+        assert!(error.contains("bursts") && error.contains("no index, uuid or pci.bus_id column"), "{error}");
+    }
+
+    #[test]
+    fn times_of_day_take_the_date_given_and_roll_over_midnight() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let path = dir.path().join("tod.csv");
+        std::fs::write(
+            &path,
+            "timestamp, utilization.gpu [%]\n23:59:30.000, 5\n23:59:45.000, 6\n00:00:00.000, 7\n",
+        )
+        .expect("written");
+        let error = read(&path, &options(), &|_| {}).expect_err("no date").to_string();
+        assert!(error.contains("--date YYYY-MM-DD"), "{error}");
+        let date = chrono::NaiveDate::from_ymd_opt(2026, 1, 31);
+        let (_, rows) = read(&path, &Options { date, ..options() }, &|_| {}).expect("reads");
+        let ts: Vec<i64> = rows.gpus.iter().map(|g| g.ts).collect();
+        let feb1 = parse_timestamp("2026/02/01 00:00:00", Tz::UTC).expect("a time");
+        assert_eq!(ts, [feb1 - 30_000, feb1 - 15_000, feb1]);
     }
 
     #[test]
