@@ -323,6 +323,75 @@ fn a_log_of_many_days_is_written_a_few_days_at_a_time_with_the_same_figures() {
     assert_eq!(n, 5);
 }
 
+/// The two header lines of a real capture (`tests/fixtures/import`), with
+/// the `Date` and `Time` columns `-o DT` puts first.
+fn monitor_header(fixture: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/import").join(fixture);
+    let text = std::fs::read_to_string(path).expect("read the fixture");
+    let mut lines = text.lines();
+    let (names, units) = (lines.next().expect("names"), lines.next().expect("units"));
+    format!("#Date       Time    {}\n#YYYYMMDD   HH:MM:SS{}\n", &names[1..], &units[1..])
+}
+
+#[test]
+fn dmon_and_pmon_with_their_time_import_and_answer_by_hand() {
+    // 10 minutes from 09:00 UTC, a line a second: GPU 0 at 300 W, sm 100 %
+    // for 5 minutes then 0 %; pid 4242 (python3) on it throughout; pmon's
+    // header printed again every 100 lines, as pmon does.
+    let case = Case::new();
+    let mut dmon = monitor_header("nvidia-smi-dmon-plain-linux-h100.txt");
+    let pmon_header = monitor_header("nvidia-smi-pmon-plain-linux-h100.txt");
+    let mut pmon = pmon_header.clone();
+    for k in 0..600 {
+        let time = format!(" 20261102   09:{:02}:{:02}", k / 60, k % 60);
+        let sm = if k < 300 { 100 } else { 0 };
+        dmon.push_str(&format!(
+            "{time}    0    300     63     57    {sm:>3}     10      0      0      0      0   2619   1980 \n"
+        ));
+        pmon.push_str(&format!(
+            "{time}    0       4242     C    {sm:>3}     10      -      -      -      -    python3         \n"
+        ));
+        if k % 100 == 99 {
+            pmon.push_str(&pmon_header);
+        }
+    }
+    let (d, p) = (case.file("dmon.txt", &dmon), case.file("pmon.txt", &pmon));
+    let out = case.ok(&[
+        "import",
+        "nvidia-smi",
+        d.to_str().expect("utf-8"),
+        p.to_str().expect("utf-8"),
+        "--host",
+        "mon",
+    ]);
+    assert!(out.contains("600 gpu_samples rows, 600 proc_samples rows written"), "{out}");
+    // By hand: 10 GPU-minutes at 0.062, half busy, half held idle by the
+    // process (unassigned: no team rule names it).
+    let period = ["--from", "2026-11-02T09:00:00Z", "--to", "2026-11-02T10:00:00Z"];
+    let row = case.spend(&period, "unassigned");
+    // (spend shows hours to the hundredth: 10/60 is 0.17.)
+    near("gpu_hours", &row["gpu_hours"], 0.17);
+    near("cost", &row["cost"], 0.62);
+    near("busy_cost", &row["busy_cost"], 0.31);
+    near("idle_cost", &row["idle_cost"], 0.31);
+    assert_eq!(case.number("SELECT count(DISTINCT comm) FROM proc_samples WHERE comm = 'python3'"), 1.0);
+    assert_eq!(case.number("SELECT max(interval_ms) FROM gpu_samples"), 1_000.0);
+    // Plain dmon (no time): refused, pointing to -o DT, nothing written.
+    let plain =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/import/nvidia-smi-dmon-plain-linux-h100.txt");
+    let fresh = Case::new();
+    refused(
+        &fresh,
+        &["import", "nvidia-smi", plain.to_str().expect("utf-8"), "--host", "mon"],
+        &plain,
+        1,
+        "header",
+    );
+    let err =
+        text(&fresh.apron(&["import", "nvidia-smi", plain.to_str().expect("utf-8"), "--host", "mon"]).stderr);
+    assert!(err.contains("nvidia-smi dmon -o DT"), "{err}");
+}
+
 #[test]
 fn nvidia_smi_without_a_header_takes_columns() {
     let case = Case::new();

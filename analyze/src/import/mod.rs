@@ -42,6 +42,7 @@ pub mod nvidia_smi;
 pub mod prometheus;
 pub mod pynvml;
 pub mod ranges;
+pub mod smi_monitor;
 pub mod staging;
 pub mod stream;
 pub mod units;
@@ -276,6 +277,21 @@ pub(crate) fn open_csv(path: &std::path::Path) -> Result<CsvReader, ImportError>
         .has_headers(false)
         .flexible(true)
         .quoting(false)
+        .trim(csv::Trim::All)
+        .from_reader(std::io::BufReader::with_capacity(1 << 20, capped)))
+}
+
+/// A text file read a line at a time through [`open_csv`]'s reader and
+/// line cap: each line one field (no delimiter a log holds), trimmed.
+pub(crate) fn open_lines(path: &std::path::Path) -> Result<CsvReader, ImportError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
+    let capped = line_cap::LineCap::new(file, ranges::MAX_LINE_BYTES);
+    Ok(csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .quoting(false)
+        .delimiter(0x1f)
         .trim(csv::Trim::All)
         .from_reader(std::io::BufReader::with_capacity(1 << 20, capped)))
 }
