@@ -46,11 +46,48 @@ pub enum ImportSource {
     /// UUID from the host and index.
     Pynvml(PynvmlArgs),
 
-    /// dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*) from a Prometheus
+    /// dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*, and its 1.x
+    /// dcgm_* names) and nvidia_gpu_exporter's nvidia_smi_* from a Prometheus
     /// server's HTTP API into gpu_samples, one row per GPU and step, one host
-    /// per Hostname label (else instance); Kubernetes pod labels become
-    /// proc_samples rows.
+    /// per Hostname label (else node, else instance); Kubernetes pod labels
+    /// become proc_samples rows.
     Prometheus(PrometheusArgs),
+
+    /// Scrapes saved to a file (curl -s localhost:9400/metrics >> FILE), one
+    /// or many, in the Prometheus text format: the series `prometheus`
+    /// imports, one row per GPU and scrape.
+    Scrape(ScrapeArgs),
+}
+
+/// `apron import scrape FILE… [--host H] [--at TIME --every D]`.
+#[derive(Debug, Clone, Args)]
+pub struct ScrapeArgs {
+    /// The files of scrapes, of one host.
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+
+    /// The host of every series. Default: the Hostname (else node, else
+    /// instance) label of the series, which must all name one host.
+    #[arg(long)]
+    pub host: Option<String>,
+
+    /// The time of the first scrape, for scrapes whose samples carry no
+    /// timestamp: YYYY-MM-DD (midnight UTC) or an RFC 3339 time.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time)]
+    pub at: Option<i64>,
+
+    /// The time between scrapes whose samples carry no timestamp.
+    #[arg(long, value_name = "D", value_parser = apron_cli::units::positive_seconds)]
+    pub every: Option<std::time::Duration>,
+
+    /// The time each row stands for. Default: the median spacing of each
+    /// GPU's scrapes (a single scrape needs it).
+    #[arg(long, value_parser = apron_cli::units::positive_seconds)]
+    pub interval: Option<std::time::Duration>,
+
+    /// The most rows held in memory at once (as for nvidia-smi).
+    #[arg(long, value_name = "N", default_value_t = import::stream::BATCH_ROWS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_rows: u64,
 }
 
 /// `apron import nvidia-smi FILE.csv… --host H [--tz ZONE]`.
@@ -181,8 +218,25 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
                 files.push(import::nvidia_smi::open_any(file, &opts)?);
             }
             let names: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
-            let written = stream_host(&layout, &a.host, &mut files, opts.interval_ms, a.batch_rows)?;
-            (names.join(", "), a.host.clone(), written)
+            let (host, written) =
+                stream_host(&layout, Some(&a.host), &mut files, opts.interval_ms, a.batch_rows)?;
+            (names.join(", "), host, written)
+        }
+        ImportSource::Scrape(a) => {
+            let opts = import::scrape::Options {
+                host: a.host.clone(),
+                at_ms: a.at,
+                every_ms: a.every.map(duration_ms),
+            };
+            let mut files: Vec<Box<dyn Scan + '_>> = Vec::new();
+            for file in &a.files {
+                files.push(Box::new(import::scrape::open(file, &opts)));
+            }
+            let names: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
+            let interval = a.interval.map(duration_ms);
+            let (host, written) =
+                stream_host(&layout, a.host.as_deref(), &mut files, interval, a.batch_rows)?;
+            (names.join(", "), host, written)
         }
         ImportSource::Pynvml(a) => {
             let opts = import::pynvml::Options {
@@ -191,8 +245,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
                 model: a.model.clone(),
             };
             let mut files: Vec<Box<dyn Scan + '_>> = vec![Box::new(import::pynvml::open(&a.file, &opts)?)];
-            let written = stream_host(&layout, &a.host, &mut files, opts.interval_ms, a.batch_rows)?;
-            (a.file.display().to_string(), a.host.clone(), written)
+            let (host, written) =
+                stream_host(&layout, Some(&a.host), &mut files, opts.interval_ms, a.batch_rows)?;
+            (a.file.display().to_string(), host, written)
         }
         ImportSource::Prometheus(a) => {
             let opts = import::prometheus::Options {
@@ -217,24 +272,37 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
 /// land together.
 fn stream_host(
     layout: &DataLayout,
-    host: &str,
+    host: Option<&str>,
     files: &mut [Box<dyn Scan + '_>],
     interval_ms: Option<i64>,
     batch_rows: u64,
-) -> Result<Written, ImportError> {
+) -> Result<(String, Written), ImportError> {
     let size = files.iter().map(|f| std::fs::metadata(f.path()).map(|m| m.len()).unwrap_or(0)).sum();
     let reading = bar("reading", size);
     let survey = import::stream::survey(files, &|bytes| reading.set_position(bytes));
     reading.finish_and_clear();
     let survey = survey?;
+    for line in files.iter().flat_map(|f| f.notices()) {
+        eprintln!("apron import: {line}");
+    }
+    let host = match host.or_else(|| files.iter().find_map(|f| f.host())) {
+        Some(h) => h.to_owned(),
+        None => {
+            return Err(ImportError::Input {
+                what: files.first().map(|f| f.path().display().to_string()).unwrap_or_default(),
+                message: "no host: the series name none (no Hostname, node or instance label): give --host"
+                    .into(),
+            });
+        }
+    };
     let shown = Shown(bar(&format!("writing {host}"), survey.rows()));
     let mut batches = survey.batches(batch_rows).into_iter();
-    let written = import::write_host_batches(layout, host, &shown, &mut || {
+    let written = import::write_host_batches(layout, &host, &shown, &mut || {
         let days = batches.next()?;
         Some(import::stream::read_batch(files, days, interval_ms, &survey))
     });
     shown.0.finish_and_clear();
-    written
+    Ok((host, written?))
 }
 
 /// A Prometheus import, one UTC day at a time (each day queried, then
@@ -248,6 +316,7 @@ async fn prometheus(layout: &DataLayout, opts: &import::prometheus::Options) -> 
         return Err(import::prometheus::too_short(opts));
     }
     let mut total: BTreeMap<String, Written> = BTreeMap::new();
+    let mut findings = import::prometheus::Findings::default();
     for (k, part) in parts.iter().enumerate() {
         let querying = bar(&format!("querying day {} of {}", k + 1, parts.len()), 0);
         let hosts = import::prometheus::read(part, &|done, n| {
@@ -256,13 +325,18 @@ async fn prometheus(layout: &DataLayout, opts: &import::prometheus::Options) -> 
         })
         .await;
         querying.finish_and_clear();
-        for (host, rows) in hosts? {
+        let (hosts, found) = hosts?;
+        findings.merge(found);
+        for (host, rows) in hosts {
             let n = (rows.gpus.len() + rows.procs.len()) as u64;
             let shown = Shown(bar(&format!("writing {host}, day {} of {}", k + 1, parts.len()), n));
             let written = import::write_host(layout, &host, rows, &shown);
             shown.0.finish_and_clear();
             *total.entry(host).or_default() += written?;
         }
+    }
+    for line in findings.lines() {
+        eprintln!("apron import: {line}");
     }
     if total.is_empty() {
         return Err(import::prometheus::nothing_found(opts));

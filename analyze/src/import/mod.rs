@@ -35,6 +35,7 @@
 
 pub mod error;
 pub mod existing;
+pub mod exposition;
 pub mod interval;
 pub mod line_cap;
 pub mod lock;
@@ -42,6 +43,7 @@ pub mod nvidia_smi;
 pub mod prometheus;
 pub mod pynvml;
 pub mod ranges;
+pub mod scrape;
 pub mod smi_monitor;
 pub mod staging;
 pub mod stream;

@@ -75,6 +75,15 @@ pub trait Scan {
     fn finish(&mut self) -> Result<(), ImportError> {
         Ok(())
     }
+    /// What the first read met and did something about, for the user.
+    fn notices(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// The host the file's rows say they are of, once read (a scrape's
+    /// labels); `None` where only the command line names it.
+    fn host(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// What the first read found.
