@@ -393,6 +393,62 @@ fn dmon_and_pmon_with_their_time_import_and_answer_by_hand() {
 }
 
 #[test]
+fn saved_scrapes_import_and_answer_by_hand_saying_what_they_dropped() {
+    // 10 scrapes of dcgm-exporter a minute apart (no timestamps: --at and
+    // --every), in its README's sample's form. GPU 0: 100 %, 300 W, its
+    // temperature DCGM's INT64_NOT_SUPPORTED marker, and the exporter's own
+    // pod in its labels (scraped without honorLabels). GPU 1: 0 %, 150 W,
+    // held by pod vision-a/train-0 (team vision).
+    let case = Case::new();
+    let g0 = r#"gpu="0",UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52",Hostname="gpu-node-1",job="dcgm-exporter",namespace="monitoring",pod="dcgm-exporter-x7k2p""#;
+    let g1 = r#"gpu="1",UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e53",Hostname="gpu-node-1",container="main",namespace="vision-a",pod="train-0""#;
+    let mut text = String::new();
+    for _ in 0..10 {
+        text.push_str(
+            "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n",
+        );
+        text.push_str(&format!("DCGM_FI_DEV_GPU_UTIL{{{g0}}} 100\nDCGM_FI_DEV_GPU_UTIL{{{g1}}} 0\n"));
+        text.push_str(
+            "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n",
+        );
+        text.push_str(&format!(
+            "DCGM_FI_DEV_POWER_USAGE{{{g0}}} 300.000000\nDCGM_FI_DEV_POWER_USAGE{{{g1}}} 150.000000\n"
+        ));
+        text.push_str(&format!(
+            "DCGM_FI_DEV_GPU_TEMP{{{g0}}} 9223372036854775794\nDCGM_FI_DEV_GPU_TEMP{{{g1}}} 41\n"
+        ));
+    }
+    let file = case.file("scrapes.prom", &text);
+    let out = case.apron(&[
+        "import",
+        "scrape",
+        file.to_str().expect("utf-8"),
+        "--at",
+        "2026-11-02T09:00:00Z",
+        "--every",
+        "60s",
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("host gpu-node-1: 20 gpu_samples rows, 10 proc_samples rows written"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("dropped 10 values that are DCGM's blank markers"), "{stderr}");
+    assert!(stderr.contains("ignored the pod label dcgm-exporter-x7k2p"), "{stderr}");
+    // By hand: GPU 1's 10 minutes at 150 W held idle by vision: 0.61;
+    // GPU 0's 10 busy minutes at 300 W held by nothing: 0.62.
+    let period = ["--from", "2026-11-02T09:00:00Z", "--to", "2026-11-02T10:00:00Z"];
+    let vision = case.spend(&period, "vision");
+    near("vision cost", &vision["cost"], 0.61);
+    near("vision idle cost", &vision["idle_cost"], 0.61);
+    let nobody = case.spend(&period, "(unallocated)");
+    near("unallocated cost", &nobody["cost"], 0.62);
+    assert_eq!(case.number("SELECT count(*) FROM gpu_samples WHERE temp_c IS NULL"), 10.0);
+    assert_eq!(case.number("SELECT min(interval_ms) FROM gpu_samples"), 60_000.0);
+}
+
+#[test]
 fn nvidia_smi_without_a_header_takes_columns() {
     let case = Case::new();
     let mut csv = String::new();

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use apron_schemas::{GpuSample, ProcIdentity, ProcSample, Text};
-use chrono::{NaiveDateTime, TimeZone, Timelike};
+use chrono::{NaiveDateTime, TimeZone};
 use chrono_tz::Tz;
 
 use super::ranges::{self, Range, TextLimit};
@@ -203,6 +203,22 @@ pub struct File<'a> {
     /// For a file that names no GPU: the spacing of consecutive rows, to
     /// tell one GPU's log from several GPUs' ([`Bursts`]).
     bursts: Bursts,
+    /// One copy of each UUID and model text, shared by the rows naming it
+    /// (a day of a host's rows is held at once: ~100 bytes a row less).
+    texts: std::collections::HashSet<Text>,
+}
+
+impl File<'_> {
+    /// The shared copy of `t`.
+    fn intern(&mut self, t: Text) -> Text {
+        if let Some(known) = self.texts.get(&*t) {
+            return known.clone();
+        }
+        if self.texts.len() < 4_096 {
+            self.texts.insert(t.clone());
+        }
+        t
+    }
 }
 
 /// Opens a file nvidia-smi wrote: the text of `dmon` or `pmon` when its
@@ -281,6 +297,7 @@ pub fn open<'a>(path: &Path, opts: &'a Options) -> Result<File<'a>, ImportError>
         bus_index: HashMap::new(),
         surveyed: false,
         bursts: Bursts::default(),
+        texts: std::collections::HashSet::new(),
     })
 }
 
@@ -303,7 +320,7 @@ impl Scan for File<'_> {
         if self.opts.columns.is_none() {
             reader.read_record(&mut record).map_err(|e| csv_error(&path, e))?;
         }
-        let mut parser = RowParser { file: self, day: None };
+        let mut parser = RowParser { file: self, days: units::Days::default() };
         let mut n = 0u64;
         while reader.read_record(&mut record).map_err(|e| csv_error(&path, e))? {
             let line = record.position().map_or(0, csv::Position::line);
@@ -454,7 +471,7 @@ struct RowParser<'f, 'a> {
     file: &'f mut File<'a>,
     /// For a log of times of day: the last time (ms into its day) and the
     /// days since `--date`.
-    day: Option<(i64, i64)>,
+    days: units::Days,
 }
 
 impl RowParser<'_, '_> {
@@ -501,15 +518,7 @@ impl RowParser<'_, '_> {
                     );
                     return Err(self.err(line, &c.header, m));
                 };
-                let ms = i64::from(time.num_seconds_from_midnight()) * 1_000
-                    + i64::from(time.nanosecond() / 1_000_000);
-                let days = match self.day {
-                    Some((last, days)) if ms + 12 * 3_600_000 < last => days + 1,
-                    Some((_, days)) => days,
-                    None => 0,
-                };
-                self.day = Some((ms, days));
-                let naive = (date + chrono::Days::new(days.unsigned_abs())).and_time(time);
+                let naive = self.days.date_of(date, time).and_time(time);
                 tz.from_local_datetime(&naive)
                     .earliest()
                     .map(|t| t.timestamp_millis())
@@ -574,6 +583,8 @@ impl RowParser<'_, '_> {
         if g.gpu_model.is_none() {
             g.gpu_model = self.file.opts.model.as_deref().map(Text::from);
         }
+        g.gpu_model = g.gpu_model.map(|m| self.file.intern(m));
+        let uuid = uuid.map(|u| self.file.intern(u));
         ranges::check_memory(g.fb_used_bytes, g.fb_total_bytes)
             .map_err(|m| self.err(line, &self.header_of(Col::FbUsed, "memory.used"), m))?;
         let host = &self.file.opts.host;
@@ -604,6 +615,7 @@ impl RowParser<'_, '_> {
                 (g.gpu_uuid, g.gpu_index) = (synthetic_uuid(host, 0), 0);
             }
         }
+        g.gpu_uuid = self.file.intern(std::mem::take(&mut g.gpu_uuid));
         Ok(g)
     }
 

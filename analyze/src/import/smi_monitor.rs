@@ -190,7 +190,7 @@ impl Scan for File<'_> {
         // The two header lines.
         lines.next()?;
         lines.next()?;
-        let mut day: Option<(i64, i64)> = None;
+        let mut days = super::units::Days::default();
         let mut n = 0u64;
         while let Some((line, text)) = lines.next()? {
             n += 1;
@@ -200,7 +200,7 @@ impl Scan for File<'_> {
             if text.starts_with('#') {
                 continue;
             }
-            if let Some(row) = self.row(line, &text, &mut day)? {
+            if let Some(row) = self.row(line, &text, &mut days)? {
                 emit(line, row)?;
             }
         }
@@ -214,7 +214,7 @@ impl File<'_> {
     }
 
     /// The row of one line; `None` for a pmon line without a process.
-    fn row(&self, line: u64, text: &str, day: &mut Option<(i64, i64)>) -> Result<Option<Row>, ImportError> {
+    fn row(&self, line: u64, text: &str, days: &mut super::units::Days) -> Result<Option<Row>, ImportError> {
         let n = self.columns.len();
         // The command (pmon's last column) may hold spaces: the rest of
         // the line is its value.
@@ -288,7 +288,7 @@ impl File<'_> {
         let Some(index) = index else {
             return Err(self.err(line, "gpu", "no GPU index".into()));
         };
-        let ts = self.timestamp(line, date, time, day)?;
+        let ts = self.timestamp(line, date, time, days)?;
         let uuid = synthetic_uuid(&self.opts.host, index);
         Ok(Some(match self.monitor {
             Monitor::Dmon => {
@@ -329,22 +329,12 @@ impl File<'_> {
         line: u64,
         date: Option<NaiveDate>,
         time: Option<NaiveTime>,
-        day: &mut Option<(i64, i64)>,
+        days: &mut super::units::Days,
     ) -> Result<i64, ImportError> {
-        use chrono::Timelike;
         let Some(time) = time else { return Err(self.err(line, "Time", "no time".into())) };
         let date = match (date, self.opts.date) {
             (Some(d), _) => d,
-            (None, Some(start)) => {
-                let ms = i64::from(time.num_seconds_from_midnight()) * 1_000;
-                let days = match *day {
-                    Some((last, days)) if ms + 12 * 3_600_000 < last => days + 1,
-                    Some((_, days)) => days,
-                    None => 0,
-                };
-                *day = Some((ms, days));
-                start + chrono::Days::new(days.unsigned_abs())
-            }
+            (None, Some(start)) => days.date_of(start, time),
             (None, None) => {
                 let m = "a time of day without a date (captured with -o T): give the day the capture \
                          starts with --date YYYY-MM-DD, or capture with -o DT"

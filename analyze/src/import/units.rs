@@ -94,8 +94,50 @@ pub fn parse(raw: &str, quantity: Quantity, column_unit: Option<&str>) -> Result
     Ok(Some(number * factor))
 }
 
+/// Dates for a log of times of day (`17:26:50`): the first on the day
+/// given (`--date`), each one earlier than the one before it by more than
+/// 12 hours on the next day (a log that ran past midnight).
+#[derive(Debug, Default, Clone)]
+pub struct Days {
+    /// The last time (ms into its day) and the days since the first.
+    last: Option<(i64, u64)>,
+}
+
+impl Days {
+    /// The date of `time`, the next line of the log, which started on
+    /// `start`.
+    pub fn date_of(&mut self, start: chrono::NaiveDate, time: chrono::NaiveTime) -> chrono::NaiveDate {
+        use chrono::Timelike;
+        let ms =
+            i64::from(time.num_seconds_from_midnight()) * 1_000 + i64::from(time.nanosecond() / 1_000_000);
+        let days = match self.last {
+            Some((last, days)) if ms + 12 * 3_600_000 < last => days + 1,
+            Some((_, days)) => days,
+            None => 0,
+        };
+        self.last = Some((ms, days));
+        start + chrono::Days::new(days)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn times_of_day_roll_over_midnight() {
+        let start = chrono::NaiveDate::from_ymd_opt(2026, 1, 31).expect("a date");
+        let t = |h, m| chrono::NaiveTime::from_hms_opt(h, m, 0).expect("a time");
+        let mut days = Days::default();
+        let dates: Vec<u32> = [t(23, 0), t(23, 59), t(0, 1), t(5, 0), t(1, 0), t(23, 0), t(0, 0)]
+            .iter()
+            .map(|&x| {
+                use chrono::Datelike;
+                days.date_of(start, x).day()
+            })
+            .collect();
+        // A step back of under 12 hours (05:00 to 01:00) is no new day.
+        assert_eq!(dates, [31, 31, 1, 1, 1, 1, 2]);
+    }
+
     use super::*;
 
     #[test]
