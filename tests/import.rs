@@ -402,23 +402,23 @@ fn saved_scrapes_import_and_answer_by_hand_saying_what_they_dropped() {
     let case = Case::new();
     let g0 = r#"gpu="0",UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52",Hostname="gpu-node-1",job="dcgm-exporter",namespace="monitoring",pod="dcgm-exporter-x7k2p""#;
     let g1 = r#"gpu="1",UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e53",Hostname="gpu-node-1",container="main",namespace="vision-a",pod="train-0""#;
-    let mut text = String::new();
+    let mut scrapes = String::new();
     for _ in 0..10 {
-        text.push_str(
+        scrapes.push_str(
             "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n",
         );
-        text.push_str(&format!("DCGM_FI_DEV_GPU_UTIL{{{g0}}} 100\nDCGM_FI_DEV_GPU_UTIL{{{g1}}} 0\n"));
-        text.push_str(
+        scrapes.push_str(&format!("DCGM_FI_DEV_GPU_UTIL{{{g0}}} 100\nDCGM_FI_DEV_GPU_UTIL{{{g1}}} 0\n"));
+        scrapes.push_str(
             "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n",
         );
-        text.push_str(&format!(
+        scrapes.push_str(&format!(
             "DCGM_FI_DEV_POWER_USAGE{{{g0}}} 300.000000\nDCGM_FI_DEV_POWER_USAGE{{{g1}}} 150.000000\n"
         ));
-        text.push_str(&format!(
+        scrapes.push_str(&format!(
             "DCGM_FI_DEV_GPU_TEMP{{{g0}}} 9223372036854775794\nDCGM_FI_DEV_GPU_TEMP{{{g1}}} 41\n"
         ));
     }
-    let file = case.file("scrapes.prom", &text);
+    let file = case.file("scrapes.prom", &scrapes);
     let out = case.apron(&[
         "import",
         "scrape",
