@@ -156,6 +156,21 @@ pub struct PynvmlArgs {
     #[arg(long)]
     pub model: Option<String>,
 
+    /// The day a log whose time column is a time of day (17:26:50) starts,
+    /// YYYY-MM-DD.
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    pub date: Option<chrono::NaiveDate>,
+
+    /// The IANA zone of a log's times of day.
+    #[arg(long, value_name = "ZONE", default_value = "UTC", value_parser = parse_zone)]
+    pub tz: chrono_tz::Tz,
+
+    /// The wall time of the first row of a log whose time column counts
+    /// seconds from an arbitrary start (time.perf_counter(), as vLLM's
+    /// NvmlPowerMonitor writes): YYYY-MM-DD or an RFC 3339 time.
+    #[arg(long, value_name = "TIME", value_parser = period::parse_time)]
+    pub start: Option<i64>,
+
     /// The most rows held in memory at once (as for nvidia-smi).
     #[arg(long, value_name = "N", default_value_t = import::stream::BATCH_ROWS, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_rows: u64,
@@ -243,6 +258,9 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
                 host: a.host.clone(),
                 interval_ms: a.interval.map(duration_ms),
                 model: a.model.clone(),
+                date: a.date,
+                tz: a.tz,
+                start_ms: a.start,
             };
             let mut files: Vec<Box<dyn Scan + '_>> = vec![Box::new(import::pynvml::open(&a.file, &opts)?)];
             let (host, written) =

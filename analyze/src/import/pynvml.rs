@@ -27,6 +27,29 @@ pub struct Options {
     pub interval_ms: Option<i64>,
     /// The GPUs' model (`NVIDIA H100 80GB HBM3`), which the log lacks.
     pub model: Option<String>,
+    /// The day a log of times of day (`17:26:50`) starts.
+    pub date: Option<chrono::NaiveDate>,
+    /// The zone of those times of day.
+    pub tz: chrono_tz::Tz,
+    /// The wall time (ms) of the first row of a log whose time column
+    /// counts seconds from an arbitrary start (`time.perf_counter()`).
+    pub start_ms: Option<i64>,
+}
+
+/// Which logger wrote the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Layout {
+    /// The seed guide's: no header, `util%|mem%|MiB|W` per GPU.
+    Guide,
+    /// One power column per GPU (`Timestamp,GPU_0_power_w,GPU_0_freq_mhz,
+    /// GPU_1_power_w,…`, as vLLM's `NvmlPowerMonitor` writes it): each
+    /// power column's position and its GPU's index.
+    Wide(Vec<(usize, i32)>),
+}
+
+/// The index of a `GPU_<i>_power_w` column.
+fn power_column(name: &str) -> Option<i32> {
+    name.trim().strip_prefix("GPU_")?.strip_suffix("_power_w")?.parse().ok()
 }
 
 /// The four parts of a GPU's field, their names in errors, units and
@@ -73,6 +96,59 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Fn(u64)) -> Result<HostR
     stream::read_batch(&mut files, (i64::MIN, i64::MAX), opts.interval_ms, &survey)
 }
 
+/// `17:26:50` (or with a fraction), a time of day.
+fn time_of_day(raw: &str) -> Option<chrono::NaiveTime> {
+    chrono::NaiveTime::parse_from_str(raw, "%H:%M:%S%.f").ok()
+}
+
+impl File<'_> {
+    /// The synthetic UUID of GPU `index`, one copy shared by its rows.
+    fn uuid(&mut self, index: i32) -> Text {
+        let i = usize::try_from(index).unwrap_or(0);
+        while self.uuids.len() <= i {
+            let next = i32::try_from(self.uuids.len()).unwrap_or(i32::MAX);
+            self.uuids.push(synthetic_uuid(&self.opts.host, next));
+        }
+        self.uuids[i].clone()
+    }
+
+    /// A row's time (ms): `time.time()` seconds; a time of day from
+    /// `--date` on; or seconds from an arbitrary start (`perf_counter()`,
+    /// under 10⁹) counted from `--start`.
+    fn time(&self, raw: &str, days: &mut units::Days, first: &mut Option<f64>) -> Result<i64, String> {
+        if let Some(time) = time_of_day(raw) {
+            let Some(date) = self.opts.date else {
+                return Err(format!(
+                    "{raw:?} is a time of day without a date: give the day the log starts with --date YYYY-MM-DD"
+                ));
+            };
+            let naive = days.date_of(date, time).and_time(time);
+            let tz = self.opts.tz;
+            let ts = chrono::TimeZone::from_local_datetime(&tz, &naive)
+                .earliest()
+                .map(|t| t.timestamp_millis())
+                .ok_or_else(|| format!("{raw:?} does not exist in {tz} (a daylight-saving gap)"))?;
+            return ranges::check_ts(ts, raw);
+        }
+        let secs: f64 = raw
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s < 1.0e11)
+            .ok_or_else(|| format!("{raw:?} is not a time.time() timestamp"))?;
+        if secs >= 1.0e9 {
+            return ranges::check_ts((secs * 1_000.0).round() as i64, raw);
+        }
+        let Some(start) = self.opts.start_ms else {
+            return Err(format!(
+                "{raw:?} is not a time.time() timestamp but seconds from an arbitrary start (as \
+                 time.perf_counter() gives): give the wall time of the first row with --start"
+            ));
+        };
+        let origin = *first.get_or_insert(secs);
+        ranges::check_ts(start + ((secs - origin) * 1_000.0).round() as i64, raw)
+    }
+}
+
 impl Scan for File<'_> {
     fn path(&self) -> &Path {
         &self.path
@@ -89,6 +165,9 @@ impl Scan for File<'_> {
         };
         let mut record = csv::StringRecord::new();
         let mut n = 0u64;
+        let mut layout: Option<Layout> = None;
+        let mut days = units::Days::default();
+        let mut first_count: Option<f64> = None;
         while reader.read_record(&mut record).map_err(|e| csv_error(&path, e))? {
             let line = record.position().map_or(0, csv::Position::line);
             n += 1;
@@ -96,14 +175,65 @@ impl Scan for File<'_> {
                 progress(record.position().map_or(0, csv::Position::byte));
             }
             let raw_ts = record.get(0).unwrap_or("");
-            let secs: f64 =
-                raw_ts.parse().ok().filter(|s: &f64| s.is_finite() && *s > 0.0 && *s < 1.0e11).ok_or_else(
-                    || err(line, "time".into(), format!("{raw_ts:?} is not a time.time() timestamp")),
-                )?;
-            let ts = ranges::check_ts((secs * 1_000.0).round() as i64, raw_ts)
-                .map_err(|m| err(line, "time".into(), m))?;
+            let layout = match &layout {
+                Some(l) => l,
+                None if raw_ts.parse::<f64>().is_ok() || time_of_day(raw_ts).is_some() => {
+                    layout.insert(Layout::Guide)
+                }
+                None => {
+                    // A header: one power column per GPU, or nothing known.
+                    let columns: Vec<(usize, i32)> = record
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(k, c)| power_column(c).map(|i| (k, i)))
+                        .collect();
+                    if columns.is_empty() {
+                        let m = format!(
+                            "{:?} is neither the seed guide's logger (no header; a time, then \
+                             util%|mem%|MiB|W per GPU) nor a log of one power column per GPU \
+                             (Timestamp,GPU_0_power_w,…)",
+                            record.iter().collect::<Vec<_>>().join(",")
+                        );
+                        return Err(err(line, "header".into(), m));
+                    }
+                    layout = Some(Layout::Wide(columns));
+                    continue;
+                }
+            };
+            let ts =
+                self.time(raw_ts, &mut days, &mut first_count).map_err(|m| err(line, "time".into(), m))?;
             if record.len() < 2 {
                 return Err(err(line, "gpu0".into(), "no GPU field after the time".into()));
+            }
+            let wide = match layout {
+                Layout::Guide => None,
+                Layout::Wide(columns) => Some(columns),
+            };
+            if let Some(columns) = wide {
+                for &(k, index) in columns {
+                    let raw = record.get(k).unwrap_or("");
+                    let field = format!("GPU_{index}_power_w");
+                    let power = units::parse(raw, Quantity::Power, Some("W"))
+                        .map_err(|m| err(line, field.clone(), m))?
+                        .map(|v| ranges::POWER_MW.i32(v, raw).map_err(|m| err(line, field.clone(), m)))
+                        .transpose()?;
+                    ranges::GPU_INDEX
+                        .check(f64::from(index), &field)
+                        .map_err(|m| err(line, field.clone(), m))?;
+                    let uuid = self.uuid(index);
+                    emit(
+                        line,
+                        Row::Gpu(GpuSample {
+                            ts,
+                            gpu_uuid: uuid,
+                            gpu_index: index,
+                            gpu_model: self.model.clone(),
+                            power_mw: power,
+                            ..GpuSample::default()
+                        }),
+                    )?;
+                }
+                continue;
             }
             for (i, field) in record.iter().skip(1).enumerate() {
                 let index = i32::try_from(i).unwrap_or(i32::MAX);
@@ -129,16 +259,13 @@ impl Scan for File<'_> {
                         .transpose()?
                         .map(f64::round);
                 }
-                while self.uuids.len() <= i {
-                    let next = i32::try_from(self.uuids.len()).unwrap_or(i32::MAX);
-                    self.uuids.push(synthetic_uuid(&self.opts.host, next));
-                }
                 let [util, mem, used, power] = values;
+                let uuid = self.uuid(index);
                 emit(
                     line,
                     Row::Gpu(GpuSample {
                         ts,
-                        gpu_uuid: self.uuids[i].clone(),
+                        gpu_uuid: uuid,
                         gpu_index: index,
                         gpu_model: self.model.clone(),
                         gpu_util_pct: util.map(|v| v as i32),
@@ -157,5 +284,76 @@ impl Scan for File<'_> {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> Options {
+        Options {
+            host: "h".into(),
+            interval_ms: None,
+            model: None,
+            date: None,
+            tz: chrono_tz::Tz::UTC,
+            start_ms: None,
+        }
+    }
+
+    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("a folder");
+        let path = dir.path().join("log.csv");
+        std::fs::write(&path, text).expect("write");
+        (dir, path)
+    }
+
+    /// 2026-11-02 09:00 UTC.
+    const AT: i64 = 1_793_610_000_000;
+
+    #[test]
+    fn one_power_column_per_gpu_counted_from_start() {
+        // As vLLM's NvmlPowerMonitor writes it with Python's csv.writer: a
+        // header of Timestamp and two columns per GPU, time.perf_counter()
+        // seconds, watts as floats, the graphics clock in MHz.
+        let (_dir, path) = write(
+            "Timestamp,GPU_0_power_w,GPU_0_freq_mhz,GPU_1_power_w,GPU_1_freq_mhz\r\n\
+             8123.5,71.25,1410,300.5,1980\r\n\
+             8123.6,72.0,1410,301.0,1980\r\n\
+             8123.7,73.5,1410,299.5,1980\r\n",
+        );
+        let error = read(&path, &options(), &|_| {}).expect_err("no --start").to_string();
+        assert!(error.contains("--start") && error.contains("perf_counter"), "{error}");
+        let rows = read(&path, &Options { start_ms: Some(AT), ..options() }, &|_| {}).expect("reads");
+        assert_eq!(rows.gpus.len(), 6);
+        let of = |i: i32| -> Vec<(i64, Option<i32>)> {
+            rows.gpus.iter().filter(|g| g.gpu_index == i).map(|g| (g.ts, g.power_mw)).collect()
+        };
+        assert_eq!(of(0), [(AT, Some(71_250)), (AT + 100, Some(72_000)), (AT + 200, Some(73_500))]);
+        assert_eq!(of(1)[2], (AT + 200, Some(299_500)));
+        assert!(rows.gpus.iter().all(|g| g.interval_ms == 100 && g.gpu_util_pct.is_none()));
+        assert_eq!(rows.gpus[1].gpu_uuid, synthetic_uuid("h", 1));
+        let (_dir, path) = write("when,watts\n1,2\n");
+        let error = read(&path, &options(), &|_| {}).expect_err("unknown").to_string();
+        assert!(error.contains("GPU_0_power_w"), "{error}");
+    }
+
+    #[test]
+    fn the_guides_layout_with_a_time_of_day_takes_date_and_zone() {
+        let (_dir, path) = write("23:59:30, 3%|5%|512MiB|38.2W\n00:00:00, 4%|5%|512MiB|40W\n");
+        let error = read(&path, &options(), &|_| {}).expect_err("no date").to_string();
+        assert!(error.contains("--date"), "{error}");
+        let opts = Options {
+            date: chrono::NaiveDate::from_ymd_opt(2026, 11, 1),
+            tz: chrono_tz::Europe::Berlin,
+            ..options()
+        };
+        let rows = read(&path, &opts, &|_| {}).expect("reads");
+        // 00:00 on 2 November in Berlin (UTC+1) is 23:00 UTC on the 1st.
+        let midnight = chrono::DateTime::parse_from_rfc3339("2026-11-01T23:00:00Z").expect("a time");
+        assert_eq!(rows.gpus[1].ts, midnight.timestamp_millis());
+        assert_eq!(rows.gpus[1].ts - rows.gpus[0].ts, 30_000);
+        assert_eq!(rows.gpus[0].power_mw, Some(38_200));
     }
 }
