@@ -34,16 +34,19 @@ pub struct ImportArgs {
 /// Where `apron import` reads history from.
 #[derive(Debug, Clone, Subcommand)]
 pub enum ImportSource {
-    /// The CSV of `nvidia-smi --query-gpu=timestamp,uuid,index,name,… --format=csv`
-    /// (with or without nounits; noheader given --columns) into gpu_samples,
-    /// or of `--query-compute-apps=timestamp,gpu_uuid,pid,process_name,used_memory`
-    /// (told by its pid column) into proc_samples. `[N/A]` and `[Not Supported]`
-    /// are unknown (null); unknown columns are ignored.
+    /// The CSV of `nvidia-smi --query-gpu=timestamp,index,uuid,name,… --format=csv`
+    /// (with or without nounits; noheader given --columns; GPUs by uuid, index
+    /// or pci.bus_id) into gpu_samples, or of
+    /// `--query-compute-apps=timestamp,gpu_uuid,pid,process_name,used_memory`
+    /// (told by its pid column) into proc_samples; or the text of
+    /// `nvidia-smi dmon -o DT` and `pmon -o DT` (told by its # header). `[N/A]`
+    /// and `[Not Supported]` are unknown (null); unknown columns are ignored.
     NvidiaSmi(NvidiaSmiArgs),
 
-    /// The CSV of the pynvml logger (`time.time()`, then `util%|mem%|NMiB|W`
-    /// per GPU in index order) into gpu_samples. GPUs get a stable synthetic
-    /// UUID from the host and index.
+    /// The CSV of the seed guide's pynvml logger (`time.time()` or a time of
+    /// day, then `util%|mem%|NMiB|W` per GPU in index order), or of a logger of
+    /// one power column per GPU (Timestamp,GPU_0_power_w,…), into gpu_samples.
+    /// GPUs get a stable synthetic UUID from the host and index.
     Pynvml(PynvmlArgs),
 
     /// dcgm-exporter series (DCGM_FI_DEV_*, DCGM_FI_PROF_*, and its 1.x
