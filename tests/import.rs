@@ -449,6 +449,42 @@ fn saved_scrapes_import_and_answer_by_hand_saying_what_they_dropped() {
 }
 
 #[test]
+fn a_log_naming_its_gpus_by_bus_id_only_imports_and_answers_by_hand() {
+    // As `nvidia-smi --query-gpu=timestamp,name,pci.bus_id,utilization.gpu,
+    // memory.used,power.draw --format=csv -l 10` writes it for 2 GPUs over
+    // 10 minutes: each row its own time a few ms apart, the order within a
+    // cycle changing. Bus 3B: 100 %, 300 W; bus 18: 0 %, 150 W.
+    let case = Case::new();
+    let mut log =
+        String::from("timestamp, name, pci.bus_id, utilization.gpu [%], memory.used [MiB], power.draw [W]\n");
+    for k in 0..60 {
+        let ts = |ms: u32| format!("2026/11/02 09:{:02}:{:02}.{ms:03}", k / 6, (k % 6) * 10);
+        let busy =
+            format!("{}, NVIDIA H100 80GB HBM3, 00000000:3B:00.0, 100 %, 70000 MiB, 300.00 W\n", ts(111));
+        let idle = format!("{}, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 0 %, 0 MiB, 150.00 W\n", ts(117));
+        if k % 2 == 0 {
+            log.push_str(&(busy + &idle));
+        } else {
+            log.push_str(&(idle + &busy));
+        }
+    }
+    let file = case.file("bus.csv", &log);
+    let out = case.ok(&["import", "nvidia-smi", file.to_str().expect("utf-8"), "--host", "bus-node"]);
+    assert!(out.contains("120 gpu_samples rows"), "{out}");
+    // By hand: 10 GPU-minutes at 0.062 and 10 at 0.061, none held.
+    let period = ["--from", "2026-11-02T09:00:00Z", "--to", "2026-11-02T10:00:00Z"];
+    let row = case.spend(&period, "(unallocated)");
+    near("cost", &row["cost"], 1.23);
+    near("busy cost", &row["busy_cost"], 0.62);
+    // Bus order: 18 is GPU 0, 3B GPU 1.
+    let busy_index =
+        case.number("SELECT min(gpu_index) FROM gpu_samples WHERE gpu_util_pct = 100 AND power_mw = 300000");
+    assert_eq!(busy_index, 1.0);
+    assert_eq!(case.number("SELECT count(DISTINCT gpu_uuid) FROM gpu_samples"), 2.0);
+    assert_eq!(case.number("SELECT max(interval_ms) FROM gpu_samples"), 10_000.0);
+}
+
+#[test]
 fn nvidia_smi_without_a_header_takes_columns() {
     let case = Case::new();
     let mut csv = String::new();
