@@ -862,6 +862,99 @@ fn repeated_rows_are_counted_and_the_first_kept() {
 /// 1e12 °C, negative free memory (used above total). Each hour's import
 /// is refused in one line naming the series and the time, exit 2, nothing
 /// written.
+/// Two exporters' series in a real Prometheus, 10 minutes of 15 s scrapes
+/// from 2026-11-02 07:00 UTC, imported with --step 1m:
+///
+/// - dcgm-exporter 1.x names from an old exporter scraped without
+///   honorLabels: `Hostname` and `pod` are the exporter's own pod, `node`
+///   the node (gpu-node-7); `dcgm_gpu_utilization` 100 then 0 after 5
+///   minutes, `dcgm_power_usage` 300 W, `dcgm_gpu_temp` the int32 blank
+///   marker 2147483647 throughout.
+/// - nvidia_gpu_exporter on 10.0.0.9: utilization ratio 0.5, 300 W, 1 GiB
+///   of 8 GiB, the model in `nvidia_smi_gpu_info`.
+///
+/// By hand: each GPU 10 GPU-minutes × 0.062 = 0.62, no process on either
+/// (the exporter's pod is none): (unallocated) 1.24.
+#[test]
+fn exporter_names_and_pitfalls_import_from_prometheus() {
+    let case = Case::new();
+    let programs = apron_tests::prometheus::programs();
+    let start = 1_793_602_800i64; // 2026-11-02T07:00:00Z
+    let old = r#"gpu="0",uuid="GPU-c1f38265-5e7c-0a81-14a0-240a35ea8160",Hostname="dcgm-exporter-6ldbb",node="gpu-node-7",job="dcgm-exporter",namespace="gpu-operator",pod="dcgm-exporter-6ldbb""#;
+    let smi =
+        r#"uuid="df6e7a7c-7314-46f8-abc4-b88b36dcf3aa",instance="10.0.0.9:9835",job="nvidia_gpu_exporter""#;
+    let families: [(&str, &str, &dyn Fn(i64) -> f64); 8] = [
+        ("dcgm_gpu_utilization", old, &|k| if k < 20 { 100.0 } else { 0.0 }),
+        ("dcgm_power_usage", old, &|_| 300.0),
+        ("dcgm_gpu_temp", old, &|_| 2_147_483_647.0),
+        ("nvidia_smi_utilization_gpu_ratio", smi, &|_| 0.5),
+        ("nvidia_smi_power_draw_watts", smi, &|_| 300.0),
+        ("nvidia_smi_memory_used_bytes", smi, &|_| 1_073_741_824.0),
+        ("nvidia_smi_memory_total_bytes", smi, &|_| 8_589_934_592.0),
+        ("nvidia_smi_gpu_info", "", &|_| 1.0),
+    ];
+    let mut om = String::new();
+    for (name, labels, value) in families {
+        let labels = if labels.is_empty() {
+            format!(r#"{smi},name="NVIDIA GeForce RTX 2080 SUPER""#)
+        } else {
+            labels.to_owned()
+        };
+        om.push_str(&format!("# TYPE {name} gauge\n"));
+        for k in 0..40 {
+            om.push_str(&format!("{name}{{{labels}}} {} {}\n", value(k), start + 15 * k));
+        }
+    }
+    om.push_str("# EOF\n");
+    let input = case.file("exporters.om", &om);
+    let storage = case.dir.path().join("tsdb");
+    let out = Command::new(&programs.promtool)
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&input)
+        .arg(&storage)
+        .output()
+        .expect("promtool runs");
+    assert!(out.status.success(), "promtool: {}{}", text(&out.stdout), text(&out.stderr));
+    let server = apron_tests::prometheus::Server::start("global:\n  scrape_interval: 15s\n", Some(&storage));
+    let url = server.url();
+    let out = case.apron(&[
+        "import",
+        "prometheus",
+        "--url",
+        &url,
+        "--from",
+        "2026-11-02T07:00:00Z",
+        "--to",
+        "2026-11-02T07:10:00Z",
+        "--step",
+        "1m",
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("host gpu-node-7: 10 gpu_samples rows, 0 proc_samples rows"), "{stdout}");
+    assert!(stdout.contains("host 10.0.0.9: 10 gpu_samples rows, 0 proc_samples rows"), "{stdout}");
+    assert!(stderr.contains(r#"Hostname "dcgm-exporter-6ldbb" is the exporter pod's name"#), "{stderr}");
+    assert!(stderr.contains("ignored the pod label dcgm-exporter-6ldbb"), "{stderr}");
+    assert!(stderr.contains("dropped 10 values that are DCGM's blank markers"), "{stderr}");
+    let period = ["--from", "2026-11-02T07:00:00Z", "--to", "2026-11-02T07:10:00Z"];
+    let row = case.spend(&period, "(unallocated)");
+    near("cost", &row["cost"], 1.24);
+    assert_eq!(case.number("SELECT count(temp_c) FROM gpu_samples"), 0.0, "blanks are no temperature");
+    let smi_gpu = "gpu_uuid = 'GPU-df6e7a7c-7314-46f8-abc4-b88b36dcf3aa'";
+    assert_eq!(case.number(&format!("SELECT avg(gpu_util_pct) FROM gpu_samples WHERE {smi_gpu}")), 50.0);
+    assert_eq!(
+        case.number(&format!("SELECT max(fb_total_bytes) FROM gpu_samples WHERE {smi_gpu}")),
+        8_589_934_592.0
+    );
+    let model = case.json(&["sql", &format!("SELECT DISTINCT gpu_model FROM gpu_samples WHERE {smi_gpu}")]);
+    assert_eq!(model[0]["gpu_model"], "NVIDIA GeForce RTX 2080 SUPER");
+    assert_eq!(
+        case.number("SELECT sum(gpu_util_pct) FROM gpu_samples WHERE host = 'gpu-node-7'"),
+        500.0,
+        "100 % for 5 of 10 minutes"
+    );
+}
+
 #[test]
 fn impossible_dcgm_values_are_refused_naming_the_series() {
     let case = Case::new();
