@@ -875,6 +875,9 @@ fn repeated_rows_are_counted_and_the_first_kept() {
 ///
 /// By hand: each GPU 10 GPU-minutes × 0.062 = 0.62, no process on either
 /// (the exporter's pod is none): (unallocated) 1.24.
+/// A series family: its name, labels and value at scrape k.
+type Family<'a> = (&'a str, &'a str, &'a dyn Fn(i64) -> f64);
+
 #[test]
 fn exporter_names_and_pitfalls_import_from_prometheus() {
     let case = Case::new();
@@ -883,7 +886,7 @@ fn exporter_names_and_pitfalls_import_from_prometheus() {
     let old = r#"gpu="0",uuid="GPU-c1f38265-5e7c-0a81-14a0-240a35ea8160",Hostname="dcgm-exporter-6ldbb",node="gpu-node-7",job="dcgm-exporter",namespace="gpu-operator",pod="dcgm-exporter-6ldbb""#;
     let smi =
         r#"uuid="df6e7a7c-7314-46f8-abc4-b88b36dcf3aa",instance="10.0.0.9:9835",job="nvidia_gpu_exporter""#;
-    let families: [(&str, &str, &dyn Fn(i64) -> f64); 8] = [
+    let families: [Family<'_>; 8] = [
         ("dcgm_gpu_utilization", old, &|k| if k < 20 { 100.0 } else { 0.0 }),
         ("dcgm_power_usage", old, &|_| 300.0),
         ("dcgm_gpu_temp", old, &|_| 2_147_483_647.0),
