@@ -221,23 +221,6 @@ impl File<'_> {
     }
 }
 
-/// Opens a file nvidia-smi wrote: the text of `dmon` or `pmon` when its
-/// first line is their header ([`super::smi_monitor`]), else the CSV of a
-/// query.
-pub fn open_any<'a>(path: &Path, opts: &'a Options) -> Result<Box<dyn Scan + 'a>, ImportError> {
-    let mut head = Vec::with_capacity(4096);
-    let file = std::fs::File::open(path)
-        .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut head)
-        .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
-    let text = String::from_utf8_lossy(&head);
-    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    Ok(match super::smi_monitor::monitor_of(first) {
-        Some(monitor) => Box::new(super::smi_monitor::open(path, opts, monitor)?),
-        None => Box::new(open(path, opts)?),
-    })
-}
-
 /// Opens the file at `path` and reads its header.
 pub fn open<'a>(path: &Path, opts: &'a Options) -> Result<File<'a>, ImportError> {
     let mut reader = open_csv(path)?;
