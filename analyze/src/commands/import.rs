@@ -233,7 +233,7 @@ pub async fn run<W: Write>(global: &GlobalArgs, args: &ImportArgs, mut out: W) -
             // from the GPU's rows and the processes' rows together.
             let mut files: Vec<Box<dyn Scan + '_>> = Vec::new();
             for file in &a.files {
-                files.push(import::open_nvidia_smi(file, &opts)?);
+                files.push(import::smi_monitor::open_any(file, &opts)?);
             }
             let names: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
             let (host, written) =

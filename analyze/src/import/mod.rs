@@ -246,26 +246,6 @@ pub fn write_host_batches(
     Ok(written)
 }
 
-/// Opens a file nvidia-smi wrote: the text of `dmon` or `pmon` when its
-/// first line is their header ([`smi_monitor`]), else the CSV of a
-/// query.
-pub fn open_nvidia_smi<'a>(
-    path: &std::path::Path,
-    opts: &'a nvidia_smi::Options,
-) -> Result<Box<dyn stream::Scan + 'a>, ImportError> {
-    let mut head = Vec::with_capacity(4096);
-    let file = std::fs::File::open(path)
-        .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut head)
-        .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
-    let text = String::from_utf8_lossy(&head);
-    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    Ok(match smi_monitor::monitor_of(first) {
-        Some(monitor) => Box::new(smi_monitor::open(path, opts, monitor)?),
-        None => Box::new(nvidia_smi::open(path, opts)?),
-    })
-}
-
 /// Drops from `rows` (sorted by key) every row whose key (`same_key`) is
 /// that of the row before it, keeping the first; returns how many were
 /// dropped, and how many of those differ from the row kept.

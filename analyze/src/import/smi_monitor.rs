@@ -121,6 +121,23 @@ pub fn monitor_of(first_line: &str) -> Option<Monitor> {
     Some(if names.contains(&"pid") { Monitor::Pmon } else { Monitor::Dmon })
 }
 
+/// Opens a file nvidia-smi wrote: the text of `dmon` or `pmon` when its
+/// first line is their header (this module), else the CSV of a query
+/// ([`super::nvidia_smi`]).
+pub fn open_any<'a>(path: &Path, opts: &'a Options) -> Result<Box<dyn Scan + 'a>, ImportError> {
+    let mut head = Vec::with_capacity(4096);
+    let file = std::fs::File::open(path)
+        .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut head)
+        .map_err(|e| ImportError::Read { path: path.to_path_buf(), source: Box::new(e) })?;
+    let text = String::from_utf8_lossy(&head);
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    Ok(match monitor_of(first) {
+        Some(monitor) => Box::new(open(path, opts, monitor)?),
+        None => Box::new(super::nvidia_smi::open(path, opts)?),
+    })
+}
+
 /// A dmon or pmon capture, its header read and checked.
 #[derive(Debug)]
 pub struct File<'a> {
