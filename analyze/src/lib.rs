@@ -37,6 +37,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod faults;
 pub mod import;
 pub mod ledger;
 pub mod logging;
