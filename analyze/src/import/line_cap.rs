@@ -4,7 +4,7 @@
 //! memory (the CSV reader would gather a record whole before handing it
 //! over).
 
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 
 /// A line longer than the cap, as the error [`LineCap`] fails with (inside
 /// an [`io::Error`]; [`too_long_in`] finds it in a CSV reader's error).
@@ -52,7 +52,22 @@ impl<R: Read> Read for LineCap<R> {
     }
 }
 
+impl<R: Seek> Seek for LineCap<R> {
+    /// Seeks `inner`; the position is taken to be a line's start (whose
+    /// number [`LineCap::set_line`] sets).
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        self.in_line = 0;
+        self.inner.seek(pos)
+    }
+}
+
 impl<R> LineCap<R> {
+    /// The number of the line about to be read (after a seek).
+    pub fn set_line(&mut self, line: u64) {
+        self.line = line;
+        self.in_line = 0;
+    }
+
     fn check(&self, len: usize) -> io::Result<()> {
         // A `\r\n` line end is one byte more than the line.
         if len > self.max + 1 {

@@ -298,6 +298,20 @@ pub(crate) fn open_lines(path: &std::path::Path) -> Result<CsvReader, ImportErro
         .from_reader(std::io::BufReader::with_capacity(1 << 20, capped)))
 }
 
+/// Moves `reader` (of [`open_csv`] or [`open_lines`]) to the start of the
+/// record at `at`, as if it had read the file up to there.
+pub(crate) fn seek_csv(
+    reader: &mut CsvReader,
+    path: &std::path::Path,
+    at: stream::At,
+) -> Result<(), ImportError> {
+    let mut pos = csv::Position::new();
+    pos.set_byte(at.byte).set_line(at.line);
+    reader.seek_raw(std::io::SeekFrom::Start(at.byte), pos).map_err(|e| csv_error(path, e))?;
+    reader.get_mut().get_mut().set_line(at.line);
+    Ok(())
+}
+
 /// The reader [`open_csv`] gives.
 pub(crate) type CsvReader = csv::Reader<std::io::BufReader<line_cap::LineCap<std::fs::File>>>;
 

@@ -20,9 +20,9 @@ use chrono::{NaiveDateTime, TimeZone};
 use chrono_tz::Tz;
 
 use super::ranges::{self, Range, TextLimit};
-use super::stream::{self, Emit, Row, Scan};
+use super::stream::{self, At, Emit, Row, Scan};
 use super::units::{self, Quantity};
-use super::{HostRows, ImportError, csv_error, open_csv, synthetic_uuid, synthetic_uuid_of};
+use super::{HostRows, ImportError, csv_error, open_csv, seek_csv, synthetic_uuid, synthetic_uuid_of};
 
 /// How to read the file.
 #[derive(Debug, Clone)]
@@ -200,6 +200,9 @@ pub struct File<'a> {
     bus_index: HashMap<Text, i32>,
     /// Whether the first read is over.
     surveyed: bool,
+    /// Whether a row's time was a time of day (its date counted from the
+    /// rows before it: the file is read from its start each time).
+    times_of_day: bool,
     /// For a file that names no GPU: the spacing of consecutive rows, to
     /// tell one GPU's log from several GPUs' ([`Bursts`]).
     bursts: Bursts,
@@ -279,6 +282,7 @@ pub fn open<'a>(path: &Path, opts: &'a Options) -> Result<File<'a>, ImportError>
         first_index: HashMap::new(),
         bus_index: HashMap::new(),
         surveyed: false,
+        times_of_day: false,
         bursts: Bursts::default(),
         texts: std::collections::HashSet::new(),
     })
@@ -296,20 +300,33 @@ impl Scan for File<'_> {
         &self.path
     }
 
-    fn scan(&mut self, progress: &dyn Fn(u64), emit: &mut Emit<'_>) -> Result<(), ImportError> {
+    fn scan(
+        &mut self,
+        from: Option<At>,
+        progress: &dyn Fn(u64),
+        emit: &mut Emit<'_>,
+    ) -> Result<(), ImportError> {
         let path = self.path.clone();
         let mut reader = open_csv(&path)?;
         let mut record = csv::StringRecord::new();
-        if self.opts.columns.is_none() {
-            reader.read_record(&mut record).map_err(|e| csv_error(&path, e))?;
+        match from {
+            Some(at) => seek_csv(&mut reader, &path, at)?,
+            None if self.opts.columns.is_none() => {
+                reader.read_record(&mut record).map_err(|e| csv_error(&path, e))?;
+            }
+            None => {}
         }
         let mut parser = RowParser { file: self, days: units::Days::default() };
         let mut n = 0u64;
         while reader.read_record(&mut record).map_err(|e| csv_error(&path, e))? {
-            let line = record.position().map_or(0, csv::Position::line);
+            let at = At {
+                line: record.position().map_or(0, csv::Position::line),
+                byte: record.position().map_or(0, csv::Position::byte),
+            };
+            let line = at.line;
             n += 1;
             if n.is_multiple_of(65_536) {
-                progress(record.position().map_or(0, csv::Position::byte));
+                progress(at.byte);
             }
             // A header repeated by a second run appended to the same log.
             if record.iter().zip(&parser.file.headers).all(|(a, b)| a == b.trim()) {
@@ -327,9 +344,15 @@ impl Scan for File<'_> {
                 Query::Gpu => Row::Gpu(parser.gpu(line, &record)?),
                 Query::ComputeApps => Row::Proc(parser.proc(line, &record)?),
             };
-            emit(line, row)?;
+            if !emit(at, row)? {
+                break;
+            }
         }
         Ok(())
+    }
+
+    fn seekable(&self) -> bool {
+        !self.times_of_day
     }
 
     fn finish(&mut self) -> Result<(), ImportError> {
@@ -494,6 +517,7 @@ impl RowParser<'_, '_> {
         let tz = self.file.opts.tz;
         let ts = match chrono::NaiveTime::parse_from_str(raw, "%H:%M:%S%.f") {
             Ok(time) => {
+                self.file.times_of_day = true;
                 let Some(date) = self.file.opts.date else {
                     let m = format!(
                         "{raw:?} is a time of day without a date: give the day the log starts with \
@@ -851,5 +875,80 @@ mod tests {
         let path = fixture("nvidia-smi-query-gpu-noheader-units-no-index-pci-bus-id-3gpu.csv");
         let error = read(&path, &options(), &|_| {}).expect_err("no header").to_string();
         assert!(error.contains("noheader") && error.contains("--columns"), "{error}");
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A file that counts the rows its reads hand over.
+    struct Counted<'a, 'c> {
+        file: File<'a>,
+        rows: &'c Cell<u64>,
+    }
+
+    impl Scan for Counted<'_, '_> {
+        fn path(&self) -> &Path {
+            self.file.path()
+        }
+        fn scan(
+            &mut self,
+            from: Option<At>,
+            progress: &dyn Fn(u64),
+            emit: &mut Emit<'_>,
+        ) -> Result<(), ImportError> {
+            let rows = self.rows;
+            self.file.scan(from, progress, &mut |at, row| {
+                rows.set(rows.get() + 1);
+                emit(at, row)
+            })
+        }
+        fn seekable(&self) -> bool {
+            self.file.seekable()
+        }
+        fn finish(&mut self) -> Result<(), ImportError> {
+            self.file.finish()
+        }
+    }
+
+    #[test]
+    fn a_log_in_time_order_is_read_from_the_batchs_first_day_to_its_last() {
+        // 4 days of one GPU, 10 rows a day; then the same rows with day 2
+        // moved to the end (out of order).
+        let day = |d: u32| -> String {
+            (0..10).map(|k| format!("2026/11/0{d} 0{k}:00:00.000, 0, {k} %\n")).collect()
+        };
+        let header = "timestamp, index, utilization.gpu [%]\n";
+        let dir = tempfile::tempdir().expect("a folder");
+        for (name, order, reads) in
+            [("sorted.csv", [1, 2, 3, 4], [21, 20]), ("unsorted.csv", [1, 3, 4, 2], [40, 40])]
+        {
+            let path = dir.path().join(name);
+            let text: String =
+                std::iter::once(header.to_owned()).chain(order.iter().map(|&d| day(d))).collect();
+            std::fs::write(&path, text).expect("write");
+            let opts = Options { interval_ms: Some(3_600_000), ..options() };
+            let count = Cell::new(0);
+            let mut files: Vec<Box<dyn Scan + '_>> =
+                vec![Box::new(Counted { file: open(&path, &opts).expect("opens"), rows: &count })];
+            let survey = stream::survey(&mut files, &|_| {}).expect("surveys");
+            assert_eq!(count.get(), 40);
+            let batches = survey.batches(20);
+            assert_eq!(batches.len(), 2, "{batches:?}");
+            for (batch, want_reads) in batches.iter().zip(reads) {
+                count.set(0);
+                let rows = stream::read_batch(&mut files, *batch, opts.interval_ms, &survey).expect("reads");
+                assert_eq!(rows.gpus.len(), 20, "{name} {batch:?}");
+                // Sorted: the batch's rows, and the first row after it
+                // (none after the last batch); unsorted: the whole file.
+                assert_eq!(count.get(), want_reads, "{name} {batch:?}");
+            }
+        }
+    }
+
+    fn options() -> Options {
+        Options { host: "h".into(), tz: Tz::UTC, columns: None, interval_ms: None, model: None, date: None }
     }
 }

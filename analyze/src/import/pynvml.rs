@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use apron_schemas::{GpuSample, Text};
 
 use super::ranges::{self, Range};
-use super::stream::{self, Emit, Row, Scan};
+use super::stream::{self, At, Emit, Row, Scan};
 use super::units::{self, Quantity};
-use super::{HostRows, ImportError, csv_error, open_csv, synthetic_uuid};
+use super::{HostRows, ImportError, csv_error, open_csv, seek_csv, synthetic_uuid};
 
 /// How to read the file.
 #[derive(Debug, Clone)]
@@ -69,6 +69,11 @@ pub struct File<'a> {
     model: Option<Text>,
     /// Each index's synthetic UUID.
     uuids: Vec<Text>,
+    /// The layout the first read found.
+    layout: Option<Layout>,
+    /// Whether a row's time depended on the rows before it (a time of day,
+    /// a counter's first value).
+    sequential: bool,
 }
 
 /// Opens the log at `path` (checking `--model`).
@@ -83,6 +88,8 @@ pub fn open<'a>(path: &Path, opts: &'a Options) -> Result<File<'a>, ImportError>
         opts,
         model: opts.model.as_deref().map(Text::from),
         uuids: Vec::new(),
+        layout: None,
+        sequential: false,
     })
 }
 
@@ -115,8 +122,9 @@ impl File<'_> {
     /// A row's time (ms): `time.time()` seconds; a time of day from
     /// `--date` on; or seconds from an arbitrary start (`perf_counter()`,
     /// under 10⁹) counted from `--start`.
-    fn time(&self, raw: &str, days: &mut units::Days, first: &mut Option<f64>) -> Result<i64, String> {
+    fn time(&mut self, raw: &str, days: &mut units::Days, first: &mut Option<f64>) -> Result<i64, String> {
         if let Some(time) = time_of_day(raw) {
+            self.sequential = true;
             let Some(date) = self.opts.date else {
                 return Err(format!(
                     "{raw:?} is a time of day without a date: give the day the log starts with --date YYYY-MM-DD"
@@ -144,6 +152,7 @@ impl File<'_> {
                  time.perf_counter() gives): give the wall time of the first row with --start"
             ));
         };
+        self.sequential = true;
         let origin = *first.get_or_insert(secs);
         ranges::check_ts(start + ((secs - origin) * 1_000.0).round() as i64, raw)
     }
@@ -154,9 +163,21 @@ impl Scan for File<'_> {
         &self.path
     }
 
-    fn scan(&mut self, progress: &dyn Fn(u64), emit: &mut Emit<'_>) -> Result<(), ImportError> {
+    fn seekable(&self) -> bool {
+        !self.sequential
+    }
+
+    fn scan(
+        &mut self,
+        from: Option<At>,
+        progress: &dyn Fn(u64),
+        emit: &mut Emit<'_>,
+    ) -> Result<(), ImportError> {
         let path = self.path.clone();
         let mut reader = open_csv(&path)?;
+        if let Some(at) = from {
+            seek_csv(&mut reader, &path, at)?;
+        }
         let err = |line: u64, field: String, message: String| ImportError::Row {
             path: path.clone(),
             line,
@@ -165,19 +186,26 @@ impl Scan for File<'_> {
         };
         let mut record = csv::StringRecord::new();
         let mut n = 0u64;
-        let mut layout: Option<Layout> = None;
+        // A read from a record goes on with the layout the first read found.
+        let mut layout: Option<Layout> = if from.is_some() { self.layout.clone() } else { None };
         let mut days = units::Days::default();
         let mut first_count: Option<f64> = None;
-        while reader.read_record(&mut record).map_err(|e| csv_error(&path, e))? {
-            let line = record.position().map_or(0, csv::Position::line);
+        let mut stop = false;
+        while !stop && reader.read_record(&mut record).map_err(|e| csv_error(&path, e))? {
+            let at = At {
+                line: record.position().map_or(0, csv::Position::line),
+                byte: record.position().map_or(0, csv::Position::byte),
+            };
+            let line = at.line;
             n += 1;
             if n.is_multiple_of(65_536) {
-                progress(record.position().map_or(0, csv::Position::byte));
+                progress(at.byte);
             }
             let raw_ts = record.get(0).unwrap_or("");
             let layout = match &layout {
                 Some(l) => l,
                 None if raw_ts.parse::<f64>().is_ok() || time_of_day(raw_ts).is_some() => {
+                    self.layout = Some(Layout::Guide);
                     layout.insert(Layout::Guide)
                 }
                 None => {
@@ -197,11 +225,13 @@ impl Scan for File<'_> {
                         return Err(err(line, "header".into(), m));
                     }
                     layout = Some(Layout::Wide(columns));
+                    self.layout.clone_from(&layout);
                     continue;
                 }
             };
             let ts =
                 self.time(raw_ts, &mut days, &mut first_count).map_err(|m| err(line, "time".into(), m))?;
+            let layout = layout.clone();
             if record.len() < 2 {
                 return Err(err(line, "gpu0".into(), "no GPU field after the time".into()));
             }
@@ -210,7 +240,7 @@ impl Scan for File<'_> {
                 Layout::Wide(columns) => Some(columns),
             };
             if let Some(columns) = wide {
-                for &(k, index) in columns {
+                for (k, index) in columns {
                     let raw = record.get(k).unwrap_or("");
                     let field = format!("GPU_{index}_power_w");
                     let power = units::parse(raw, Quantity::Power, Some("W"))
@@ -221,8 +251,8 @@ impl Scan for File<'_> {
                         .check(f64::from(index), &field)
                         .map_err(|m| err(line, field.clone(), m))?;
                     let uuid = self.uuid(index);
-                    emit(
-                        line,
+                    stop |= !emit(
+                        at,
                         Row::Gpu(GpuSample {
                             ts,
                             gpu_uuid: uuid,
@@ -261,8 +291,8 @@ impl Scan for File<'_> {
                 }
                 let [util, mem, used, power] = values;
                 let uuid = self.uuid(index);
-                emit(
-                    line,
+                stop |= !emit(
+                    at,
                     Row::Gpu(GpuSample {
                         ts,
                         gpu_uuid: uuid,

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use super::exposition::{self, Line, Sample};
 use super::prometheus::{self, Findings, Rows, Series, SeriesError};
-use super::stream::{Emit, Row, Scan};
+use super::stream::{At, Emit, Row, Scan};
 use super::{ImportError, csv_error, open_lines};
 
 /// How to read the files.
@@ -67,8 +67,9 @@ impl File<'_> {
 
     /// The rows of scrape `k` (its samples with their lines), handed to
     /// `emit`.
-    fn flush(&mut self, k: i64, samples: &[(u64, Sample)], emit: &mut Emit<'_>) -> Result<(), ImportError> {
-        let Some((first_line, first)) = samples.first() else { return Ok(()) };
+    fn flush(&mut self, k: i64, samples: &[(At, Sample)], emit: &mut Emit<'_>) -> Result<(), ImportError> {
+        let Some((first_at, first)) = samples.first() else { return Ok(()) };
+        let first_line = &first_at.line;
         let ts = match (first.timestamp_ms, self.opts.at_ms, self.opts.every_ms) {
             (Some(t), ..) => t,
             (None, Some(at), _) if k == 0 => at,
@@ -86,7 +87,8 @@ impl File<'_> {
         };
         let mut rows = Rows::default();
         let mut findings = Findings::default();
-        for (line, sample) in samples {
+        for (at, sample) in samples {
+            let line = &at.line;
             let Some(metric) = prometheus::metric(&sample.name) else { continue };
             let labels: Vec<(String, String)> = sample.labels.clone();
             // The interval is set once the rows are all read (the spacing
@@ -116,11 +118,12 @@ impl File<'_> {
                 Some(_) => {}
                 None => self.host = Some(host),
             }
+            // (Not seekable: every read is whole, and never stopped.)
             for g in rows.gpus {
-                emit(*first_line, Row::Gpu(g))?;
+                emit(*first_at, Row::Gpu(g))?;
             }
             for p in rows.procs {
-                emit(*first_line, Row::Proc(p))?;
+                emit(*first_at, Row::Proc(p))?;
             }
         }
         Ok(())
@@ -132,23 +135,31 @@ impl Scan for File<'_> {
         &self.path
     }
 
-    fn scan(&mut self, progress: &dyn Fn(u64), emit: &mut Emit<'_>) -> Result<(), ImportError> {
+    fn scan(
+        &mut self,
+        _: Option<At>,
+        progress: &dyn Fn(u64),
+        emit: &mut Emit<'_>,
+    ) -> Result<(), ImportError> {
         let path = self.path.clone();
         let mut reader = open_lines(&path)?;
         let mut record = csv::StringRecord::new();
-        let mut scrape: Vec<(u64, Sample)> = Vec::new();
+        let mut scrape: Vec<(At, Sample)> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
         let mut helped: HashSet<String> = HashSet::new();
         let mut k = 0i64;
         let mut n = 0u64;
         while reader.read_record(&mut record).map_err(|e| csv_error(&path, e))? {
-            let line = record.position().map_or(0, csv::Position::line);
+            let at = At {
+                line: record.position().map_or(0, csv::Position::line),
+                byte: record.position().map_or(0, csv::Position::byte),
+            };
             n += 1;
             if n.is_multiple_of(65_536) {
-                progress(record.position().map_or(0, csv::Position::byte));
+                progress(at.byte);
             }
             let parsed =
-                exposition::parse(record.get(0).unwrap_or("")).map_err(|m| self.err(line, "line", m))?;
+                exposition::parse(record.get(0).unwrap_or("")).map_err(|m| self.err(at.line, "line", m))?;
             let new_scrape = match &parsed {
                 Line::Help(name) => !helped.insert(name.clone()),
                 Line::Sample(s) => {
@@ -177,7 +188,7 @@ impl Scan for File<'_> {
                 }
             }
             if let Line::Sample(s) = parsed {
-                scrape.push((line, s));
+                scrape.push((at, s));
             }
         }
         self.flush(k, &scrape, emit)?;

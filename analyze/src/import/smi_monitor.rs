@@ -34,7 +34,7 @@ use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone};
 
 use super::nvidia_smi::{Options, comm_of};
 use super::ranges::{self, Range};
-use super::stream::{Emit, Row, Scan};
+use super::stream::{At, Emit, Row, Scan};
 use super::{ImportError, csv_error, synthetic_uuid};
 
 /// Which monitor printed the file.
@@ -157,9 +157,10 @@ pub fn open<'a>(path: &Path, opts: &'a Options, monitor: Monitor) -> Result<File
         field: "header".into(),
         message,
     };
-    let (Some((l1, names)), Some((l2, units))) = (lines.next()?, lines.next()?) else {
+    let (Some((at1, names)), Some((at2, units))) = (lines.next()?, lines.next()?) else {
         return Err(header(1, "the two # header lines of nvidia-smi's dmon or pmon are not there".into()));
     };
+    let (l1, l2) = (at1.line, at2.line);
     let names: Vec<String> = names.trim_start_matches('#').split_whitespace().map(str::to_owned).collect();
     let units: Vec<String> = units.trim_start_matches('#').split_whitespace().map(str::to_owned).collect();
     if !units.is_empty() && units.len() != names.len() {
@@ -202,26 +203,43 @@ impl Scan for File<'_> {
         &self.path
     }
 
-    fn scan(&mut self, progress: &dyn Fn(u64), emit: &mut Emit<'_>) -> Result<(), ImportError> {
+    fn scan(
+        &mut self,
+        from: Option<At>,
+        progress: &dyn Fn(u64),
+        emit: &mut Emit<'_>,
+    ) -> Result<(), ImportError> {
         let mut lines = Lines::open(&self.path)?;
-        // The two header lines.
-        lines.next()?;
-        lines.next()?;
+        match from {
+            Some(at) => super::seek_csv(&mut lines.reader, &self.path, at)?,
+            None => {
+                // The two header lines.
+                lines.next()?;
+                lines.next()?;
+            }
+        }
         let mut days = super::units::Days::default();
         let mut n = 0u64;
-        while let Some((line, text)) = lines.next()? {
+        while let Some((at, text)) = lines.next()? {
             n += 1;
             if n.is_multiple_of(65_536) {
-                progress(lines.bytes());
+                progress(at.byte);
             }
             if text.starts_with('#') {
                 continue;
             }
-            if let Some(row) = self.row(line, &text, &mut days)? {
-                emit(line, row)?;
+            if let Some(row) = self.row(at.line, &text, &mut days)?
+                && !emit(at, row)?
+            {
+                break;
             }
         }
         Ok(())
+    }
+
+    /// A capture with its `Date` column: each line's time is its own.
+    fn seekable(&self) -> bool {
+        self.columns.iter().any(|c| c.0 == Col::Date)
     }
 }
 
@@ -387,21 +405,20 @@ impl Lines {
         })
     }
 
-    fn next(&mut self) -> Result<Option<(u64, String)>, ImportError> {
+    fn next(&mut self) -> Result<Option<(At, String)>, ImportError> {
         loop {
             if !self.reader.read_record(&mut self.record).map_err(|e| csv_error(&self.path, e))? {
                 return Ok(None);
             }
             let text = self.record.get(0).unwrap_or("").trim();
             if !text.is_empty() {
-                let line = self.record.position().map_or(0, csv::Position::line);
-                return Ok(Some((line, text.to_owned())));
+                let at = At {
+                    line: self.record.position().map_or(0, csv::Position::line),
+                    byte: self.record.position().map_or(0, csv::Position::byte),
+                };
+                return Ok(Some((at, text.to_owned())));
             }
         }
-    }
-
-    fn bytes(&self) -> u64 {
-        self.record.position().map_or(0, csv::Position::byte)
     }
 }
 
@@ -423,9 +440,9 @@ mod tests {
         let monitor = monitor_of(first.lines().next().unwrap_or("")).expect("a monitor's header");
         let mut file = open(path, opts, monitor)?;
         let mut out = Vec::new();
-        file.scan(&|_| {}, &mut |_, row| {
+        file.scan(None, &|_| {}, &mut |_, row| {
             out.push(row);
-            Ok(())
+            Ok(true)
         })?;
         Ok(out)
     }

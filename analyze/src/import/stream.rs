@@ -9,8 +9,11 @@
 //! cut into batches of at most [`BATCH_ROWS`] rows (or `--batch-rows`; a
 //! day is never cut),
 //! and each batch is read from every file of the host ([`read_batch`]):
-//! its rows, only, are in memory while it is written. A log in time order
-//! of `D` days is read `1 + ⌈rows / BATCH_ROWS⌉` times at most.
+//! its rows, only, are in memory while it is written. A file whose days
+//! come in order (a log, as loggers append) is read from the record where
+//! the batch's first day starts up to the first row after its last day, so
+//! the whole import reads it twice; any other file is read whole for each
+//! batch.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -58,17 +61,40 @@ impl Row {
     }
 }
 
-/// The callback a [`Scan`] hands each row to, with its line.
-pub type Emit<'a> = dyn FnMut(u64, Row) -> Result<(), ImportError> + 'a;
+/// Where a row's record starts in its file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct At {
+    /// The line, 1-based.
+    pub line: u64,
+    /// The byte offset.
+    pub byte: u64,
+}
+
+/// The callback a [`Scan`] hands each row to, with where its record
+/// starts; it answers whether to read on (`false`: stop, the rest of the
+/// file is not wanted).
+pub type Emit<'a> = dyn FnMut(At, Row) -> Result<bool, ImportError> + 'a;
 
 /// A log that can be read from its start as often as needed, giving its
 /// rows in file order.
 pub trait Scan {
     /// The file.
     fn path(&self) -> &Path;
-    /// Reads the file from its start, handing every row to `emit`;
-    /// `progress(bytes)` now and then.
-    fn scan(&mut self, progress: &dyn Fn(u64), emit: &mut Emit<'_>) -> Result<(), ImportError>;
+    /// Reads the file from its start (or, once it has been read whole and
+    /// is [`Scan::seekable`], from the record at `from`), handing every row
+    /// to `emit` until it says stop; `progress(bytes)` now and then.
+    fn scan(
+        &mut self,
+        from: Option<At>,
+        progress: &dyn Fn(u64),
+        emit: &mut Emit<'_>,
+    ) -> Result<(), ImportError>;
+    /// Whether a read may start at a record: no row's time depends on the
+    /// rows before it (a time of day counts midnights, a counter its first
+    /// value, a scrape its number). Asked after the first read.
+    fn seekable(&self) -> bool {
+        false
+    }
     /// After the first read: what only the whole file tells (GPUs told
     /// apart by their bus ids, numbered in bus order; a log of several
     /// GPUs that names none of them, refused).
@@ -86,11 +112,23 @@ pub trait Scan {
     }
 }
 
+/// Where each UTC day starts in one file, and whether its days come in
+/// order (each row's day at or after the day of the row before it).
+#[derive(Debug, Default, Clone)]
+pub struct FileDays {
+    /// The record of each day's first row.
+    pub starts: BTreeMap<i64, At>,
+    /// Whether no row's day is before an earlier row's.
+    pub in_order: bool,
+}
+
 /// What the first read found.
 #[derive(Debug, Default)]
 pub struct Survey {
     /// Rows per UTC day (days since the epoch).
     pub days: BTreeMap<i64, u64>,
+    /// Each file's days, in the order of the files.
+    pub files: Vec<FileDays>,
     /// The median gap between consecutive samples of one series over the
     /// sampled gaps of all, for a series a batch sees once.
     pub fallback_interval_ms: Option<i64>,
@@ -148,20 +186,27 @@ pub fn survey(files: &mut [Box<dyn Scan + '_>], progress: &dyn Fn(u64)) -> Resul
         let path = file.path().to_path_buf();
         let mut last: HashMap<(Text, Option<i32>), (i64, usize)> = HashMap::new();
         let mut check = MisKeyed::new(path.clone());
-        file.scan(progress, &mut |line, row| {
+        let mut days = FileDays { starts: BTreeMap::new(), in_order: true };
+        let mut last_day = i64::MIN;
+        file.scan(None, progress, &mut |at, row| {
             let ts = row.ts();
-            *survey.days.entry(day_of(ts)).or_default() += 1;
+            let day = day_of(ts);
+            *survey.days.entry(day).or_default() += 1;
+            days.starts.entry(day).or_insert(at);
+            days.in_order &= day >= last_day;
+            last_day = last_day.max(day);
             let (prev, n) = last.entry(row.series()).or_insert((ts, 0));
             if ts > *prev && *n < GAPS_PER_SERIES {
                 gaps.push(ts - *prev);
                 *n += 1;
             }
             *prev = (*prev).max(ts);
-            check.row(line, row);
-            Ok(())
+            check.row(at.line, row);
+            Ok(true)
         })?;
         file.finish()?;
         check.verdict()?;
+        survey.files.push(days);
     }
     if !gaps.is_empty() {
         let mid = gaps.len() / 2;
@@ -181,16 +226,32 @@ pub fn read_batch(
 ) -> Result<HostRows, ImportError> {
     let mut rows = HostRows::default();
     let mut first: Option<PathBuf> = None;
-    for file in files.iter_mut() {
+    for (k, file) in files.iter_mut().enumerate() {
         first.get_or_insert_with(|| file.path().to_path_buf());
-        file.scan(&|_| {}, &mut |_, row| {
-            if (from..=to).contains(&day_of(row.ts())) {
+        // A file whose days come in order is read from the batch's first
+        // day and no further than its last: each row is read once more in
+        // all, not once per batch.
+        let days = survey.files.get(k).filter(|d| d.in_order && file.seekable());
+        let start = match days {
+            Some(d) => match d.starts.range(from..=to).next() {
+                Some((_, at)) => Some(*at),
+                None => continue,
+            },
+            None => None,
+        };
+        let ordered = days.is_some();
+        file.scan(start, &|_| {}, &mut |_, row| {
+            let day = day_of(row.ts());
+            if ordered && day > to {
+                return Ok(false);
+            }
+            if (from..=to).contains(&day) {
                 match row {
                     Row::Gpu(g) => rows.gpus.push(g),
                     Row::Proc(p) => rows.procs.push(p),
                 }
             }
-            Ok(())
+            Ok(true)
         })?;
     }
     let path = first.unwrap_or_default();
@@ -268,6 +329,7 @@ mod tests {
     fn batches_are_whole_days_of_at_most_the_batch_rows() {
         let survey = Survey {
             days: BTreeMap::from([(1, 400_000), (2, 500_000), (3, 300_000), (4, 1_500_000), (6, 10)]),
+            files: Vec::new(),
             fallback_interval_ms: None,
         };
         assert_eq!(survey.batches(BATCH_ROWS), [(1, 2), (3, 3), (4, 4), (6, 6)]);
