@@ -1764,3 +1764,148 @@ fn mig_instances_are_rows_of_their_own() {
         calls.iter().filter(|c| c.symbol == "nvmlGpmMigSampleGet").filter_map(|c| c.get("gi")).collect();
     assert_eq!(gis.into_iter().collect::<Vec<_>>(), ["1", "5", "9"]);
 }
+
+// ------------------------------------------------------------- GPU events
+
+/// The events of `ticks` and those taken after them, as (GPU index, kind,
+/// xid, value, delta, detail), sorted; and whether each driver event's
+/// time lies within `[from, to]` (they are stamped when received).
+type EventKey = (i32, String, Option<i32>, Option<i64>, Option<i64>, Option<String>);
+
+fn event_keys(events: &[apron_schemas::GpuEvent]) -> Vec<EventKey> {
+    let mut keys: Vec<EventKey> = events
+        .iter()
+        .map(|e| {
+            (e.gpu_index, e.kind.to_string(), e.xid, e.value, e.delta, e.detail.as_deref().map(str::to_owned))
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// The driver's events (XID, ECC), error counters that moved (each with
+/// its delta; a counter not 0 at the first reading with none) and a GPU
+/// lost and back, all through the real nvml-wrapper calls: each event
+/// exactly once, with the values the fake was scripted with.
+#[test]
+fn xid_ecc_counters_and_lost_gpus_are_events() {
+    const TEST: &str = "xid_ecc_counters_and_lost_gpus_are_events";
+    let gpus = || {
+        let mut a = FakeGpu::new("GPU-e7e00000-0000-0000-0000-00000000000a", "NVIDIA H100 80GB HBM3");
+        a.extra = "xid_at=3:79,sbe_at=4:2,ecc_corr=1,remap_at=4:1:0:1:0,replay_at=2:7,nvlinks=2,\
+                   nvlink_err_at=3:1:2:5"
+            .into();
+        let mut b = FakeGpu::new("GPU-e7e00000-0000-0000-0000-00000000000b", "NVIDIA A100-SXM4-40GB");
+        b.extra = "ecc_unc=3,dbe_at=2:1,lost_at=3,reset_after=2,unsupported=remap|nvlink".into();
+        vec![a, b]
+    };
+    if !in_child(TEST) {
+        run_in_child(TEST, &[gpus_env(&gpus())]);
+        return;
+    }
+    let from = now_ms();
+    let mut source = open_fake();
+    let kinds = |i: usize| source.event_registrations()[i].kinds.clone();
+    assert_eq!((kinds(0), kinds(1)), (vec!["xid", "ecc_sbe", "ecc_dbe"], vec!["xid", "ecc_sbe", "ecc_dbe"]));
+    // A minute apart: the counters are read at every tick.
+    let minute = |t: u64| T0_MS + i64::try_from(t - 1).expect("few") * 60_000;
+    let ticks = run_ticks_at(&mut source, (1..=6).map(minute));
+    // The event thread hands over what it received after the last tick.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut events: Vec<_> = ticks.iter().flat_map(|t| t.events.iter().cloned()).collect();
+    source.take_events(&mut events);
+    let to = now_ms();
+    for e in events.iter().filter(|e| ["xid", "ecc_sbe", "ecc_dbe"].contains(&&*e.kind)) {
+        assert!((from..=to).contains(&e.ts), "{e:?}");
+    }
+    let at = |kind: &str, gpu: i32| events.iter().find(|e| e.kind.as_ref() == kind && e.gpu_index == gpu);
+    assert_eq!(at("gpu_lost", 1).map(|e| e.ts), Some(minute(3)), "{events:?}");
+    assert_eq!(at("gpu_back", 1).map(|e| e.ts), Some(minute(5)), "{events:?}");
+    assert_eq!(at("remap_pending", 0).map(|e| e.ts), Some(minute(4)), "{events:?}");
+    assert_eq!(at("pcie_replay", 0).map(|e| e.ts), Some(minute(2)), "{events:?}");
+    let lost_error = at("gpu_lost", 1).and_then(|e| e.detail.clone()).expect("the error");
+    assert!(lost_error.contains("fell off the bus"), "{lost_error}");
+    let s = |v: &str| Some(v.to_owned());
+    let k = |gpu: i32, kind: &str, xid, value, delta, detail: Option<String>| -> EventKey {
+        (gpu, kind.to_owned(), xid, value, delta, detail)
+    };
+    let mut want = vec![
+        // GPU 0: one corrected error before the recorder started (first
+        // reading, no delta); a replay at tick 2; XID 79 and 5 CRC flit
+        // errors on link 1 at tick 3; 2 single-bit errors and a remapped
+        // row waiting for a reset at tick 4.
+        k(0, "ecc_corrected", None, Some(1), None, None),
+        k(0, "ecc_corrected_aggregate", None, Some(1), None, None),
+        k(0, "pcie_replay", None, Some(7), Some(7), None),
+        k(0, "xid", Some(79), None, None, None),
+        k(0, "nvlink_errors", None, Some(5), Some(5), s("link 1 crc_flit")),
+        k(0, "ecc_sbe", None, None, None, None),
+        k(0, "ecc_corrected", None, Some(3), Some(2), None),
+        k(0, "ecc_corrected_aggregate", None, Some(3), Some(2), None),
+        k(0, "remapped_correctable", None, Some(1), Some(1), None),
+        k(0, "remap_pending", None, Some(1), Some(1), None),
+        // GPU 1: 3 uncorrected errors before, a double-bit one at tick 2,
+        // lost at tick 3, back (a fresh handle after its reset) at tick 5,
+        // two minutes later; its counters kept across the new handle.
+        k(1, "ecc_uncorrected", None, Some(3), None, None),
+        k(1, "ecc_uncorrected_aggregate", None, Some(3), None, None),
+        k(1, "ecc_dbe", None, None, None, None),
+        k(1, "ecc_uncorrected", None, Some(4), Some(1), None),
+        k(1, "ecc_uncorrected_aggregate", None, Some(4), Some(1), None),
+        k(1, "gpu_lost", None, None, None, Some(lost_error.to_string())),
+        k(1, "gpu_back", None, Some(120), None, s("seconds down in value")),
+    ];
+    want.sort();
+    assert_eq!(event_keys(&events), want);
+    // Every GPU's counters at its first reading, then once a minute: the
+    // ECC counters four times a reading (GPU 1 not while lost).
+    let ecc = calls().iter().filter(|c| c.symbol == "nvmlDeviceGetTotalEccErrors").count();
+    assert_eq!(ecc, 4 * (6 + 4), "{ecc}");
+    // A refused group is not asked again.
+    let remaps: Vec<_> = calls().into_iter().filter(|c| c.symbol == "nvmlDeviceGetRemappedRows").collect();
+    assert_eq!(remaps.iter().filter(|c| c.get("gpu") == Some("1")).count(), 1, "{remaps:?}");
+}
+
+/// The recorder killed with SIGKILL a moment after an XID keeps it: the
+/// event is in the WAL before the next tick (ten seconds away), and an XID
+/// of a GPU whose sampling calls hang is recorded all the same.
+#[test]
+fn an_xid_survives_a_kill_right_after_it_even_from_a_hung_gpu() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let child = Command::new(apron_tests::bin("apron-recorder"))
+        .args(["--source", "nvml", "--host", "xid", "--interval", "10s", "--data"])
+        .arg(&data)
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .env("APRON_LOG", "info")
+        .env(
+            "FAKE_NVML_GPUS",
+            "uuid=GPU-hung,hang_after=1,xid_after_ms=10500:79;uuid=GPU-ok,xid_after_ms=10500:48",
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the recorder starts");
+    // The first tick comes within 10 s; the XIDs 10.5 s after NVML opened;
+    // the next tick at least 10 s after the first.
+    std::thread::sleep(std::time::Duration::from_millis(11_200));
+    apron_tests::signal(&child, libc::SIGKILL);
+    let out = apron_tests::wait_with_timeout(child, std::time::Duration::from_secs(20));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("NVML events registered"), "{log}");
+    let listed = Command::new(apron_tests::bin("apron"))
+        .arg("--data")
+        .arg(&data)
+        .args(["--format", "csv", "sql", "SELECT gpu_uuid, kind, xid FROM gpu_events ORDER BY gpu_uuid"])
+        .output()
+        .expect("apron runs");
+    let csv = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.status.success(), "{csv}{}", String::from_utf8_lossy(&listed.stderr));
+    assert_eq!(
+        csv.lines().collect::<Vec<_>>(),
+        ["gpu_uuid,kind,xid", "GPU-hung,xid,79", "GPU-ok,xid,48"],
+        "{log}"
+    );
+}

@@ -61,7 +61,7 @@ impl RetentionPolicy {
 
     /// Days `table` is kept before today.
     pub fn days(&self, table: Table) -> u32 {
-        if table.is_rollup() { self.rollup_days } else { self.raw_days }
+        if table.kept_long() { self.rollup_days } else { self.raw_days }
     }
 }
 
@@ -267,6 +267,11 @@ mod tests {
         assert_eq!(days(Table::ProcSamples), ["date=2026-12-09", "date=2026-12-10"]);
         assert_eq!(days(Table::ProcMinutes), ["date=2026-12-08", "date=2026-12-09", "date=2026-12-10"]);
         assert_eq!(days(Table::AllocMinutes), days(Table::GpuMinutes), "alloc_minutes is kept as a rollup");
+        assert_eq!(
+            days(Table::GpuEvents),
+            days(Table::GpuMinutes),
+            "gpu_events is kept as long as the rollups"
+        );
     }
 
     #[test]

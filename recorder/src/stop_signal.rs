@@ -1,5 +1,7 @@
 //! SIGTERM and SIGINT as events the tick loop waits for, together with its
-//! next deadline, in one system call.
+//! next deadline, in one system call; and SIGUSR1, which the recorder's
+//! own threads send the loop's thread to wake it when a GPU event arrives
+//! ([`StopSignals::waker`]), so the event is written at once.
 //!
 //! The signals are blocked in every thread ([`StopSignals::block`] must run
 //! before any thread starts, NVML's included, since threads inherit the
@@ -19,6 +21,8 @@ pub enum Wake {
     Deadline,
     /// A stop signal arrived.
     Stop(Signal),
+    /// A waker ([`StopSignals::waker`]) woke the loop: events wait.
+    Events,
 }
 
 /// SIGTERM and SIGINT, blocked and waited for.
@@ -28,14 +32,27 @@ pub struct StopSignals {
 }
 
 impl StopSignals {
-    /// Blocks SIGTERM and SIGINT in the calling thread and every thread it
-    /// starts from now on. Call it first thing in `main`.
+    /// Blocks SIGTERM, SIGINT and SIGUSR1 in the calling thread and every
+    /// thread it starts from now on. Call it first thing in `main`.
     pub fn block() -> io::Result<StopSignals> {
         let mut set = SigSet::empty();
         set.add(Signal::SIGTERM);
         set.add(Signal::SIGINT);
+        set.add(Signal::SIGUSR1);
         set.thread_block().map_err(io::Error::from)?;
         Ok(StopSignals { set })
+    }
+
+    /// A function that ends the calling thread's [`StopSignals::sleep`]
+    /// (now, or at its next call) with [`Wake::Events`], from any thread:
+    /// it sends SIGUSR1 to this thread alone, where it is blocked and so
+    /// waits for the sleep to take it.
+    pub fn waker(&self) -> std::sync::Arc<dyn Fn() + Send + Sync> {
+        let thread = nix::sys::pthread::pthread_self();
+        std::sync::Arc::new(move || {
+            // Fails only for a thread that has ended: nothing to wake.
+            let _ = nix::sys::pthread::pthread_kill(thread, Signal::SIGUSR1);
+        })
     }
 
     /// Sleeps for `wait`, or until a stop signal arrives.
@@ -57,6 +74,9 @@ impl StopSignals {
             let rc = unsafe { libc::sigtimedwait(self.set.as_ref(), std::ptr::null_mut(), &timeout) };
             if rc >= 0 {
                 let signal = Signal::try_from(rc).map_err(io::Error::from)?;
+                if signal == Signal::SIGUSR1 {
+                    return Ok(Wake::Events);
+                }
                 return Ok(Wake::Stop(signal));
             }
             let err = io::Error::last_os_error();
@@ -82,6 +102,21 @@ mod tests {
         let t0 = std::time::Instant::now();
         assert_eq!(signals.sleep(Duration::from_secs(5)).expect("wait"), Wake::Stop(Signal::SIGINT));
         assert!(t0.elapsed() < Duration::from_secs(1));
+        assert_eq!(signals.sleep(Duration::from_millis(20)).expect("wait"), Wake::Deadline);
+    }
+
+    #[test]
+    fn a_waker_on_another_thread_ends_the_sleep_with_events() {
+        let signals = StopSignals::block().expect("block");
+        let wake = signals.waker();
+        let t0 = std::time::Instant::now();
+        let waker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            wake();
+        });
+        assert_eq!(signals.sleep(Duration::from_secs(5)).expect("wait"), Wake::Events);
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        waker.join().expect("the waker thread");
         assert_eq!(signals.sleep(Duration::from_millis(20)).expect("wait"), Wake::Deadline);
     }
 }

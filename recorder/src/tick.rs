@@ -49,6 +49,8 @@ pub struct RunStats {
     /// Queries the source was refused (not supported, not permitted, not
     /// in this driver); their values are recorded as unknown.
     pub refusals: u64,
+    /// GPU events received (XID, ECC, lost and back, counters that moved).
+    pub events: u64,
     /// The longest a source's sampling took at one tick, µs.
     pub sample_us_max: u64,
     /// Writes that failed and were retried later.
@@ -127,16 +129,25 @@ pub fn run_with_maintenance(
     let mut last_write_warning: Option<i64> = None;
     let health_every_ms = i64::try_from(health_every.as_millis()).unwrap_or(i64::MAX).max(1);
     let mut last_health = now_ms();
+    // Events that arrive between ticks are written as they arrive.
+    source.wake_on_events(signals.waker());
+    let mut events = Vec::new();
 
     loop {
         let now = now_ms();
         let ts = next_tick(now, interval_ms, last);
-        if let Some(prev) = last {
-            stats.ticks_missed += u64::try_from((ts - prev) / interval_ms - 1).unwrap_or(0);
-        }
         let wait = Duration::from_millis(u64::try_from(ts - now).unwrap_or(0));
         match signals.sleep(wait) {
             Ok(Wake::Deadline) => {}
+            Ok(Wake::Events) => {
+                events.clear();
+                source.take_events(&mut events);
+                if !events.is_empty() {
+                    stats.events += events.len() as u64;
+                    writer.push_events(now_ms(), &events);
+                }
+                continue;
+            }
             Ok(Wake::Stop(signal)) => {
                 info!(%signal, "stop signal: writing what is held");
                 break;
@@ -149,6 +160,9 @@ pub fn run_with_maintenance(
                 });
             }
         }
+        if let Some(prev) = last {
+            stats.ticks_missed += u64::try_from((ts - prev) / interval_ms - 1).unwrap_or(0);
+        }
         last = Some(ts);
         tick.clear();
         let sampling = std::time::Instant::now();
@@ -157,6 +171,7 @@ pub fn run_with_maintenance(
         stats.sample_us_max = stats.sample_us_max.max(sample_us);
         stats.ticks += 1;
         stats.refusals += u64::from(tick.refusals);
+        stats.events += tick.events.len() as u64;
         for f in &tick.failures {
             stats.gpu_failures += 1;
             stats.gpu_stalls += u64::from(f.stalled);
@@ -284,6 +299,7 @@ fn log_health(
         gpu_errors = stats.gpu_failures,
         gpu_stalls = stats.gpu_stalls,
         refused_queries = stats.refusals,
+        gpu_events = stats.events,
         sample_ms_max = stats.sample_us_max as f64 / 1000.0,
         wal_bytes = writer.wal_bytes_on_disk(),
         wal_errors = wal.errors,

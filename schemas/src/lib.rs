@@ -17,6 +17,7 @@
 
 pub mod alloc_minutes;
 pub mod folders;
+pub mod gpu_events;
 pub mod gpu_minutes;
 pub mod gpu_samples;
 pub mod k8s_labels;
@@ -30,6 +31,7 @@ pub mod test_pause;
 pub mod time;
 
 pub use alloc_minutes::{AllocMinute, AllocSample, Holder};
+pub use gpu_events::GpuEvent;
 pub use gpu_minutes::GpuMinute;
 pub use gpu_samples::{GpuSample, Text};
 pub use paths::{DataLayout, PathError};

@@ -4,7 +4,7 @@ use std::fmt;
 
 use arrow::datatypes::SchemaRef;
 
-use crate::{alloc_minutes, gpu_minutes, gpu_samples, proc_minutes, proc_samples};
+use crate::{alloc_minutes, gpu_events, gpu_minutes, gpu_samples, proc_minutes, proc_samples};
 
 /// One of apron's tables. Its name is its folder under the data folder and
 /// its SQL table name.
@@ -23,13 +23,23 @@ pub enum Table {
     /// pod or Slurm job the cluster allocated the GPU to. Written when a
     /// file closes, from the ticks' allocations; kept as long as the rollups.
     AllocMinutes,
+    /// One row per event of a GPU: XID errors, ECC errors, a GPU lost and
+    /// back, error counters that moved. Written when a file closes, from
+    /// the events received while it was open; kept as long as the rollups.
+    GpuEvents,
 }
 
 impl Table {
     /// Every table, in the order they are written: the raw tables first,
     /// then their rollups.
-    pub const ALL: [Table; 5] =
-        [Table::GpuSamples, Table::ProcSamples, Table::GpuMinutes, Table::ProcMinutes, Table::AllocMinutes];
+    pub const ALL: [Table; 6] = [
+        Table::GpuSamples,
+        Table::ProcSamples,
+        Table::GpuMinutes,
+        Table::ProcMinutes,
+        Table::AllocMinutes,
+        Table::GpuEvents,
+    ];
 
     /// The raw tables: what the sources sampled.
     pub const RAW: [Table; 2] = [Table::GpuSamples, Table::ProcSamples];
@@ -48,12 +58,20 @@ impl Table {
             Table::GpuMinutes => "gpu_minutes",
             Table::ProcMinutes => "proc_minutes",
             Table::AllocMinutes => "alloc_minutes",
+            Table::GpuEvents => "gpu_events",
         }
     }
 
     /// Whether this is a rollup table (kept longer than raw data).
     pub fn is_rollup(self) -> bool {
         matches!(self, Table::GpuMinutes | Table::ProcMinutes | Table::AllocMinutes)
+    }
+
+    /// Whether the table is kept as long as the rollups rather than as
+    /// long as the raw samples: the rollups, and the events (few rows, and
+    /// a fault's history is what they are for).
+    pub fn kept_long(self) -> bool {
+        self.is_rollup() || self == Table::GpuEvents
     }
 
     /// The columns every file of the table is sorted by, in order (declared
@@ -65,6 +83,7 @@ impl Table {
             Table::GpuMinutes => &["gpu_uuid", "minute"],
             Table::ProcMinutes => &["gpu_uuid", "minute", "pid", "proc_start"],
             Table::AllocMinutes => &["gpu_uuid", "minute"],
+            Table::GpuEvents => &["gpu_uuid", "ts", "kind"],
         }
     }
 
@@ -78,6 +97,7 @@ impl Table {
             Table::GpuMinutes => gpu_minutes::schema(),
             Table::ProcMinutes => proc_minutes::schema(),
             Table::AllocMinutes => alloc_minutes::schema(),
+            Table::GpuEvents => gpu_events::schema(),
         }
     }
 

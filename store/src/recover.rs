@@ -163,7 +163,7 @@ fn recover_segment(
         ..Outcome::default()
     };
     let damaged = rows.damaged() || refused_rows > 0;
-    if rows.gpus.is_empty() && rows.procs.is_empty() && rows.allocs.is_empty() {
+    if rows.gpus.is_empty() && rows.procs.is_empty() && rows.allocs.is_empty() && rows.events.is_empty() {
         if !damaged {
             warn!(file = %seg.path.display(), bytes = rows.torn_bytes, "WAL segment holds no readable rows; removing it");
             remove(seg)?;
@@ -174,7 +174,7 @@ fn recover_segment(
         // which must not stand in the way of the next segment. Its rotation
         // never applies; `replay` names the files.
         let mut writer = RollingWriter::new(layout.clone(), host, Duration::from_secs(DAY_SECS))?;
-        writer.replay(seg.start_ms, seg.seq, rows.gpus, rows.procs, rows.allocs)?;
+        writer.replay(seg.start_ms, seg.seq, rows.gpus, rows.procs, rows.allocs, rows.events)?;
         out.files = writer.stats().files;
         if !damaged {
             remove(seg)?;

@@ -37,7 +37,7 @@ pub mod format;
 pub struct WalStats {
     /// Segments created.
     pub segments: u64,
-    /// Tick frames written.
+    /// Frames written: ticks, and events written as they arrived.
     pub frames: u64,
     /// Bytes written, headers included.
     pub bytes: u64,
@@ -198,6 +198,10 @@ impl Wal {
         let Some(seg) = self.segment.as_mut() else { return };
         self.buf.clear();
         let (gpus, procs) = (rows.gpus, rows.procs);
+        // A frame of events alone is not a tick; it is synced at once (an
+        // XID may be the last thing a machine does before it goes down).
+        let events_only =
+            gpus.is_empty() && procs.is_empty() && rows.allocs.is_empty() && !rows.events.is_empty();
         let written = encode_tick(ts_ms, rows, &mut self.buf)
             .map_err(std::io::Error::other)
             .and_then(|()| seg.file.write_all_at(&self.buf, seg.len));
@@ -213,11 +217,11 @@ impl Wal {
             return;
         }
         seg.len += self.buf.len() as u64;
-        seg.frames += 1;
+        seg.frames += u64::from(!events_only);
         seg.rows += (gpus.len() + procs.len()) as u64;
         self.stats.frames += 1;
         self.stats.bytes += self.buf.len() as u64;
-        if sync_due(seg.last_sync_ms, ts_ms, self.sync_ms) {
+        if events_only || sync_due(seg.last_sync_ms, ts_ms, self.sync_ms) {
             let dir = (!seg.dir_synced).then(|| Arc::clone(&self.dir));
             let job = SyncJob { file: Arc::clone(&seg.file), path: Arc::clone(&seg.path), dir };
             let with_dir = job.dir.is_some();
@@ -439,7 +443,7 @@ mod tests {
         wal.begin(1_796_083_200_000, 0);
         let (cpu0, t0) = (cpu_time(), std::time::Instant::now());
         for (i, (gpus, procs)) in prepared.iter().enumerate() {
-            wal.append(1_796_083_200_000 + i as i64 * 1_000, TickRows { gpus, procs, allocs: &[] });
+            wal.append(1_796_083_200_000 + i as i64 * 1_000, TickRows { gpus, procs, ..TickRows::default() });
         }
         let (wall, cpu) = (t0.elapsed(), cpu_time() - cpu0);
         let stats = wal.stats();

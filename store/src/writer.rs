@@ -23,8 +23,8 @@ use std::time::Duration;
 use apron_schemas::paths::validate_host;
 use apron_schemas::test_pause::{pause_at, points};
 use apron_schemas::{
-    AllocSample, DataLayout, GpuSample, ProcSample, Table, Text, alloc_minutes, gpu_minutes, gpu_samples,
-    parquet_props, proc_minutes, proc_samples,
+    AllocSample, DataLayout, GpuEvent, GpuSample, ProcSample, Table, Text, alloc_minutes, gpu_events,
+    gpu_minutes, gpu_samples, parquet_props, proc_minutes, proc_samples,
 };
 use arrow::array::RecordBatch;
 use parquet::arrow::ArrowWriter;
@@ -90,6 +90,9 @@ struct ClosedFile {
     /// The cluster's allocations in its ticks, in tick order (rolled up
     /// into `alloc_minutes`; not counted as rows: a tick has a handful).
     allocs: Vec<AllocSample>,
+    /// The GPUs' events received while it was open (written to
+    /// `gpu_events`; not counted as rows: a file has a handful).
+    events: Vec<GpuEvent>,
     /// Ticks pushed to it.
     ticks: u64,
     /// Its WAL segment, deleted once the Parquet files are durable.
@@ -137,6 +140,11 @@ pub struct RollingWriter {
     runs: Vec<GpuRun>,
     /// The open file's allocations, in tick order.
     allocs: Vec<AllocSample>,
+    /// The open file's events, as they arrived.
+    events: Vec<GpuEvent>,
+    /// Events that arrived while no file was open, or after the open
+    /// file's day ended: they go with the next tick.
+    waiting_events: Vec<GpuEvent>,
     /// Files closed but not yet on disk (the disk refused them), oldest
     /// first; written in order as soon as the disk takes them again.
     unwritten: VecDeque<ClosedFile>,
@@ -169,6 +177,8 @@ impl RollingWriter {
             open_ticks: 0,
             runs: Vec::new(),
             allocs: Vec::new(),
+            events: Vec::new(),
+            waiting_events: Vec::new(),
             unwritten: VecDeque::new(),
             max_rows: DEFAULT_MAX_ROWS,
             last_failure_ms: None,
@@ -277,6 +287,27 @@ impl RollingWriter {
         result
     }
 
+    /// Adds events that arrived between ticks, at `now_ms`: to the open
+    /// file's segment at once, in a frame of their own (so an event
+    /// survives a crash within milliseconds, not at the next tick), and to
+    /// memory. Without an open file, or when the open file would close
+    /// before `now_ms` (a new day began), they wait for the next tick and
+    /// go into its frame and file.
+    pub fn push_events(&mut self, now_ms: i64, events: &[GpuEvent]) {
+        if events.is_empty() {
+            return;
+        }
+        let open = self.open.is_some_and(|(start, last)| !should_rotate(start, last, now_ms, self.rotate_ms));
+        if !open {
+            self.waiting_events.extend_from_slice(events);
+            return;
+        }
+        if let Some(wal) = &mut self.wal {
+            wal.append(now_ms, TickRows { events, ..TickRows::default() });
+        }
+        self.events.extend_from_slice(events);
+    }
+
     /// Appends the tick at `ts_ms` to the open file (opening one, with its
     /// segment, when none is open): to the WAL first, then to memory.
     fn hold(&mut self, ts_ms: i64, tick: &Tick) {
@@ -292,9 +323,18 @@ impl RollingWriter {
         };
         self.open = Some((start, ts_ms));
         self.open_ticks += 1;
+        let mut waiting = std::mem::take(&mut self.waiting_events);
+        let events: &[GpuEvent] = if waiting.is_empty() {
+            &tick.events
+        } else {
+            waiting.extend_from_slice(&tick.events);
+            &waiting
+        };
         if let Some(wal) = &mut self.wal {
-            wal.append(ts_ms, TickRows { gpus: &tick.gpus, procs: &tick.procs, allocs: &tick.allocations });
+            let rows = TickRows { gpus: &tick.gpus, procs: &tick.procs, allocs: &tick.allocations, events };
+            wal.append(ts_ms, rows);
         }
+        self.events.extend_from_slice(events);
         self.allocs.extend_from_slice(&tick.allocations);
         for row in &tick.gpus {
             self.run(&row.gpu_uuid).gpus.push(row.clone());
@@ -330,7 +370,16 @@ impl RollingWriter {
         // reallocating.
         let room = self.allocs.len() + self.allocs.len() / 4 + 64;
         let allocs = std::mem::replace(&mut self.allocs, Vec::with_capacity(room));
-        self.unwritten.push_back(ClosedFile { start_ms, seq: self.seq, runs, allocs, ticks, segment });
+        let events = std::mem::take(&mut self.events);
+        self.unwritten.push_back(ClosedFile {
+            start_ms,
+            seq: self.seq,
+            runs,
+            allocs,
+            events,
+            ticks,
+            segment,
+        });
         self.seq += 1;
     }
 
@@ -409,6 +458,22 @@ impl RollingWriter {
     /// returns `Ok`, every row pushed is durable on disk; on error the rows
     /// not written stay held (and in their WAL segments) for another try.
     pub fn close(&mut self) -> Result<(), WriteError> {
+        let waiting = std::mem::take(&mut self.waiting_events);
+        if !waiting.is_empty() {
+            if self.open.is_some() {
+                // No tick came after them: they go with the last file.
+                if let Some(wal) = &mut self.wal {
+                    let at = waiting.iter().map(|e| e.ts).max().unwrap_or_default();
+                    wal.append(at, TickRows { events: &waiting, ..TickRows::default() });
+                }
+                self.events.extend(waiting);
+            } else {
+                tracing::warn!(
+                    events = waiting.len(),
+                    "GPU events arrived before the first tick and are not recorded"
+                );
+            }
+        }
         self.seal_open();
         let now = self.unwritten.back().map_or(0, |f| f.start_ms);
         self.write_unwritten(now)
@@ -456,6 +521,13 @@ impl RollingWriter {
                 .map_err(|source| WriteError::Batch { table: Table::AllocMinutes, source })?;
             self.write(Table::AllocMinutes, start, seq, &batch)?;
         }
+        if !file.events.is_empty() {
+            let mut events = file.events.clone();
+            gpu_events::sort(&mut events);
+            let batch = gpu_events::to_batch(&events)
+                .map_err(|source| WriteError::Batch { table: Table::GpuEvents, source })?;
+            self.write(Table::GpuEvents, start, seq, &batch)?;
+        }
         self.energy_carry = rollup.carry;
         self.stats.gpu_rows += gpu_rows as u64;
         self.stats.proc_rows += proc_rows as u64;
@@ -465,7 +537,8 @@ impl RollingWriter {
     /// Writes the rows of the file (`start_ms`, `seq`) that a crash left in
     /// its WAL segment: the files [`RollingWriter::close`] would have
     /// written for it, with the same names, in (gpu_uuid, ts[, pid]) order,
-    /// and the `alloc_minutes` of its allocations `allocs`.
+    /// the `alloc_minutes` of its allocations `allocs` and the `gpu_events`
+    /// of its `events`.
     /// Files of it that exist already are kept as they are (they were
     /// written before the crash), so replaying the same rows again writes
     /// nothing. An open file is closed first. When this returns `Ok`, the
@@ -477,9 +550,10 @@ impl RollingWriter {
         gpus: Vec<GpuSample>,
         procs: Vec<ProcSample>,
         allocs: Vec<AllocSample>,
+        events: Vec<GpuEvent>,
     ) -> Result<(), WriteError> {
         self.close()?;
-        if gpus.is_empty() && procs.is_empty() && allocs.is_empty() {
+        if gpus.is_empty() && procs.is_empty() && allocs.is_empty() && events.is_empty() {
             return Ok(());
         }
         let mut gpus = gpus;
@@ -500,7 +574,9 @@ impl RollingWriter {
         }
         let mut runs = std::mem::take(&mut self.runs);
         runs.sort_by(|a, b| a.uuid.cmp(&b.uuid));
-        self.unwritten.push_back(ClosedFile { start_ms, seq, runs, allocs, ticks: 0, segment: None });
+        let mut events = events;
+        events.dedup();
+        self.unwritten.push_back(ClosedFile { start_ms, seq, runs, allocs, events, ticks: 0, segment: None });
         self.write_unwritten(start_ms)
     }
 

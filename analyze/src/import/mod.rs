@@ -299,16 +299,17 @@ pub(crate) fn open_lines(path: &std::path::Path) -> Result<CsvReader, ImportErro
 }
 
 /// Moves `reader` (of [`open_csv`] or [`open_lines`]) to the start of the
-/// record at `at`, as if it had read the file up to there.
+/// record at byte `byte`, line `line` (a survey's `stream::At`), as if it
+/// had read the file up to there.
 pub(crate) fn seek_csv(
     reader: &mut CsvReader,
     path: &std::path::Path,
-    at: stream::At,
+    (line, byte): (u64, u64),
 ) -> Result<(), ImportError> {
     let mut pos = csv::Position::new();
-    pos.set_byte(at.byte).set_line(at.line);
-    reader.seek_raw(std::io::SeekFrom::Start(at.byte), pos).map_err(|e| csv_error(path, e))?;
-    reader.get_mut().get_mut().set_line(at.line);
+    pos.set_byte(byte).set_line(line);
+    reader.seek_raw(std::io::SeekFrom::Start(byte), pos).map_err(|e| csv_error(path, e))?;
+    reader.get_mut().get_mut().set_line(line);
     Ok(())
 }
 

@@ -310,7 +310,7 @@ impl Scan for File<'_> {
         let mut reader = open_csv(&path)?;
         let mut record = csv::StringRecord::new();
         match from {
-            Some(at) => seek_csv(&mut reader, &path, at)?,
+            Some(at) => seek_csv(&mut reader, &path, (at.line, at.byte))?,
             None if self.opts.columns.is_none() => {
                 reader.read_record(&mut record).map_err(|e| csv_error(&path, e))?;
             }

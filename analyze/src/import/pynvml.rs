@@ -176,7 +176,7 @@ impl Scan for File<'_> {
         let path = self.path.clone();
         let mut reader = open_csv(&path)?;
         if let Some(at) = from {
-            seek_csv(&mut reader, &path, at)?;
+            seek_csv(&mut reader, &path, (at.line, at.byte))?;
         }
         let err = |line: u64, field: String, message: String| ImportError::Row {
             path: path.clone(),

@@ -211,7 +211,7 @@ impl Scan for File<'_> {
     ) -> Result<(), ImportError> {
         let mut lines = Lines::open(&self.path)?;
         match from {
-            Some(at) => super::seek_csv(&mut lines.reader, &self.path, at)?,
+            Some(at) => super::seek_csv(&mut lines.reader, &self.path, (at.line, at.byte))?,
             None => {
                 // The two header lines.
                 lines.next()?;

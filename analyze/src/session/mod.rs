@@ -590,9 +590,11 @@ struct TableParts<'a> {
 /// none (recorded outside a cluster, or before allocations were recorded;
 /// GPUs on which no process ever ran): every GPU-minute then is held by its
 /// processes alone, or by its allocations alone, and the views that read
-/// both still run. They are not among the tables present.
+/// both still run. `gpu_events` likewise, where no GPU had an event (or the
+/// data was recorded before events were). They are not among the tables
+/// present.
 fn register_absent_minute_tables(ctx: &SessionContext, present: &[Table]) -> Result<(), DataFusionError> {
-    for table in [Table::ProcMinutes, Table::AllocMinutes] {
+    for table in [Table::ProcMinutes, Table::AllocMinutes, Table::GpuEvents] {
         if present.contains(&table) {
             continue;
         }

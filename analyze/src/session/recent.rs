@@ -44,6 +44,8 @@ pub struct RecentRows {
     pub proc_minutes: Vec<RecordBatch>,
     /// `alloc_minutes` rows of the segments, one batch per segment with rows.
     pub alloc_minutes: Vec<RecordBatch>,
+    /// `gpu_events` rows of the segments, one batch per segment with events.
+    pub gpu_events: Vec<RecordBatch>,
     /// What the query's listing must leave out so that no row is counted
     /// twice or missed ([`crate::session::fence`]).
     pub fence: Fence,
@@ -58,6 +60,7 @@ impl RecentRows {
             Table::GpuMinutes => &self.gpu_minutes,
             Table::ProcMinutes => &self.proc_minutes,
             Table::AllocMinutes => &self.alloc_minutes,
+            Table::GpuEvents => &self.gpu_events,
         }
     }
 
@@ -68,6 +71,7 @@ impl RecentRows {
             Table::GpuMinutes => &mut self.gpu_minutes,
             Table::ProcMinutes => &mut self.proc_minutes,
             Table::AllocMinutes => &mut self.alloc_minutes,
+            Table::GpuEvents => &mut self.gpu_events,
         }
     }
 }
@@ -116,8 +120,8 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
             // file holds every row, the segment only some.
             continue;
         }
-        let SegmentRows { mut gpus, mut procs, allocs, .. } = rows;
-        if gpus.is_empty() && procs.is_empty() && allocs.is_empty() {
+        let SegmentRows { mut gpus, mut procs, allocs, mut events, .. } = rows;
+        if gpus.is_empty() && procs.is_empty() && allocs.is_empty() && events.is_empty() {
             continue; // nothing to fence: its files, if any, hold its rows
         }
         out.fence.hide(Table::ALL.into_iter().map(|t| layout.file_path(t, &seg.host, seg.start_ms, seg.seq)));
@@ -150,6 +154,12 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
             Table::AllocMinutes,
             apron_schemas::alloc_minutes::to_batch(&alloc_rows)?,
             alloc_rows.iter().map(|r| r.minute).collect(),
+        )?;
+        apron_schemas::gpu_events::sort(&mut events);
+        add(
+            Table::GpuEvents,
+            apron_schemas::gpu_events::to_batch(&events)?,
+            events.iter().map(|r| r.ts).collect(),
         )?;
     }
     Ok(out)

@@ -20,7 +20,9 @@
 //! throughput call, which measures over 20 ms, is replaced by the PCIe byte
 //! counters where the driver has them.
 
+pub mod counters;
 pub mod driver;
+pub mod events;
 pub mod gpu;
 pub mod process_util;
 mod raw;
@@ -28,14 +30,16 @@ mod worker;
 
 use std::ffi::OsStr;
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use apron_schemas::{AllocSample, Holder, ProcSample};
+use apron_schemas::{AllocSample, GpuEvent, Holder, ProcSample, gpu_events};
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
 pub use self::driver::ProcessCall;
+use self::events::Inbox;
+pub use self::events::Registration;
 pub use self::gpu::PCIE_THROUGHPUT_EVERY;
 use self::gpu::{GpuState, Outcome, Request, Spare, to_i64};
 use self::worker::{Answer, Pool};
@@ -177,7 +181,19 @@ pub struct NvmlSource {
     nvml: &'static Nvml,
     /// Ticks in a row at which every GPU asked failed.
     all_failed_ticks: u32,
+    /// The driver's events, as the event thread receives them.
+    inbox: Arc<Inbox>,
+    /// What the event thread registered, per GPU.
+    registrations: Vec<Registration>,
+    /// Per GPU, since when it has been down (lost, or blocked in the driver
+    /// for [`DOWN_AFTER_STALLED_TICKS`]): a `gpu_lost` event was written, and
+    /// its next answer is a `gpu_back` one.
+    down: Vec<Option<i64>>,
 }
+
+/// A GPU blocked in an NVML call for this many ticks is down: a `gpu_lost`
+/// event (one slow call is not).
+pub const DOWN_AFTER_STALLED_TICKS: u64 = 10;
 
 impl NvmlSource {
     /// Initialises NVML (once per process), reads the driver's version and
@@ -226,6 +242,8 @@ impl NvmlSource {
         let workers = Pool::spawn("nvml-lane", states, GpuState::sample)
             .map_err(|source| NvmlOpenError::Thread { source })?;
         let n = workers.len();
+        let inbox = Arc::new(Inbox::default());
+        let registrations = events::spawn(nvml, count, Arc::clone(&inbox));
         Ok(NvmlSource {
             host,
             driver_version,
@@ -245,6 +263,9 @@ impl NvmlSource {
             lanes: 1,
             nvml,
             all_failed_ticks: 0,
+            inbox,
+            registrations,
+            down: vec![None; n],
         })
     }
 
@@ -268,6 +289,30 @@ impl NvmlSource {
     /// ([`Kubernetes::allocations`]).
     pub fn kubernetes(&self) -> Option<&Kubernetes> {
         self.kubernetes.as_ref()
+    }
+
+    /// What the event thread registered for each GPU (XID, ECC events…).
+    pub fn event_registrations(&self) -> &[Registration] {
+        &self.registrations
+    }
+
+    /// Writes a `gpu_lost` event of GPU `i` at `ts_ms` unless it is down
+    /// already (or its UUID was never known).
+    fn went_down(&mut self, i: usize, ts_ms: i64, detail: String, out: &mut Tick) {
+        if self.down[i].is_some() {
+            return;
+        }
+        let Some(uuid) = self.uuids[i].clone() else { return };
+        self.down[i] = Some(ts_ms);
+        tracing::warn!(gpu_index = i, gpu_uuid = %uuid, %detail, "GPU down: recorded as a gpu_lost event");
+        out.events.push(GpuEvent {
+            ts: ts_ms,
+            gpu_uuid: uuid,
+            gpu_index: i32::try_from(i).unwrap_or(i32::MAX),
+            kind: gpu_events::GPU_LOST.into(),
+            detail: Some(detail.into()),
+            ..GpuEvent::default()
+        });
     }
 
     /// The NVIDIA driver's version (`"550.54.15"`), `None` when NVML would
@@ -365,6 +410,14 @@ impl Source for NvmlSource {
         &self.host
     }
 
+    fn take_events(&mut self, out: &mut Vec<GpuEvent>) {
+        self.inbox.take(out);
+    }
+
+    fn wake_on_events(&mut self, wake: Arc<dyn Fn() + Send + Sync>) {
+        self.inbox.set_wake(wake);
+    }
+
     fn pci_bus_ids(&self) -> Vec<Option<String>> {
         self.pci_bus_ids.clone()
     }
@@ -423,11 +476,25 @@ impl Source for NvmlSource {
         for (i, answer) in answers.drain(..).enumerate() {
             let gpu_index = u32::try_from(i).unwrap_or(u32::MAX);
             match answer {
-                Answer::Done(Outcome::Sampled { rows, procs, refusals }) => {
+                Answer::Done(Outcome::Sampled { rows, procs, refusals, mut events }) => {
                     let Some(row) = rows.first() else { continue };
                     if self.uuids[i].as_ref() != Some(&row.gpu_uuid) {
                         self.uuids[i] = Some(row.gpu_uuid.clone());
                     }
+                    if let Some(since) = self.down[i].take() {
+                        tracing::info!(gpu_index, gpu_uuid = %row.gpu_uuid, down_s = (ts_ms - since) / 1000,
+                            "GPU answers again: recorded as a gpu_back event");
+                        out.events.push(GpuEvent {
+                            ts: ts_ms,
+                            gpu_uuid: row.gpu_uuid.clone(),
+                            gpu_index: row.gpu_index,
+                            kind: gpu_events::GPU_BACK.into(),
+                            value: Some((ts_ms - since) / 1000),
+                            detail: Some("seconds down in value".into()),
+                            ..GpuEvent::default()
+                        });
+                    }
+                    out.events.append(&mut events);
                     for refusal in &refusals {
                         out.refusals += 1;
                         if self.warn_once(gpu_index, refusal.query, &refusal.error) {
@@ -463,11 +530,14 @@ impl Source for NvmlSource {
                     }
                     out.gpus.extend(rows.iter().cloned());
                     // Back to the worker with the next request, to be filled again.
-                    self.spare[i] = Spare { rows, procs, refusals };
+                    self.spare[i] = Spare { rows, procs, refusals, events };
                 }
-                Answer::Done(Outcome::Failed { uuid, error }) => {
+                Answer::Done(Outcome::Failed { uuid, error, lost }) => {
                     if let Some(uuid) = &uuid {
                         self.uuids[i] = Some(uuid.as_str().into());
+                    }
+                    if lost {
+                        self.went_down(i, ts_ms, error.clone(), out);
                     }
                     // Without a handle it cannot say; it was the same GPU.
                     let gpu_uuid = uuid.or_else(|| self.uuids[i].as_deref().map(str::to_owned));
@@ -488,17 +558,25 @@ impl Source for NvmlSource {
                     ),
                     stalled: true,
                 }),
-                Answer::Stalled { since } => out.failures.push(GpuFailure {
-                    gpu_index,
-                    gpu_uuid: self.uuids[i].as_deref().map(str::to_owned),
-                    error: format!("still blocked in an NVML call, for {} ticks", self.round - since),
-                    stalled: true,
-                }),
+                Answer::Stalled { since } => {
+                    let ticks = self.round - since;
+                    if ticks >= DOWN_AFTER_STALLED_TICKS {
+                        let detail = format!("no answer for {ticks} ticks: an NVML call is blocked in the driver");
+                        self.went_down(i, ts_ms, detail, out);
+                    }
+                    out.failures.push(GpuFailure {
+                        gpu_index,
+                        gpu_uuid: self.uuids[i].as_deref().map(str::to_owned),
+                        error: format!("still blocked in an NVML call, for {ticks} ticks"),
+                        stalled: true,
+                    });
+                }
                 Answer::Idle => {}
             }
         }
         drop(slurm);
         self.answers = answers;
+        self.inbox.take(&mut out.events);
         // With the whole tick's processes at hand: the join by GPU must
         // see every pod on a GPU.
         if let (Some(k), Some(rows)) = (self.kubernetes.as_mut(), out.procs.get_mut(first_proc..)) {

@@ -324,5 +324,5 @@ fn rows_at_implausible_times_are_refused_and_the_segment_quarantined() {
 
 /// A tick's rows as a segment frame takes them.
 fn rows(t: &Tick) -> crate::wal::format::TickRows<'_> {
-    crate::wal::format::TickRows { gpus: &t.gpus, procs: &t.procs, allocs: &t.allocations }
+    crate::wal::format::TickRows { gpus: &t.gpus, procs: &t.procs, allocs: &t.allocations, events: &t.events }
 }

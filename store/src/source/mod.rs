@@ -10,7 +10,7 @@
 
 pub mod sim;
 
-use apron_schemas::{AllocSample, GpuSample, ProcSample};
+use apron_schemas::{AllocSample, GpuEvent, GpuSample, ProcSample};
 
 /// What one tick of one host produced.
 #[derive(Debug, Default, Clone)]
@@ -23,6 +23,9 @@ pub struct Tick {
     /// allocated each GPU to at the tick, whether or not they run a
     /// process on it (empty outside a cluster).
     pub allocations: Vec<AllocSample>,
+    /// The GPUs' events since the tick before: the driver's (an XID, an
+    /// ECC error), a GPU lost or back, error counters that moved.
+    pub events: Vec<GpuEvent>,
     /// GPUs that could not be sampled this tick. The others are still in
     /// `gpus`: one GPU failing never stops the recording of the rest.
     pub failures: Vec<GpuFailure>,
@@ -38,6 +41,7 @@ impl Tick {
         self.gpus.clear();
         self.procs.clear();
         self.allocations.clear();
+        self.events.clear();
         self.failures.clear();
         self.refusals = 0;
     }
@@ -74,4 +78,14 @@ pub trait Source {
     fn pci_bus_ids(&self) -> Vec<Option<String>> {
         Vec::new()
     }
+
+    /// Moves the GPUs' events that arrived since the last tick (or the
+    /// last call) to `out`; [`Source::sample`] takes them into its tick
+    /// too. A source without events between ticks has none.
+    fn take_events(&mut self, _out: &mut Vec<GpuEvent>) {}
+
+    /// Asks the source to call `wake` whenever an event arrives between
+    /// ticks, so the caller takes it ([`Source::take_events`]) and makes it
+    /// durable at once rather than at the next tick.
+    fn wake_on_events(&mut self, _wake: std::sync::Arc<dyn Fn() + Send + Sync>) {}
 }

@@ -24,8 +24,10 @@
 //! further frame is one tick: its time, its `gpu_samples` rows, its
 //! `proc_samples` rows and its allocations (the pods and Slurm jobs the
 //! cluster had allocated each GPU to, rolled up into `alloc_minutes` when
-//! the file closes), in postcard (varint integers, length-prefixed
-//! strings, fields in declaration order).
+//! the file closes) and the GPUs' events received since the frame before,
+//! in postcard (varint integers, length-prefixed strings, fields in
+//! declaration order). An event is written as soon as it arrives, in a
+//! frame of its own with no rows, which is not a tick.
 //!
 //! A crash can leave the last frame incomplete, or the file extended with
 //! garbage or zeros: bytes after the last intact frame are a torn tail,
@@ -47,25 +49,27 @@ use std::sync::LazyLock;
 use serde::{Deserialize, Serialize};
 
 use apron_schemas::paths::parse_wal_segment_name;
-use apron_schemas::{AllocSample, DataLayout, GpuSample, ProcSample, Table};
+use apron_schemas::{AllocSample, DataLayout, GpuEvent, GpuSample, ProcSample, Table};
 
 mod format1;
 mod format2;
 mod format3;
 mod format4;
 mod format5;
+mod format6;
 
 /// The version of the segment format. Bump it when the frame layout or a
 /// row struct ([`GpuSample`], [`ProcSample`], [`apron_schemas::ProcIdentity`],
-/// [`AllocSample`], [`apron_schemas::Holder`]) changes: postcard stores fields by position, not by name, so a segment is
+/// [`AllocSample`], [`apron_schemas::Holder`], [`GpuEvent`]) changes: postcard stores fields by position, not by name, so a segment is
 /// only readable by a build that knows its version. This build also reads
 /// format 1 (before `gpu_samples.gr_engine_active_pct` and the MIG columns),
 /// format 2 (before the `claimed_*` identity columns), format 3 (before
 /// `k8s_pod_name`, `k8s_container` and `slurm_partition`), format 4
-/// (before the allocations) and format 5 (before `k8s_labels`), so
+/// (before the allocations), format 5 (before `k8s_labels`) and format 6
+/// (before the GPUs' events), so
 /// segments a crash left behind reach Parquet after an upgrade; keep the
 /// older formats' readers when bumping it.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// The bytes that open a segment's header frame.
 pub const MAGIC: [u8; 8] = *b"APRONWAL";
@@ -114,6 +118,9 @@ pub struct SegmentRows {
     /// The allocations of those ticks (none in a segment of format 4 or
     /// older).
     pub allocs: Vec<AllocSample>,
+    /// The GPUs' events of those frames (none in a segment of format 6 or
+    /// older).
+    pub events: Vec<GpuEvent>,
     /// Bytes after the last complete, checksum-valid frame, dropped (0 for a
     /// segment that ends cleanly).
     pub torn_bytes: u64,
@@ -135,11 +142,12 @@ impl SegmentRows {
     /// Drops the rows whose time is outside [`PLAUSIBLE_TS_MS`] (a crafted
     /// or corrupt segment) and returns how many were dropped.
     pub fn refuse_implausible(&mut self) -> u64 {
-        let before = self.gpus.len() + self.procs.len() + self.allocs.len();
+        let before = self.gpus.len() + self.procs.len() + self.allocs.len() + self.events.len();
         self.gpus.retain(|r| PLAUSIBLE_TS_MS.contains(&r.ts));
         self.procs.retain(|r| PLAUSIBLE_TS_MS.contains(&r.ts));
         self.allocs.retain(|r| PLAUSIBLE_TS_MS.contains(&r.ts));
-        (before - self.gpus.len() - self.procs.len() - self.allocs.len()) as u64
+        self.events.retain(|r| PLAUSIBLE_TS_MS.contains(&r.ts));
+        (before - self.gpus.len() - self.procs.len() - self.allocs.len() - self.events.len()) as u64
     }
 }
 
@@ -177,7 +185,7 @@ pub enum WalError {
     /// The segment was written by a build with another format or other row
     /// columns; that build can read it.
     #[error(
-        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x}) and formats 1 to 5",
+        "WAL segment {} has format {found_version} (rows {found_fingerprint:08x}); this build reads format {FORMAT_VERSION} (rows {:08x}) and formats 1 to 6",
         path.display(),
         rows_fingerprint()
     )]
@@ -205,14 +213,14 @@ pub enum WalError {
     },
 }
 
-/// A fingerprint of the columns of `gpu_samples` and `proc_samples` (names,
+/// A fingerprint of the columns of `gpu_samples`, `proc_samples` and `gpu_events` (names,
 /// types, nullability), stored in each header: a build whose tables differ
 /// refuses the segment instead of misreading it, even where
 /// [`FORMAT_VERSION`] was not bumped.
 pub fn rows_fingerprint() -> u32 {
     static FINGERPRINT: LazyLock<u32> = LazyLock::new(|| {
         let mut h = crc32fast::Hasher::new();
-        for table in [Table::GpuSamples, Table::ProcSamples] {
+        for table in [Table::GpuSamples, Table::ProcSamples, Table::GpuEvents] {
             h.update(table.name().as_bytes());
             for f in table.schema().fields() {
                 h.update(format!("|{}:{}:{}", f.name(), f.data_type(), f.is_nullable()).as_bytes());
@@ -231,6 +239,7 @@ struct TickRef<'a> {
     gpus: &'a [GpuSample],
     procs: &'a [ProcSample],
     allocs: &'a [AllocSample],
+    events: &'a [GpuEvent],
 }
 
 /// One tick as read; the same fields, in the same order, as [`TickRef`].
@@ -240,6 +249,7 @@ struct TickOwned {
     gpus: Vec<GpuSample>,
     procs: Vec<ProcSample>,
     allocs: Vec<AllocSample>,
+    events: Vec<GpuEvent>,
 }
 
 /// A postcard output that appends to a caller's buffer, so encoding a tick
@@ -307,13 +317,16 @@ pub struct TickRows<'a> {
     pub procs: &'a [ProcSample],
     /// Its allocations.
     pub allocs: &'a [AllocSample],
+    /// The GPUs' events received since the frame before (a frame of events
+    /// alone, written as soon as they arrive, has no rows).
+    pub events: &'a [GpuEvent],
 }
 
 /// Appends the frame of the tick at `ts_ms` with its rows to `out`.
 pub fn encode_tick(ts_ms: i64, rows: TickRows<'_>, out: &mut Vec<u8>) -> postcard::Result<()> {
-    let TickRows { gpus, procs, allocs } = rows;
+    let TickRows { gpus, procs, allocs, events } = rows;
     append_frame(out, |buf| {
-        postcard::serialize_with_flavor(&TickRef { ts: ts_ms, gpus, procs, allocs }, AppendTo(buf))
+        postcard::serialize_with_flavor(&TickRef { ts: ts_ms, gpus, procs, allocs, events }, AppendTo(buf))
     })
 }
 
@@ -405,23 +418,32 @@ fn decode_segment(path: &Path, bytes: &[u8]) -> Result<SegmentRows, WalError> {
         };
         let frame_len = FRAME_HEADER_BYTES + payload.len();
         let old = |t: postcard::Result<(i64, Vec<GpuSample>, Vec<ProcSample>)>| {
-            t.map(|(ts, gpus, procs)| (ts, gpus, procs, Vec::new()))
+            t.map(|(ts, gpus, procs)| (ts, gpus, procs, Vec::new(), Vec::new()))
+        };
+        let no_events = |t: postcard::Result<format5::Tick>| {
+            t.map(|(ts, gpus, procs, allocs)| (ts, gpus, procs, allocs, Vec::new()))
         };
         let tick = match format {
             format1::VERSION => old(format1::decode_tick(payload)),
             format2::VERSION => old(format2::decode_tick(payload)),
             format3::VERSION => old(format3::decode_tick(payload)),
             format4::VERSION => old(format4::decode_tick(payload)),
-            format5::VERSION => format5::decode_tick(payload),
-            _ => postcard::from_bytes::<TickOwned>(payload).map(|t| (t.ts, t.gpus, t.procs, t.allocs)),
+            format5::VERSION => no_events(format5::decode_tick(payload)),
+            format6::VERSION => no_events(format6::decode_tick(payload)),
+            _ => postcard::from_bytes::<TickOwned>(payload)
+                .map(|t| (t.ts, t.gpus, t.procs, t.allocs, t.events)),
         };
         match tick {
-            Ok((ts, gpus, procs, allocs)) => {
-                out.ticks += 1;
-                out.last_tick_ms = Some(ts);
+            Ok((ts, gpus, procs, allocs, events)) => {
+                // A frame of events alone (no rows) is not a tick.
+                if !(gpus.is_empty() && procs.is_empty() && allocs.is_empty() && !events.is_empty()) {
+                    out.ticks += 1;
+                    out.last_tick_ms = Some(ts);
+                }
                 out.gpus.extend(gpus);
                 out.procs.extend(procs);
                 out.allocs.extend(allocs);
+                out.events.extend(events);
             }
             Err(_) => {
                 // Intact bytes this build cannot decode (a bug, or a build
@@ -449,7 +471,8 @@ fn decode_header(path: &Path, payload: &[u8]) -> Result<(SegmentHeader, u32), Wa
         || (version == format2::VERSION && fingerprint == format2::FINGERPRINT)
         || (version == format3::VERSION && fingerprint == format3::FINGERPRINT)
         || (version == format4::VERSION && fingerprint == format4::FINGERPRINT)
-        || (version == format5::VERSION && fingerprint == format5::FINGERPRINT);
+        || (version == format5::VERSION && fingerprint == format5::FINGERPRINT)
+        || (version == format6::VERSION && fingerprint == format6::FINGERPRINT);
     if !known {
         return Err(WalError::Version {
             path: path.to_path_buf(),
@@ -589,8 +612,12 @@ mod tests {
             let gpus = [gpu(ts, "GPU-b", Some(i as i32)), gpu(ts, "GPU-a", None)];
             let procs = [proc_row(ts, "GPU-b", 7)];
             let allocs = [alloc(ts, "GPU-a")];
-            encode_tick(ts, TickRows { gpus: &gpus, procs: &procs, allocs: &allocs }, &mut bytes)
-                .expect("encodes");
+            encode_tick(
+                ts,
+                TickRows { gpus: &gpus, procs: &procs, allocs: &allocs, events: &[] },
+                &mut bytes,
+            )
+            .expect("encodes");
             ends.push(bytes.len());
         }
         (bytes, ends)
@@ -627,8 +654,12 @@ mod tests {
             .map(|i| proc_row(1_796_083_199_000, "GPU-000000000000000000000000000000000000", i))
             .collect();
         let mut bytes = Vec::new();
-        encode_tick(1_796_083_199_000, TickRows { gpus: &gpus, procs: &procs, allocs: &[] }, &mut bytes)
-            .expect("encodes");
+        encode_tick(
+            1_796_083_199_000,
+            TickRows { gpus: &gpus, procs: &procs, ..TickRows::default() },
+            &mut bytes,
+        )
+        .expect("encodes");
         assert!(bytes.len() < 2_500, "{} bytes", bytes.len());
     }
 
@@ -775,9 +806,20 @@ mod tests {
             gpus: &[gpu(1_000, "GPU-a", Some(3))],
             procs: &[proc_row(1_000, "GPU-a", 7)],
             allocs: &[alloc(1_000, "GPU-a")],
+            events: &[GpuEvent {
+                ts: 1_000,
+                gpu_uuid: "GPU-a".into(),
+                gpu_index: 0,
+                kind: "xid".into(),
+                xid: Some(79),
+                pid: None,
+                value: Some(2),
+                delta: None,
+                detail: Some("d".into()),
+            }],
         };
         encode_tick(1_000, rows, &mut bytes).expect("encodes");
-        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (6, PINNED_TICK_CRC));
+        assert_eq!((FORMAT_VERSION, crc32fast::hash(&bytes)), (7, PINNED_TICK_CRC));
     }
 
     const PINNED_TICK_CRC: u32 = 1_241_176_005;

@@ -31,9 +31,15 @@
 //! `deny=a|b|…` makes them answer `NVML_ERROR_NO_PERMISSION` and
 //! `missing=a|b|…` `NVML_ERROR_FUNCTION_NOT_FOUND` (names: `util memory
 //! power power_limit energy sm_clock temp enc dec pcie pcie_counters pci
-//! clock_reasons compute graphics mps putil gpm`, and for `deny` also
-//! `handle`: the GPU a cgroup hides, whose `nvmlDeviceGetHandleByIndex_v2`
-//! answers `NO_PERMISSION`);
+//! clock_reasons compute graphics mps putil gpm`; `events`
+//! (`nvmlDeviceGetSupportedEventTypes`, `nvmlDeviceRegisterEvents`), `ecc`
+//! (`nvmlDeviceGetTotalEccErrors`), `remap` (`nvmlDeviceGetRemappedRows`),
+//! `retired` (`nvmlDeviceGetRetiredPages`, `_v2` and
+//! `nvmlDeviceGetRetiredPagesPendingStatus`), `replay`
+//! (`nvmlDeviceGetPcieReplayCounter`), `nvlink` (`nvmlDeviceGetNvLinkState`,
+//! `nvmlDeviceGetNvLinkErrorCounter`); and for `deny` also `handle`: the GPU
+//! a cgroup hides, whose `nvmlDeviceGetHandleByIndex_v2` answers
+//! `NO_PERMISSION`);
 //! `fail_after=N`: from tick N+1 on, every query of this GPU (its handle
 //! too) answers `fail_code` (default 15, `NVML_ERROR_GPU_IS_LOST`);
 //! `lost_at=N` with `reset_after=K` (default 2): at tick N the GPU falls off
@@ -62,6 +68,47 @@
 //! clock is S seconds behind (the system clock stepped back).
 //! A PID may be `self`, the process that loaded the fake, so that a test's
 //! GPU processes are real processes with a real `/proc` entry.
+//! `events=a|b|…`: the event types the GPU supports (names: `sbe dbe pstate
+//! xid clock power_source mig_config`, NVML's `nvmlEventType*` 0x1, 0x2,
+//! 0x4, 0x8, 0x10, 0x80, 0x100; default `sbe|dbe|pstate|xid|clock`;
+//! `events=none`: none).
+//! Scripted events (see Events below), each key a `|`-separated list:
+//! `xid_at=TICK:CODE` (an Xid CODE), `sbe_at=TICK:N` (a single-bit ECC
+//! error event; the corrected ECC counters grow by N), `dbe_at=TICK:N`
+//! (a double-bit one; the uncorrected counters grow by N), `pstate_at=TICK`
+//! (a P-state change), `xid_after_ms=MS:CODE` (an Xid CODE raised MS ms
+//! after the GPU's first successful `nvmlDeviceRegisterEvents` since
+//! `nvmlInit_v2`, by a thread of the fake, so that it arrives while the
+//! GPU's calls hang; like the others it reaches only the sets that have
+//! Xids registered for the GPU then, and none if the GPU is lost).
+//! Error counters (their calls do not advance the tick; a value "at tick t"
+//! is what a call sees while the GPU's tick is t; a lost GPU answers
+//! `GPU_IS_LOST` and a hung one blocks, as for any query):
+//! `ecc_corr=N`, `ecc_unc=N`: the corrected and uncorrected ECC error counts
+//! at tick 0, volatile and aggregate (`nvmlDeviceGetTotalEccErrors`, error
+//! type 0/1, counter type 0/1; default 0), and `ecc_corr_agg=N`,
+//! `ecc_unc_agg=N` more in the aggregate counters only; `sbe_at`/`dbe_at`
+//! add to both; `remap=CORR:UNC:PENDING:FAILURE` (`nvmlDeviceGetRemappedRows`;
+//! default `0:0:0:0`; PENDING and FAILURE are answered as 0 or 1) and
+//! `remap_at=TICK:CORR:UNC:PENDING:FAILURE|…`: from TICK on, those are the
+//! values; `retired=SBE:DBE:PENDING`: how many pages are retired for
+//! multiple single-bit errors (cause 0) and for double-bit errors (cause 1)
+//! (`nvmlDeviceGetRetiredPages`, with NVML's count-then-fill protocol; page
+//! i of cause c is at the made-up address `0x1_0000_0000 × (c + 1) +
+//! 0x1000 × i`) and whether retirements are pending
+//! (`nvmlDeviceGetRetiredPagesPendingStatus`, 0 or 1), default `0:0:0`, and
+//! `retired_at=TICK:SBE:DBE:PENDING|…` likewise from TICK on (the timestamp
+//! `nvmlDeviceGetRetiredPages_v2` gives a page is the sample clock's second
+//! at the tick it was first counted, tick 0 for the initial ones);
+//! `replay=N`: PCIe replays at tick 0 (`nvmlDeviceGetPcieReplayCounter`),
+//! `replay_at=TICK:N|…` adds N at TICK; `nvlinks=N`: links 0…N−1 are
+//! active (`nvmlDeviceGetNvLinkState`) and a higher link answers
+//! `INVALID_ARGUMENT`; without it (or with 0) every link answers
+//! `NOT_SUPPORTED`, state and counters, as on a GPU without NVLink;
+//! `nvlink_err_at=TICK:LINK:COUNTER:N|…` adds N at TICK to error counter
+//! COUNTER of LINK (`nvmlDeviceGetNvLinkErrorCounter`, counters 0–4:
+//! replay, recovery, CRC flit, CRC data, ECC data; a higher one answers
+//! `INVALID_ARGUMENT`; every counter starts at 0).
 //!
 //! MIG: a GPU key `mig=1` puts it in MIG mode (`mig=0`: MIG-capable, off;
 //! without the key `nvmlDeviceGetMigMode` answers `NOT_SUPPORTED`, as a GPU
@@ -104,6 +151,38 @@
 //! than `lastSeenTimeStamp`, or `NVML_ERROR_NOT_FOUND` when there are none,
 //! like the real library.
 //!
+//! Events: `nvmlEventSetCreate` makes a set (several may live at once), with
+//! its own queue of pending events and its registrations.
+//! `nvmlDeviceRegisterEvents(gpu, types, set)` adds `types` to what the set
+//! has registered for that GPU, or, if the GPU does not support one of
+//! them, registers nothing and answers `NOT_SUPPORTED`. A scripted event is
+//! raised inside the `nvmlDeviceGetUtilizationRates` call that advances
+//! its GPU to TICK, before anything else that call does: with `hang_after=N`
+//! an event at tick N (or N+1, the call that hangs) is still raised, and at
+//! `lost_at=N` tick N's events are; a lost GPU raises none (its events
+//! while lost are dropped). Events of one tick are raised in the order sbe,
+//! dbe, pstate, xid (several of one key in the order listed). A raised event is queued in
+//! every set that has its type registered for its GPU at that moment, and
+//! in no other: one raised before any registration is queued nowhere. A
+//! registration through a handle from before a reset (`lost_at` …
+//! `reset_after`) gets no events and counts as a lost GPU.
+//! `nvmlEventSetWait_v2(set, data, timeoutms)` returns the set's oldest
+//! pending event at once (`device`: the GPU's handle, as
+//! `nvmlDeviceGetHandleByIndex_v2` gives it; `eventType`: one type bit;
+//! `eventData`: the code of an Xid, else 0; `gpuInstanceId` and
+//! `computeInstanceId`: `0xFFFFFFFF`); with none pending it waits, woken as
+//! soon as another thread's call queues one, and answers
+//! `NVML_ERROR_TIMEOUT` after `timeoutms` (0: at once). If a GPU registered
+//! in the set is lost, it answers `NVML_ERROR_GPU_IS_LOST` instead, after
+//! waiting min(`timeoutms`, 100 ms) for an event (so a caller's loop does
+//! not spin). A hung GPU never blocks a wait: other GPUs' events and its
+//! `xid_after_ms` Xids still arrive. `fail_after` does not touch events. A
+//! set freed by `nvmlEventSetFree`, or made before the last `nvmlInit_v2`,
+//! answers `INVALID_ARGUMENT`. Log lines: `nvmlEventSetCreate set=<id>`,
+//! `nvmlEventSetFree set=<id>`, `nvmlEventSetWait_v2 set=<id>
+//! timeout_ms=<ms>` (when the wait starts) and `nvmlDeviceRegisterEvents
+//! gpu=<index> tick=<tick> types=<hex> set=<id>`.
+//!
 //! GPM: `nvmlGpmMetricsGet` answers `NVML_ERROR_INVALID_ARGUMENT` unless its
 //! two samples come from the same GPU at consecutive ticks, the only use the
 //! recorder should make of them.
@@ -112,11 +191,13 @@
 // (valid pointers of the documented types), not a per-function doc section.
 #![allow(clippy::missing_safety_doc)]
 
+use std::collections::VecDeque;
 use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// `nvmlReturn_t`.
 type Ret = c_uint;
@@ -127,6 +208,7 @@ const ERROR_NOT_SUPPORTED: Ret = 3;
 const ERROR_NO_PERMISSION: Ret = 4;
 const ERROR_NOT_FOUND: Ret = 6;
 const ERROR_INSUFFICIENT_SIZE: Ret = 7;
+const ERROR_TIMEOUT: Ret = 10;
 const ERROR_FUNCTION_NOT_FOUND: Ret = 13;
 const ERROR_GPU_IS_LOST: Ret = 15;
 const ERROR_ARGUMENT_VERSION_MISMATCH: Ret = 25;
@@ -159,6 +241,44 @@ const PROFILE_SLICES: [u32; 5] = [1, 2, 3, 4, 7];
 /// A pid no process has (above the kernel's `PID_MAX_LIMIT`, 2^22).
 const NO_SUCH_PID: u32 = 4_194_999;
 
+/// Event set handles are `EVENT_SET_BASE` plus the set's id (ids count up
+/// from 1 over the process's life, so a set of an earlier initialisation is
+/// never mistaken for a new one).
+const EVENT_SET_BASE: usize = 0x20_0000;
+
+// Event types (`nvmlEventType*`) and the names of the `events` key.
+const EVENT_SBE: u64 = 0x1;
+const EVENT_DBE: u64 = 0x2;
+const EVENT_PSTATE: u64 = 0x4;
+const EVENT_XID: u64 = 0x8;
+const EVENT_CLOCK: u64 = 0x10;
+const EVENT_POWER_SOURCE: u64 = 0x80;
+const EVENT_MIG_CONFIG: u64 = 0x100;
+const EVENT_NAMES: [(&str, u64); 7] = [
+    ("sbe", EVENT_SBE),
+    ("dbe", EVENT_DBE),
+    ("pstate", EVENT_PSTATE),
+    ("xid", EVENT_XID),
+    ("clock", EVENT_CLOCK),
+    ("power_source", EVENT_POWER_SOURCE),
+    ("mig_config", EVENT_MIG_CONFIG),
+];
+/// The event types a GPU without an `events` key supports.
+const DEFAULT_EVENTS: u64 = EVENT_SBE | EVENT_DBE | EVENT_PSTATE | EVENT_XID | EVENT_CLOCK;
+/// The longest an `nvmlEventSetWait_v2` with a lost GPU in its set waits
+/// before it answers `NVML_ERROR_GPU_IS_LOST`.
+const LOST_WAIT: Duration = Duration::from_millis(100);
+
+// `nvmlMemoryErrorType_t`, `nvmlEccCounterType_t`,
+// `nvmlPageRetirementCause_t` and the number of `nvmlNvLinkErrorCounter_t`s.
+const MEMORY_ERROR_CORRECTED: c_uint = 0;
+const MEMORY_ERROR_UNCORRECTED: c_uint = 1;
+const ECC_VOLATILE: c_uint = 0;
+const ECC_AGGREGATE: c_uint = 1;
+const RETIRED_MULTIPLE_SBE: c_uint = 0;
+const RETIRED_DBE: c_uint = 1;
+const NVLINK_ERROR_COUNTERS: c_uint = 5;
+
 /// `NVML_STRUCT_VERSION(Memory, 2)`: the struct's size and its version.
 const MEMORY_V2_VERSION: c_uint = 40 | (2 << 24);
 /// `NVML_GPM_SUPPORT_VERSION` and `NVML_GPM_METRICS_GET_VERSION`.
@@ -184,6 +304,17 @@ const GPM_METRIC_MAX: usize = 210;
 pub struct Utilization {
     gpu: c_uint,
     memory: c_uint,
+}
+
+/// `nvmlEventData_t`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct EventData {
+    device: *mut c_void,
+    event_type: c_ulonglong,
+    event_data: c_ulonglong,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
 }
 
 /// `nvmlPciInfo_t` (`nvmlDeviceGetPciInfo_v3` fills it).
@@ -297,6 +428,7 @@ pub struct GpmMetricsGet {
 // here would corrupt the caller's memory, so it must not compile.
 const _: () = {
     assert!(size_of::<Utilization>() == 8);
+    assert!(size_of::<EventData>() == 32);
     assert!(size_of::<MemoryV2>() == 40);
     assert!(size_of::<ProcessInfo>() == 24);
     assert!(size_of::<ProcessInfoR535>() == 32);
@@ -418,6 +550,37 @@ struct Gpu {
     gi_slices: Option<u32>,
     from: u64,
     until: Option<u64>,
+    /// The event types the GPU supports (`events`).
+    events: u64,
+    /// Scripted events: (tick, XID code) and (tick, error count) pairs,
+    /// and the ticks of P-state changes.
+    xid_at: Vec<(u64, u64)>,
+    sbe_at: Vec<(u64, u64)>,
+    dbe_at: Vec<(u64, u64)>,
+    pstate_at: Vec<u64>,
+    /// (ms after the first registration for events, XID code).
+    xid_after_ms: Vec<(u64, u64)>,
+    /// Whether the `xid_after_ms` thread has been started.
+    xid_timer: bool,
+    /// Starting ECC error counts, and what the aggregate counters hold on
+    /// top of the volatile ones.
+    ecc_corr: u64,
+    ecc_unc: u64,
+    ecc_corr_agg: u64,
+    ecc_unc_agg: u64,
+    /// Remapped rows (corrected, uncorrected, pending, failure), from tick
+    /// 0 and from the scripted ticks on.
+    remap: [u64; 4],
+    remap_at: Vec<(u64, [u64; 4])>,
+    /// Retired pages (multiple single-bit, double-bit, pending), likewise.
+    retired: [u64; 3],
+    retired_at: Vec<(u64, [u64; 3])>,
+    /// PCIe replays at tick 0, and (tick, replays added).
+    replay: u64,
+    replay_at: Vec<(u64, u64)>,
+    /// Active NVLinks (0: no NVLink), and [tick, link, counter, errors added].
+    nvlinks: u32,
+    nvlink_err_at: Vec<[u64; 4]>,
 }
 
 impl Gpu {
@@ -474,6 +637,25 @@ impl Gpu {
             gi_slices: None,
             from: 0,
             until: None,
+            events: DEFAULT_EVENTS,
+            xid_at: Vec::new(),
+            sbe_at: Vec::new(),
+            dbe_at: Vec::new(),
+            pstate_at: Vec::new(),
+            xid_after_ms: Vec::new(),
+            xid_timer: false,
+            ecc_corr: 0,
+            ecc_unc: 0,
+            ecc_corr_agg: 0,
+            ecc_unc_agg: 0,
+            remap: [0; 4],
+            remap_at: Vec::new(),
+            retired: [0; 3],
+            retired_at: Vec::new(),
+            replay: 0,
+            replay_at: Vec::new(),
+            nvlinks: 0,
+            nvlink_err_at: Vec::new(),
         };
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (key, value) = item.split_once('=').ok_or_else(|| format!("`{item}` is not key=value"))?;
@@ -530,6 +712,30 @@ impl Gpu {
                 "gi_slices" => gpu.gi_slices = Some(num(key, value)?),
                 "from" => gpu.from = num(key, value)?,
                 "until" => gpu.until = Some(num(key, value)?),
+                "events" => gpu.events = event_mask(value)?,
+                "xid_at" => gpu.xid_at = pairs(key, value)?,
+                "sbe_at" => gpu.sbe_at = pairs(key, value)?,
+                "dbe_at" => gpu.dbe_at = pairs(key, value)?,
+                "pstate_at" => gpu.pstate_at = entries(key, value)?.into_iter().map(|[t]| t).collect(),
+                "xid_after_ms" => gpu.xid_after_ms = pairs(key, value)?,
+                "ecc_corr" => gpu.ecc_corr = num(key, value)?,
+                "ecc_unc" => gpu.ecc_unc = num(key, value)?,
+                "ecc_corr_agg" => gpu.ecc_corr_agg = num(key, value)?,
+                "ecc_unc_agg" => gpu.ecc_unc_agg = num(key, value)?,
+                "remap" => gpu.remap = single(key, value)?,
+                "remap_at" => {
+                    gpu.remap_at =
+                        entries(key, value)?.into_iter().map(|[t, c, u, p, f]| (t, [c, u, p, f])).collect();
+                }
+                "retired" => gpu.retired = single(key, value)?,
+                "retired_at" => {
+                    gpu.retired_at =
+                        entries(key, value)?.into_iter().map(|[t, s, d, p]| (t, [s, d, p])).collect();
+                }
+                "replay" => gpu.replay = num(key, value)?,
+                "replay_at" => gpu.replay_at = pairs(key, value)?,
+                "nvlinks" => gpu.nvlinks = num(key, value)?,
+                "nvlink_err_at" => gpu.nvlink_err_at = entries(key, value)?,
                 "putil" if value == "notfound" => gpu.putil = ProcUtil::NotFound,
                 "putil" => {
                     let mut samples = Vec::new();
@@ -604,6 +810,67 @@ impl Gpu {
             if self.putil_back_at.is_some_and(|n| tick >= n) { self.putil_back_s * 1_000_000 } else { 0 };
         PUTIL_BASE_US + tick * 1_000_000 - back
     }
+
+    /// The values a `key_at` script gives at this GPU's tick: those of its
+    /// latest entry not after the tick, else `initial`.
+    fn at_tick<T: Copy>(&self, initial: T, script: &[(u64, T)]) -> T {
+        script.iter().filter(|(t, _)| *t <= self.tick).max_by_key(|(t, _)| *t).map_or(initial, |(_, v)| *v)
+    }
+
+    /// What a script of (tick, count) has added up to by this GPU's tick.
+    fn grown(&self, script: &[(u64, u64)]) -> u64 {
+        script.iter().filter(|(t, _)| *t <= self.tick).map(|(_, n)| n).sum()
+    }
+
+    /// The scripted events of this GPU's present tick, as (type, data), in
+    /// the order they are queued.
+    fn events_at_tick(&self) -> Vec<(u64, u64)> {
+        let now = |t: &u64| *t == self.tick;
+        let counts = |script: &[(u64, u64)], event_type| {
+            script.iter().filter(|(t, _)| now(t)).map(move |_| (event_type, 0)).collect::<Vec<_>>()
+        };
+        let mut events = counts(&self.sbe_at, EVENT_SBE);
+        events.extend(counts(&self.dbe_at, EVENT_DBE));
+        events.extend(self.pstate_at.iter().filter(|t| now(t)).map(|_| (EVENT_PSTATE, 0)));
+        events.extend(self.xid_at.iter().filter(|(t, _)| now(t)).map(|(_, code)| (EVENT_XID, *code)));
+        events
+    }
+
+    /// Whether `link` is one of this GPU's NVLinks: `NOT_SUPPORTED` without
+    /// NVLink, `INVALID_ARGUMENT` past its last link.
+    fn nvlink(&self, link: c_uint) -> Result<(), Ret> {
+        if self.nvlinks == 0 {
+            Err(ERROR_NOT_SUPPORTED)
+        } else if link >= self.nvlinks {
+            Err(ERROR_INVALID_ARGUMENT)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The pages this GPU has retired for `cause` by its tick, as
+    /// (address, retirement time in seconds since the epoch), oldest first;
+    /// `None` for a cause NVML does not have.
+    fn retired_pages(&self, cause: c_uint) -> Option<Vec<(u64, u64)>> {
+        let which = match cause {
+            RETIRED_MULTIPLE_SBE => 0,
+            RETIRED_DBE => 1,
+            _ => return None,
+        };
+        let mut script = vec![(0, self.retired)];
+        script.extend(self.retired_at.iter().filter(|(t, _)| *t <= self.tick));
+        // Stable: a script entry at tick 0 comes after (and overrides) the initial values.
+        script.sort_by_key(|(t, _)| *t);
+        let count = script.last().map_or(0, |(_, v)| v[which]);
+        let pages = (0..count)
+            .map(|i| {
+                let retired_at = script.iter().find(|(_, v)| v[which] > i).map_or(0, |(t, _)| *t);
+                let address = 0x1_0000_0000 * (u64::from(cause) + 1) + i * 0x1000;
+                (address, self.clock_us(retired_at) / 1_000_000)
+            })
+            .collect();
+        Some(pages)
+    }
 }
 
 /// Blocks the calling thread for good: an NVML call that never returns.
@@ -620,6 +887,46 @@ fn num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, String> {
 /// A pid, or `self` for the pid of the process that loaded the fake.
 fn pid_of(value: &str) -> Result<u32, String> {
     if value == "self" { Ok(std::process::id()) } else { num("pid", value) }
+}
+
+/// A `|`-separated list of entries of `K` `:`-separated numbers.
+fn entries<const K: usize>(key: &str, value: &str) -> Result<Vec<[u64; K]>, String> {
+    let mut out = Vec::new();
+    for entry in value.split('|').map(str::trim).filter(|s| !s.is_empty()) {
+        let parts = entry.split(':').map(|part| num(key, part)).collect::<Result<Vec<u64>, _>>()?;
+        let fields = <[u64; K]>::try_from(parts)
+            .map_err(|_| format!("`{key}` entry `{entry}` is not {K} numbers separated by `:`"))?;
+        out.push(fields);
+    }
+    Ok(out)
+}
+
+/// A `|`-separated list of `A:B` pairs of numbers.
+fn pairs(key: &str, value: &str) -> Result<Vec<(u64, u64)>, String> {
+    Ok(entries(key, value)?.into_iter().map(|[a, b]| (a, b)).collect())
+}
+
+/// One entry of `K` `:`-separated numbers.
+fn single<const K: usize>(key: &str, value: &str) -> Result<[u64; K], String> {
+    match entries(key, value)?.as_slice() {
+        [one] => Ok(*one),
+        _ => Err(format!("`{key}={value}` is not {K} numbers separated by `:`")),
+    }
+}
+
+/// The `events` key: event type names separated by `|`, or `none`.
+fn event_mask(value: &str) -> Result<u64, String> {
+    if value == "none" {
+        return Ok(0);
+    }
+    let mut mask = 0;
+    for name in value.split('|').map(str::trim).filter(|s| !s.is_empty()) {
+        match EVENT_NAMES.iter().find(|(n, _)| *n == name) {
+            Some((_, bit)) => mask |= bit,
+            None => return Err(format!("unknown event type `{name}`")),
+        }
+    }
+    Ok(mask)
 }
 
 fn processes(value: &str) -> Result<Vec<(u32, u64)>, String> {
@@ -665,7 +972,44 @@ struct State {
     reload_at: Option<u64>,
     /// The driver was reloaded under this initialisation.
     reloaded: bool,
+    /// The event sets of `nvmlEventSetCreate` not yet freed.
+    sets: Vec<EventSet>,
+    /// Which initialisation of the process this is (`SERIAL`).
+    serial: u64,
 }
+
+/// An event set: what was registered in it and its pending events, oldest
+/// first.
+struct EventSet {
+    id: usize,
+    registrations: Vec<Registration>,
+    pending: VecDeque<Event>,
+}
+
+/// The event types registered in a set for a GPU, through a handle of
+/// `generation`.
+struct Registration {
+    gpu: usize,
+    generation: usize,
+    types: u64,
+}
+
+/// A pending event of a set.
+struct Event {
+    gpu: usize,
+    generation: usize,
+    event_type: u64,
+    data: u64,
+}
+
+/// Counts `nvmlInit_v2`s, so that a `xid_after_ms` thread of an earlier
+/// scenario queues nothing into a later one.
+static SERIAL: AtomicU64 = AtomicU64::new(0);
+/// The id of the next event set.
+static NEXT_SET: AtomicUsize = AtomicUsize::new(1);
+/// Signalled (with `STATE`) whenever an event is queued, a set is freed or
+/// a GPU's tick advances, to wake `nvmlEventSetWait_v2`.
+static EVENTS: Condvar = Condvar::new();
 
 /// Whether the driver reload of `FAKE_NVML_RELOAD_AT` has happened in this
 /// process (it happens once; a re-initialised library works).
@@ -713,7 +1057,28 @@ impl State {
             Ok(v) => Some(num("FAKE_NVML_RELOAD_AT", &v)?),
             Err(_) => None,
         };
-        Ok(State { gpus, migs, driver, layout, log, reload_at, reloaded: false })
+        let serial = SERIAL.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(State { gpus, migs, driver, layout, log, reload_at, reloaded: false, sets: Vec::new(), serial })
+    }
+
+    /// Queues an event of GPU `gpu` in every set that registered its type
+    /// for the GPU through a handle of its present generation; a GPU that
+    /// is lost (for `symbol`, the call that raises the event) raises none.
+    fn queue_event(&mut self, gpu: usize, symbol: &str, event_type: u64, data: u64) {
+        let Some(g) = self.gpus.get(gpu) else { return };
+        if g.lost(symbol) {
+            return;
+        }
+        let generation = g.generation;
+        for set in &mut self.sets {
+            let registered = set
+                .registrations
+                .iter()
+                .any(|r| r.gpu == gpu && r.generation == generation && r.types & event_type != 0);
+            if registered {
+                set.pending.push_back(Event { gpu, generation, event_type, data });
+            }
+        }
     }
 
     fn log(&mut self, line: std::fmt::Arguments<'_>) {
@@ -740,6 +1105,17 @@ fn handle_index(device: *mut c_void) -> Option<(usize, usize)> {
     }
     let raw = (device as usize).checked_sub(HANDLE_BASE)?;
     Some((raw % HANDLE_GENERATION, raw / HANDLE_GENERATION))
+}
+
+/// The handle of GPU `index` in its `generation`.
+fn gpu_handle(index: usize, generation: usize) -> *mut c_void {
+    std::ptr::without_provenance_mut(HANDLE_BASE + index + generation * HANDLE_GENERATION)
+}
+
+/// The id of the event set behind a handle (0, no set's, for a handle that
+/// is none).
+fn set_id(set: *mut c_void) -> usize {
+    (set as usize).saturating_sub(EVENT_SET_BASE)
 }
 
 /// The `FAKE_NVML_MIG` instance a MIG device handle stands for.
@@ -812,6 +1188,15 @@ fn with_gpu(
     }
     if state.reloaded {
         return ERROR_UNKNOWN;
+    }
+    if symbol == "nvmlDeviceGetUtilizationRates" {
+        // The tick's events, before the call can hang, fail or be lost.
+        state.gpus[index].maybe_reset();
+        for (event_type, data) in state.gpus[index].events_at_tick() {
+            state.queue_event(index, symbol, event_type, data);
+        }
+        // Also wakes waits whose GPU this tick may have lost.
+        EVENTS.notify_all();
     }
     let layout = state.layout;
     let gpu = &mut state.gpus[index];
@@ -1015,10 +1400,8 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *m
             return ERROR_GPU_IS_LOST;
         }
     }
-    let handle =
-        std::ptr::without_provenance_mut(HANDLE_BASE + index as usize + gpu.generation * HANDLE_GENERATION);
     // SAFETY: NVML's contract: a valid out-parameter.
-    unsafe { put(device, handle) }
+    unsafe { put(device, gpu_handle(index as usize, gpu.generation)) }
 }
 
 #[unsafe(no_mangle)]
@@ -1715,5 +2098,348 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfo(
         };
         // SAFETY: NVML's contract: a valid out-parameter.
         unsafe { put(info, info_of) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetCreate(set: *mut *mut c_void) -> Ret {
+    let mut guard = state();
+    let Some(state) = guard.as_mut() else {
+        return ERROR_UNINITIALIZED;
+    };
+    let id = NEXT_SET.fetch_add(1, Ordering::SeqCst);
+    state.log(format_args!("nvmlEventSetCreate set={id}"));
+    if state.reloaded {
+        return ERROR_UNKNOWN;
+    }
+    // SAFETY: NVML's contract: a valid out-parameter.
+    let ret = unsafe { put(set, std::ptr::without_provenance_mut(EVENT_SET_BASE + id)) };
+    if ret == SUCCESS {
+        state.sets.push(EventSet { id, registrations: Vec::new(), pending: VecDeque::new() });
+    }
+    ret
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlEventSetFree(set: *mut c_void) -> Ret {
+    let mut guard = state();
+    let Some(state) = guard.as_mut() else {
+        return ERROR_UNINITIALIZED;
+    };
+    let id = set_id(set);
+    state.log(format_args!("nvmlEventSetFree set={id}"));
+    if state.reloaded {
+        return ERROR_UNKNOWN;
+    }
+    let Some(at) = state.sets.iter().position(|s| s.id == id) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    state.sets.remove(at);
+    EVENTS.notify_all();
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetSupportedEventTypes(
+    device: *mut c_void,
+    types: *mut c_ulonglong,
+) -> Ret {
+    // SAFETY (in the closure): NVML's contract: a valid out-parameter.
+    with_gpu(device, "nvmlDeviceGetSupportedEventTypes", "events", format_args!(""), |g, _| unsafe {
+        put(types, g.events)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceRegisterEvents(device: *mut c_void, types: c_ulonglong, set: *mut c_void) -> Ret {
+    let id = set_id(set);
+    let extra = format_args!(" types={types:#x} set={id}");
+    let ret = with_gpu(device, "nvmlDeviceRegisterEvents", "events", extra, |g, _| {
+        // As real NVML: all the types asked for, or none.
+        if types & !g.events != 0 { ERROR_NOT_SUPPORTED } else { SUCCESS }
+    });
+    if ret != SUCCESS {
+        return ret;
+    }
+    let Some((gpu, generation)) = handle_index(device) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    let mut guard = state();
+    let Some(state) = guard.as_mut() else {
+        return ERROR_UNINITIALIZED;
+    };
+    let Some(set) = state.sets.iter_mut().find(|s| s.id == id) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    match set.registrations.iter_mut().find(|r| r.gpu == gpu && r.generation == generation) {
+        Some(registration) => registration.types |= types,
+        None => set.registrations.push(Registration { gpu, generation, types }),
+    }
+    let g = &mut state.gpus[gpu];
+    if !g.xid_after_ms.is_empty() && !g.xid_timer {
+        g.xid_timer = true;
+        start_xid_timer(state.serial, gpu, g.xid_after_ms.clone());
+    }
+    SUCCESS
+}
+
+/// `xid_after_ms`: queues GPU `gpu`'s XIDs at their times from now, on a
+/// thread of its own (the GPU's own calls may be hung meanwhile), unless
+/// the library was initialised afresh or the driver reloaded in between.
+fn start_xid_timer(serial: u64, gpu: usize, mut script: Vec<(u64, u64)>) {
+    let start = Instant::now();
+    script.sort_by_key(|(ms, _)| *ms);
+    let spawned = std::thread::Builder::new().name("fake-nvml-xid".to_owned()).spawn(move || {
+        for (ms, code) in script {
+            std::thread::sleep((start + Duration::from_millis(ms)).saturating_duration_since(Instant::now()));
+            let mut guard = state();
+            let Some(state) = guard.as_mut().filter(|s| s.serial == serial && !s.reloaded) else {
+                return;
+            };
+            state.queue_event(gpu, "xid_after_ms", EVENT_XID, code);
+            EVENTS.notify_all();
+        }
+    });
+    if let Err(e) = spawned {
+        eprintln!("fake NVML: cannot start the xid_after_ms thread: {e}");
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetWait_v2(
+    set: *mut c_void,
+    data: *mut EventData,
+    timeout_ms: c_uint,
+) -> Ret {
+    let start = Instant::now();
+    let timeout = Duration::from_millis(u64::from(timeout_ms));
+    let id = set_id(set);
+    let mut guard = state();
+    match guard.as_mut() {
+        Some(state) => state.log(format_args!("nvmlEventSetWait_v2 set={id} timeout_ms={timeout_ms}")),
+        None => return ERROR_UNINITIALIZED,
+    }
+    if data.is_null() {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    loop {
+        let Some(state) = guard.as_mut() else {
+            return ERROR_UNINITIALIZED;
+        };
+        if state.reloaded {
+            return ERROR_UNKNOWN;
+        }
+        let Some(set) = state.sets.iter_mut().find(|s| s.id == id) else {
+            return ERROR_INVALID_ARGUMENT;
+        };
+        if let Some(event) = set.pending.pop_front() {
+            let out = EventData {
+                device: gpu_handle(event.gpu, event.generation),
+                event_type: event.event_type,
+                event_data: event.data,
+                gpu_instance_id: NO_INSTANCE,
+                compute_instance_id: NO_INSTANCE,
+            };
+            // SAFETY: NVML's contract: a valid out-parameter, checked non-null above.
+            return unsafe { put(data, out) };
+        }
+        // A registered GPU off the bus (or reset since, its registration
+        // with it) makes the wait fail, but not at once: a caller that
+        // loops on it must not spin. A hung GPU is never waited on.
+        let gpus = &state.gpus;
+        let lost = set.registrations.iter().any(|r| {
+            gpus.get(r.gpu).is_some_and(|g| g.lost("nvmlEventSetWait_v2") || g.generation != r.generation)
+        });
+        let deadline = start + if lost { timeout.min(LOST_WAIT) } else { timeout };
+        let now = Instant::now();
+        if now >= deadline {
+            return if lost { ERROR_GPU_IS_LOST } else { ERROR_TIMEOUT };
+        }
+        guard = EVENTS
+            .wait_timeout(guard, deadline - now)
+            .map_or_else(|poisoned| poisoned.into_inner().0, |(guard, _)| guard);
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
+    device: *mut c_void,
+    error_type: c_uint,
+    counter_type: c_uint,
+    count: *mut c_ulonglong,
+) -> Ret {
+    let extra = format_args!(" error_type={error_type} counter_type={counter_type}");
+    with_gpu(device, "nvmlDeviceGetTotalEccErrors", "ecc", extra, |g, _| {
+        let (volatile, aggregate_extra) = match error_type {
+            MEMORY_ERROR_CORRECTED => (g.ecc_corr + g.grown(&g.sbe_at), g.ecc_corr_agg),
+            MEMORY_ERROR_UNCORRECTED => (g.ecc_unc + g.grown(&g.dbe_at), g.ecc_unc_agg),
+            _ => return ERROR_INVALID_ARGUMENT,
+        };
+        let value = match counter_type {
+            ECC_VOLATILE => volatile,
+            ECC_AGGREGATE => volatile + aggregate_extra,
+            _ => return ERROR_INVALID_ARGUMENT,
+        };
+        // SAFETY: NVML's contract: a valid out-parameter.
+        unsafe { put(count, value) }
+    })
+}
+
+/// A count as NVML's `unsigned int`.
+fn uint(value: u64) -> c_uint {
+    c_uint::try_from(value).unwrap_or(c_uint::MAX)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
+    device: *mut c_void,
+    corr_rows: *mut c_uint,
+    unc_rows: *mut c_uint,
+    is_pending: *mut c_uint,
+    failure_occurred: *mut c_uint,
+) -> Ret {
+    if corr_rows.is_null() || unc_rows.is_null() || is_pending.is_null() || failure_occurred.is_null() {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    with_gpu(device, "nvmlDeviceGetRemappedRows", "remap", format_args!(""), |g, _| {
+        let [corr, unc, pending, failure] = g.at_tick(g.remap, &g.remap_at);
+        // SAFETY: NVML's contract: valid out-parameters, checked non-null above.
+        unsafe {
+            corr_rows.write(uint(corr));
+            unc_rows.write(uint(unc));
+            is_pending.write(c_uint::from(pending != 0));
+            failure_occurred.write(c_uint::from(failure != 0));
+        }
+        SUCCESS
+    })
+}
+
+/// The list protocol of `nvmlDeviceGetRetiredPages(_v2)`; `timestamps` may
+/// be null.
+unsafe fn put_retired_pages(
+    g: &Gpu,
+    cause: c_uint,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> Ret {
+    let Some(pages) = g.retired_pages(cause) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    if count.is_null() {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: `count` is a non-null in/out parameter; `addresses` and
+    // `timestamps`, when not null, hold `*count` entries.
+    unsafe {
+        let room = *count as usize;
+        *count = uint(pages.len() as u64);
+        if pages.is_empty() {
+            return SUCCESS;
+        }
+        if room < pages.len() {
+            return ERROR_INSUFFICIENT_SIZE;
+        }
+        if addresses.is_null() {
+            return ERROR_INVALID_ARGUMENT;
+        }
+        for (i, (address, time)) in pages.into_iter().enumerate() {
+            addresses.add(i).write(address);
+            if !timestamps.is_null() {
+                timestamps.add(i).write(time);
+            }
+        }
+    }
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPages(
+    device: *mut c_void,
+    cause: c_uint,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+) -> Ret {
+    // SAFETY (in the closure): NVML's list contract, checked in `put_retired_pages`.
+    with_gpu(device, "nvmlDeviceGetRetiredPages", "retired", format_args!(" cause={cause}"), |g, _| unsafe {
+        put_retired_pages(g, cause, count, addresses, std::ptr::null_mut())
+    })
+}
+
+/// `nvml-wrapper`'s `Device::retired_pages` fetches the pages with this one
+/// once `nvmlDeviceGetRetiredPages` has counted them.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
+    device: *mut c_void,
+    cause: c_uint,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> Ret {
+    let extra = format_args!(" cause={cause}");
+    // SAFETY (in the closure): NVML's list contract, checked in `put_retired_pages`.
+    with_gpu(device, "nvmlDeviceGetRetiredPages_v2", "retired", extra, |g, _| unsafe {
+        put_retired_pages(g, cause, count, addresses, timestamps)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
+    device: *mut c_void,
+    is_pending: *mut c_uint,
+) -> Ret {
+    with_gpu(device, "nvmlDeviceGetRetiredPagesPendingStatus", "retired", format_args!(""), |g, _| {
+        let [_, _, pending] = g.at_tick(g.retired, &g.retired_at);
+        // SAFETY: NVML's contract: a valid out-parameter (`nvmlEnableState_t`).
+        unsafe { put(is_pending, c_uint::from(pending != 0)) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPcieReplayCounter(device: *mut c_void, value: *mut c_uint) -> Ret {
+    // SAFETY (in the closure): NVML's contract: a valid out-parameter.
+    with_gpu(device, "nvmlDeviceGetPcieReplayCounter", "replay", format_args!(""), |g, _| unsafe {
+        put(value, uint(g.replay + g.grown(&g.replay_at)))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
+    device: *mut c_void,
+    link: c_uint,
+    is_active: *mut c_uint,
+) -> Ret {
+    with_gpu(device, "nvmlDeviceGetNvLinkState", "nvlink", format_args!(" link={link}"), |g, _| {
+        match g.nvlink(link) {
+            // SAFETY: NVML's contract: a valid out-parameter (`nvmlEnableState_t`).
+            Ok(()) => unsafe { put(is_active, 1) },
+            Err(code) => code,
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
+    device: *mut c_void,
+    link: c_uint,
+    counter: c_uint,
+    value: *mut c_ulonglong,
+) -> Ret {
+    let extra = format_args!(" link={link} counter={counter}");
+    with_gpu(device, "nvmlDeviceGetNvLinkErrorCounter", "nvlink", extra, |g, _| {
+        if let Err(code) = g.nvlink(link) {
+            return code;
+        }
+        if counter >= NVLINK_ERROR_COUNTERS {
+            return ERROR_INVALID_ARGUMENT;
+        }
+        let errors = g
+            .nvlink_err_at
+            .iter()
+            .filter(|[t, l, c, _]| *t <= g.tick && *l == u64::from(link) && *c == u64::from(counter))
+            .map(|[.., n]| n)
+            .sum();
+        // SAFETY: NVML's contract: a valid out-parameter.
+        unsafe { put(value, errors) }
     })
 }

@@ -12,7 +12,7 @@
 //! keeps power, energy, temperature and clocks, and the number of slices
 //! the instances' shares are counted in.
 
-use apron_schemas::GpuSample;
+use apron_schemas::{GpuEvent, GpuSample};
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::enums::gpm::GpmMetricId;
@@ -24,6 +24,7 @@ use nvml_wrapper::sys_exports::field_id::{
 };
 use nvml_wrapper::{Device, GpmSample, Nvml};
 
+use super::counters::Counters;
 use super::driver::ProcessCall;
 use super::process_util::{Picked, ProcUtil, UtilSample, Window};
 use super::raw::{self, Buffers, ProcessList};
@@ -68,6 +69,8 @@ pub struct Spare {
     pub procs: Vec<GpuProc>,
     /// The refusals.
     pub refusals: Vec<Refusal>,
+    /// The events.
+    pub events: Vec<GpuEvent>,
 }
 
 /// A GPU's answer to one tick.
@@ -82,6 +85,8 @@ pub enum Outcome {
         /// Queries NVML refused (not supported, not permitted, not in this
         /// driver).
         refusals: Vec<Refusal>,
+        /// Its error counters that moved ([`super::counters`]), when read.
+        events: Vec<GpuEvent>,
     },
     /// It could not be sampled.
     Failed {
@@ -89,6 +94,8 @@ pub enum Outcome {
         uuid: Option<String>,
         /// What failed, for the log.
         error: String,
+        /// NVML said the GPU is lost (fallen off the bus).
+        lost: bool,
     },
     /// NVML would not give its handle (`NO_PERMISSION`: a cgroup hides it).
     Hidden {
@@ -129,6 +136,8 @@ pub struct GpuState {
     index: u32,
     process_call: ProcessCall,
     open: Option<OpenGpu>,
+    /// Its error counters' last readings; kept across a new handle.
+    counters: Counters,
 }
 
 /// A GPU whose handle and UUID are known, and what is kept between ticks.
@@ -323,7 +332,7 @@ pub fn pcie_rates(before: PcieCount, now: PcieCount) -> (Option<i64>, Option<i64
 impl GpuState {
     /// GPU `index`, not yet opened (its worker opens it at its first tick).
     pub fn new(nvml: &'static Nvml, index: u32, process_call: ProcessCall) -> GpuState {
-        GpuState { nvml, index, process_call, open: None }
+        GpuState { nvml, index, process_call, open: None, counters: Counters::default() }
     }
 
     /// Samples this GPU once; the worker's job.
@@ -334,20 +343,33 @@ impl GpuState {
                 Err(NvmlError::NoPermission) => {
                     return Outcome::Hidden { error: NvmlError::NoPermission.to_string() };
                 }
-                Err(e) => return Outcome::Failed { uuid: None, error: format!("cannot get a handle: {e}") },
+                Err(e) => {
+                    let lost = matches!(e, NvmlError::GpuLost);
+                    return Outcome::Failed { uuid: None, error: format!("cannot get a handle: {e}"), lost };
+                }
             }
         }
         let Some(open) = self.open.as_mut() else {
-            return Outcome::Failed { uuid: None, error: "no handle".into() };
+            return Outcome::Failed { uuid: None, error: "no handle".into(), lost: false };
         };
+        let ts_ms = req.ts_ms;
         match open.sample(self.nvml, self.index, self.process_call, req) {
-            Ok(outcome) => outcome,
-            Err(error) => {
+            Ok(mut outcome) => {
+                if let Outcome::Sampled { events, .. } = &mut outcome {
+                    events.clear();
+                    if self.counters.due(ts_ms) {
+                        let index = i32::try_from(self.index).unwrap_or(i32::MAX);
+                        self.counters.read(self.nvml, &open.device, (&open.uuid, index), ts_ms, events);
+                    }
+                }
+                outcome
+            }
+            Err((error, lost)) => {
                 let uuid = Some(open.uuid.to_string());
                 // A lost, reset or reloaded GPU answers again only through
                 // a fresh handle: fetch one at the next tick.
                 self.open = None;
-                Outcome::Failed { uuid, error }
+                Outcome::Failed { uuid, error, lost }
             }
         }
     }
@@ -383,20 +405,20 @@ impl OpenGpu {
         index: u32,
         process_call: ProcessCall,
         req: Request,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, (String, bool)> {
         self.ticks += 1;
         let device = &self.device;
         let util = device.utilization_rates();
         if let Err(e) = &util
             && is_device_failure(e)
         {
-            return Err(format!("cannot read utilization: {e}"));
+            return Err((format!("cannot read utilization: {e}"), matches!(e, NvmlError::GpuLost)));
         }
         let memory = device.memory_info();
         if let Err(e) = &memory
             && is_device_failure(e)
         {
-            return Err(format!("cannot read memory use: {e}"));
+            return Err((format!("cannot read memory use: {e}"), matches!(e, NvmlError::GpuLost)));
         }
         if self.mig.due(self.ticks) {
             self.mig.read(nvml, device, self.ticks);
@@ -426,7 +448,7 @@ impl OpenGpu {
             ),
             None => (None, None),
         };
-        let Spare { mut rows, mut procs, mut refusals } = req.spare;
+        let Spare { mut rows, mut procs, mut refusals, events } = req.spare;
         rows.clear();
         procs.clear();
         refusals.clear();
@@ -494,7 +516,7 @@ impl OpenGpu {
             if stale {
                 self.mig.read_at = None;
             }
-            return Ok(Outcome::Sampled { rows, procs, refusals });
+            return Ok(Outcome::Sampled { rows, procs, refusals, events });
         }
         list_processes(nvml, device, process_call, scratch, &mut refusals, index);
         if !scratch.processes.is_empty() {
@@ -539,7 +561,7 @@ impl OpenGpu {
                 procs.push(GpuProc { row: 0, pid, used_mem_bytes: used, sm_util_pct: sm, mem_util_pct: mem });
             }
         }
-        Ok(Outcome::Sampled { rows, procs, refusals })
+        Ok(Outcome::Sampled { rows, procs, refusals, events })
     }
 }
 

@@ -9,7 +9,8 @@
 //! - per-process utilization, surviving a sample count that grows between
 //!   the count query and the query that fills the buffer (`nvml-wrapper`
 //!   turns that into an error, which would read as "no sample", a 0);
-//! - the two MIG queries `nvml-wrapper` does not wrap: a MIG device's GPU
+//! - the queries `nvml-wrapper` does not wrap: a GPU's row remapping, and
+//!   the two MIG ones: a MIG device's GPU
 //!   instance id (GPM samples an instance by it) and a GPU's
 //!   GPU-instance profiles (their largest says how many slices it has).
 //!
@@ -212,6 +213,21 @@ pub(super) fn gpu_instance_id(nvml: &Nvml, device: &Device<'_>) -> Result<u32, N
     // alive; `id` is the one `unsigned int` the call writes.
     nvml_wrapper::error::nvml_try(unsafe { sym(device.handle(), &mut id) })?;
     Ok(id)
+}
+
+/// GPU `device`'s row remapping (`nvmlDeviceGetRemappedRows`, Ampere and
+/// newer), which `nvml-wrapper` does not wrap: rows remapped for
+/// correctable and for uncorrectable errors, whether a remapping waits for
+/// a reset, whether one failed.
+pub(super) fn remapped_rows(nvml: &Nvml, device: &Device<'_>) -> Result<[u32; 4], NvmlError> {
+    let sym = nvml_wrapper::error::nvml_sym(nvml.lib().nvmlDeviceGetRemappedRows.as_ref())?;
+    let [mut corr, mut unc, mut pending, mut failure]: [c_uint; 4] = [0; 4];
+    // SAFETY: the handle is only handed back to NVML while `device` is
+    // alive; each pointer is one `unsigned int` the call writes.
+    nvml_wrapper::error::nvml_try(unsafe {
+        sym(device.handle(), &mut corr, &mut unc, &mut pending, &mut failure)
+    })?;
+    Ok([corr, unc, pending, failure])
 }
 
 /// How many compute slices GPU `device` has for MIG: the largest slice
