@@ -245,8 +245,10 @@ mod tests {
         // Host `a` only: `b` keeps its days (and so the day folders).
         let done = apply_retention(&layout, Some("a"), today, &policy, &lock).expect("retention");
         let removed = done.removed;
-        // Two raw tables of two days each, three rollups of one day each.
-        assert_eq!(removed.len(), 2 + 2 + 1 + 1 + 1, "{removed:?}");
+        // Two raw tables of two days each; three rollups and the events,
+        // kept as long, of one day each.
+        assert_eq!(removed.len(), 2 + 2 + 1 + 1 + 1 + 1, "{removed:?}");
+        assert!(layout.partition_dir(Table::GpuEvents, day("2026-12-08"), "a").exists());
         assert!(done.held.is_empty(), "a folder that does not ship holds nothing");
         assert!(!layout.partition_dir(Table::GpuSamples, day("2026-12-08"), "a").exists());
         assert!(layout.partition_dir(Table::GpuSamples, day("2026-12-08"), "b").exists());

@@ -231,8 +231,11 @@ impl NvmlSource {
         // Read once: a GPU does not move while the driver has it.
         // Each GPU's PCI bus id (for /metrics) and device file's minor
         // number (Slurm's order of GPUs), with one handle each.
-        let (pci_bus_ids, minors): (Vec<Option<String>>, Vec<Option<u32>>) = (0..count)
-            .map(|index| match nvml.device_by_index(index) {
+        // The same handles register the GPUs' events.
+        let devices: Vec<_> = (0..count).map(|index| nvml.device_by_index(index)).collect();
+        let (pci_bus_ids, minors): (Vec<Option<String>>, Vec<Option<u32>>) = devices
+            .iter()
+            .map(|device| match device {
                 Ok(d) => (d.pci_info().map(|p| p.bus_id).ok(), d.minor_number().ok()),
                 Err(_) => (None, None),
             })
@@ -243,7 +246,7 @@ impl NvmlSource {
             .map_err(|source| NvmlOpenError::Thread { source })?;
         let n = workers.len();
         let inbox = Arc::new(Inbox::default());
-        let registrations = events::spawn(nvml, count, Arc::clone(&inbox));
+        let registrations = events::spawn(nvml, devices, Arc::clone(&inbox));
         Ok(NvmlSource {
             host,
             driver_version,

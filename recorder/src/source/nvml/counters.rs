@@ -23,8 +23,7 @@ use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use super::gpu::is_device_failure;
-use super::raw;
+use super::raw::{self, is_device_failure};
 
 /// How often a GPU's error counters are read.
 pub const COUNTERS_EVERY_MS: i64 = 60_000;

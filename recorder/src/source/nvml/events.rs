@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use apron_schemas::gpu_events::{ECC_DBE, ECC_SBE, MIG_CONFIG, POWER_SOURCE, XID};
 use apron_schemas::{GpuEvent, Text};
-use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
 
 /// How long one wait in the driver lasts before the thread looks whether
 /// it should stop.
@@ -112,12 +112,18 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Starts the event thread for GPUs `0..count`: registers each GPU's event
+/// Starts the event thread for the GPUs `devices` (by NVML index, each
+/// handle or why there is none): registers each GPU's event
 /// types (those of [`wanted`] it supports) in one event set, then waits
 /// for events until the process ends, putting each into `inbox`. Returns
 /// what was registered; a GPU that cannot register is a note, not an
 /// error (the samples go on without its events).
-pub fn spawn(nvml: &'static Nvml, count: u32, inbox: Arc<Inbox>) -> Vec<Registration> {
+pub fn spawn(
+    nvml: &'static Nvml,
+    devices: Vec<Result<Device<'static>, NvmlError>>,
+    inbox: Arc<Inbox>,
+) -> Vec<Registration> {
+    let count = u32::try_from(devices.len()).unwrap_or(u32::MAX);
     let set = match nvml.create_event_set() {
         Ok(set) => set,
         Err(e) => {
@@ -132,9 +138,9 @@ pub fn spawn(nvml: &'static Nvml, count: u32, inbox: Arc<Inbox>) -> Vec<Registra
     let mut registrations = Vec::new();
     // Per registered GPU: its handle's address, index and UUID.
     let mut gpus: Vec<(usize, i32, Text)> = Vec::new();
-    for gpu_index in 0..count {
+    for (gpu_index, device) in (0..).zip(devices) {
         let mut reg = Registration { gpu_index, kinds: Vec::new(), note: None };
-        let device = match nvml.device_by_index(gpu_index) {
+        let device = match device {
             Ok(d) => d,
             Err(e) => {
                 reg.note = Some(format!("no handle: {e}"));

@@ -27,6 +27,7 @@ use nvml_wrapper::{Device, GpmSample, Nvml};
 use super::counters::Counters;
 use super::driver::ProcessCall;
 use super::process_util::{Picked, ProcUtil, UtilSample, Window};
+pub use super::raw::is_device_failure;
 use super::raw::{self, Buffers, ProcessList};
 
 /// The scalar metrics read in one `nvmlDeviceGetFieldValues` call, in this
@@ -728,21 +729,6 @@ fn gpm_metrics(
     }
     *last = Some(sample);
     values
-}
-
-/// Whether an error from a basic query (utilization, memory) means the GPU
-/// as a whole cannot be sampled, rather than that this one metric is not
-/// available (not supported, not permitted, not in this driver).
-pub fn is_device_failure(error: &NvmlError) -> bool {
-    !matches!(
-        error,
-        NvmlError::NotSupported
-            | NvmlError::NoPermission
-            | NvmlError::FailedToLoadSymbol(_)
-            | NvmlError::FunctionNotFound
-            | NvmlError::NotFound
-            | NvmlError::NoData
-    )
 }
 
 /// Merges process lists (compute, graphics, MPS clients) into `merged`

@@ -215,6 +215,21 @@ pub(super) fn gpu_instance_id(nvml: &Nvml, device: &Device<'_>) -> Result<u32, N
     Ok(id)
 }
 
+/// Whether an error from a basic query (utilization, memory) means the GPU
+/// as a whole cannot be sampled, rather than that this one metric is not
+/// available (not supported, not permitted, not in this driver).
+pub fn is_device_failure(error: &NvmlError) -> bool {
+    !matches!(
+        error,
+        NvmlError::NotSupported
+            | NvmlError::NoPermission
+            | NvmlError::FailedToLoadSymbol(_)
+            | NvmlError::FunctionNotFound
+            | NvmlError::NotFound
+            | NvmlError::NoData
+    )
+}
+
 /// GPU `device`'s row remapping (`nvmlDeviceGetRemappedRows`, Ampere and
 /// newer), which `nvml-wrapper` does not wrap: rows remapped for
 /// correctable and for uncorrectable errors, whether a remapping waits for
