@@ -17,6 +17,7 @@ use crate::commands::alerts::AlertsArgs;
 use crate::commands::chart::ChartArgs;
 use crate::commands::config::ConfigArgs;
 use crate::commands::demo::DemoArgs;
+use crate::commands::events::EventsArgs;
 use crate::commands::idle_cost::IdleCostArgs;
 use crate::commands::import::ImportArgs;
 use crate::commands::pick::PickArgs;
@@ -131,6 +132,14 @@ pub enum Command {
     /// the GPU's mean activity and PCIe traffic over the stretch
     #[command(about = "List processes on idle GPUs starved of data, not zombies", long_about)]
     Starved(StarvedArgs),
+
+    /// List the GPUs' faults over the period (XID errors, ECC errors, GPUs
+    /// lost, error counters that moved), each with what it means, the
+    /// action it calls for (XIDs by NVIDIA's catalogue) and whether its GPU
+    /// should be drained, and the processes that were on the GPU. With
+    /// --drain, only the faults that call for draining
+    #[command(about = "List the GPUs' faults and the GPUs to drain", long_about)]
+    Events(EventsArgs),
 
     /// What each team's GPU time cost: GPU-hours busy, idle-held and
     /// idle-empty, energy and cost per team, adding up to the fleet's cost

@@ -84,6 +84,7 @@ fn help_of_apron_and_every_command() {
         "savings",
         "zombies",
         "starved",
+        "events",
         "spend",
         "idle-cost",
         "windows",

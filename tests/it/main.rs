@@ -33,6 +33,7 @@ mod docs_paths;
 mod durability;
 mod faults;
 mod first_run;
+mod gpu_events;
 mod identity_trust;
 mod import_locking;
 mod kubernetes;

@@ -119,6 +119,23 @@ fn case(name: &str) -> Option<Case> {
             params: vec![start, end],
             columns: &["first_minute", "last_minute", "gpus", "recorded_seconds", "models"],
         },
+        "events" => Case {
+            params: vec![start.clone(), end.clone()],
+            columns: &[
+                "host",
+                "gpu_index",
+                "gpu_uuid",
+                "kind",
+                "xid",
+                "detail",
+                "events",
+                "first_at",
+                "last_at",
+                "increase",
+                "last_value",
+                "on_gpu",
+            ],
+        },
         "fleet_state" => Case {
             // Five-minute buckets.
             params: vec![i64p(300)],

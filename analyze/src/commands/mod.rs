@@ -20,6 +20,7 @@ pub mod chart;
 pub mod config;
 pub mod demo;
 pub mod docs;
+pub mod events;
 pub mod idle_cost;
 pub mod import;
 mod outcome;
@@ -48,6 +49,7 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::Savings(args) => done(savings::run(&cli.global, args, out).await),
         Command::Zombies(args) => done(zombies::run(&cli.global, args, out).await),
         Command::Starved(args) => done(starved::run(&cli.global, args, out).await),
+        Command::Events(args) => done(events::run(&cli.global, args, out).await),
         Command::Spend(args) => done(spend::run(&cli.global, args, out).await),
         Command::IdleCost(args) => done(idle_cost::run(&cli.global, args, out).await),
         Command::Windows(args) => done(windows::run(&cli.global, args, out).await),

@@ -58,6 +58,9 @@ pub const GPU_MODELS: &str = include_str!("../../../queries/gpu_models.sql");
 /// `queries/samples_between.sql`: first and last raw sample in a span.
 pub const SAMPLES_BETWEEN: &str = include_str!("../../../queries/samples_between.sql");
 
+/// `queries/events.sql`: the GPUs' faults, per GPU and fault.
+pub const EVENTS: &str = include_str!("../../../queries/events.sql");
+
 /// `queries/spend.sql`: cost per team.
 pub const SPEND: &str = include_str!("../../../queries/spend.sql");
 
@@ -88,6 +91,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("alloc_minute_states", ALLOC_MINUTE_STATES),
     ("budget_hours", BUDGET_HOURS),
     ("coverage", COVERAGE),
+    ("events", EVENTS),
     ("fleet_state", FLEET_STATE),
     ("gpu_days", GPU_DAYS),
     ("gpu_minute_states", GPU_MINUTE_STATES),

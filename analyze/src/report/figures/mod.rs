@@ -18,6 +18,7 @@
 //!   of input, not zombies;
 //! - [`reclaim`]: GPUs idle for a long stretch;
 //! - [`alerts`]: the alert rules firing now;
+//! - [`events`]: the GPUs' faults, what each calls for, which GPUs to drain;
 //! - [`budgets`]: each team's month against its budget, and its forecast;
 //! - [`savings`]: what reclaiming idle GPUs and ending zombies would free;
 //! - [`actions`]: the month's steps worth most money, as the report leads;
@@ -35,6 +36,7 @@ use crate::session::Session;
 pub mod actions;
 pub mod alerts;
 pub mod budgets;
+pub mod events;
 pub mod fleet_state;
 pub mod gpu_days;
 pub mod idle_cost;

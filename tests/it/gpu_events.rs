@@ -1,0 +1,205 @@
+//! End to end: `apron events` on hand-built data written by the real
+//! writer: each GPU's faults grouped, judged (XIDs by NVIDIA's catalogue,
+//! read here from `xid.csv` itself), the GPUs to drain, the processes that
+//! were on the GPU, and the period's bounds.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use apron_schemas::{DataLayout, GpuEvent, GpuSample, ProcIdentity, ProcSample};
+use apron_store::source::Tick;
+use apron_store::writer::RollingWriter;
+use apron_tests::bin;
+
+const STEP_MS: i64 = 10_000;
+const MIN_MS: i64 = 60_000;
+
+/// NVIDIA's meaning and action of XID `code`, from the catalogue file.
+fn catalogue(code: u32) -> (String, String) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../analyze/src/faults/xid.csv");
+    let mut reader = csv::Reader::from_path(path).expect("xid.csv");
+    for record in reader.records() {
+        let record = record.expect("a record");
+        if record[0] == *code.to_string() {
+            return (record[2].to_owned(), record[3].to_owned());
+        }
+    }
+    panic!("XID {code} not in the catalogue")
+}
+
+fn event(ts: i64, gpu: i32, kind: &str) -> GpuEvent {
+    GpuEvent {
+        ts,
+        gpu_uuid: format!("GPU-{gpu}").into(),
+        gpu_index: gpu,
+        kind: kind.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn events_groups_judges_and_names_the_gpus_to_drain() {
+    bin("apron");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let end = chrono::Utc::now().timestamp_millis() / MIN_MS * MIN_MS;
+    let start = end - 30 * MIN_MS;
+    let at = |minute: i64, s: i64| start + minute * MIN_MS + s * 1_000;
+    // Per tick, the events of that tick.
+    let mut events: BTreeMap<i64, Vec<GpuEvent>> = BTreeMap::new();
+    let mut add = |e: GpuEvent| events.entry(e.ts / STEP_MS * STEP_MS).or_default().push(e);
+    // GPU 0: fell off the bus at minute 10 while alice's job ran, lost,
+    // back at minute 20.
+    add(GpuEvent { xid: Some(79), ..event(at(10, 0), 0, "xid") });
+    add(GpuEvent {
+        detail: Some("cannot read utilization: lost".into()),
+        ..event(at(10, 10), 0, "gpu_lost")
+    });
+    add(GpuEvent { value: Some(600), ..event(at(20, 10), 0, "gpu_back") });
+    // GPU 1: two contained ECC errors (94), three app errors (13), a row
+    // remapping pending.
+    for m in [5, 15] {
+        add(GpuEvent { xid: Some(94), ..event(at(m, 0), 1, "xid") });
+    }
+    for m in [3, 4, 25] {
+        add(GpuEvent { xid: Some(13), ..event(at(m, 0), 1, "xid") });
+    }
+    add(GpuEvent { value: Some(1), delta: Some(1), ..event(at(16, 0), 1, "remap_pending") });
+    // GPU 2: corrected errors and PCIe replays: nothing to drain for.
+    for m in [1, 2, 3] {
+        add(event(at(m, 20), 2, "ecc_sbe"));
+    }
+    add(GpuEvent { value: Some(4), ..event(at(0, 0), 2, "pcie_replay") });
+    add(GpuEvent { value: Some(9), delta: Some(5), ..event(at(12, 0), 2, "pcie_replay") });
+
+    let mut w = RollingWriter::new(DataLayout::new(&data), "h", Duration::from_secs(600)).expect("host");
+    let mut ts = start - 60 * MIN_MS;
+    while ts < end {
+        let gpus = (0..3)
+            .map(|g| GpuSample {
+                ts,
+                gpu_uuid: format!("GPU-{g}").into(),
+                gpu_index: g,
+                interval_ms: STEP_MS as i32,
+                gpu_util_pct: Some(50),
+                ..Default::default()
+            })
+            .collect();
+        let procs = vec![ProcSample {
+            ts,
+            gpu_uuid: "GPU-0".into(),
+            pid: 100,
+            interval_ms: STEP_MS as i32,
+            identity: ProcIdentity {
+                user: Some("alice".into()),
+                comm: Some("python".into()),
+                ..Default::default()
+            },
+            used_mem_bytes: Some(1 << 30),
+            ..Default::default()
+        }];
+        let mut tick_events = events.remove(&ts).unwrap_or_default();
+        // An hour before the period: left out.
+        if ts == start - 30 * MIN_MS {
+            tick_events.push(GpuEvent { xid: Some(48), ..event(ts, 2, "xid") });
+        }
+        w.push(ts, &Tick { gpus, procs, events: tick_events, ..Default::default() }).expect("push");
+        ts += STEP_MS;
+    }
+    w.close().expect("close");
+    assert!(events.is_empty(), "every event on a tick: {events:?}");
+
+    let iso = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).expect("a time").to_rfc3339();
+    let run = |extra: &[&str]| {
+        let out = Command::new(bin("apron"))
+            .arg("--data")
+            .arg(&data)
+            .args(["--format", "json", "events", "--from", &iso(start), "--to", &iso(end)])
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .expect("apron runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
+        (rows, stderr)
+    };
+    let (rows, header) = run(&[]);
+    assert!(header.contains("Faults: 14 events on 3 GPUs; to drain: h/0, h/1"), "{header}");
+    type Key = (i64, String, Option<i64>);
+    type Judged = (i64, bool, String, String);
+    let got: BTreeMap<Key, Judged> = rows
+        .iter()
+        .map(|r| {
+            (
+                (
+                    r["gpu_index"].as_i64().expect("index"),
+                    r["kind"].as_str().expect("kind").to_owned(),
+                    r["xid"].as_i64(),
+                ),
+                (
+                    r["events"].as_i64().expect("events"),
+                    r["drain"].as_bool().expect("drain"),
+                    r["fault"].as_str().expect("fault").to_owned(),
+                    r["action"].as_str().expect("action").to_owned(),
+                ),
+            )
+        })
+        .collect();
+    let xid = |code: u32, events: i64, drain: bool, action_suffix: &str| {
+        let (meaning, action) = catalogue(code);
+        (events, drain, format!("XID {code}: {meaning}"), format!("{action}{action_suffix}"))
+    };
+    let k = |gpu: i64, kind: &str, code: Option<i64>| (gpu, kind.to_owned(), code);
+    let s = |events: i64, drain: bool, fault: &str, action: &str| {
+        (events, drain, fault.to_owned(), action.to_owned())
+    };
+    let want = BTreeMap::from([
+        (k(0, "xid", Some(79)), xid(79, 1, true, "")),
+        (k(0, "gpu_lost", None), s(1, false, "GPU stopped answering; it answered again", "")),
+        (k(0, "gpu_back", None), s(1, false, "GPU answered again after it was lost", "")),
+        (k(1, "xid", Some(94)), xid(94, 2, true, " (repeated: drain and reset the GPU)")),
+        (k(1, "xid", Some(13)), xid(13, 3, false, "")),
+        (
+            k(1, "remap_pending", None),
+            s(1, true, "a row remapping waits for a GPU reset", "drain; reset the GPU when it is idle"),
+        ),
+        (k(2, "ecc_sbe", None), s(3, false, "single-bit ECC error (corrected)", "")),
+        (
+            k(2, "pcie_replay", None),
+            s(
+                2,
+                false,
+                "PCIe replays (link retransmissions)",
+                "check the slot and riser if it keeps growing",
+            ),
+        ),
+    ]);
+    assert_eq!(got, want);
+    // The latest first; a counter's growth and newest reading; who was on
+    // the GPU when it fell off the bus.
+    let row = |gpu: i64, kind: &str| {
+        rows.iter().find(|r| r["gpu_index"] == gpu && r["kind"] == kind).unwrap_or_else(|| panic!("{kind}"))
+    };
+    assert_eq!(rows[0]["kind"], "xid");
+    assert_eq!(rows[0]["xid"], 13);
+    assert_eq!(
+        (row(2, "pcie_replay")["increase"].as_i64(), row(2, "pcie_replay")["last_value"].as_i64()),
+        (Some(5), Some(9))
+    );
+    assert_eq!(row(0, "xid")["on_gpu"], "alice python (100)");
+    assert_eq!(row(2, "ecc_sbe")["on_gpu"], "");
+    let first = chrono::DateTime::parse_from_rfc3339(row(1, "xid")["first_at"].as_str().expect("first"))
+        .expect("RFC 3339")
+        .timestamp_millis();
+    assert!([at(3, 0), at(5, 0)].contains(&first), "{first}");
+    // --drain: only what drains a GPU.
+    let (drained, _) = run(&["--drain"]);
+    let kinds: Vec<(i64, &str)> = drained
+        .iter()
+        .map(|r| (r["gpu_index"].as_i64().expect("index"), r["kind"].as_str().expect("kind")))
+        .collect();
+    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    assert!(drained.iter().all(|r| r["drain"] == true));
+}
