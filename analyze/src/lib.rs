@@ -37,7 +37,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod error;
-pub mod faults;
+pub use apron_schemas::xid as faults;
 pub mod import;
 pub mod ledger;
 pub mod logging;

@@ -15,6 +15,7 @@
 //! the recorder, holding up other scrapes or delaying its stop, are
 //! [`serve`]'s.
 
+pub mod faults;
 mod minute;
 mod render;
 pub mod serve;
@@ -42,13 +43,19 @@ pub const DEFAULT_IDLE_THRESHOLD_PCT: f64 = 5.0;
 pub struct Publisher {
     shared: Arc<Mutex<Snapshot>>,
     minutes: MinuteStates,
+    faults: faults::FaultState,
     late_copies: u64,
 }
 
 impl Publisher {
     /// A publisher of ticks into `shared`.
     fn new(shared: Arc<Mutex<Snapshot>>, threshold_pct: f64) -> Self {
-        Publisher { shared, minutes: MinuteStates::new(threshold_pct), late_copies: 0 }
+        Publisher {
+            shared,
+            minutes: MinuteStates::new(threshold_pct),
+            faults: faults::FaultState::default(),
+            late_copies: 0,
+        }
     }
 
     /// A publisher with no server, for tests and benchmarks: what it
@@ -67,6 +74,7 @@ impl Publisher {
     /// snapshot, this tick is not copied (the next one is).
     pub fn publish(&mut self, ts_ms: i64, tick: &Tick, health: &Health) {
         self.minutes.add(&tick.gpus, &tick.procs, &tick.allocations);
+        self.faults.add(&tick.events, &tick.readings);
         let mut snapshot = match self.shared.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
@@ -81,6 +89,16 @@ impl Publisher {
         self.minutes.reports().clone_into(&mut snapshot.minutes);
         snapshot.health = *health;
         snapshot.late_copies = self.late_copies;
+        if snapshot.faults_version != self.faults.version {
+            snapshot.faults.clone_from(&self.faults.gpus);
+            snapshot.faults_version = self.faults.version;
+        }
+    }
+
+    /// Takes events that arrived between ticks (an XID): served from the
+    /// next tick's copy on.
+    pub fn events(&mut self, events: &[apron_schemas::GpuEvent]) {
+        self.faults.add(events, &[]);
     }
 }
 

@@ -145,6 +145,9 @@ pub fn run_with_maintenance(
                 if !events.is_empty() {
                     stats.events += events.len() as u64;
                     writer.push_events(now_ms(), &events);
+                    if let Some(publisher) = metrics.as_deref_mut() {
+                        publisher.events(&events);
+                    }
                 }
                 continue;
             }

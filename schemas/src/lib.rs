@@ -29,6 +29,7 @@ pub mod proc_samples;
 pub mod table;
 pub mod test_pause;
 pub mod time;
+pub mod xid;
 
 pub use alloc_minutes::{AllocMinute, AllocSample, Holder};
 pub use gpu_events::GpuEvent;

@@ -17,7 +17,7 @@ const MIN_MS: i64 = 60_000;
 
 /// NVIDIA's meaning and action of XID `code`, from the catalogue file.
 fn catalogue(code: u32) -> (String, String) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../analyze/src/faults/xid.csv");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/src/xid/xid.csv");
     let mut reader = csv::Reader::from_path(path).expect("xid.csv");
     for record in reader.records() {
         let record = record.expect("a record");

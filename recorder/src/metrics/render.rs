@@ -7,9 +7,14 @@
 //! is absent, never 0. `device` is `nvidia<index>` (dcgm-exporter uses the
 //! device's minor number, which is the index on an ordinary host).
 //!
-//! Not served because the recorder does not read them: `DCGM_FI_DEV_MEM_CLOCK`,
-//! XID errors, ECC and NVLink counters. `DCGM_FI_DEV_FB_FREE` is total minus
-//! used (NVML's reserved memory counts as free).
+//! The faults ([`super::faults`]): `DCGM_FI_DEV_XID_ERRORS` (the last XID
+//! since the recorder started, 0 when none, labelled `err_code` and
+//! `err_msg`; for the GPUs whose faults the recorder reads), and the ECC, retired-page, remapped-row, PCIe-replay and
+//! NVLink error counters as last read (once a minute).
+//!
+//! Not served because the recorder does not read it: `DCGM_FI_DEV_MEM_CLOCK`.
+//! `DCGM_FI_DEV_FB_FREE` is total minus used (NVML's reserved memory counts
+//! as free).
 
 use std::fmt::Write;
 
@@ -230,9 +235,46 @@ pub fn render(s: &Snapshot, out: &mut String) {
             sample(out, m.name, |o| gpu_labels(o, s, g.gpu_index, &g.gpu_uuid, g.gpu_model.as_deref()), v);
         }
     }
+    faults(s, out);
     processes(s, out);
     minutes(s, out);
     health(s, out);
+}
+
+/// The last XID and the error counters of each GPU of the last tick.
+fn faults(s: &Snapshot, out: &mut String) {
+    let of = |uuid: &str| s.faults.iter().find(|f| &*f.gpu_uuid == uuid);
+    let mut first = true;
+    // A GPU the recorder watches (its counters were read, or it had an
+    // XID): 0 until its first XID. The simulated fleet's GPUs have none.
+    for (g, f) in s.gpus.iter().filter_map(|g| Some((g, of(&g.gpu_uuid)?))) {
+        let name = "DCGM_FI_DEV_XID_ERRORS";
+        if std::mem::take(&mut first) {
+            family(out, name, "gauge", "Value of the last XID error encountered.");
+        }
+        let code = f.last_xid.unwrap_or(0);
+        let labels = |o: &mut String| {
+            gpu_labels(o, s, g.gpu_index, &g.gpu_uuid, g.gpu_model.as_deref());
+            label(o, "err_code", &code.to_string());
+            label(o, "err_msg", super::faults::err_msg(code));
+        };
+        sample(out, name, labels, Value::Int(i64::from(code)));
+    }
+    for (at, (_, name, kind, help)) in super::faults::COUNTERS.iter().enumerate() {
+        let mut first = true;
+        for g in &s.gpus {
+            let Some(v) = of(&g.gpu_uuid).and_then(|f| f.counters[at]) else { continue };
+            if std::mem::take(&mut first) {
+                family(out, name, kind, help);
+            }
+            sample(
+                out,
+                name,
+                |o| gpu_labels(o, s, g.gpu_index, &g.gpu_uuid, g.gpu_model.as_deref()),
+                Value::Int(v),
+            );
+        }
+    }
 }
 
 /// A process metric's value from its row.

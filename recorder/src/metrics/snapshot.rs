@@ -65,6 +65,10 @@ pub struct Snapshot {
     pub wal_bytes: u64,
     /// Ticks at which a scrape held the snapshot, so that tick's copy waited for the next.
     pub late_copies: u64,
+    /// Each GPU's last XID and error counters.
+    pub faults: Vec<super::faults::GpuFaults>,
+    /// The version of `faults` (copied only when it changed).
+    pub faults_version: u64,
 }
 
 impl Snapshot {
@@ -83,5 +87,9 @@ impl Snapshot {
         }
         self.wal_bytes = from.wal_bytes;
         self.late_copies = from.late_copies;
+        if self.faults_version != from.faults_version {
+            self.faults.clone_from(&from.faults);
+            self.faults_version = from.faults_version;
+        }
     }
 }

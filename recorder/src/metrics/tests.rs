@@ -145,7 +145,55 @@ fn sample_snapshot() -> Snapshot {
         pci_bus_ids: vec![Some("00000000:07:00.0".into())],
         wal_bytes: 4096,
         late_copies: 0,
+        faults: Vec::new(),
+        faults_version: 0,
     }
+}
+
+#[test]
+fn faults_are_served_under_dcgm_names_for_the_gpus_read() {
+    use crate::metrics::faults::{COUNTERS, FaultState};
+    use apron_schemas::GpuEvent;
+    let mut snapshot = sample_snapshot();
+    let mut state = FaultState::default();
+    let xid = GpuEvent { gpu_uuid: "GPU-0".into(), kind: "xid".into(), xid: Some(79), ..GpuEvent::default() };
+    let read = |kind: &str, detail: Option<&str>, value: i64| GpuEvent {
+        gpu_uuid: "GPU-0".into(),
+        kind: kind.into(),
+        detail: detail.map(Into::into),
+        value: Some(value),
+        ..GpuEvent::default()
+    };
+    let readings = [
+        read("ecc_uncorrected", None, 2),
+        read("remap_pending", None, 1),
+        read("nvlink_errors", Some("link 0 replay"), 3),
+        read("nvlink_errors", Some("link 1 replay"), 4),
+    ];
+    state.add(&[xid], &readings);
+    snapshot.faults = state.gpus;
+    let mut text = String::new();
+    render(&snapshot, &mut text);
+    let labels0 = r#"gpu="0",UUID="GPU-0",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node07""#;
+    assert_eq!(
+        lines_of(&text, "DCGM_FI_DEV_XID_ERRORS"),
+        [format!(
+            r#"DCGM_FI_DEV_XID_ERRORS{{{labels0},err_code="79",err_msg="GPU has fallen off the bus"}} 79"#
+        )]
+    );
+    for (name, value) in [
+        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 2),
+        ("DCGM_FI_DEV_ROW_REMAP_PENDING", 1),
+        ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 7),
+    ] {
+        assert_eq!(lines_of(&text, name), [format!("{name}{{{labels0}}} {value}")], "{text}");
+    }
+    assert!(text.contains("# TYPE DCGM_FI_DEV_ROW_REMAP_PENDING gauge\n"));
+    assert!(text.contains("# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter\n"));
+    // Not read: absent, never 0 (GPU 1 has no faults read at all).
+    assert!(!text.contains("DCGM_FI_DEV_PCIE_REPLAY_COUNTER"), "{text}");
+    assert!(!text.lines().any(|l| l.contains("GPU-1") && l.contains("XID")), "{text}");
+    assert_eq!(COUNTERS.len(), 16);
 }
 
 fn lines_of<'a>(text: &'a str, name: &str) -> Vec<&'a str> {

@@ -479,7 +479,7 @@ impl Source for NvmlSource {
         for (i, answer) in answers.drain(..).enumerate() {
             let gpu_index = u32::try_from(i).unwrap_or(u32::MAX);
             match answer {
-                Answer::Done(Outcome::Sampled { rows, procs, refusals, mut events }) => {
+                Answer::Done(Outcome::Sampled { rows, procs, refusals, mut events, mut readings }) => {
                     let Some(row) = rows.first() else { continue };
                     if self.uuids[i].as_ref() != Some(&row.gpu_uuid) {
                         self.uuids[i] = Some(row.gpu_uuid.clone());
@@ -498,6 +498,7 @@ impl Source for NvmlSource {
                         });
                     }
                     out.events.append(&mut events);
+                    out.readings.append(&mut readings);
                     for refusal in &refusals {
                         out.refusals += 1;
                         if self.warn_once(gpu_index, refusal.query, &refusal.error) {
@@ -533,7 +534,7 @@ impl Source for NvmlSource {
                     }
                     out.gpus.extend(rows.iter().cloned());
                     // Back to the worker with the next request, to be filled again.
-                    self.spare[i] = Spare { rows, procs, refusals, events };
+                    self.spare[i] = Spare { rows, procs, refusals, events, readings };
                 }
                 Answer::Done(Outcome::Failed { uuid, error, lost }) => {
                     if let Some(uuid) = &uuid {

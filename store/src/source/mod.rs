@@ -26,6 +26,10 @@ pub struct Tick {
     /// The GPUs' events since the tick before: the driver's (an XID, an
     /// ECC error), a GPU lost or back, error counters that moved.
     pub events: Vec<GpuEvent>,
+    /// The error counters read this tick, every one whether it moved or
+    /// not (`kind`, `detail`, `value`; once a minute per GPU): what
+    /// `/metrics` serves. Not written: `events` holds those that moved.
+    pub readings: Vec<GpuEvent>,
     /// GPUs that could not be sampled this tick. The others are still in
     /// `gpus`: one GPU failing never stops the recording of the rest.
     pub failures: Vec<GpuFailure>,
@@ -42,6 +46,7 @@ impl Tick {
         self.procs.clear();
         self.allocations.clear();
         self.events.clear();
+        self.readings.clear();
         self.failures.clear();
         self.refusals = 0;
     }

@@ -80,15 +80,15 @@ impl Counters {
     }
 
     /// Reads the counters of GPU `device` (`uuid`, NVML index `index`) at
-    /// `ts_ms` and appends a row to `out` for each that moved (or, at the
-    /// first reading, is not 0).
+    /// `ts_ms`, appends a row to `out` for each that moved (or, at the
+    /// first reading, is not 0) and one to `readings` for each read.
     pub fn read(
         &mut self,
         nvml: &Nvml,
         device: &Device<'static>,
         (uuid, index): (&Text, i32),
         ts_ms: i64,
-        out: &mut Vec<GpuEvent>,
+        (out, readings): (&mut Vec<GpuEvent>, &mut Vec<GpuEvent>),
     ) {
         if self.uuid.as_ref() != Some(uuid) {
             *self = Counters { uuid: Some(uuid.clone()), ..Counters::default() };
@@ -108,6 +108,15 @@ impl Counters {
             }
         }
         for (kind, detail, value) in seen {
+            readings.push(GpuEvent {
+                ts: ts_ms,
+                gpu_uuid: uuid.clone(),
+                gpu_index: index,
+                kind: kind.into(),
+                value: Some(value),
+                detail: detail.clone(),
+                ..GpuEvent::default()
+            });
             let before = self.last.iter_mut().find(|(k, d, _)| *k == kind && *d == detail);
             let delta = match before {
                 Some((_, _, last)) if *last == value => continue,

@@ -72,6 +72,8 @@ pub struct Spare {
     pub refusals: Vec<Refusal>,
     /// The events.
     pub events: Vec<GpuEvent>,
+    /// The counters' readings.
+    pub readings: Vec<GpuEvent>,
 }
 
 /// A GPU's answer to one tick.
@@ -88,6 +90,8 @@ pub enum Outcome {
         refusals: Vec<Refusal>,
         /// Its error counters that moved ([`super::counters`]), when read.
         events: Vec<GpuEvent>,
+        /// Every reading of its error counters, when read.
+        readings: Vec<GpuEvent>,
     },
     /// It could not be sampled.
     Failed {
@@ -356,11 +360,13 @@ impl GpuState {
         let ts_ms = req.ts_ms;
         match open.sample(self.nvml, self.index, self.process_call, req) {
             Ok(mut outcome) => {
-                if let Outcome::Sampled { events, .. } = &mut outcome {
+                if let Outcome::Sampled { events, readings, .. } = &mut outcome {
                     events.clear();
+                    readings.clear();
                     if self.counters.due(ts_ms) {
                         let index = i32::try_from(self.index).unwrap_or(i32::MAX);
-                        self.counters.read(self.nvml, &open.device, (&open.uuid, index), ts_ms, events);
+                        let gpu = (&open.uuid, index);
+                        self.counters.read(self.nvml, &open.device, gpu, ts_ms, (events, readings));
                     }
                 }
                 outcome
@@ -449,7 +455,7 @@ impl OpenGpu {
             ),
             None => (None, None),
         };
-        let Spare { mut rows, mut procs, mut refusals, events } = req.spare;
+        let Spare { mut rows, mut procs, mut refusals, events, readings } = req.spare;
         rows.clear();
         procs.clear();
         refusals.clear();
@@ -517,7 +523,7 @@ impl OpenGpu {
             if stale {
                 self.mig.read_at = None;
             }
-            return Ok(Outcome::Sampled { rows, procs, refusals, events });
+            return Ok(Outcome::Sampled { rows, procs, refusals, events, readings });
         }
         list_processes(nvml, device, process_call, scratch, &mut refusals, index);
         if !scratch.processes.is_empty() {
@@ -562,7 +568,7 @@ impl OpenGpu {
                 procs.push(GpuProc { row: 0, pid, used_mem_bytes: used, sm_util_pct: sm, mem_util_pct: mem });
             }
         }
-        Ok(Outcome::Sampled { rows, procs, refusals, events })
+        Ok(Outcome::Sampled { rows, procs, refusals, events, readings })
     }
 }
 

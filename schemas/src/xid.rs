@@ -1,7 +1,8 @@
-//! What GPU faults mean and call for: NVIDIA's XID catalogue, kept in one
-//! file (`xid.csv`, every row of the catalogue's `Xids` sheet for Ampere and
-//! newer; where it came from is in `XID-SOURCES.md`), for the events and
-//! health reports (issue 37) to name each fault and its action.
+//! What the codes of `gpu_events.xid` mean and call for: NVIDIA's XID
+//! catalogue, kept in one file (`xid/xid.csv`, every row of the
+//! catalogue's `Xids` sheet for Ampere and newer; where it came from is in
+//! `xid/XID-SOURCES.md`), for `apron events` to name each fault and its
+//! action and for `/metrics` to label the last XID as dcgm-exporter does.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -23,7 +24,7 @@ pub struct Xid {
     pub fatal: Option<bool>,
 }
 
-const CATALOGUE: &str = include_str!("xid.csv");
+const CATALOGUE: &str = include_str!("xid/xid.csv");
 
 /// The catalogue, by code.
 pub fn catalogue() -> &'static BTreeMap<u32, Xid> {
