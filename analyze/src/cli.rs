@@ -101,7 +101,8 @@ pub enum Command {
     Pick(PickArgs),
 
     /// Check the alert rules (low_usage_1h, low_usage_4h, high_usage_15m,
-    /// no_data; thresholds in the config) now. Exit code 1 when any rule fires, 0
+    /// no_data, the budget rules, and the faults: xid, ecc_uncorrectable,
+    /// remap_pending, gpu_lost; thresholds in the config) now. Exit code 1 when any rule fires, 0
     /// when none does, 2 on error, for cron and scripts
     #[command(about = "Check the alert rules now (exit code 1 when any fires)", long_about)]
     Alerts(AlertsArgs),

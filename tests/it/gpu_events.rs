@@ -72,6 +72,11 @@ fn events_groups_judges_and_names_the_gpus_to_drain() {
     }
     add(GpuEvent { value: Some(4), ..event(at(0, 0), 2, "pcie_replay") });
     add(GpuEvent { value: Some(9), delta: Some(5), ..event(at(12, 0), 2, "pcie_replay") });
+    // Then a double-bit error (the event and the counter say it alike) and
+    // the GPU lost, not back.
+    add(event(at(22, 0), 2, "ecc_dbe"));
+    add(GpuEvent { value: Some(1), delta: Some(1), ..event(at(23, 0), 2, "ecc_uncorrected") });
+    add(GpuEvent { detail: Some("cannot read memory use: lost".into()), ..event(at(28, 0), 2, "gpu_lost") });
 
     let mut w = RollingWriter::new(DataLayout::new(&data), "h", Duration::from_secs(600)).expect("host");
     let mut ts = start - 60 * MIN_MS;
@@ -100,8 +105,8 @@ fn events_groups_judges_and_names_the_gpus_to_drain() {
             ..Default::default()
         }];
         let mut tick_events = events.remove(&ts).unwrap_or_default();
-        // An hour before the period: left out.
-        if ts == start - 30 * MIN_MS {
+        // Before the period (and the alerts' hour): left out.
+        if ts == start - 45 * MIN_MS {
             tick_events.push(GpuEvent { xid: Some(48), ..event(ts, 2, "xid") });
         }
         w.push(ts, &Tick { gpus, procs, events: tick_events, ..Default::default() }).expect("push");
@@ -126,7 +131,7 @@ fn events_groups_judges_and_names_the_gpus_to_drain() {
         (rows, stderr)
     };
     let (rows, header) = run(&[]);
-    assert!(header.contains("Faults: 14 events on 3 GPUs; to drain: h/0, h/1"), "{header}");
+    assert!(header.contains("Faults: 17 events on 3 GPUs; to drain: h/0, h/1, h/2"), "{header}");
     type Key = (i64, String, Option<i64>);
     type Judged = (i64, bool, String, String);
     let got: BTreeMap<Key, Judged> = rows
@@ -175,6 +180,20 @@ fn events_groups_judges_and_names_the_gpus_to_drain() {
                 "check the slot and riser if it keeps growing",
             ),
         ),
+        (k(2, "ecc_dbe", None), s(1, true, "double-bit ECC error (uncorrectable)", "drain; reset the GPU")),
+        (
+            k(2, "ecc_uncorrected", None),
+            s(1, true, "uncorrectable ECC errors since the driver loaded", "drain; reset the GPU"),
+        ),
+        (
+            k(2, "gpu_lost", None),
+            s(
+                1,
+                true,
+                "GPU stopped answering (lost, or hung in the driver)",
+                "drain; reset the GPU or reboot the node",
+            ),
+        ),
     ]);
     assert_eq!(got, want);
     // The latest first; a counter's growth and newest reading; who was on
@@ -182,8 +201,9 @@ fn events_groups_judges_and_names_the_gpus_to_drain() {
     let row = |gpu: i64, kind: &str| {
         rows.iter().find(|r| r["gpu_index"] == gpu && r["kind"] == kind).unwrap_or_else(|| panic!("{kind}"))
     };
-    assert_eq!(rows[0]["kind"], "xid");
-    assert_eq!(rows[0]["xid"], 13);
+    assert_eq!(rows[0]["kind"], "gpu_lost");
+    assert_eq!(rows[1]["kind"], "xid");
+    assert_eq!(rows[1]["xid"], 13);
     assert_eq!(
         (row(2, "pcie_replay")["increase"].as_i64(), row(2, "pcie_replay")["last_value"].as_i64()),
         (Some(5), Some(9))
@@ -200,6 +220,51 @@ fn events_groups_judges_and_names_the_gpus_to_drain() {
         .iter()
         .map(|r| (r["gpu_index"].as_i64().expect("index"), r["kind"].as_str().expect("kind")))
         .collect();
-    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    assert_eq!(kinds.len(), 6, "{kinds:?}");
     assert!(drained.iter().all(|r| r["drain"] == true));
+
+    // The fault alerts, now: the XIDs of the last hour per GPU and code,
+    // GPU 2's one uncorrectable error (told twice), GPU 1's pending remap
+    // and GPU 2 lost; GPU 0 answered again, so it is not.
+    let minutes_lost = || (chrono::Utc::now().timestamp_millis() - at(28, 0)) / MIN_MS;
+    let lost_before = minutes_lost();
+    let out = Command::new(bin("apron"))
+        .arg("--data")
+        .arg(&data)
+        .args(["--format", "json", "alerts"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("apron runs");
+    assert_eq!(out.status.code(), Some(1), "rules fire: {}", String::from_utf8_lossy(&out.stderr));
+    let alerts: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let fired: Vec<(String, i64, i64, String)> = alerts
+        .iter()
+        .map(|r| {
+            (
+                r["rule"].as_str().expect("rule").to_owned(),
+                r["gpu_index"].as_i64().expect("index"),
+                r["value"].as_f64().expect("value") as i64,
+                r["unit"].as_str().expect("unit").to_owned(),
+            )
+        })
+        .collect();
+    let lost = fired.iter().find(|r| r.0 == "gpu_lost").map_or(-1, |r| r.2);
+    assert!((lost_before..=minutes_lost()).contains(&lost), "{lost} minutes since GPU 2 was lost");
+    let f = |rule: &str, gpu: i64, value: i64, unit: &str| (rule.to_owned(), gpu, value, unit.to_owned());
+    let want = [
+        f("ecc_uncorrectable", 2, 1, "errors"),
+        f("gpu_lost", 2, lost, "minutes"),
+        f("remap_pending", 1, 1, ""),
+        f("xid", 0, 79, "xid"),
+        f("xid", 1, 13, "xid"),
+        f("xid", 1, 94, "xid"),
+    ];
+    assert_eq!(fired, want, "{alerts:?}");
+    let since = |rule: &str, gpu: i64| {
+        let r = alerts.iter().find(|r| r["rule"] == rule && r["gpu_index"] == gpu).expect("fired");
+        let since = r["since"].as_str().expect("since");
+        chrono::DateTime::parse_from_rfc3339(since).expect("RFC 3339").timestamp_millis()
+    };
+    let got = (since("gpu_lost", 2), since("remap_pending", 1), since("ecc_uncorrectable", 2));
+    assert_eq!(got, (at(28, 0), at(16, 0), at(22, 0)));
 }

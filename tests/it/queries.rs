@@ -136,6 +136,10 @@ fn case(name: &str) -> Option<Case> {
                 "on_gpu",
             ],
         },
+        "fault_alerts" => Case {
+            params: vec![end.clone(), start.clone()],
+            columns: &["rule", "host", "gpu_index", "gpu_uuid", "value", "since"],
+        },
         "fleet_state" => Case {
             // Five-minute buckets.
             params: vec![i64p(300)],

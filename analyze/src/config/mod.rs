@@ -39,6 +39,8 @@
 //! high_usage_15m = 80    # fires above this over the last 15 minutes
 //! no_data = "5m"         # fires when a host or GPU seen in the last 7 days
 //!                        # has had no sample for this long; under 7 days
+//! faults = "1h"          # xid and ecc_uncorrectable fire for a fault this
+//!                        # recent; under 7 days
 //!
 //! [[gpu_cost]]           # first match on gpu_model wins; "*" matches any
 //! model = "*"
@@ -356,6 +358,11 @@ pub struct Alerts {
     /// than [`NO_DATA_LOOKBACK`], the rule's look-back).
     #[serde(deserialize_with = "no_data", serialize_with = "show_duration")]
     pub no_data: Duration,
+    /// `xid` and `ecc_uncorrectable` fire for a fault this recent (default
+    /// 1 hour, written `"1h"`; less than [`NO_DATA_LOOKBACK`], the look-back
+    /// of `remap_pending` and `gpu_lost`).
+    #[serde(deserialize_with = "no_data", serialize_with = "show_duration")]
+    pub faults: Duration,
 }
 
 /// How far back `no_data` looks for hosts and GPUs: one seen longer ago is
@@ -410,6 +417,7 @@ impl Default for Alerts {
             low_usage_4h: 10.0,
             high_usage_15m: 80.0,
             no_data: Duration::from_mins(5),
+            faults: Duration::from_hours(1),
         }
     }
 }

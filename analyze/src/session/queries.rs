@@ -61,6 +61,9 @@ pub const SAMPLES_BETWEEN: &str = include_str!("../../../queries/samples_between
 /// `queries/events.sql`: the GPUs' faults, per GPU and fault.
 pub const EVENTS: &str = include_str!("../../../queries/events.sql");
 
+/// `queries/fault_alerts.sql`: the fault alert rules.
+pub const FAULT_ALERTS: &str = include_str!("../../../queries/fault_alerts.sql");
+
 /// `queries/spend.sql`: cost per team.
 pub const SPEND: &str = include_str!("../../../queries/spend.sql");
 
@@ -92,6 +95,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("budget_hours", BUDGET_HOURS),
     ("coverage", COVERAGE),
     ("events", EVENTS),
+    ("fault_alerts", FAULT_ALERTS),
     ("fleet_state", FLEET_STATE),
     ("gpu_days", GPU_DAYS),
     ("gpu_minute_states", GPU_MINUTE_STATES),

@@ -406,17 +406,22 @@ pub fn ddl(
         let at = format!("{location}/{}", table.name());
         out.push_str(&create(engine, schema, table.name(), &table.schema(), &at, true));
         // `alloc_minutes` exists only where a cluster's allocations were
-        // recorded; the engines' partition repair fails on a folder that is
-        // not there (the table itself reads as empty). Checked where the
-        // location is a local folder; a bucket's prefix is taken as it is.
-        if table == Table::AllocMinutes
+        // recorded, `gpu_events` only where a GPU had a fault; the engines'
+        // partition repair fails on a folder that is not there (the table
+        // itself reads as empty). Checked where the location is a local
+        // folder; a bucket's prefix is taken as it is.
+        let absent_because = match table {
+            Table::AllocMinutes => Some("no Kubernetes or Slurm allocations recorded"),
+            Table::GpuEvents => Some("no GPU event recorded"),
+            _ => None,
+        };
+        if let Some(why) = absent_because
             && let Some(dir) = at.strip_prefix("file://")
             && !std::path::Path::new(dir).is_dir()
         {
             let _ = writeln!(
                 out,
-                "-- No {} folder yet (no Kubernetes or Slurm allocations recorded): the table reads as empty; \
-                 repair its partitions once the folder exists.",
+                "-- No {} folder yet ({why}): the table reads as empty; repair its partitions once the folder exists.",
                 table.name()
             );
             continue;
@@ -575,17 +580,20 @@ mod tests {
     }
 
     #[test]
-    fn allocations_are_repaired_only_where_their_folder_is() {
+    fn allocations_and_events_are_repaired_only_where_their_folder_is() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let at = tmp.path().to_str().expect("utf-8");
         let repairs = |sql: &str| sql.lines().filter(|l| l.starts_with("MSCK REPAIR TABLE")).count();
         let without = ddl(Engine::Spark, at, None, "apron").expect("ddl");
         assert!(without.contains("CREATE TABLE IF NOT EXISTS apron.alloc_minutes"), "{without}");
         assert!(!without.contains("MSCK REPAIR TABLE apron.alloc_minutes;"), "{without}");
-        assert_eq!(repairs(&without), Table::ALL.len() - 1);
+        assert!(!without.contains("MSCK REPAIR TABLE apron.gpu_events;"), "{without}");
+        assert_eq!(repairs(&without), Table::ALL.len() - 2);
         std::fs::create_dir(tmp.path().join("alloc_minutes")).expect("mkdir");
+        std::fs::create_dir(tmp.path().join("gpu_events")).expect("mkdir");
         let with = ddl(Engine::Spark, at, None, "apron").expect("ddl");
         assert!(with.contains("MSCK REPAIR TABLE apron.alloc_minutes;"), "{with}");
+        assert!(with.contains("MSCK REPAIR TABLE apron.gpu_events;"), "{with}");
         let bucket = ddl(Engine::Athena, "s3://b/p", None, "apron").expect("ddl");
         assert_eq!(repairs(&bucket), Table::ALL.len(), "a bucket's prefix is not checked");
     }

@@ -3,7 +3,9 @@
 //! or GPUs that stopped sending samples (`no_data`); and, for teams with a
 //! `budget_per_month`, the month's spend past the budget
 //! (`budget_exceeded`) or its forecast past it (`budget_forecast_exceeded`,
-//! [`super::budgets`]).
+//! [`super::budgets`]); and the GPUs' faults (`queries/fault_alerts.sql`):
+//! an XID or uncorrectable ECC errors within `[alerts] faults`, a row
+//! remapping pending, a GPU lost and not back.
 
 use std::sync::Arc;
 
@@ -26,7 +28,8 @@ use crate::session::queries;
 #[derive(Debug, Clone, PartialEq)]
 pub struct AlertRow {
     /// `low_usage_1h`, `low_usage_4h`, `high_usage_15m`, `no_data`,
-    /// `budget_exceeded` or `budget_forecast_exceeded`.
+    /// `budget_exceeded`, `budget_forecast_exceeded`, `xid`,
+    /// `ecc_uncorrectable`, `remap_pending` or `gpu_lost`.
     pub rule: String,
     /// Host name; `None` for the budget rules.
     pub host: Option<String>,
@@ -87,6 +90,9 @@ pub async fn alerts(
     ];
     let batch = query(session, queries::ALERTS, params).await?;
     let mut rows = read(&batch).map_err(unreadable)?;
+    let faults_ms = i64::try_from(config.alerts.faults.as_millis()).unwrap_or(i64::MAX);
+    let batch = query(session, queries::FAULT_ALERTS, vec![at(now_ms), at(now_ms - faults_ms)]).await?;
+    rows.extend(read(&batch).map_err(unreadable)?);
     rows.extend(budget_alerts(session, config, now_ms, month).await?);
     Ok(Alerts { rows })
 }
@@ -120,9 +126,16 @@ async fn budget_alerts(
     Ok(rows)
 }
 
-/// The unit of a usage or `no_data` rule's value (`queries/alerts.sql`).
+/// The unit of a usage, `no_data` or fault rule's value
+/// (`queries/alerts.sql`, `queries/fault_alerts.sql`).
 fn unit_of(rule: &str) -> &'static str {
-    if rule == "no_data" { "minutes" } else { "%" }
+    match rule {
+        "no_data" | "gpu_lost" => "minutes",
+        "xid" => "xid",
+        "ecc_uncorrectable" => "errors",
+        "remap_pending" => "",
+        _ => "%",
+    }
 }
 
 fn read(batch: &RecordBatch) -> Result<Vec<AlertRow>, ArrowError> {
