@@ -116,8 +116,8 @@ fn the_first_failing_statement_stops_the_script_and_is_named() {
         // The same read-only rule as `apron sql QUERY`.
         (
             ".tables\nDROP TABLE gpu_samples;\nSELECT 2 AS two;\n",
-            "table_name,table_type\nalloc_minutes,BASE TABLE\ngpu_minutes,BASE TABLE\ngpu_samples,BASE TABLE\n\
-             proc_minutes,BASE TABLE\nproc_samples,BASE TABLE\n",
+            "table_name,table_type\nalloc_minutes,BASE TABLE\ngpu_events,BASE TABLE\ngpu_minutes,BASE TABLE\n\
+             gpu_samples,BASE TABLE\nproc_minutes,BASE TABLE\nproc_samples,BASE TABLE\n",
             "error: statement 2 (line 2: DROP TABLE gpu_samples): apron sql is read-only: DROP TABLE is not allowed",
         ),
     ] {
