@@ -19,7 +19,8 @@
 # which answers at once: the driver version (and so the process-list layout
 # the recorder chose), the tick's wall time per GPU, whether GPU processes
 # carried identities, what NVML refused or stalled, whether pynvml agrees,
-# and the CPU per tick. Where a GPU is in MIG mode (as its admin left it:
+# and the CPU per tick; and the NVML event types each GPU registered (XID,
+# ECC…) and its error counters' first reading. Where a GPU is in MIG mode (as its admin left it:
 # this check changes no GPU setting), the recorder's MIG instance rows are
 # checked against pynvml's list of MIG devices (`mig:` lines; `mig: none`
 # where no GPU is in MIG mode). On a machine of your own, to check MIG from
@@ -88,6 +89,10 @@ echo "apron-recorder --source sim: $(( (b - a) / 150 / 1000 )) µs CPU per tick;
   echo "driver (nvidia-smi): $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
   grep -E '^(driver_version|gpus|tick [0-9]+ wall_ms|process_rows|refusals_per_tick):?' "$OUT/nvml-test.txt"
   grep -m1 'NVML opened' "$OUT/recorder.txt"
+  # The event set each GPU registered (no fault can be injected here: this
+  # checks registration and what the driver supports) and its error
+  # counters' first reading (how many read, which groups it refuses).
+  grep -E 'NVML events registered|GPU error counters read|waiting for NVML events failed' "$OUT/recorder.txt"
   grep ' health' "$OUT/recorder.txt" | tail -1
   grep -E 'NVML refuses|not in the host|no /proc entry|not accessible|no answer from NVML' "$OUT/recorder.txt"
   grep '^crosscheck' "$OUT/crosscheck.txt"

@@ -1926,5 +1926,6 @@ fn an_xid_survives_a_kill_right_after_it_even_from_a_hung_gpu() {
     let out = apron_tests::wait_with_timeout(child, std::time::Duration::from_secs(20));
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("NVML events registered"), "{log}");
+    assert!(log.contains("GPU error counters read"), "{log}");
     assert_eq!(events(), want, "{log}");
 }

@@ -107,6 +107,11 @@ impl Counters {
                 Err(_) => {}
             }
         }
+        if self.readings == 1 {
+            let refused: Vec<String> = self.refused.iter().map(|g| format!("{g:?}").to_lowercase()).collect();
+            tracing::info!(gpu_index = index, gpu_uuid = %uuid, counters = seen.len(), refused = %refused.join(","),
+                links = self.links.len(), "GPU error counters read (once a minute from now on)");
+        }
         for (kind, detail, value) in seen {
             readings.push(GpuEvent {
                 ts: ts_ms,
