@@ -1825,9 +1825,19 @@ fn xid_ecc_counters_and_lost_gpus_are_events() {
     // A minute apart: the counters are read at every tick.
     let minute = |t: u64| T0_MS + i64::try_from(t - 1).expect("few") * 60_000;
     let ticks = run_ticks_at(&mut source, (1..=6).map(minute));
-    // The event thread hands over what it received after the last tick.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The event thread hands over what it received after the last tick:
+    // the driver's three events, however busy the machine.
     let mut events: Vec<_> = ticks.iter().flat_map(|t| t.events.iter().cloned()).collect();
+    let driver = |events: &[apron_schemas::GpuEvent]| {
+        events.iter().filter(|e| ["xid", "ecc_sbe", "ecc_dbe"].contains(&&*e.kind)).count()
+    };
+    let waited = std::time::Instant::now();
+    while driver(&events) < 3 && waited.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        source.take_events(&mut events);
+    }
+    // Nothing more comes.
+    std::thread::sleep(std::time::Duration::from_millis(100));
     source.take_events(&mut events);
     let to = now_ms();
     for e in events.iter().filter(|e| ["xid", "ecc_sbe", "ecc_dbe"].contains(&&*e.kind)) {
