@@ -11,7 +11,7 @@
 --
 -- Parameters:
 --   $1  now (Timestamp, UTC)
---   $2  the window's start (Timestamp, UTC): now minus [alerts] faults
+--   $2  window start (Timestamp, UTC): now minus [alerts] faults
 --
 -- Output, one row per rule that fires on a GPU (xid: per GPU and code):
 --   rule       xid | ecc_uncorrectable | remap_pending | gpu_lost
