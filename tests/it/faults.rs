@@ -445,8 +445,12 @@ fn files_are_0640_and_folders_0750() {
         });
     }
     let child = spawn(cmd);
-    // Until every table has a file (on a busy machine the first ticks
-    // come late, and the first processes later still).
+    // Until the GPU tables have files (on a busy machine the first ticks
+    // come late). The process tables need not appear at all: the simulated
+    // host is quiet at night and on weekends, so their folders are checked
+    // when they are there.
+    let gpu_files =
+        |data: &Path| ["gpu_samples", "gpu_minutes"].iter().all(|t| !files_under(&data.join(t)).is_empty());
     let count = |data: &Path| {
         let (mut files, mut dirs, mut stack) = (0, 0, vec![data.to_path_buf()]);
         while let Some(d) = stack.pop() {
@@ -461,7 +465,7 @@ fn files_are_0640_and_folders_0750() {
         (files, dirs)
     };
     let t0 = std::time::Instant::now();
-    while count(&data).0 < 8 || count(&data).1 < 10 {
+    while !gpu_files(&data) {
         assert!(t0.elapsed() < Duration::from_secs(60), "the recorder wrote too little: {:?}", count(&data));
         sleep(Duration::from_millis(200));
     }
@@ -486,7 +490,8 @@ fn files_are_0640_and_folders_0750() {
             }
         }
     }
-    assert!(files >= 8 && dirs >= 10, "{files} files, {dirs} folders checked");
+    // At least the data folder, the WAL's two and the GPU tables' three each.
+    assert!(files >= 3 && dirs >= 9, "{files} files, {dirs} folders checked");
 }
 
 #[test]
