@@ -105,6 +105,26 @@ pub const EVENT_KINDS: [&str; 7] = [XID, ECC_SBE, ECC_DBE, PSTATE, CLOCK, POWER_
 pub const ANSWER_KINDS: [&str; 2] = [GPU_LOST, GPU_BACK];
 
 /// One event of one GPU.
+/// Whether one row of `gpu_events` takes its GPU out of service until it
+/// is repaired (reset, rebooted or replaced): an XID NVIDIA's catalogue
+/// calls fatal ([`crate::xid`]), a double-bit ECC error, a GPU that
+/// stopped answering, uncorrectable ECC errors counted (`delta` above 0),
+/// and a row remapping or page retirement pending or a remapping failed
+/// (`value` 1). The GPU's time from such a fault until it next does work
+/// is the time faults took (the docs' "Faults").
+pub fn takes_gpu_down(kind: &str, xid: Option<i32>, value: Option<i64>, delta: Option<i64>) -> bool {
+    match kind {
+        XID => xid
+            .and_then(|c| u32::try_from(c).ok())
+            .and_then(crate::xid::xid)
+            .is_some_and(|x| x.fatal == Some(true)),
+        ECC_DBE | GPU_LOST => true,
+        ECC_UNCORRECTED => delta.is_some_and(|d| d > 0),
+        REMAP_PENDING | REMAP_FAILURE | RETIRED_PENDING => value.is_some_and(|v| v > 0),
+        _ => false,
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct GpuEvent {
     /// When it happened (the driver's event: when the recorder received

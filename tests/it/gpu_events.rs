@@ -268,3 +268,130 @@ fn events_groups_judges_and_names_the_gpus_to_drain() {
     let got = (since("gpu_lost", 2), since("remap_pending", 1), since("ecc_uncorrectable", 2));
     assert_eq!(got, (at(28, 0), at(16, 0), at(22, 0)));
 }
+
+/// GPU-hours a fault took and their money, by hand: a GPU-hour costs 3.60
+/// (`ops_per_gpu_hour`, no purchase price, no energy price).
+#[test]
+fn faults_take_gpu_hours_until_the_gpu_next_works_in_events_and_the_report() {
+    bin("apron");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let config = tmp.path().join("apron.toml");
+    std::fs::write(
+        &config,
+        "[energy]\nprice_per_kwh = 0\n\n[[gpu_cost]]\nmodel = \"*\"\npurchase_price = 0\nlifetime_years = 1\nops_per_gpu_hour = 3.6\n",
+    )
+    .expect("config");
+    let day = apron_tests::scenario::ms("2026-10-05T00:00:00Z");
+    let at = |h: i64, m: i64, s: i64| day + h * 3_600_000 + m * MIN_MS + s * 1_000;
+    let mut events: BTreeMap<i64, Vec<GpuEvent>> = BTreeMap::new();
+    let mut add = |e: GpuEvent| events.entry(e.ts / STEP_MS * STEP_MS).or_default().push(e);
+    // GPU 0 falls off the bus at 11:00:30 (and is lost: the same stretch),
+    // answers again at 12:00, sits idle, works again at 12:30.
+    add(GpuEvent { xid: Some(79), ..event(at(11, 0, 30), 0, "xid") });
+    add(GpuEvent { detail: Some("lost".into()), ..event(at(11, 0, 40), 0, "gpu_lost") });
+    add(GpuEvent { value: Some(3560), ..event(at(12, 0, 0), 0, "gpu_back") });
+    // GPU 1: an application's XID (takes nothing), then a double-bit error
+    // at 13:00:05, idle after it to the data's end at 14:00.
+    add(GpuEvent { xid: Some(13), ..event(at(10, 30, 0), 1, "xid") });
+    add(event(at(13, 0, 5), 1, "ecc_dbe"));
+    let util = |gpu: i32, ts: i64| -> Option<Option<i32>> {
+        match gpu {
+            0 if ts >= at(11, 1, 0) && ts < at(12, 0, 0) => None,
+            0 if ts >= at(12, 0, 0) && ts < at(12, 30, 0) => Some(Some(0)),
+            1 if ts >= at(13, 1, 0) => Some(Some(0)),
+            _ => Some(Some(80)),
+        }
+    };
+    let mut w = RollingWriter::new(DataLayout::new(&data), "h", Duration::from_secs(600)).expect("host");
+    let mut ts = at(10, 0, 0);
+    while ts < at(14, 0, 0) {
+        let gpus = (0..2)
+            .filter_map(|g| {
+                Some(GpuSample {
+                    ts,
+                    gpu_uuid: format!("GPU-{g}").into(),
+                    gpu_index: g,
+                    interval_ms: STEP_MS as i32,
+                    gpu_util_pct: util(g, ts)?,
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let tick_events = events.remove(&ts).unwrap_or_default();
+        w.push(ts, &Tick { gpus, events: tick_events, ..Default::default() }).expect("push");
+        ts += STEP_MS;
+    }
+    w.close().expect("close");
+    assert!(events.is_empty(), "every event on a tick: {events:?}");
+
+    let apron = |args: &[&str]| {
+        let out = Command::new(bin("apron"))
+            .arg("--data")
+            .arg(&data)
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("apron runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+    };
+    // GPU 0: 11:00 to 12:30, 1.5 GPU-hours, of which 31 minutes recorded
+    // (the fault's minute and the idle half hour): 59 minutes unrecorded,
+    // 3.54 of its 5.40. GPU 1: 13:00 to 14:00, recorded, 3.60, not back.
+    let took = "faults took 2.50 GPU-hours ($9.00), 0.98 GPU-hours of it unrecorded ($3.54 at the GPUs' rate, \
+                not in the fleet cost); 1 GPU not back at work by the end of the data";
+    let (out, header) = apron(&[
+        "--format",
+        "json",
+        "events",
+        "--from",
+        "2026-10-05T00:00:00Z",
+        "--to",
+        "2026-10-06T00:00:00Z",
+    ]);
+    assert!(header.contains(&format!("Faults: 5 events on 2 GPUs; to drain: h/0, h/1; {took}")), "{header}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).expect("json");
+    let down = |gpu: i64, kind: &str| {
+        let r = rows.iter().find(|r| r["gpu_index"] == gpu && r["kind"] == kind).expect("a row");
+        (
+            r["down_gpu_hours"].as_f64(),
+            r["down_cost"].as_f64().map(|c| (c * 100.0).round() / 100.0),
+            r["still_down"].clone(),
+        )
+    };
+    assert_eq!(down(0, "xid"), (Some(1.5), Some(5.4), false.into()));
+    assert_eq!(down(0, "gpu_lost"), (None, None, false.into()), "the stretch is the XID's");
+    assert_eq!(down(1, "xid"), (None, None, false.into()), "XID 13 takes nothing");
+    assert_eq!(down(1, "ecc_dbe"), (Some(1.0), Some(3.6), true.into()));
+
+    // The report: a Health section, its table with the same figures, and
+    // the headline's line. The fleet cost is the recorded time only: GPU 0
+    // 181 minutes, GPU 1 240, at 3.60 an hour.
+    let out_dir = tmp.path().join("report");
+    let (headline, _) = apron(&["report", "--month", "2026-10", "--out", out_dir.to_str().expect("utf-8")]);
+    assert!(
+        headline.contains(&format!("  faults         5 events on 2 GPUs; to drain: h/0, h/1; {took}")),
+        "{headline}"
+    );
+    assert!(headline.contains("fleet cost     $25.26"), "{headline}");
+    let summary = std::fs::read_to_string(out_dir.join("summary.md")).expect("summary");
+    assert!(summary.contains("## Health"), "{summary}");
+    assert!(summary.contains(&format!("Of the GPUs' time, {took}.")), "{summary}");
+    let csv = std::fs::read_to_string(out_dir.join("faults.csv")).expect("faults.csv");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let headers = reader.headers().expect("headers").clone();
+    let col =
+        |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("{name}: {headers:?}"));
+    let records: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("record")).collect();
+    let dbe = records
+        .iter()
+        .find(|r| &r[col("fault")] == "double-bit ECC error (uncorrectable)")
+        .expect("the double-bit error's row");
+    let hours: f64 = dbe[col("down_gpu_hours")].parse().expect("a number");
+    assert_eq!((hours, &dbe[col("still_down")]), (1.0, "true"), "{csv}");
+    assert_eq!(records.len(), 5, "one row per GPU and fault: {csv}");
+}

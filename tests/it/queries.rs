@@ -119,6 +119,10 @@ fn case(name: &str) -> Option<Case> {
             params: vec![start, end],
             columns: &["first_minute", "last_minute", "gpus", "recorded_seconds", "models"],
         },
+        "down_faults" => Case {
+            params: vec![start.clone(), end.clone()],
+            columns: &["host", "gpu_index", "gpu_uuid", "ts", "kind", "xid", "value", "delta", "detail"],
+        },
         "events" => Case {
             params: vec![start.clone(), end.clone()],
             columns: &[

@@ -2,7 +2,9 @@
 //! the last 30 days): each GPU's faults (XID errors, ECC errors, GPUs lost,
 //! error counters that moved) with what each means, the action it calls
 //! for and whether the GPU should be drained; the header names the GPUs to
-//! drain ([`crate::report::figures::events`]).
+//! drain ([`crate::report::figures::events`]), and each fault's row the
+//! GPU-hours and money it took until the GPU next did work
+//! ([`crate::ledger::downtime`]).
 
 use std::io::Write;
 
@@ -11,7 +13,10 @@ use clap::Args;
 use crate::cli::flag_groups::GlobalArgs;
 use crate::cli::flag_groups::PeriodArgs;
 use crate::commands::ReportContext;
+use apron_schemas::time::HOUR_MS;
+
 use crate::error::Error;
+use crate::ledger::Ledger;
 use crate::output::{Style, write_rows};
 use crate::report::figures::events::faults;
 
@@ -33,7 +38,16 @@ pub struct EventsArgs {
 pub async fn run<W: Write>(global: &GlobalArgs, args: &EventsArgs, mut out: W) -> Result<(), Error> {
     let mut report = ReportContext::prepare(global, &args.period).await?;
     let mut faults = faults(&report).await?;
-    report.header.push(faults.headline());
+    // The time the faults took, from the minutes of their hosts only.
+    let hosts = faults.down_hosts();
+    if !hosts.is_empty() {
+        let rules = ReportContext::config_rules(&report.config);
+        let ledger =
+            Ledger::compute_hosts(&report.session, &report.config, &report.period, HOUR_MS, rules, &hosts)
+                .await?;
+        faults.add_downtime(&ledger.downtime);
+    }
+    report.header.push(format!("Faults: {}", faults.summary_with_downtime(&report.config.currency)));
     if args.drain {
         faults.rows.retain(|r| r.drain);
     }

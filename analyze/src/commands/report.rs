@@ -27,7 +27,7 @@ use crate::output::Rows;
 use crate::report::charts;
 use crate::report::figures::budgets::Budgets;
 use crate::report::figures::idle_cost::IdleBy;
-use crate::report::figures::{actions, idle_cost, reclaim, savings, spend, windows, zombies};
+use crate::report::figures::{actions, events, idle_cost, reclaim, savings, spend, windows, zombies};
 use crate::report::header::hours;
 use crate::report::period::{self, Period};
 
@@ -116,6 +116,9 @@ pub struct Headline {
     /// One line for each GPU model no `[[gpu_cost]]` entry priced
     /// ([`crate::report::header::Unpriced::line`]).
     pub unpriced: Vec<String>,
+    /// The faults' line ([`events::Faults::summary_with_downtime`]);
+    /// `None` when none was recorded.
+    pub faults: Option<String>,
     /// The report's page.
     pub index: PathBuf,
 }
@@ -183,6 +186,9 @@ impl Headline {
                 "  together       {} (the actions that free capacity, each GPU-minute once)",
                 money(together)
             ));
+        }
+        if let Some(faults) = &self.faults {
+            lines.push(format!("  faults         {faults}"));
         }
         lines.extend(self.unpriced.iter().cloned());
         lines.extend(self.energy_unknown.iter().cloned());
@@ -253,9 +259,9 @@ pub async fn write_report(
 }
 
 /// The report's progress bar: the data, spend, idle cost, windows,
-/// zombies, reclaim, the previous month, each chart, the page.
+/// zombies, reclaim, the previous month, faults, each chart, the page.
 fn progress_bar() -> ProgressBar {
-    let steps = 7 + ChartName::ALL.len() as u64 + 1;
+    let steps = 8 + ChartName::ALL.len() as u64 + 1;
     let progress = ProgressBar::new(steps).with_style(
         ProgressStyle::with_template("{spinner} report [{bar:20}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -280,6 +286,8 @@ struct MonthFigures {
     previous: Option<(String, spend::Totals)>,
     savings: savings::Savings,
     actions: actions::Actions,
+    /// The GPUs' faults, with the time they took.
+    faults: events::Faults,
 }
 
 impl MonthFigures {
@@ -321,6 +329,9 @@ impl MonthFigures {
         let reclaim = reclaim::reclaim(report)?;
         step("the previous month");
         let previous = previous_month(global, month).await?;
+        step("faults");
+        let mut faults = events::faults(report).await?;
+        faults.add_downtime(&report.ledger()?.downtime);
         let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);
         let savings = savings::savings(report, &spend, reclaim_after, zombie_after)?;
         let month_arg = month.format("%Y-%m").to_string();
@@ -347,6 +358,7 @@ impl MonthFigures {
             previous,
             savings,
             actions,
+            faults,
         })
     }
 }
@@ -472,8 +484,11 @@ fn sections(
         zombies_section(report, figures, &zombie_rows),
         reclaim_section(report, figures, &reclaim_rows),
         savings_section(report, figures, month, &savings_rows),
-        power_section(report, figures),
     ]);
+    if !figures.faults.rows.is_empty() {
+        sections.push(health_section(report, &figures.faults, &printed(&figures.faults)?));
+    }
+    sections.push(power_section(report, figures));
     sections.push(about_section(report, unpriced));
     Ok(sections)
 }
@@ -762,6 +777,55 @@ fn savings_section(
     }
 }
 
+/// The GPUs' faults: what happened, which GPUs to drain, and the time
+/// faults took (only when some fault was recorded).
+fn health_section(report: &ReportContext, faults: &events::Faults, rows: &RecordBatch) -> Section {
+    let currency = &report.config.currency;
+    let mut paragraphs = vec![format!("{}.", faults.headline())];
+    paragraphs.push(match faults.downtime_phrase(currency) {
+        Some(took) => format!(
+            "Of the GPUs' time, {took}. A fault that takes a GPU out of service (an XID NVIDIA calls fatal, a \
+             double-bit ECC error, a GPU that stopped answering, a row remapping pending or failed) takes it \
+             from the start of the fault's minute until the GPU next did work (its first busy minute after \
+             it), or the end of the month's data: time it may have sat broken, then waited for a repair and for work. \
+             Those minutes stay in the figures above as they were recorded (idle or unknown); the unrecorded \
+             ones, while it did not answer, are priced here at the GPU's rate."
+        ),
+        None => "No fault took a GPU out of service.".to_owned(),
+    });
+    paragraphs.push(
+        "Each GPU's faults, the latest first, with what each means and the action it calls for (NVIDIA's XID \
+         catalogue for XIDs); the processes on the GPU at the last one are whose work it hit. \
+         apron events --drain lists the GPUs to drain; re-check a GPU before draining it."
+            .to_owned(),
+    );
+    Section {
+        heading: "Health".into(),
+        paragraphs,
+        table: Some(picked(
+            "faults",
+            rows,
+            &[
+                "host",
+                "gpu_index",
+                "fault",
+                "action",
+                "drain",
+                "events",
+                "first_at",
+                "last_at",
+                "down_gpu_hours",
+                "down_cost",
+                "still_down",
+                "on_gpu",
+                "gpu_uuid",
+            ],
+            TOP_ROWS,
+        )),
+        chart: None,
+    }
+}
+
 /// The energy the GPUs drew, with the data centre's overhead.
 fn power_section(report: &ReportContext, figures: &MonthFigures) -> Section {
     let energy_kwh = figures.spend.totals.energy_kwh;
@@ -846,6 +910,7 @@ fn headline(
         saved_gpu_hours: savings.total.freed_gpu_hours,
         saved_split: savings.split_phrase(&currency),
         saved_cash: savings.cash_phrase(&currency),
+        faults: (!figures.faults.rows.is_empty()).then(|| figures.faults.summary_with_downtime(&currency)),
         currency,
         unpriced,
         index: out_dir.join("index.html"),

@@ -32,6 +32,7 @@ use crate::session::Session;
 pub mod cost_buckets;
 pub mod cost_buckets_file;
 pub mod coverage;
+pub mod downtime;
 pub mod map;
 pub mod minutes;
 pub mod read;
@@ -90,6 +91,9 @@ pub struct Ledger {
     pub reclaimed_at: Vec<FreedAt>,
     /// What the rollups hold in the period; `None` when they hold nothing.
     pub coverage: Option<LedgerCoverage>,
+    /// The stretches faults took GPUs out of service, by GPU then time
+    /// ([`downtime`]).
+    pub downtime: Vec<downtime::DownStretch>,
 }
 
 /// What reclaiming GPUs by the rule would have freed of one team's GPU
@@ -192,14 +196,55 @@ impl Ledger {
         rules: Rules,
         hosts_per_slice: usize,
     ) -> Result<Ledger, Error> {
+        let slices = slices(session, period, hosts_per_slice.max(1)).await;
+        Self::compute_slices(session, config, period, bucket_ms, rules, slices).await
+    }
+
+    /// [`Ledger::compute`] over `hosts` only (a host a slice of its own):
+    /// what `apron events` needs of the hosts whose GPUs faulted.
+    pub async fn compute_hosts(
+        session: &Session,
+        config: &Config,
+        period: &Period,
+        bucket_ms: i64,
+        rules: Rules,
+        hosts: &BTreeSet<String>,
+    ) -> Result<Ledger, Error> {
+        let mut slices = Vec::new();
+        let mut day_start = period.start_ms.div_euclid(DAY_MS) * DAY_MS;
+        while day_start < period.end_ms {
+            let (start_ms, end_ms) = (period.start_ms.max(day_start), period.end_ms.min(day_start + DAY_MS));
+            let date = i32::try_from(day_start / DAY_MS).unwrap_or(i32::MAX);
+            for host in hosts {
+                // From the host (inclusive) to the next name after it.
+                let (first_host, end_host) = (host.clone(), format!("{host}\0"));
+                slices.push(read::Slice { start_ms, end_ms, date, first_host, end_host });
+            }
+            day_start += DAY_MS;
+        }
+        Self::compute_slices(session, config, period, bucket_ms, rules, slices).await
+    }
+
+    /// The ledger of `period` read in `slices`, in order.
+    async fn compute_slices(
+        session: &Session,
+        config: &Config,
+        period: &Period,
+        bucket_ms: i64,
+        rules: Rules,
+        slices: Vec<read::Slice>,
+    ) -> Result<Ledger, Error> {
         let bucket_ms = bucket_ms.max(MINUTE_MS);
-        let mut pass = Some(Pass::new(config.clone(), bucket_ms, rules)?);
+        let faults = read::down_faults(session, period.start_ms, period.end_ms).await?;
+        // Stretches still open end at the period's end, now, or the data's end (see finish).
+        let end_ms = period.end_ms.min(chrono::Utc::now().timestamp_millis());
+        let mut pass = Some(Pass::new(config.clone(), bucket_ms, rules, faults, end_ms)?);
         // Each day is read (by the engine's workers) while the day before is
         // worked through (on a blocking thread): the two overlap.
         let mut working: Option<tokio::task::JoinHandle<Result<Pass, Error>>> = None;
         let began = std::time::Instant::now();
         let (mut reading, mut waiting) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
-        for slice in slices(session, period, hosts_per_slice.max(1)).await {
+        for slice in slices {
             let read_at = std::time::Instant::now();
             let day = read::day(session, &slice).await?;
             reading += read_at.elapsed();
@@ -306,6 +351,10 @@ struct Pass {
     reclaimed_at: HashMap<(u32, usize), f64>,
     /// Each partitioned GPU's unheld slices: host, index, GPU time and cost.
     unpartitioned: HashMap<u32, (u32, i32, Freed)>,
+    /// The faults that take GPUs down, followed minute by minute.
+    downtime: downtime::Downtime,
+    /// Where stretches still open end.
+    end_ms: i64,
     /// Where the pass's time goes, for `APRON_LOG=debug`.
     timings: Timings,
 }
@@ -324,9 +373,16 @@ struct Timings {
 }
 
 impl Pass {
-    fn new(config: Config, bucket_ms: i64, rules: Rules) -> Result<Self, Error> {
+    fn new(
+        config: Config,
+        bucket_ms: i64,
+        rules: Rules,
+        faults: Vec<downtime::Fault>,
+        end_ms: i64,
+    ) -> Result<Self, Error> {
         let mut names = Names::default();
         let unallocated = names.id(UNALLOCATED);
+        let downtime = downtime::Downtime::new(faults, &mut names);
         Ok(Pass {
             buffers: Buffers::default(),
             coverage: coverage::CoverageTally::default(),
@@ -343,6 +399,8 @@ impl Pass {
             reclaimed: HashMap::default(),
             reclaimed_at: HashMap::default(),
             unpartitioned: HashMap::default(),
+            downtime,
+            end_ms,
             timings: Timings::default(),
         })
     }
@@ -454,6 +512,9 @@ impl Pass {
             }
             self.stretch_finder.minute(g, on, allocated);
             self.savings(g, on, allocated, whole);
+            if !self.downtime.is_empty() {
+                self.downtime.minute(g, &self.names, cost, rate);
+            }
         }
         self.cost_buckets.extend(bucket);
         for p in procs.iter() {
@@ -517,7 +578,8 @@ impl Pass {
         }
     }
 
-    fn finish(self) -> Result<Ledger, Error> {
+    fn finish(mut self) -> Result<Ledger, Error> {
+        let default_rate = self.rate(None).0;
         let Pass {
             names,
             mut cost_buckets,
@@ -528,9 +590,15 @@ impl Pass {
             reclaimed,
             reclaimed_at,
             unpartitioned,
+            downtime,
+            end_ms,
             timings,
             ..
         } = self;
+        // Nothing is known past the data's last minute: a stretch still open
+        // ends there.
+        let end_ms = tally.last_minute.map_or(end_ms, |last| end_ms.min(last + MINUTE_MS));
+        let downtime = downtime.finish(&names, end_ms, default_rate);
         tracing::debug!(?timings, "the pass's steps");
         cost_buckets.drain_into(&names, BATCH_ROWS, &mut file)?;
         let coverage = match (tally.first_minute, tally.last_minute) {
@@ -677,6 +745,7 @@ impl Pass {
             unpartitioned,
             zombies: zombies.into_iter().map(|(_, r, _)| r).collect(),
             coverage,
+            downtime,
         })
     }
 }

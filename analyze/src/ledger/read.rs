@@ -3,7 +3,8 @@
 //! `queries/ledger_alloc_minutes.sql`
 //! through the session (so the WAL's newest rows and the minutes derived
 //! from raw samples are in, as in every other query), turned into plain
-//! rows with their text interned ([`Names`]).
+//! rows with their text interned ([`Names`]); and the period's faults
+//! that take a GPU down (`queries/down_faults.sql`).
 
 use crate::ledger::map::HashMap;
 use std::sync::Arc;
@@ -19,7 +20,11 @@ use datafusion::arrow::datatypes::{
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
+use apron_schemas::gpu_events::takes_gpu_down;
+
+use super::downtime::Fault;
 use crate::error::{Error, SessionError};
+use crate::report::columns::Columns;
 use crate::session::Session;
 use crate::session::queries;
 
@@ -433,4 +438,39 @@ fn alloc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<AllocPart>) 
         });
     }
     Ok(())
+}
+
+/// The period's faults that take a GPU out of service
+/// (`queries/down_faults.sql`, kept by
+/// [`apron_schemas::gpu_events::takes_gpu_down`]).
+pub async fn down_faults(session: &Session, start_ms: i64, end_ms: i64) -> Result<Vec<Fault>, Error> {
+    let at = |ms: i64| ScalarValue::TimestampMillisecond(Some(ms), Some("UTC".into()));
+    let df = session.sql_with_params(queries::DOWN_FAULTS, vec![at(start_ms), at(end_ms)]).await?;
+    let batch = session.collect_batch(df).await?;
+    let unreadable = |e: datafusion::arrow::error::ArrowError| SessionError::Execute { source: e.into() };
+    let c = Columns::of(&batch);
+    let (host, gpu_index, gpu_uuid, kind) = (
+        c.text("host").map_err(unreadable)?,
+        c.i32("gpu_index").map_err(unreadable)?,
+        c.text("gpu_uuid").map_err(unreadable)?,
+        c.text("kind").map_err(unreadable)?,
+    );
+    let (ts, xid, detail) = (
+        c.timestamp_ms("ts").map_err(unreadable)?,
+        c.i32_opt("xid").map_err(unreadable)?,
+        c.text_opt("detail").map_err(unreadable)?,
+    );
+    let (value, delta) = (c.i64_opt("value").map_err(unreadable)?, c.i64_opt("delta").map_err(unreadable)?);
+    Ok((0..c.len())
+        .filter(|&i| takes_gpu_down(&kind[i], xid[i], value[i], delta[i]))
+        .map(|i| Fault {
+            host: host[i].clone(),
+            gpu_index: gpu_index[i],
+            gpu_uuid: gpu_uuid[i].clone(),
+            ts: ts[i],
+            kind: kind[i].clone(),
+            xid: xid[i],
+            detail: detail[i].clone(),
+        })
+        .collect())
 }

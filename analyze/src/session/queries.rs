@@ -61,6 +61,9 @@ pub const SAMPLES_BETWEEN: &str = include_str!("../../../queries/samples_between
 /// `queries/events.sql`: the GPUs' faults, per GPU and fault.
 pub const EVENTS: &str = include_str!("../../../queries/events.sql");
 
+/// `queries/down_faults.sql`: the events that may take a GPU out of service.
+pub const DOWN_FAULTS: &str = include_str!("../../../queries/down_faults.sql");
+
 /// `queries/fault_alerts.sql`: the fault alert rules.
 pub const FAULT_ALERTS: &str = include_str!("../../../queries/fault_alerts.sql");
 
@@ -94,6 +97,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("alloc_minute_states", ALLOC_MINUTE_STATES),
     ("budget_hours", BUDGET_HOURS),
     ("coverage", COVERAGE),
+    ("down_faults", DOWN_FAULTS),
     ("events", EVENTS),
     ("fault_alerts", FAULT_ALERTS),
     ("fleet_state", FLEET_STATE),

@@ -307,6 +307,18 @@ pub const COLUMNS: &[Column] = &[
     col("window", "Window", ColumnKind::Name),
     col("hours_per_week", "Hours per week", ColumnKind::Hours),
     col("text", "In words", ColumnKind::Text),
+    // Faults.
+    col("kind", "Kind", ColumnKind::Name),
+    col("xid", "XID", ColumnKind::Id),
+    col("fault", "Fault", ColumnKind::Text),
+    col("drain", "Drain", ColumnKind::Flag),
+    col("events", "Events", ColumnKind::Id),
+    col("first_at", "First (UTC)", ColumnKind::Time),
+    col("last_at", "Last (UTC)", ColumnKind::Time),
+    col("on_gpu", "Processes on the GPU", ColumnKind::Text),
+    col("down_gpu_hours", "Down GPU-hours", ColumnKind::Hours),
+    col("down_cost", "Down cost", ColumnKind::Money),
+    col("still_down", "Still down (at the data's end)", ColumnKind::Flag),
 ];
 
 /// The column named `name`, if a report table may have it.

@@ -14,8 +14,10 @@ use datafusion::common::ScalarValue;
 use super::{ReportContext, query, unreadable};
 use crate::error::Error;
 use crate::faults;
+use crate::ledger::downtime::{DownStretch, DownSum};
 use crate::output::Rows;
 use crate::report::columns::{self, Columns, batch_of};
+use crate::report::header::hours;
 use crate::session::queries;
 
 /// A contained ECC error (XID 94) this many times on one GPU in a period:
@@ -55,6 +57,16 @@ pub struct FaultRow {
     pub detail: Option<String>,
     /// The processes on the GPU in the minute of the last one.
     pub on_gpu: String,
+    /// GPU-hours its faults took the GPU (and a partitioned GPU's MIG
+    /// instances) out of service, until each next did work
+    /// ([`crate::ledger::downtime`]); `None`: it took none.
+    pub down_gpu_hours: Option<f64>,
+    /// Their cost (currency): recorded minutes as priced, unrecorded time
+    /// at the GPU's rate.
+    pub down_cost: Option<f64>,
+    /// Whether the GPU (or one of its instances) had not done work again by
+    /// the end of the period's data.
+    pub still_down: bool,
 }
 
 /// The faults of a period, the latest first.
@@ -62,6 +74,8 @@ pub struct FaultRow {
 pub struct Faults {
     /// One row per GPU and fault.
     pub rows: Vec<FaultRow>,
+    /// What the time faults took adds up to ([`Faults::add_downtime`]).
+    pub down: DownSum,
 }
 
 impl Faults {
@@ -72,14 +86,80 @@ impl Faults {
         gpus.into_iter().map(|(h, i)| format!("{h}/{i}")).collect()
     }
 
+    /// The hosts whose GPUs had a fault that can take a GPU out of service:
+    /// those whose minutes [`Faults::add_downtime`] needs.
+    pub fn down_hosts(&self) -> BTreeSet<String> {
+        let may = |r: &FaultRow| {
+            r.drain
+                || [kinds::GPU_LOST, kinds::REMAP_PENDING, kinds::REMAP_FAILURE, kinds::RETIRED_PENDING]
+                    .contains(&r.kind.as_str())
+        };
+        self.rows.iter().filter(|r| may(r)).map(|r| r.host.clone()).collect()
+    }
+
+    /// Adds to each row the stretches its faults began (matched by the
+    /// fault's GPU, kind, XID and detail), and sums them.
+    pub fn add_downtime(&mut self, stretches: &[DownStretch]) {
+        for d in stretches {
+            let f = &d.fault;
+            let row = self.rows.iter_mut().find(|r| {
+                r.host == f.host
+                    && r.gpu_uuid == f.gpu_uuid
+                    && r.kind == f.kind
+                    && r.xid == f.xid
+                    && r.detail == f.detail
+            });
+            if let Some(r) = row {
+                r.down_gpu_hours = Some(r.down_gpu_hours.unwrap_or(0.0) + d.gpu_hours);
+                r.down_cost = Some(r.down_cost.unwrap_or(0.0) + d.cost);
+                r.still_down |= d.until_ms.is_none();
+            }
+        }
+        self.down = DownSum::of(stretches);
+    }
+
+    /// The time faults took, in words: `faults took 12.5 GPU-hours (€30.10)`,
+    /// with what of it was not recorded; `None` when they took none.
+    pub fn downtime_phrase(&self, currency: &str) -> Option<String> {
+        let d = &self.down;
+        if d.gpu_hours <= 0.0 {
+            return None;
+        }
+        let money = |x| apron_reports::money(x, currency);
+        let mut s = format!("faults took {} GPU-hours ({})", hours(d.gpu_hours), money(d.cost));
+        let unrecorded = d.gpu_hours - d.recorded_gpu_hours;
+        if unrecorded >= 0.05 {
+            s.push_str(&format!(
+                ", {} GPU-hours of it unrecorded ({} at the GPUs' rate, not in the fleet cost)",
+                hours(unrecorded),
+                money(d.unrecorded_cost)
+            ));
+        }
+        if d.still_down > 0 {
+            s.push_str(&format!(
+                "; {} not back at work by the end of the data",
+                match d.still_down {
+                    1 => "1 GPU".to_owned(),
+                    n => format!("{n} GPUs"),
+                }
+            ));
+        }
+        Some(s)
+    }
+
     /// The header's words: how many faults on how many GPUs, and which to
     /// drain.
     pub fn headline(&self) -> String {
+        format!("Faults: {}", self.summary())
+    }
+
+    /// How many faults on how many GPUs, and which to drain.
+    pub fn summary(&self) -> String {
         let gpus: BTreeSet<(&str, &str)> =
             self.rows.iter().map(|r| (r.host.as_str(), r.gpu_uuid.as_str())).collect();
         let events: i64 = self.rows.iter().map(|r| r.events).sum();
         if self.rows.is_empty() {
-            return "Faults: none recorded in the period".into();
+            return "none recorded in the period".into();
         }
         let drain = self.to_drain();
         let drain = if drain.is_empty() {
@@ -87,7 +167,15 @@ impl Faults {
         } else {
             format!("to drain: {}", drain.join(", "))
         };
-        format!("Faults: {events} events on {} GPUs; {drain}", gpus.len())
+        format!("{events} events on {} GPUs; {drain}", gpus.len())
+    }
+
+    /// [`Faults::summary`] and then the time faults took, in `currency`.
+    pub fn summary_with_downtime(&self, currency: &str) -> String {
+        match self.downtime_phrase(currency) {
+            Some(took) => format!("{}; {took}", self.summary()),
+            None => self.summary(),
+        }
     }
 }
 
@@ -207,10 +295,13 @@ fn read(batch: &RecordBatch) -> Result<Faults, ArrowError> {
                 last_value: last_value[i],
                 detail: detail[i].clone(),
                 on_gpu: on_gpu[i].clone(),
+                down_gpu_hours: None,
+                down_cost: None,
+                still_down: false,
             }
         })
         .collect();
-    Ok(Faults { rows })
+    Ok(Faults { rows, down: DownSum::default() })
 }
 
 impl Rows for Faults {
@@ -232,6 +323,9 @@ impl Rows for Faults {
             ("last_value", columns::int64(r.iter().map(|x| x.last_value))),
             ("detail", columns::text(r.iter().map(|x| x.detail.as_deref()))),
             ("on_gpu", columns::text(r.iter().map(|x| x.on_gpu.as_str()))),
+            ("down_gpu_hours", columns::float(r.iter().map(|x| x.down_gpu_hours))),
+            ("down_cost", columns::float(r.iter().map(|x| x.down_cost))),
+            ("still_down", columns::boolean(r.iter().map(|x| x.still_down))),
         ])
     }
 }
@@ -266,5 +360,30 @@ mod tests {
         assert!(j("gpu_lost", None, 1, None, None).2);
         assert!(!judge("gpu_lost", None, 1, (None, None), true).2, "it answered again");
         assert!(!j("pcie_replay", None, 3, Some(40), Some(40)).2);
+    }
+
+    #[test]
+    fn every_fault_that_takes_a_gpu_down_calls_for_draining_it() {
+        use apron_schemas::gpu_events::takes_gpu_down;
+        let mut kinds_seen = 0;
+        let xids = [None, Some(13), Some(31), Some(48), Some(79), Some(94), Some(95), Some(9999)];
+        let numbers = [None, Some(0), Some(1), Some(3)];
+        for kind in kinds::COUNTER_KINDS.iter().chain(&kinds::EVENT_KINDS).chain(&kinds::ANSWER_KINDS) {
+            for xid in xids {
+                for value in numbers {
+                    for delta in numbers {
+                        if takes_gpu_down(kind, xid, value, delta) {
+                            kinds_seen += 1;
+                            let (fault, _, drain) = judge(kind, xid, 1, (delta, value), false);
+                            assert!(drain, "{kind} {xid:?} {value:?} {delta:?}: {fault}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(kinds_seen > 0);
+        assert!(takes_gpu_down("xid", Some(79), None, None) && !takes_gpu_down("xid", Some(13), None, None));
+        assert!(!takes_gpu_down("ecc_uncorrected", None, Some(3), None), "a first reading is no new fault");
+        assert!(!takes_gpu_down("gpu_back", None, Some(60), None));
     }
 }
