@@ -95,6 +95,7 @@ impl Counters {
         }
         self.read_at = Some(ts_ms);
         self.readings += 1;
+        let started = std::time::Instant::now();
         let mut seen: Vec<(&'static str, Option<Text>, i64)> = Vec::new();
         for group in GROUPS {
             if self.refused.contains(&group) {
@@ -109,8 +110,11 @@ impl Counters {
         }
         if self.readings == 1 {
             let refused: Vec<String> = self.refused.iter().map(|g| format!("{g:?}").to_lowercase()).collect();
+            // What a reading costs the GPU's lane, once a minute: the first
+            // is the dearest (it also lists the NVLinks).
+            let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             tracing::info!(gpu_index = index, gpu_uuid = %uuid, counters = seen.len(), refused = %refused.join(","),
-                links = self.links.len(), "GPU error counters read (once a minute from now on)");
+                links = self.links.len(), took_us, "GPU error counters read (once a minute from now on)");
         }
         for (kind, detail, value) in seen {
             readings.push(GpuEvent {
