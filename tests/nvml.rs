@@ -1170,7 +1170,10 @@ fn a_gpu_lost_mid_tick_is_reopened_after_its_reset() {
 fn nvml_is_reopened_after_a_driver_reload() {
     const TEST: &str = "nvml_is_reopened_after_a_driver_reload";
     let gpus = || {
-        let a = FakeGpu::new("GPU-7e100000-0000-0000-0000-000000000001", "NVIDIA H100 80GB HBM3");
+        let mut a = FakeGpu::new("GPU-7e100000-0000-0000-0000-000000000001", "NVIDIA H100 80GB HBM3");
+        // An application's XID at its fifth tick: after the reload (at its
+        // third), with the new driver (the scenario starts afresh).
+        a.extra = "xid_at=5:13".into();
         let b = FakeGpu::new("GPU-7e100000-0000-0000-0000-000000000002", "NVIDIA H100 80GB HBM3");
         vec![a, b]
     };
@@ -1181,7 +1184,16 @@ fn nvml_is_reopened_after_a_driver_reload() {
     let uuids: Vec<&str> = gpus().iter().map(|g| g.uuid).collect();
     let mut source = open_fake();
     let reopen = u64::from(apron_recorder::source::nvml::REOPEN_NVML_AFTER_TICKS);
-    let ticks = run_ticks(&mut source, 4 + reopen + 3);
+    let mut ticks = run_ticks(&mut source, 4 + reopen + 1);
+    // The event thread registers the GPUs again once it is out of its wait
+    // (within a second): then the new driver's ticks go on.
+    let registered = || calls().iter().filter(|c| c.symbol == "nvmlDeviceRegisterEvents").count();
+    let waited = std::time::Instant::now();
+    while registered() < 4 && waited.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(registered(), 4, "both GPUs registered twice");
+    ticks.extend(run_ticks_at(&mut source, (4 + reopen + 2..=4 + reopen + 6).map(ts)));
     let recorded = |tick: &Tick| tick.gpus.iter().map(|g| g.gpu_uuid.to_string()).collect::<Vec<_>>();
     for (t, tick) in (1..).zip(&ticks) {
         if t <= 2 {
@@ -1197,9 +1209,22 @@ fn nvml_is_reopened_after_a_driver_reload() {
             assert_eq!(recorded(tick), uuids, "tick {t}: {:?}", tick.failures);
         }
     }
+    // The event set was registered again with the new driver: its XID is
+    // recorded.
+    let mut events: Vec<_> = ticks.iter().flat_map(|t| t.events.iter().cloned()).collect();
+    let xids = |events: &[apron_schemas::GpuEvent]| events.iter().filter(|e| &*e.kind == "xid").count();
+    let waited = std::time::Instant::now();
+    while xids(&events) < 1 && waited.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        source.take_events(&mut events);
+    }
+    let xid_events: Vec<_> = events.iter().filter(|e| &*e.kind == "xid").collect();
+    assert_eq!(xid_events.len(), 1, "{events:?}");
+    assert!(xid_events.iter().all(|e| e.xid == Some(13) && e.gpu_index == 0), "{xid_events:?}");
     let calls = calls();
     assert_eq!(calls.iter().filter(|c| c.symbol == "nvmlInit_v2").count(), 2);
     assert_eq!(calls.iter().filter(|c| c.symbol == "nvmlShutdown").count(), 1);
+    assert_eq!(calls.iter().filter(|c| c.symbol == "nvmlEventSetCreate").count(), 2);
 }
 
 #[test]

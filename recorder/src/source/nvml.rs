@@ -329,19 +329,29 @@ impl NvmlSource {
     /// handles at their next tick. Called only while no worker is in NVML.
     fn reopen_nvml(&mut self) {
         let lib = self.nvml.lib();
-        let result = nvml_wrapper::error::nvml_sym(lib.nvmlShutdown.as_ref()).and_then(|shutdown| {
-            let init = nvml_wrapper::error::nvml_sym(lib.nvmlInit_v2.as_ref())?;
-            // SAFETY: plain calls without arguments into the loaded NVML. No
-            // other thread is in NVML (every worker has answered and waits
-            // for its next request); the handles and GPM samples the workers
-            // hold are only ever passed back to NVML, which answers stale
-            // ones with an error, upon which they are fetched again.
-            unsafe {
-                // An NVML already shut down by the reload says so; init is
-                // what matters.
-                let _ = shutdown();
-                nvml_wrapper::error::nvml_try(init())
+        let inbox = Arc::clone(&self.inbox);
+        let result = inbox.outside_nvml(|| {
+            let reopened = nvml_wrapper::error::nvml_sym(lib.nvmlShutdown.as_ref()).and_then(|shutdown| {
+                let init = nvml_wrapper::error::nvml_sym(lib.nvmlInit_v2.as_ref())?;
+                // SAFETY: plain calls without arguments into the loaded NVML.
+                // No other thread is in NVML (every worker has answered and
+                // waits for its next request; the event thread is kept out);
+                // the handles and GPM samples the workers hold are only ever
+                // passed back to NVML, which answers stale ones with an
+                // error, upon which they are fetched again.
+                unsafe {
+                    // An NVML already shut down by the reload says so; init
+                    // is what matters.
+                    let _ = shutdown();
+                    nvml_wrapper::error::nvml_try(init())
+                }
+            });
+            if reopened.is_ok() {
+                // The event thread's set is the old driver's: it registers
+                // again before it waits again.
+                inbox.nvml_reopened();
             }
+            reopened
         });
         match result {
             Ok(()) => tracing::warn!(

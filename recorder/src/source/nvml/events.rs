@@ -9,10 +9,14 @@
 //! them whenever its load does, and each tick records the clocks and the
 //! reasons they were held back anyway.
 //!
-//! The thread never calls a GPU's own queries: an event names its GPU by
-//! the handle registered for it, looked up here, so a GPU whose calls hang
-//! (after an XID 79) cannot keep the others' events waiting.
+//! The thread never calls a GPU's own queries while it waits: an event
+//! names its GPU by the handle registered for it, looked up here, so a GPU
+//! whose calls hang (after an XID 79) cannot keep the others' events
+//! waiting. When NVML is re-initialised (a driver reload: the event set
+//! and handles are the old driver's and answer nothing more), the thread
+//! registers every GPU again in a new set.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -21,7 +25,7 @@ use apron_schemas::{GpuEvent, Text};
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper::{Device, EventSet, Nvml};
 
 /// How long one wait in the driver lasts before the thread looks whether
 /// it should stop.
@@ -62,6 +66,15 @@ pub type Wake = Arc<dyn Fn() + Send + Sync>;
 pub struct Inbox {
     events: Mutex<Vec<GpuEvent>>,
     wake: Mutex<Option<Wake>>,
+    /// How many times NVML was re-initialised: the event thread registers
+    /// again when it changes.
+    reopened: AtomicU64,
+    /// Held by the event thread while it is in NVML, and by
+    /// [`Inbox::outside_nvml`]: NVML is never shut down under a wait.
+    in_nvml: Mutex<()>,
+    /// Set while [`Inbox::outside_nvml`] waits for the lock, so the event
+    /// thread does not take it again first.
+    wanted_out: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -74,6 +87,28 @@ impl Inbox {
     /// Moves the events received so far to `out`.
     pub fn take(&self, out: &mut Vec<GpuEvent>) {
         out.append(&mut self.events.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// Runs `f` (NVML's shutdown and init) while the event thread is out of
+    /// NVML: it waits for the thread's current wait to end (at most
+    /// [`WAIT_MS`]).
+    pub fn outside_nvml<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.wanted_out.store(true, Ordering::SeqCst);
+        let held = self.in_nvml.lock().unwrap_or_else(PoisonError::into_inner);
+        let out = f();
+        drop(held);
+        self.wanted_out.store(false, Ordering::SeqCst);
+        out
+    }
+
+    /// Tells the event thread NVML was re-initialised: its set and handles
+    /// are stale, it registers again.
+    pub fn nvml_reopened(&self) {
+        self.reopened.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn reopens(&self) -> u64 {
+        self.reopened.load(Ordering::SeqCst)
     }
 
     /// Sets who to wake when an event arrives.
@@ -112,32 +147,123 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Per registered GPU: its handle's address, NVML index and UUID.
+type Registered = Vec<(usize, i32, Text)>;
+
 /// Starts the event thread for the GPUs `devices` (by NVML index, each
 /// handle or why there is none): registers each GPU's event
 /// types (those of [`wanted`] it supports) in one event set, then waits
-/// for events until the process ends, putting each into `inbox`. Returns
-/// what was registered; a GPU that cannot register is a note, not an
-/// error (the samples go on without its events).
+/// for events until the process ends, putting each into `inbox`, and
+/// registers again in a new set after NVML is re-initialised
+/// ([`Inbox::nvml_reopened`]). Returns what was registered; a GPU that
+/// cannot register is a note, not an error (the samples go on without its
+/// events).
 pub fn spawn(
     nvml: &'static Nvml,
     devices: Vec<Result<Device<'static>, NvmlError>>,
     inbox: Arc<Inbox>,
 ) -> Vec<Registration> {
     let count = u32::try_from(devices.len()).unwrap_or(u32::MAX);
+    let (mut set, mut gpus, registrations) = register(nvml, devices);
+    log(&registrations, "NVML events registered");
+    if count == 0 {
+        return registrations;
+    }
+    let started = std::thread::Builder::new().name("nvml-events".into()).spawn(move || {
+        let mut warned = false;
+        let mut reopens = inbox.reopens();
+        loop {
+            if inbox.wanted_out.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            let held = inbox.in_nvml.lock().unwrap_or_else(PoisonError::into_inner);
+            if inbox.reopens() != reopens {
+                // NVML was re-initialised: the old set and handles answer
+                // nothing more. Free the set, register afresh.
+                reopens = inbox.reopens();
+                drop(set.take());
+                let devices = (0..count).map(|index| nvml.device_by_index(index)).collect();
+                let registrations;
+                (set, gpus, registrations) = register(nvml, devices);
+                log(&registrations, "NVML events registered again after NVML was re-initialised");
+                warned = false;
+            }
+            let Some(waiting) = &set else {
+                // Nothing registered: only a re-initialisation can change that.
+                drop(held);
+                std::thread::sleep(Duration::from_millis(u64::from(WAIT_MS)));
+                continue;
+            };
+            let waited = waiting.wait(WAIT_MS);
+            drop(held);
+            match waited {
+                Ok(event) => {
+                    // SAFETY: compared with the registered handles only.
+                    let handle = unsafe { event.device.handle() } as usize;
+                    let Some((_, index, uuid)) = gpus.iter().find(|(h, _, _)| *h == handle) else { continue };
+                    for kind in kinds_of(event.event_type) {
+                        let xid = match event.event_data {
+                            Some(XidError::Value(v)) if kind == XID => i32::try_from(v).ok(),
+                            _ => None,
+                        };
+                        let detail = match event.event_data {
+                            Some(XidError::Unknown) if kind == XID => {
+                                Some("XID unknown to the driver (999)".into())
+                            }
+                            _ => None,
+                        };
+                        inbox.push(GpuEvent {
+                            ts: now_ms(),
+                            gpu_uuid: uuid.clone(),
+                            gpu_index: *index,
+                            kind: kind.into(),
+                            xid,
+                            detail,
+                            ..GpuEvent::default()
+                        });
+                    }
+                }
+                Err(NvmlError::Timeout) => {}
+                Err(e) => {
+                    // A lost GPU (its samples say so), or the driver going
+                    // away: keep waiting, without spinning.
+                    if !std::mem::replace(&mut warned, true) {
+                        tracing::warn!(error = %e, "waiting for NVML events failed; waiting on");
+                    }
+                    std::thread::sleep(PAUSE_AFTER_ERROR);
+                }
+            }
+        }
+    });
+    if let Err(e) = started {
+        tracing::warn!(error = %e, "cannot start the NVML event thread: XID and ECC events are not recorded");
+    }
+    registrations
+}
+
+/// Registers each of `devices` (by NVML index) for the event types of
+/// [`wanted`] it supports, in one new event set: the set (`None` when no
+/// GPU could register), the GPUs registered and what each registered.
+fn register(
+    nvml: &'static Nvml,
+    devices: Vec<Result<Device<'static>, NvmlError>>,
+) -> (Option<EventSet<'static>>, Registered, Vec<Registration>) {
+    let count = u32::try_from(devices.len()).unwrap_or(u32::MAX);
     let set = match nvml.create_event_set() {
         Ok(set) => set,
         Err(e) => {
             tracing::warn!(error = %e, "NVML cannot make an event set: XID and ECC events are not recorded \
                 (error counters and lost GPUs still are)");
-            return (0..count)
+            let registrations = (0..count)
                 .map(|gpu_index| Registration { gpu_index, kinds: Vec::new(), note: Some(e.to_string()) })
                 .collect();
+            return (None, Vec::new(), registrations);
         }
     };
     let mut set = Some(set);
     let mut registrations = Vec::new();
-    // Per registered GPU: its handle's address, index and UUID.
-    let mut gpus: Vec<(usize, i32, Text)> = Vec::new();
+    let mut gpus: Registered = Vec::new();
     for (gpu_index, device) in (0..).zip(devices) {
         let mut reg = Registration { gpu_index, kinds: Vec::new(), note: None };
         let device = match device {
@@ -190,55 +316,14 @@ pub fn spawn(
         }
         registrations.push(reg);
     }
-    for r in &registrations {
+    let set = set.filter(|_| !gpus.is_empty());
+    (set, gpus, registrations)
+}
+
+/// Logs what each GPU registered, with `message`.
+fn log(registrations: &[Registration], message: &str) {
+    for r in registrations {
         tracing::info!(gpu_index = r.gpu_index, events = %r.kinds.join(","), note = r.note.as_deref().unwrap_or(""),
-            "NVML events registered");
+            "{message}");
     }
-    let Some(set) = set.filter(|_| !gpus.is_empty()) else { return registrations };
-    let started = std::thread::Builder::new().name("nvml-events".into()).spawn(move || {
-        let mut warned = false;
-        loop {
-            match set.wait(WAIT_MS) {
-                Ok(event) => {
-                    // SAFETY: compared with the registered handles only.
-                    let handle = unsafe { event.device.handle() } as usize;
-                    let Some((_, index, uuid)) = gpus.iter().find(|(h, _, _)| *h == handle) else { continue };
-                    for kind in kinds_of(event.event_type) {
-                        let xid = match event.event_data {
-                            Some(XidError::Value(v)) if kind == XID => i32::try_from(v).ok(),
-                            _ => None,
-                        };
-                        let detail = match event.event_data {
-                            Some(XidError::Unknown) if kind == XID => {
-                                Some("XID unknown to the driver (999)".into())
-                            }
-                            _ => None,
-                        };
-                        inbox.push(GpuEvent {
-                            ts: now_ms(),
-                            gpu_uuid: uuid.clone(),
-                            gpu_index: *index,
-                            kind: kind.into(),
-                            xid,
-                            detail,
-                            ..GpuEvent::default()
-                        });
-                    }
-                }
-                Err(NvmlError::Timeout) => {}
-                Err(e) => {
-                    // A lost GPU (its samples say so), or the driver going
-                    // away: keep waiting, without spinning.
-                    if !std::mem::replace(&mut warned, true) {
-                        tracing::warn!(error = %e, "waiting for NVML events failed; waiting on");
-                    }
-                    std::thread::sleep(PAUSE_AFTER_ERROR);
-                }
-            }
-        }
-    });
-    if let Err(e) = started {
-        tracing::warn!(error = %e, "cannot start the NVML event thread: XID and ECC events are not recorded");
-    }
-    registrations
 }
