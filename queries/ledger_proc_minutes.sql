@@ -15,8 +15,10 @@
 --   used_mem_bytes_mean, used_mem_bytes_max  its GPU memory (bytes; null: unknown)
 --   sm_util_pct_mean                         its own SM utilization (%; null: unknown)
 --   comm, user, uid, k8s_namespace, k8s_labels, slurm_account  who it is, as the team rules see it
+--   host, slurm_job_id, k8s_pod_name, container_id  the job it is part of (apron jobs)
 SELECT
   gpu_uuid, minute, pid, proc_start, seconds, used_mem_bytes_mean, used_mem_bytes_max,
-  sm_util_pct_mean, comm, "user", uid, k8s_namespace, k8s_labels, slurm_account
+  sm_util_pct_mean, comm, "user", uid, k8s_namespace, k8s_labels, slurm_account,
+  host, slurm_job_id, k8s_pod_name, container_id
 FROM proc_minutes
 WHERE minute >= $1 AND minute < $2 AND date = CAST($3 AS DATE) AND host >= $4 AND host < $5

@@ -20,6 +20,7 @@ use crate::commands::demo::DemoArgs;
 use crate::commands::events::EventsArgs;
 use crate::commands::idle_cost::IdleCostArgs;
 use crate::commands::import::ImportArgs;
+use crate::commands::jobs::JobsArgs;
 use crate::commands::pick::PickArgs;
 use crate::commands::portable::{DdlArgs, ExportConfigArgs, ExportSqlArgs};
 use crate::commands::reclaim::ReclaimArgs;
@@ -141,6 +142,13 @@ pub enum Command {
     /// --drain, only the faults that call for draining
     #[command(about = "List the GPUs' faults and the GPUs to drain", long_about)]
     Events(EventsArgs),
+
+    /// One row per job (a Slurm job, else a pod, else a container, else a
+    /// process) over the period: its GPUs, GPU-hours, cost and idle cost,
+    /// activity, peak memory, an efficiency grade and what is wrong with
+    /// it in words, the costliest idle first
+    #[command(about = "Every job's GPU time, cost and efficiency, with findings", long_about)]
+    Jobs(JobsArgs),
 
     /// What each team's GPU time cost: GPU-hours busy, idle-held and
     /// idle-empty, energy and cost per team, adding up to the fleet's cost

@@ -85,6 +85,7 @@ fn help_of_apron_and_every_command() {
         "zombies",
         "starved",
         "events",
+        "jobs",
         "spend",
         "idle-cost",
         "windows",

@@ -36,6 +36,7 @@ mod first_run;
 mod gpu_events;
 mod identity_trust;
 mod import_locking;
+mod jobs;
 mod kubernetes;
 mod memory_limit;
 mod metrics;

@@ -175,6 +175,7 @@ fn case(name: &str) -> Option<Case> {
                 "mig_total_slices",
                 "pcie_tx_bytes_per_s_mean",
                 "pcie_rx_bytes_per_s_mean",
+                "fb_total_bytes",
             ],
         },
         "ledger_proc_minutes" => Case {
@@ -194,6 +195,10 @@ fn case(name: &str) -> Option<Case> {
                 "k8s_namespace",
                 "k8s_labels",
                 "slurm_account",
+                "host",
+                "slurm_job_id",
+                "k8s_pod_name",
+                "container_id",
             ],
         },
         "alloc_minute_states" => Case {

@@ -173,9 +173,48 @@ async fn library_rows(session: &Session, sql: &str, params: Vec<ScalarValue>) ->
     serde_json::from_slice(&json).expect("valid JSON")
 }
 
+/// A host of its own with a fatal XID and a double-bit ECC error in the
+/// scenario's period, so the fault queries have rows to compare.
+fn add_faults(data: &Path) {
+    use apron_schemas::{DataLayout, GpuEvent, GpuSample};
+    use apron_store::source::Tick;
+    let mut w = apron_store::writer::RollingWriter::new(
+        DataLayout::new(data),
+        "faulty",
+        std::time::Duration::from_secs(600),
+    )
+    .expect("host");
+    let t0 = ms(START) + 60_000;
+    for i in 0..12 {
+        let ts = t0 + i * 10_000;
+        let event = |kind: &str, xid: Option<i32>| GpuEvent {
+            ts,
+            gpu_uuid: "GPU-faulty-0".into(),
+            kind: kind.into(),
+            xid,
+            ..GpuEvent::default()
+        };
+        let events = match i {
+            1 => vec![event("xid", Some(79))],
+            2 => vec![event("ecc_dbe", None)],
+            _ => Vec::new(),
+        };
+        let gpus = vec![GpuSample {
+            ts,
+            gpu_uuid: "GPU-faulty-0".into(),
+            interval_ms: 10_000,
+            gpu_util_pct: Some(if i < 6 { 50 } else { 0 }),
+            ..GpuSample::default()
+        }];
+        w.push(ts, &Tick { gpus, events, ..Tick::default() }).expect("push");
+    }
+    w.close().expect("close");
+}
+
 #[test]
 fn every_query_file_runs_through_apron_sql_with_its_documented_params() {
     let fx = Fixture::new();
+    add_faults(&fx.data);
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let session =

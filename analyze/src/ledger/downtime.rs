@@ -18,9 +18,15 @@
 use apron_schemas::minute_state::State;
 use apron_schemas::time::{HOUR_MS, MINUTE_MS};
 
+use apron_schemas::gpu_events::takes_gpu_down;
+use datafusion::common::ScalarValue;
+
 use super::map::HashMap;
 use super::minutes::GpuMinuteState;
 use super::read::Names;
+use crate::error::{Error, SessionError};
+use crate::report::columns::Columns;
+use crate::session::{Session, queries};
 use std::collections::HashSet;
 
 /// One fault that takes its GPU out of service.
@@ -307,6 +313,41 @@ impl DownSum {
     }
 }
 
+/// The period's faults that take a GPU out of service
+/// (`queries/down_faults.sql`, kept by
+/// [`apron_schemas::gpu_events::takes_gpu_down`]).
+pub async fn down_faults(session: &Session, start_ms: i64, end_ms: i64) -> Result<Vec<Fault>, Error> {
+    let at = |ms: i64| ScalarValue::TimestampMillisecond(Some(ms), Some("UTC".into()));
+    let df = session.sql_with_params(queries::DOWN_FAULTS, vec![at(start_ms), at(end_ms)]).await?;
+    let batch = session.collect_batch(df).await?;
+    let unreadable = |e: datafusion::arrow::error::ArrowError| SessionError::Execute { source: e.into() };
+    let c = Columns::of(&batch);
+    let (host, gpu_index, gpu_uuid, kind) = (
+        c.text("host").map_err(unreadable)?,
+        c.i32("gpu_index").map_err(unreadable)?,
+        c.text("gpu_uuid").map_err(unreadable)?,
+        c.text("kind").map_err(unreadable)?,
+    );
+    let (ts, xid, detail) = (
+        c.timestamp_ms("ts").map_err(unreadable)?,
+        c.i32_opt("xid").map_err(unreadable)?,
+        c.text_opt("detail").map_err(unreadable)?,
+    );
+    let (value, delta) = (c.i64_opt("value").map_err(unreadable)?, c.i64_opt("delta").map_err(unreadable)?);
+    Ok((0..c.len())
+        .filter(|&i| takes_gpu_down(&kind[i], xid[i], value[i], delta[i]))
+        .map(|i| Fault {
+            host: host[i].clone(),
+            gpu_index: gpu_index[i],
+            gpu_uuid: gpu_uuid[i].clone(),
+            ts: ts[i],
+            kind: kind[i].clone(),
+            xid: xid[i],
+            detail: detail[i].clone(),
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +396,8 @@ mod tests {
             mig_total_slices: parent.map(|_| 7),
             pcie_tx_bytes_per_s: None,
             pcie_rx_bytes_per_s: None,
+            sm_active_pct: None,
+            fb_total_bytes: None,
         }
     }
 

@@ -60,6 +60,10 @@ pub struct GpuMinuteState {
     pub pcie_tx_bytes_per_s: Option<f64>,
     /// Mean PCIe traffic into the GPU (`pcie_rx_bytes_per_s`; bytes/s; `None`: unknown).
     pub pcie_rx_bytes_per_s: Option<f64>,
+    /// Mean SM activity, GPM (`sm_active_pct`; %; `None`: unknown).
+    pub sm_active_pct: Option<f64>,
+    /// The GPU's memory (`fb_total_bytes`; bytes; `None`: unknown).
+    pub fb_total_bytes: Option<i64>,
 }
 
 impl GpuMinuteState {
@@ -98,7 +102,39 @@ pub struct ProcMinuteState {
     pub user: u32,
     /// Its team (`team`) by the config's rules, or "unassigned", as an interned id in [`Names`].
     pub team: u32,
+    /// The job it is part of, as an interned id in [`Names`] of its name
+    /// ([`job_name`]).
+    pub job: u32,
 }
+
+/// The name of the job a process is part of: its Slurm job (`job N`, as an
+/// allocation's holder is named), else its pod (`pod NAMESPACE/POD`), else
+/// its container (`container ID`, the first 12 characters), else itself
+/// (`process PID on HOST`, with its start when known: a reused pid is
+/// another process).
+pub fn job_name(
+    slurm_job_id: Option<&str>,
+    pod: Option<(&str, &str)>,
+    container_id: Option<&str>,
+    (pid, host, proc_start): (i32, &str, Option<i64>),
+) -> String {
+    if let Some(job) = slurm_job_id {
+        return format!("job {job}");
+    }
+    if let Some((namespace, name)) = pod {
+        return format!("pod {namespace}/{name}");
+    }
+    if let Some(id) = container_id {
+        return format!("container {}", id.get(..12).unwrap_or(id));
+    }
+    match proc_start.and_then(chrono::DateTime::from_timestamp_millis) {
+        Some(start) => format!("process {pid} on {host} since {}", start.format("%Y-%m-%dT%H:%M:%SZ")),
+        None => format!("process {pid} on {host}"),
+    }
+}
+
+/// What names a process's job: host, pid, start, Slurm job, namespace, pod, container.
+type JobKey = (u32, i32, Option<i64>, Option<u32>, Option<u32>, Option<u32>, Option<u32>);
 
 /// Sorts `rows` by `key`, keeping the order of rows with equal keys, as
 /// `sort_by_key` does, but moving each (large) row once: the positions are
@@ -146,7 +182,9 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
         let (mut pcie_tx, mut pcie_rx) = (WeightedMean::default(), WeightedMean::default());
         let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
         let (mut parent, mut profile, mut slices, mut total_slices) = (None, None, None, None);
+        let mut fb_total = None;
         for p in group {
+            fb_total = max_opt(fb_total, p.fb_total_bytes);
             parent = max_text(names, parent, p.parent_gpu_uuid);
             profile = max_text(names, profile, p.mig_profile);
             slices = slices.max(p.mig_slices);
@@ -190,6 +228,8 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             mig_total_slices: total_slices,
             pcie_tx_bytes_per_s: pcie_tx.get(),
             pcie_rx_bytes_per_s: pcie_rx.get(),
+            sm_active_pct: sm,
+            fb_total_bytes: fb_total,
         });
     }
     if out.iter().any(|g| g.mig_total_slices.is_some()) {
@@ -245,9 +285,31 @@ type Identity = (Option<u32>, Option<i64>, Option<u32>, Option<u32>, Option<u32>
 #[derive(Debug, Default)]
 pub struct Teams {
     known: HashMap<Identity, (u32, u32)>,
+    /// The job of each process met ([`job_name`]), so each is named once.
+    jobs: HashMap<JobKey, u32>,
 }
 
 impl Teams {
+    /// The job (interned name) of the process `p`.
+    fn job(&mut self, names: &mut Names, p: &ProcPart, namespace: Option<u32>) -> u32 {
+        let key = (p.host, p.pid, p.proc_start, p.slurm_job_id, namespace, p.k8s_pod_name, p.container_id);
+        if let Some(&found) = self.jobs.get(&key) {
+            return found;
+        }
+        let text = |id: Option<u32>| id.map(|i| names.name(i).to_owned());
+        let (job, ns, pod, container) =
+            (text(p.slurm_job_id), text(namespace), text(p.k8s_pod_name), text(p.container_id));
+        let name = job_name(
+            job.as_deref(),
+            ns.as_deref().zip(pod.as_deref()),
+            container.as_deref(),
+            (p.pid, names.name(p.host), p.proc_start),
+        );
+        let id = names.id(&name);
+        self.jobs.insert(key, id);
+        id
+    }
+
     /// The (team, shown user) of `who`.
     fn of(&mut self, config: &Config, names: &mut Names, who: Identity) -> (u32, u32) {
         if let Some(&found) = self.known.get(&who) {
@@ -313,6 +375,7 @@ pub fn proc_minutes(
             account = max_text(names, account, p.slurm_account);
         }
         let (team, user) = teams.of(config, names, (user, uid, namespace, labels, account));
+        let job = teams.job(names, &first, namespace);
         out.push(ProcMinuteState {
             gpu_uuid: first.gpu_uuid,
             minute: first.minute,
@@ -326,6 +389,7 @@ pub fn proc_minutes(
             comm,
             user,
             team,
+            job,
         });
     }
 }

@@ -33,6 +33,7 @@ pub mod cost_buckets;
 pub mod cost_buckets_file;
 pub mod coverage;
 pub mod downtime;
+pub mod jobs;
 pub mod map;
 pub mod minutes;
 pub mod read;
@@ -94,6 +95,8 @@ pub struct Ledger {
     /// The stretches faults took GPUs out of service, by GPU then time
     /// ([`downtime`]).
     pub downtime: Vec<downtime::DownStretch>,
+    /// Every job's GPU time, the costliest idle first ([`jobs`]).
+    pub jobs: Vec<jobs::JobRow>,
 }
 
 /// What reclaiming GPUs by the rule would have freed of one team's GPU
@@ -235,7 +238,7 @@ impl Ledger {
         slices: Vec<read::Slice>,
     ) -> Result<Ledger, Error> {
         let bucket_ms = bucket_ms.max(MINUTE_MS);
-        let faults = read::down_faults(session, period.start_ms, period.end_ms).await?;
+        let faults = downtime::down_faults(session, period.start_ms, period.end_ms).await?;
         // Stretches still open end at the period's end, now, or the data's end (see finish).
         let end_ms = period.end_ms.min(chrono::Utc::now().timestamp_millis());
         let mut pass = Some(Pass::new(config.clone(), bucket_ms, rules, faults, end_ms)?);
@@ -355,6 +358,8 @@ struct Pass {
     downtime: downtime::Downtime,
     /// Where stretches still open end.
     end_ms: i64,
+    /// Each job's share of the minutes.
+    jobs: jobs::Jobs,
     /// Where the pass's time goes, for `APRON_LOG=debug`.
     timings: Timings,
 }
@@ -401,6 +406,7 @@ impl Pass {
             unpartitioned: HashMap::default(),
             downtime,
             end_ms,
+            jobs: jobs::Jobs::default(),
             timings: Timings::default(),
         })
     }
@@ -496,10 +502,12 @@ impl Pass {
                 // No process ran in it: whoever it is allocated to holds it.
                 for (h, share) in allocated.iter().zip(alloc_shares(allocated)) {
                     add(key(h.team, h.user), share);
+                    self.jobs.add(g, (h.holder, h.user, h.team), share, gpu_seconds, cost, None);
                 }
             } else {
                 for (o, share) in on.iter().zip(shares(g.state, on)) {
                     add(key(o.team, o.user), share);
+                    self.jobs.add(g, (o.job, o.user, o.team), share, gpu_seconds, cost, o.used_mem_bytes);
                 }
             }
             let whole =
@@ -592,9 +600,11 @@ impl Pass {
             unpartitioned,
             downtime,
             end_ms,
+            jobs,
             timings,
             ..
         } = self;
+        let jobs = jobs.finish(&names, tally.last_minute);
         // Nothing is known past the data's last minute: a stretch still open
         // ends there.
         let end_ms = tally.last_minute.map_or(end_ms, |last| end_ms.min(last + MINUTE_MS));
@@ -746,6 +756,7 @@ impl Pass {
             zombies: zombies.into_iter().map(|(_, r, _)| r).collect(),
             coverage,
             downtime,
+            jobs,
         })
     }
 }

@@ -3,8 +3,7 @@
 //! `queries/ledger_alloc_minutes.sql`
 //! through the session (so the WAL's newest rows and the minutes derived
 //! from raw samples are in, as in every other query), turned into plain
-//! rows with their text interned ([`Names`]); and the period's faults
-//! that take a GPU down (`queries/down_faults.sql`).
+//! rows with their text interned ([`Names`]).
 
 use crate::ledger::map::HashMap;
 use std::sync::Arc;
@@ -20,11 +19,7 @@ use datafusion::arrow::datatypes::{
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
-use apron_schemas::gpu_events::takes_gpu_down;
-
-use super::downtime::Fault;
 use crate::error::{Error, SessionError};
-use crate::report::columns::Columns;
 use crate::session::Session;
 use crate::session::queries;
 
@@ -101,6 +96,8 @@ pub struct GpuPart {
     pub pcie_tx_bytes_per_s_mean: Option<f64>,
     /// Mean PCIe traffic into the GPU (`pcie_rx_bytes_per_s_mean`; bytes/s; `None`: unknown).
     pub pcie_rx_bytes_per_s_mean: Option<f64>,
+    /// The GPU's memory (`fb_total_bytes`; bytes; `None`: unknown).
+    pub fb_total_bytes: Option<i64>,
 }
 
 /// One `proc_minutes` row.
@@ -134,6 +131,14 @@ pub struct ProcPart {
     pub k8s_labels: Option<u32>,
     /// Its Slurm account (`slurm_account`), as an interned id in [`Names`]; `None`: none.
     pub slurm_account: Option<u32>,
+    /// Its host (`host`), as an interned id in [`Names`].
+    pub host: u32,
+    /// Its Slurm job (`slurm_job_id`), as an interned id in [`Names`]; `None`: none.
+    pub slurm_job_id: Option<u32>,
+    /// Its pod's name (`k8s_pod_name`), as an interned id in [`Names`]; `None`: none.
+    pub k8s_pod_name: Option<u32>,
+    /// Its container (`container_id`), as an interned id in [`Names`]; `None`: none.
+    pub container_id: Option<u32>,
 }
 
 /// One `alloc_minutes` row: a GPU allocated to a pod or a Slurm job.
@@ -350,6 +355,7 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
         (float(batch, "pcie_tx_bytes_per_s_mean")?, float(batch, "pcie_rx_bytes_per_s_mean")?);
     let (uuid, host, model) = (ids(&uuid, names)?, ids(&host, names)?, ids(&model, names)?);
     let (parent, profile) = (ids(&parent, names)?, ids(&profile, names)?);
+    let fb_total = int64(batch, "fb_total_bytes")?;
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         out.push(GpuPart {
@@ -370,6 +376,7 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
             mig_total_slices: opt(&total_slices, i, |i| total_slices.value(i)),
             pcie_tx_bytes_per_s_mean: opt(&pcie_tx, i, |i| pcie_tx.value(i)),
             pcie_rx_bytes_per_s_mean: opt(&pcie_rx, i, |i| pcie_rx.value(i)),
+            fb_total_bytes: opt(&fb_total, i, |i| fb_total.value(i)),
         });
     }
     Ok(())
@@ -386,6 +393,9 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
     let (namespace, account) = (ids(&namespace, names)?, ids(&account, names)?);
     let labels = text(batch, "k8s_labels")?;
     let labels = ids(&labels, names)?;
+    let (host, job) = (ids(&text(batch, "host")?, names)?, ids(&text(batch, "slurm_job_id")?, names)?);
+    let (pod, container) =
+        (ids(&text(batch, "k8s_pod_name")?, names)?, ids(&text(batch, "container_id")?, names)?);
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         out.push(ProcPart {
@@ -403,6 +413,10 @@ fn proc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<ProcPart>) ->
             k8s_namespace: namespace[i],
             k8s_labels: labels[i],
             slurm_account: account[i],
+            host: host[i].unwrap_or_default(),
+            slurm_job_id: job[i],
+            k8s_pod_name: pod[i],
+            container_id: container[i],
         });
     }
     Ok(())
@@ -438,39 +452,4 @@ fn alloc_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<AllocPart>) 
         });
     }
     Ok(())
-}
-
-/// The period's faults that take a GPU out of service
-/// (`queries/down_faults.sql`, kept by
-/// [`apron_schemas::gpu_events::takes_gpu_down`]).
-pub async fn down_faults(session: &Session, start_ms: i64, end_ms: i64) -> Result<Vec<Fault>, Error> {
-    let at = |ms: i64| ScalarValue::TimestampMillisecond(Some(ms), Some("UTC".into()));
-    let df = session.sql_with_params(queries::DOWN_FAULTS, vec![at(start_ms), at(end_ms)]).await?;
-    let batch = session.collect_batch(df).await?;
-    let unreadable = |e: datafusion::arrow::error::ArrowError| SessionError::Execute { source: e.into() };
-    let c = Columns::of(&batch);
-    let (host, gpu_index, gpu_uuid, kind) = (
-        c.text("host").map_err(unreadable)?,
-        c.i32("gpu_index").map_err(unreadable)?,
-        c.text("gpu_uuid").map_err(unreadable)?,
-        c.text("kind").map_err(unreadable)?,
-    );
-    let (ts, xid, detail) = (
-        c.timestamp_ms("ts").map_err(unreadable)?,
-        c.i32_opt("xid").map_err(unreadable)?,
-        c.text_opt("detail").map_err(unreadable)?,
-    );
-    let (value, delta) = (c.i64_opt("value").map_err(unreadable)?, c.i64_opt("delta").map_err(unreadable)?);
-    Ok((0..c.len())
-        .filter(|&i| takes_gpu_down(&kind[i], xid[i], value[i], delta[i]))
-        .map(|i| Fault {
-            host: host[i].clone(),
-            gpu_index: gpu_index[i],
-            gpu_uuid: gpu_uuid[i].clone(),
-            ts: ts[i],
-            kind: kind[i].clone(),
-            xid: xid[i],
-            detail: detail[i].clone(),
-        })
-        .collect())
 }

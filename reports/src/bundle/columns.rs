@@ -319,6 +319,18 @@ pub const COLUMNS: &[Column] = &[
     col("down_gpu_hours", "Down GPU-hours", ColumnKind::Hours),
     col("down_cost", "Down cost", ColumnKind::Money),
     col("still_down", "Still down (at the data's end)", ColumnKind::Flag),
+    // Jobs.
+    col("job", "Job", ColumnKind::Name),
+    col("hosts", "Hosts", ColumnKind::Text),
+    col("gpu_count", "GPUs held", ColumnKind::Id),
+    col("gpu_list", "Which GPUs", ColumnKind::Text),
+    col("start", "Start (UTC)", ColumnKind::Time),
+    col("end", "End (UTC)", ColumnKind::Time),
+    col("sm_active_pct", "SM active (%)", ColumnKind::Percent),
+    col("peak_mem_bytes", "Peak memory (GiB)", ColumnKind::Bytes),
+    col("peak_mem_pct", "Peak memory (% of the GPU)", ColumnKind::Percent),
+    col("grade", "Grade", ColumnKind::Name),
+    col("findings", "Findings", ColumnKind::Text),
 ];
 
 /// The column named `name`, if a report table may have it.

@@ -19,6 +19,7 @@
 //! - [`reclaim`]: GPUs idle for a long stretch;
 //! - [`alerts`]: the alert rules firing now;
 //! - [`events`]: the GPUs' faults, what each calls for, which GPUs to drain;
+//! - [`jobs`]: every job's GPU time, cost, efficiency and findings;
 //! - [`budgets`]: each team's month against its budget, and its forecast;
 //! - [`savings`]: what reclaiming idle GPUs and ending zombies would free;
 //! - [`actions`]: the month's steps worth most money, as the report leads;
@@ -40,6 +41,7 @@ pub mod events;
 pub mod fleet_state;
 pub mod gpu_days;
 pub mod idle_cost;
+pub mod jobs;
 pub mod power;
 pub mod reclaim;
 pub mod savings;

@@ -1,0 +1,165 @@
+//! Every job's efficiency over a period ([`crate::ledger::jobs`]): its GPU
+//! time, cost and idle cost, activity, peak memory, an efficiency grade and
+//! findings in words, each with the numbers it rests on.
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::error::ArrowError;
+
+use super::ReportContext;
+use crate::error::Error;
+use crate::ledger::jobs::JobRow;
+use crate::output::Rows;
+use crate::report::columns::{self, batch_of};
+
+/// A job idle at least this share of its GPU time (%) reads as interactive.
+pub const IDLE_SHARE_PCT: f64 = 70.0;
+
+/// A job whose peak memory is under this share of its GPU's (%) would fit
+/// a smaller GPU or a MIG slice.
+pub const SMALL_MEMORY_PCT: f64 = 10.0;
+
+/// The efficiency grade of a mean activity (%): A at 70 % or more, B at 50,
+/// C at 30, D at 10, F under 10; `?` when unknown.
+pub fn grade(util_pct: Option<f64>) -> &'static str {
+    match util_pct {
+        None => "?",
+        Some(u) if u >= 70.0 => "A",
+        Some(u) if u >= 50.0 => "B",
+        Some(u) if u >= 30.0 => "C",
+        Some(u) if u >= 10.0 => "D",
+        Some(_) => "F",
+    }
+}
+
+/// What is wrong with a job, in words, each with its numbers.
+pub fn findings(j: &JobRow) -> Vec<String> {
+    let mut out = Vec::new();
+    let gpus = j.gpus.len();
+    if gpus > 1 && j.gpus_unused > 0 {
+        out.push(format!("{} of {gpus} GPUs never used (never busy while the job held them)", j.gpus_unused));
+    }
+    if j.idle_pct >= IDLE_SHARE_PCT {
+        out.push(format!(
+            "idle {:.0}% of its time: interactive (a notebook server?), or waiting on something",
+            j.idle_pct
+        ));
+    }
+    if let (Some(pct), Some(bytes)) = (j.peak_mem_pct, j.peak_mem_bytes)
+        && pct < SMALL_MEMORY_PCT
+        && !j.on_mig
+    {
+        out.push(format!(
+            "memory under {SMALL_MEMORY_PCT:.0}% of the GPU (peak {:.1} GiB, {pct:.1}%): a smaller GPU or a MIG \
+             slice would do",
+            bytes as f64 / (1u64 << 30) as f64
+        ));
+    }
+    out
+}
+
+/// The period's jobs, the costliest idle first.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Jobs {
+    /// One row per job.
+    pub rows: Vec<JobRow>,
+}
+
+impl Jobs {
+    /// Keeps the jobs of `user` and of `team` (each when given).
+    pub fn only(mut self, user: Option<&str>, team: Option<&str>) -> Jobs {
+        self.rows.retain(|r| user.is_none_or(|u| r.user == u) && team.is_none_or(|t| r.team == t));
+        self
+    }
+}
+
+/// The jobs of `report`'s period, from its ledger.
+pub fn jobs(report: &ReportContext) -> Result<Jobs, Error> {
+    Ok(Jobs { rows: report.ledger()?.jobs.clone() })
+}
+
+impl Rows for Jobs {
+    fn to_batch(&self) -> Result<RecordBatch, ArrowError> {
+        let r = &self.rows;
+        let joined = |v: &[String]| v.join(" ");
+        batch_of(vec![
+            ("job", columns::text(r.iter().map(|x| x.job.as_str()))),
+            ("kind", columns::text(r.iter().map(|x| x.kind))),
+            ("user", columns::text(r.iter().map(|x| x.user.as_str()))),
+            ("team", columns::text(r.iter().map(|x| x.team.as_str()))),
+            (
+                "hosts",
+                columns::text(
+                    r.iter().map(|x| joined(&x.hosts)).collect::<Vec<_>>().iter().map(String::as_str),
+                ),
+            ),
+            ("gpu_count", columns::int64(r.iter().map(|x| x.gpus.len() as i64))),
+            (
+                "gpu_list",
+                columns::text(
+                    r.iter().map(|x| joined(&x.gpus)).collect::<Vec<_>>().iter().map(String::as_str),
+                ),
+            ),
+            ("start", columns::timestamp_ms(r.iter().map(|x| x.start_ms))),
+            ("end", columns::timestamp_ms(r.iter().map(|x| x.end_ms))),
+            ("still_running", columns::boolean(r.iter().map(|x| x.still_running))),
+            ("gpu_hours", columns::float(r.iter().map(|x| x.gpu_hours))),
+            ("cost", columns::float(r.iter().map(|x| x.cost))),
+            ("idle_cost", columns::float(r.iter().map(|x| x.idle_cost))),
+            ("idle_share_pct", columns::float(r.iter().map(|x| x.idle_pct))),
+            ("activity_pct", columns::float(r.iter().map(|x| x.util_pct))),
+            ("sm_active_pct", columns::float(r.iter().map(|x| x.sm_active_pct))),
+            ("peak_mem_bytes", columns::int64(r.iter().map(|x| x.peak_mem_bytes))),
+            ("peak_mem_pct", columns::float(r.iter().map(|x| x.peak_mem_pct))),
+            ("grade", columns::text(r.iter().map(|x| grade(x.util_pct)))),
+            (
+                "findings",
+                columns::text(
+                    r.iter().map(|x| findings(x).join("; ")).collect::<Vec<_>>().iter().map(String::as_str),
+                ),
+            ),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobRow {
+        JobRow {
+            job: "job 7".into(),
+            kind: "slurm",
+            user: "alice".into(),
+            team: "nlp".into(),
+            hosts: vec!["h".into()],
+            gpus: vec!["h/0".into(), "h/1".into(), "h/2".into(), "h/3".into()],
+            start_ms: 0,
+            end_ms: 60_000,
+            still_running: false,
+            gpu_hours: 4.0,
+            cost: 10.0,
+            idle_cost: 7.5,
+            idle_pct: 75.0,
+            util_pct: Some(22.5),
+            sm_active_pct: None,
+            peak_mem_bytes: Some(4 << 30),
+            peak_mem_pct: Some(5.0),
+            gpus_unused: 3,
+            on_mig: false,
+        }
+    }
+
+    #[test]
+    fn findings_say_their_numbers_and_grades_follow_activity() {
+        let f = findings(&job());
+        assert_eq!(f.len(), 3, "{f:?}");
+        assert_eq!(f[0], "3 of 4 GPUs never used (never busy while the job held them)");
+        assert!(f[1].starts_with("idle 75% of its time"), "{f:?}");
+        assert!(f[2].contains("peak 4.0 GiB, 5.0%"), "{f:?}");
+        assert!(findings(&JobRow { on_mig: true, ..job() }).iter().all(|s| !s.contains("MIG slice")));
+        assert_eq!(
+            [None, Some(5.0), Some(10.0), Some(30.0), Some(50.0), Some(70.0)].map(grade),
+            ["?", "F", "D", "C", "B", "A"]
+        );
+    }
+}

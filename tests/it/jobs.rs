@@ -1,0 +1,205 @@
+//! End to end: `apron jobs` on a hand-built hour written by the real
+//! writer, every figure worked out by hand: a Slurm job of 4 GPUs that
+//! uses one, a notebook pod idle most of the hour on a sliver of its GPU's
+//! memory, a plain process that works, and an empty GPU. A GPU-hour costs
+//! 3.60 (`ops_per_gpu_hour`, no purchase price, no energy price), and the
+//! jobs' costs add up to their teams' in `apron spend`, to the cent.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
+use apron_store::source::Tick;
+use apron_store::writer::RollingWriter;
+use apron_tests::bin;
+use serde_json::Value;
+
+const STEP_MS: i64 = 10_000;
+const MIN_MS: i64 = 60_000;
+const GIB: i64 = 1 << 30;
+
+#[test]
+fn jobs_are_priced_judged_and_add_up_to_their_teams() {
+    bin("apron");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let config = tmp.path().join("apron.toml");
+    std::fs::write(
+        &config,
+        "[energy]\nprice_per_kwh = 0\n\n[[gpu_cost]]\nmodel = \"*\"\npurchase_price = 0\nlifetime_years = 1\n\
+         ops_per_gpu_hour = 3.6\n\n[[team]]\nname = \"nlp\"\nusers = [\"alice\"]\n\n[[team]]\nname = \"vision\"\n\
+         k8s_namespaces = [\"lab\"]\n",
+    )
+    .expect("config");
+    let start = apron_tests::scenario::ms("2026-10-05T10:00:00Z");
+    let end = start + 60 * MIN_MS;
+    let who = |user: &str| ProcIdentity {
+        user: Some(user.into()),
+        comm: Some("python".into()),
+        proc_start: Some(start - 5 * MIN_MS),
+        ..Default::default()
+    };
+    let mut w = RollingWriter::new(DataLayout::new(&data), "h", Duration::from_secs(600)).expect("host");
+    let mut ts = start;
+    while ts < end {
+        let minute = (ts - start) / MIN_MS;
+        // GPU 0 works for the Slurm job, 1–3 sit idle under it; GPU 4 is the
+        // notebook's, busy for the first 10 minutes only; GPU 5 works for
+        // carol's process; GPU 6 is empty.
+        let util = |g: i32| match g {
+            0 | 5 => 90,
+            4 if minute < 10 => 50,
+            _ => 0,
+        };
+        let gpus = (0..7)
+            .map(|g| GpuSample {
+                ts,
+                gpu_uuid: format!("GPU-{g}").into(),
+                gpu_index: g,
+                interval_ms: STEP_MS as i32,
+                gpu_util_pct: Some(util(g)),
+                fb_total_bytes: Some(80 * GIB),
+                ..Default::default()
+            })
+            .collect();
+        let proc = |g: i32, pid: i32, identity: ProcIdentity, mem: i64| ProcSample {
+            ts,
+            gpu_uuid: format!("GPU-{g}").into(),
+            pid,
+            interval_ms: STEP_MS as i32,
+            identity,
+            used_mem_bytes: Some(mem),
+            ..Default::default()
+        };
+        let mut procs: Vec<ProcSample> = (0..4)
+            .map(|g| {
+                proc(g, 100 + g, ProcIdentity { slurm_job_id: Some("77".into()), ..who("alice") }, 10 * GIB)
+            })
+            .collect();
+        let pod = ProcIdentity {
+            k8s_namespace: Some("lab".into()),
+            k8s_pod_name: Some("nb-1".into()),
+            ..who("bob")
+        };
+        procs.push(proc(4, 200, pod, 2 * GIB));
+        procs.push(proc(5, 300, who("carol"), 40 * GIB));
+        w.push(ts, &Tick { gpus, procs, ..Default::default() }).expect("push");
+        ts += STEP_MS;
+    }
+    w.close().expect("close");
+
+    let apron = |args: &[&str]| {
+        let out = Command::new(bin("apron"))
+            .arg("--data")
+            .arg(&data)
+            .arg("--config")
+            .arg(&config)
+            .args(["--format", "json"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("apron runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let rows: Vec<Value> = serde_json::from_slice(&out.stdout).expect("json");
+        (rows, stderr)
+    };
+    let (rows, header) = apron(&["jobs", "--month", "2026-10"]);
+    // 3 jobs: 6 GPU-hours, 21.60, of which idle 3 GPU-hours of the Slurm
+    // job (10.80) and 50 minutes of the notebook (3.00).
+    assert!(header.contains("Jobs: 3, costing $21.60, of which $13.80 idle"), "{header}");
+    let round = |v: &Value| v.as_f64().map(|x| (x * 1e4).round() / 1e4);
+    /// Job, kind, team, GPUs, GPU-hours, cost, idle cost, activity, grade.
+    type Row = (String, String, String, i64, Option<f64>, Option<f64>, Option<f64>, Option<f64>, String);
+    let jobs: Vec<Row> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["job"].as_str().expect("job").to_owned(),
+                r["kind"].as_str().expect("kind").to_owned(),
+                r["team"].as_str().expect("team").to_owned(),
+                r["gpu_count"].as_i64().expect("gpus"),
+                round(&r["gpu_hours"]),
+                round(&r["cost"]),
+                round(&r["idle_cost"]),
+                round(&r["activity_pct"]),
+                r["grade"].as_str().expect("grade").to_owned(),
+            )
+        })
+        .collect();
+    let s = |x: &str| x.to_owned();
+    assert_eq!(
+        jobs,
+        [
+            (s("job 77"), s("slurm"), s("nlp"), 4, Some(4.0), Some(14.4), Some(10.8), Some(22.5), s("D")),
+            (
+                s("pod lab/nb-1"),
+                s("pod"),
+                s("vision"),
+                1,
+                Some(1.0),
+                Some(3.6),
+                Some(3.0),
+                Some(8.3333),
+                s("F")
+            ),
+            (
+                s("process 300 on h since 2026-10-05T09:55:00Z"),
+                s("process"),
+                s("unassigned"),
+                1,
+                Some(1.0),
+                Some(3.6),
+                Some(0.0),
+                Some(90.0),
+                s("A")
+            ),
+        ]
+    );
+    let findings = |job: &str| {
+        rows.iter().find(|r| r["job"] == job).expect("the job")["findings"].as_str().expect("text").to_owned()
+    };
+    assert_eq!(
+        findings("job 77"),
+        "3 of 4 GPUs never used (never busy while the job held them); \
+         idle 75% of its time: interactive (a notebook server?), or waiting on something"
+    );
+    assert_eq!(
+        findings("pod lab/nb-1"),
+        "idle 83% of its time: interactive (a notebook server?), or waiting on something; \
+         memory under 10% of the GPU (peak 2.0 GiB, 2.5%): a smaller GPU or a MIG slice would do"
+    );
+    assert_eq!(findings("process 300 on h since 2026-10-05T09:55:00Z"), "");
+    let pod = rows.iter().find(|r| r["job"] == "pod lab/nb-1").expect("pod");
+    assert_eq!((pod["user"].as_str(), pod["still_running"].as_bool()), (Some("bob"), Some(true)));
+    assert_eq!(
+        (pod["start"].as_str(), pod["end"].as_str()),
+        (Some("2026-10-05T10:00:00Z"), Some("2026-10-05T11:00:00Z"))
+    );
+    // --user and --team.
+    assert_eq!(apron(&["jobs", "--month", "2026-10", "--user", "bob"]).0.len(), 1);
+    assert_eq!(apron(&["jobs", "--month", "2026-10", "--team", "nlp"]).0[0]["job"], "job 77");
+
+    // Each team's jobs add up to its spend, to the cent; the empty GPU is
+    // nobody's.
+    let (spend, _) = apron(&["spend", "--month", "2026-10"]);
+    let mut by_team: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for r in &rows {
+        let e = by_team.entry(r["team"].as_str().expect("team").to_owned()).or_default();
+        e.0 += r["cost"].as_f64().expect("cost");
+        e.1 += r["idle_cost"].as_f64().expect("idle");
+    }
+    let cents = |x: f64| (x * 100.0).round() as i64;
+    for s in &spend {
+        let team = s["team"].as_str().expect("team");
+        let (cost, idle) = by_team.get(team).copied().unwrap_or_default();
+        if team == "(unallocated)" {
+            assert_eq!(cents(s["cost"].as_f64().expect("cost")), 360, "the empty GPU's hour");
+            continue;
+        }
+        assert_eq!(cents(cost), cents(s["cost"].as_f64().expect("cost")), "{team}: {spend:?}");
+        assert_eq!(cents(idle), cents(s["idle_cost"].as_f64().expect("idle")), "{team}: {spend:?}");
+    }
+    assert_eq!(spend.len(), 4, "nlp, vision, unassigned, (unallocated): {spend:?}");
+}
