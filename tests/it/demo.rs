@@ -35,6 +35,7 @@ fn bundle_names() -> BTreeSet<String> {
         "savings.csv",
         "budgets.csv",
         "actions.csv",
+        "jobs.csv",
     ]
     .into_iter()
     .map(str::to_owned)

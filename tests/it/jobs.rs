@@ -202,4 +202,30 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         assert_eq!(cents(idle), cents(s["idle_cost"].as_f64().expect("idle")), "{team}: {spend:?}");
     }
     assert_eq!(spend.len(), 4, "nlp, vision, unassigned, (unallocated): {spend:?}");
+
+    // The report's Jobs section: the same jobs, findings counted by kind.
+    let out_dir = tmp.path().join("report");
+    let out = Command::new(bin("apron"))
+        .arg("--data")
+        .arg(&data)
+        .arg("--config")
+        .arg(&config)
+        .args(["report", "--month", "2026-10", "--out"])
+        .arg(&out_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("apron runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary = std::fs::read_to_string(out_dir.join("summary.md")).expect("summary");
+    assert!(
+        summary.contains(
+            "3 jobs held GPUs this month (a Slurm job, else a pod, else a container, else a process); their idle \
+             time cost $13.80, of which the 3 below $13.80. Jobs by finding: GPUs never used: 1, mostly idle: 2, \
+             memory a smaller GPU would hold: 1."
+        ),
+        "{summary}"
+    );
+    let csv = std::fs::read_to_string(out_dir.join("jobs.csv")).expect("jobs.csv");
+    assert_eq!(csv.lines().count(), 4, "a header and the three jobs: {csv}");
+    assert!(csv.lines().nth(1).is_some_and(|l| l.starts_with("job 77,alice,nlp,4,")), "{csv}");
 }

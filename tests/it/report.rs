@@ -25,13 +25,14 @@ use serde_json::Value;
 const PNGS: [&str; 6] =
     ["fleet-state.png", "idle-cost.png", "team-spend.png", "hour-of-week.png", "gpu-days.png", "power.png"];
 
-const CSVS: [&str; 6] = [
+const CSVS: [&str; 7] = [
     "spend.csv",
     "idle-cost-by-team.csv",
     "idle-cost-by-gpu.csv",
     "zombies.csv",
     "reclaim.csv",
     "savings.csv",
+    "jobs.csv",
 ];
 
 /// The names of the files in `dir` (recursively), sorted.

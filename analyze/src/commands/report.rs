@@ -27,7 +27,7 @@ use crate::output::Rows;
 use crate::report::charts;
 use crate::report::figures::budgets::Budgets;
 use crate::report::figures::idle_cost::IdleBy;
-use crate::report::figures::{actions, events, idle_cost, reclaim, savings, spend, windows, zombies};
+use crate::report::figures::{actions, events, idle_cost, jobs, reclaim, savings, spend, windows, zombies};
 use crate::report::header::hours;
 use crate::report::period::{self, Period};
 
@@ -288,6 +288,8 @@ struct MonthFigures {
     actions: actions::Actions,
     /// The GPUs' faults, with the time they took.
     faults: events::Faults,
+    /// The month's jobs, the costliest idle first.
+    jobs: jobs::Jobs,
 }
 
 impl MonthFigures {
@@ -332,6 +334,7 @@ impl MonthFigures {
         step("faults");
         let mut faults = events::faults(report).await?;
         faults.add_downtime(&report.ledger()?.downtime);
+        let jobs = jobs::jobs(report)?;
         let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);
         let savings = savings::savings(report, &spend, reclaim_after, zombie_after)?;
         let month_arg = month.format("%Y-%m").to_string();
@@ -359,6 +362,7 @@ impl MonthFigures {
             savings,
             actions,
             faults,
+            jobs,
         })
     }
 }
@@ -485,6 +489,10 @@ fn sections(
         reclaim_section(report, figures, &reclaim_rows),
         savings_section(report, figures, month, &savings_rows),
     ]);
+    if !figures.jobs.rows.is_empty() {
+        let top = jobs::Jobs { rows: figures.jobs.rows.iter().take(JOB_ROWS).cloned().collect() };
+        sections.push(jobs_section(report, &figures.jobs, &printed(&top)?));
+    }
     if !figures.faults.rows.is_empty() {
         sections.push(health_section(report, &figures.faults, &printed(&figures.faults)?));
     }
@@ -773,6 +781,57 @@ fn savings_section(
             ),
         ],
         table: Some(table("savings", rows, usize::MAX)),
+        chart: None,
+    }
+}
+
+/// Jobs shown and written in the report: the costliest idle (`apron jobs`
+/// lists them all).
+const JOB_ROWS: usize = 10;
+
+/// The jobs whose idle time cost most, and how many have each finding.
+fn jobs_section(report: &ReportContext, jobs: &jobs::Jobs, rows: &RecordBatch) -> Section {
+    let money = |x: f64| apron_reports::money(x, &report.config.currency);
+    let idle: f64 = jobs.rows.iter().map(|r| r.idle_cost).sum();
+    let top: f64 = jobs.rows.iter().take(JOB_ROWS).map(|r| r.idle_cost).sum();
+    let counts: Vec<String> = jobs.finding_counts().iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
+    Section {
+        heading: "Jobs".into(),
+        paragraphs: vec![
+            format!(
+                "{} jobs held GPUs this month (a Slurm job, else a pod, else a container, else a process); their idle \
+                 time cost {}, of which the {} below {}. Jobs by finding: {}.",
+                jobs.rows.len(),
+                money(idle),
+                JOB_ROWS.min(jobs.rows.len()),
+                money(top),
+                counts.join(", ")
+            ),
+            "Each job's share of the GPU-minutes it held, priced as its team's spend; its grade is by mean activity \
+             (A 70% or more, B 50, C 30, D 10, F under 10). apron jobs lists them all, with --user or --team."
+                .to_owned(),
+        ],
+        table: Some(picked(
+            "jobs",
+            rows,
+            &[
+                "job",
+                "user",
+                "team",
+                "gpu_count",
+                "gpu_hours",
+                "cost",
+                "idle_cost",
+                "idle_share_pct",
+                "activity_pct",
+                "peak_mem_pct",
+                "grade",
+                "findings",
+                "start",
+                "end",
+            ],
+            JOB_ROWS,
+        )),
         chart: None,
     }
 }

@@ -33,25 +33,42 @@ pub fn grade(util_pct: Option<f64>) -> &'static str {
 
 /// What is wrong with a job, in words, each with its numbers.
 pub fn findings(j: &JobRow) -> Vec<String> {
+    findings_by_kind(j).into_iter().map(|(_, text)| text).collect()
+}
+
+/// The kinds of finding, in the order [`findings_by_kind`] gives them.
+pub const FINDING_KINDS: [&str; 3] = ["GPUs never used", "mostly idle", "memory a smaller GPU would hold"];
+
+/// [`findings`], each with its kind (one of [`FINDING_KINDS`]).
+pub fn findings_by_kind(j: &JobRow) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let gpus = j.gpus.len();
     if gpus > 1 && j.gpus_unused > 0 {
-        out.push(format!("{} of {gpus} GPUs never used (never busy while the job held them)", j.gpus_unused));
+        out.push((
+            FINDING_KINDS[0],
+            format!("{} of {gpus} GPUs never used (never busy while the job held them)", j.gpus_unused),
+        ));
     }
     if j.idle_pct >= IDLE_SHARE_PCT {
-        out.push(format!(
-            "idle {:.0}% of its time: interactive (a notebook server?), or waiting on something",
-            j.idle_pct
+        out.push((
+            FINDING_KINDS[1],
+            format!(
+                "idle {:.0}% of its time: interactive (a notebook server?), or waiting on something",
+                j.idle_pct
+            ),
         ));
     }
     if let (Some(pct), Some(bytes)) = (j.peak_mem_pct, j.peak_mem_bytes)
         && pct < SMALL_MEMORY_PCT
         && !j.on_mig
     {
-        out.push(format!(
-            "memory under {SMALL_MEMORY_PCT:.0}% of the GPU (peak {:.1} GiB, {pct:.1}%): a smaller GPU or a MIG \
-             slice would do",
-            bytes as f64 / (1u64 << 30) as f64
+        out.push((
+            FINDING_KINDS[2],
+            format!(
+                "memory under {SMALL_MEMORY_PCT:.0}% of the GPU (peak {:.1} GiB, {pct:.1}%): a smaller GPU or a \
+                 MIG slice would do",
+                bytes as f64 / (1u64 << 30) as f64
+            ),
         ));
     }
     out
@@ -65,6 +82,16 @@ pub struct Jobs {
 }
 
 impl Jobs {
+    /// How many jobs have each kind of finding, in [`FINDING_KINDS`]' order.
+    pub fn finding_counts(&self) -> Vec<(&'static str, usize)> {
+        FINDING_KINDS
+            .iter()
+            .map(|&k| {
+                (k, self.rows.iter().filter(|r| findings_by_kind(r).iter().any(|(f, _)| *f == k)).count())
+            })
+            .collect()
+    }
+
     /// Keeps the jobs of `user` and of `team` (each when given).
     pub fn only(mut self, user: Option<&str>, team: Option<&str>) -> Jobs {
         self.rows.retain(|r| user.is_none_or(|u| r.user == u) && team.is_none_or(|t| r.team == t));
