@@ -228,4 +228,34 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
     let csv = std::fs::read_to_string(out_dir.join("jobs.csv")).expect("jobs.csv");
     assert_eq!(csv.lines().count(), 4, "a header and the three jobs: {csv}");
     assert!(csv.lines().nth(1).is_some_and(|l| l.starts_with("job 77,alice,nlp,4,")), "{csv}");
+
+    // job_idle at 11:00 over the last 30 minutes: only the notebook, idle
+    // since 10:10, fires (the Slurm job's mean is 22.5 %, carol's 90 %).
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text = text.replacen("[[gpu_cost]]", "[alerts]\njob_idle_for = \"30m\"\n\n[[gpu_cost]]", 1);
+    std::fs::write(&config, text).expect("config");
+    let out = Command::new(bin("apron"))
+        .arg("--data")
+        .arg(&data)
+        .arg("--config")
+        .arg(&config)
+        .args(["--format", "json", "alerts", "--at", "2026-10-05T11:00:00Z"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("apron runs");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let alerts: Vec<Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let idle: Vec<(&str, &str, f64, &str)> = alerts
+        .iter()
+        .filter(|a| a["rule"] == "job_idle")
+        .map(|a| {
+            (
+                a["job"].as_str().expect("job"),
+                a["team"].as_str().expect("team"),
+                a["value"].as_f64().expect("value"),
+                a["since"].as_str().expect("since"),
+            )
+        })
+        .collect();
+    assert_eq!(idle, [("pod lab/nb-1", "vision", 0.0, "2026-10-05T10:30:00Z")], "{alerts:?}");
 }

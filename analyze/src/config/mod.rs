@@ -41,6 +41,8 @@
 //!                        # has had no sample for this long; under 7 days
 //! faults = "1h"          # xid and ecc_uncorrectable fire for a fault this
 //!                        # recent; under 7 days
+//! job_idle_pct = 5       # job_idle fires for a job still running whose mean
+//! job_idle_for = "2h"    # activity over this long was below it; under 7 days
 //!
 //! [[gpu_cost]]           # first match on gpu_model wins; "*" matches any
 //! model = "*"
@@ -363,6 +365,15 @@ pub struct Alerts {
     /// of `remap_pending` and `gpu_lost`).
     #[serde(deserialize_with = "no_data", serialize_with = "show_duration")]
     pub faults: Duration,
+    /// `job_idle` fires for a job that held GPUs through the last
+    /// `job_idle_for` and still does, its mean activity over it below this
+    /// (default 5).
+    #[serde(deserialize_with = "percent")]
+    pub job_idle_pct: f64,
+    /// The window of `job_idle` (default 2 hours, written `"2h"`; less than
+    /// [`NO_DATA_LOOKBACK`]).
+    #[serde(deserialize_with = "no_data", serialize_with = "show_duration")]
+    pub job_idle_for: Duration,
 }
 
 /// How far back `no_data` looks for hosts and GPUs: one seen longer ago is
@@ -418,6 +429,8 @@ impl Default for Alerts {
             high_usage_15m: 80.0,
             no_data: Duration::from_mins(5),
             faults: Duration::from_hours(1),
+            job_idle_pct: 5.0,
+            job_idle_for: Duration::from_hours(2),
         }
     }
 }

@@ -5,7 +5,9 @@
 //! (`budget_exceeded`) or its forecast past it (`budget_forecast_exceeded`,
 //! [`super::budgets`]); and the GPUs' faults (`queries/fault_alerts.sql`):
 //! an XID or uncorrectable ECC errors within `[alerts] faults`, a row
-//! remapping pending, a GPU lost and not back.
+//! remapping pending, a GPU lost and not back; and jobs still running
+//! that idled through `[alerts] job_idle_for` (`job_idle`: the ledger's
+//! jobs over that window, [`crate::ledger::jobs`]).
 
 use std::sync::Arc;
 
@@ -14,11 +16,16 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 
 use super::{budgets, query, unreadable};
+use apron_schemas::time::MINUTE_MS;
+
 use crate::config::Config;
 use crate::error::Error;
+use crate::ledger::Ledger;
 use crate::output::Rows;
 use crate::report::columns::{self, Columns, batch_of};
 use crate::report::context::MonthSoFar;
+use crate::report::context::rules;
+use crate::report::period::Period;
 use crate::report::rounding::round_to;
 use crate::session::Session;
 use crate::session::queries;
@@ -37,8 +44,10 @@ pub struct AlertRow {
     pub gpu_index: Option<i32>,
     /// GPU UUID; `None` for `no_data` on a whole host.
     pub gpu_uuid: Option<String>,
-    /// The team, for the budget rules.
+    /// The team, for the budget rules and `job_idle`.
     pub team: Option<String>,
+    /// The job, for `job_idle` (as `apron jobs` names it).
+    pub job: Option<String>,
     /// Mean utilization over the rule's window (%); for `no_data`, minutes
     /// since the newest sample; for `budget_exceeded`, what the team spent
     /// this month, for `budget_forecast_exceeded` its forecast for the
@@ -94,7 +103,47 @@ pub async fn alerts(
     let batch = query(session, queries::FAULT_ALERTS, vec![at(now_ms), at(now_ms - faults_ms)]).await?;
     rows.extend(read(&batch).map_err(unreadable)?);
     rows.extend(budget_alerts(session, config, now_ms, month).await?);
+    rows.extend(job_alerts(session, config, now_ms).await?);
     Ok(Alerts { rows })
+}
+
+/// `job_idle` at `now_ms`: the jobs that held GPUs from the first minute of
+/// the last `[alerts] job_idle_for` to its last (still running), their mean
+/// activity over it below `job_idle_pct`, from the ledger over that window
+/// (the jobs `apron jobs` gives, over the window). A job whose activity is
+/// unknown does not fire.
+async fn job_alerts(session: &Session, config: &Config, now_ms: i64) -> Result<Vec<AlertRow>, Error> {
+    let window_ms = i64::try_from(config.alerts.job_idle_for.as_millis()).unwrap_or(i64::MAX);
+    let end_ms = now_ms - now_ms.rem_euclid(MINUTE_MS);
+    let start_ms = end_ms - window_ms.div_euclid(MINUTE_MS).max(1) * MINUTE_MS;
+    let period = Period { start_ms, end_ms };
+    let rules = rules(config.zombie.min_idle, config.zombie.min_mem_mib, config.reclaim.idle_for);
+    // Hours, not days, of the fleet: 64 hosts' minutes at a time.
+    let ledger = Ledger::compute_sliced(session, config, &period, MINUTE_MS, rules, 64).await?;
+    // The window's last minute with data: a job in it is still running.
+    let Some(last) = ledger.coverage.as_ref().map(|c| c.row.last_minute) else { return Ok(Vec::new()) };
+    if last + MINUTE_MS < end_ms - MINUTE_MS {
+        // No data in the window's last minutes: `no_data` says so.
+        return Ok(Vec::new());
+    }
+    Ok(ledger
+        .jobs
+        .into_iter()
+        .filter(|j| j.still_running && j.start_ms == start_ms)
+        .filter(|j| j.util_pct.is_some_and(|a| a < config.alerts.job_idle_pct))
+        .map(|j| AlertRow {
+            rule: "job_idle".into(),
+            host: j.hosts.first().cloned(),
+            gpu_index: None,
+            gpu_uuid: None,
+            team: Some(j.team),
+            job: Some(j.job),
+            value: j.util_pct.map(|a| round_to(a, 2)),
+            unit: "%".into(),
+            budget: None,
+            since: Some(start_ms),
+        })
+        .collect())
 }
 
 /// The budget rules at `now_ms`, over `month` so far (none when no team
@@ -113,6 +162,7 @@ async fn budget_alerts(
         gpu_index: None,
         gpu_uuid: None,
         team: Some(r.team.clone()),
+        job: None,
         value: Some(round_to(value, 2)),
         unit: config.currency.clone(),
         budget: Some(r.budget),
@@ -150,6 +200,7 @@ fn read(batch: &RecordBatch) -> Result<Vec<AlertRow>, ArrowError> {
             gpu_index: gpu_index[i],
             gpu_uuid: gpu_uuid[i].clone(),
             team: None,
+            job: None,
             value: value[i],
             unit: unit_of(&rule[i]).to_owned(),
             budget: None,
@@ -167,6 +218,7 @@ impl Rows for Alerts {
             ("gpu_index", columns::int32(r.iter().map(|row| row.gpu_index))),
             ("gpu_uuid", columns::text(r.iter().map(|row| row.gpu_uuid.as_deref()))),
             ("team", columns::text(r.iter().map(|row| row.team.as_deref()))),
+            ("job", columns::text(r.iter().map(|row| row.job.as_deref()))),
             ("value", columns::float(r.iter().map(|row| row.value))),
             ("unit", columns::text(r.iter().map(|row| row.unit.as_str()))),
             ("budget", columns::float(r.iter().map(|row| row.budget))),
