@@ -229,6 +229,48 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
     assert_eq!(csv.lines().count(), 4, "a header and the three jobs: {csv}");
     assert!(csv.lines().nth(1).is_some_and(|l| l.starts_with("job 77,alice,nlp,4,")), "{csv}");
 
+    // Notices: to alice and bob, whose jobs idled; carol's did not.
+    let notices = tmp.path().join("notices");
+    let out = Command::new(bin("apron"))
+        .arg("--data")
+        .arg(&data)
+        .arg("--config")
+        .arg(&config)
+        .args(["jobs", "--month", "2026-10", "--notices"])
+        .arg(&notices)
+        .stdin(Stdio::null())
+        .output()
+        .expect("apron runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut files: Vec<String> = std::fs::read_dir(&notices)
+        .expect("the folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["alice.txt", "bob.txt"]);
+    let bob = std::fs::read_to_string(notices.join("bob.txt")).expect("bob's");
+    let want = [
+        "To: bob",
+        "Subject: your GPU jobs, 2026-10-01 00:00 – 2026-11-01 00:00 UTC (31 days): $3.00 of $3.60 while the GPUs sat idle",
+        "In the period 2026-10-01 00:00 – 2026-11-01 00:00 UTC (31 days), your 1 job held GPUs for 1.00 GPU-hours, \
+         costing $3.60; $3.00 of it (83%) paid for GPUs that sat idle.",
+        "1. pod lab/nb-1 (1 GPU: h/4), 2026-10-05 10:00 to 2026-10-05 11:00 UTC, still running",
+        "   1.00 GPU-hours, $3.60, of which idle $3.00 (83%); activity 8.3% (grade F), peak memory 2.5% of a GPU",
+        "   - idle 83% of its time: interactive (a notebook server?), or waiting on something",
+        "- mostly idle: end interactive sessions and notebook kernels when done: an idle one holds its GPU, and its cost",
+        "- memory a smaller GPU would hold: ask for a smaller GPU or a MIG slice where the cluster has them",
+        "Your jobs are billed to team vision, whose jobs' GPU time cost $3.60 in the period, $3.00 of it idle.",
+    ];
+    for line in want {
+        assert!(bob.lines().any(|l| l == line), "no line {line:?} in:\n{bob}");
+    }
+    let alice = std::fs::read_to_string(notices.join("alice.txt")).expect("alice's");
+    assert!(alice.contains("   - 3 of 4 GPUs never used (never busy while the job held them)\n"), "{alice}");
+    assert!(
+        alice.contains("team nlp, whose jobs' GPU time cost $14.40 in the period, $10.80 of it idle."),
+        "{alice}"
+    );
+
     // job_idle at 11:00 over the last 30 minutes: only the notebook, idle
     // since 10:10, fires (the Slurm job's mean is 22.5 %, carol's 90 %).
     let mut text = std::fs::read_to_string(&config).expect("config");

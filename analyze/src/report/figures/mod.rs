@@ -20,6 +20,7 @@
 //! - [`alerts`]: the alert rules firing now;
 //! - [`events`]: the GPUs' faults, what each calls for, which GPUs to drain;
 //! - [`jobs`]: every job's GPU time, cost, efficiency and findings;
+//! - [`notices`]: a letter to each user whose jobs left GPUs idle;
 //! - [`budgets`]: each team's month against its budget, and its forecast;
 //! - [`savings`]: what reclaiming idle GPUs and ending zombies would free;
 //! - [`actions`]: the month's steps worth most money, as the report leads;
@@ -42,6 +43,7 @@ pub mod fleet_state;
 pub mod gpu_days;
 pub mod idle_cost;
 pub mod jobs;
+pub mod notices;
 pub mod power;
 pub mod reclaim;
 pub mod savings;
