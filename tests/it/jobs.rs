@@ -221,7 +221,7 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         summary.contains(
             "3 jobs held GPUs this month (a Slurm job, else a pod, else a container, else a process); their idle \
              time cost $13.80, of which the 3 below $13.80. Jobs by finding: GPUs never used: 1, mostly idle: 2, \
-             memory a smaller GPU would hold: 1."
+             memory a smaller GPU would hold: 1, starved of data: 0."
         ),
         "{summary}"
     );

@@ -48,7 +48,7 @@ fn write_notices(
         OutputError::File { path: path.to_path_buf(), source: Box::new(e) }.into()
     };
     std::fs::create_dir_all(dir).map_err(|e| failed(dir, e))?;
-    let mut notices = notices(&all.rows, &report.period.label(), &report.config.currency);
+    let mut notices = notices(&all.rows, &all.thresholds, &report.period.label(), &report.config.currency);
     notices.retain(|n| users.contains(n.user.as_str()));
     for n in &notices {
         let path = dir.join(&n.file_name);

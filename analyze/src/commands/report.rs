@@ -490,7 +490,10 @@ fn sections(
         savings_section(report, figures, month, &savings_rows),
     ]);
     if !figures.jobs.rows.is_empty() {
-        let top = jobs::Jobs { rows: figures.jobs.rows.iter().take(JOB_ROWS).cloned().collect() };
+        let top = jobs::Jobs {
+            rows: figures.jobs.rows.iter().take(JOB_ROWS).cloned().collect(),
+            thresholds: figures.jobs.thresholds.clone(),
+        };
         sections.push(jobs_section(report, &figures.jobs, &printed(&top)?));
     }
     if !figures.faults.rows.is_empty() {

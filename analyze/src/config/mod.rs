@@ -44,6 +44,13 @@
 //! job_idle_pct = 5       # job_idle fires for a job still running whose mean
 //! job_idle_for = "2h"    # activity over this long was below it; under 7 days
 //!
+//! [jobs]                 # apron jobs' findings
+//! idle_share_pct = 70    # idle this share of its GPU time: mostly idle; 0–100
+//! small_memory_pct = 10  # peak memory under this share of its GPU's: a smaller
+//!                        # GPU or a MIG slice would do; 0–100
+//! starved_pcie_mib_per_s = 100  # PCIe traffic (MiB/s, mean) with activity under
+//!                        # 10%: starved of data; 0–1,048,576, 0: none is
+//!
 //! [[gpu_cost]]           # first match on gpu_model wins; "*" matches any
 //! model = "*"
 //! purchase_price = 25000 # in `currency`; 0–10,000,000,000
@@ -146,6 +153,8 @@ pub struct Config {
     pub reclaim: Reclaim,
     /// `[alerts]`: the default alert rules' thresholds.
     pub alerts: Alerts,
+    /// `[jobs]`: the thresholds of `apron jobs`' findings.
+    pub jobs: Jobs,
     /// `[[gpu_cost]]`: the price of a GPU by model, first match wins. Never
     /// empty: a file that gives none gets the `"*"` entry
     /// [`DEFAULT_GPU_COST`].
@@ -330,6 +339,32 @@ pub struct Zombie {
     pub starved_pcie_mib_per_s: u64,
 }
 
+/// `[jobs]`: when `apron jobs` says a job is mostly idle, would fit a
+/// smaller GPU, or is starved of data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, expecting = "a [jobs] table")]
+pub struct Jobs {
+    /// A job idle at least this share of its GPU time is mostly idle
+    /// (interactive?); percent 0–100 (default 70).
+    #[serde(deserialize_with = "percent")]
+    pub idle_share_pct: f64,
+    /// A job whose peak memory is under this share of its GPU's would fit a
+    /// smaller GPU or a MIG slice; percent 0–100 (default 10).
+    #[serde(deserialize_with = "percent")]
+    pub small_memory_pct: f64,
+    /// A job whose GPUs moved at least this much over PCIe (MiB/s, in and
+    /// out, its mean) while their activity stayed under 10 % is starved of
+    /// data, up to [`MAX_STARVED_PCIE_MIB_PER_S`] (default 100; 0: none is).
+    #[serde(deserialize_with = "starved_pcie_mib_per_s")]
+    pub starved_pcie_mib_per_s: u64,
+}
+
+impl Default for Jobs {
+    fn default() -> Self {
+        Jobs { idle_share_pct: 70.0, small_memory_pct: 10.0, starved_pcie_mib_per_s: 100 }
+    }
+}
+
 /// `[reclaim]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, expecting = "a [reclaim] table")]
@@ -391,6 +426,7 @@ impl Default for Config {
             zombie: Zombie::default(),
             reclaim: Reclaim::default(),
             alerts: Alerts::default(),
+            jobs: Jobs::default(),
             gpu_cost: vec![DEFAULT_GPU_COST.clone()],
             team: Vec::new(),
         }

@@ -46,6 +46,8 @@ struct JobAcc {
     activity: (f64, f64),
     /// SM activity (GPM) × GPU-seconds, and the GPU-seconds it was known for.
     sm_active: (f64, f64),
+    /// PCIe traffic (bytes/s, in and out) × GPU-seconds, and the GPU-seconds it was known for.
+    pcie: (f64, f64),
 }
 
 /// One job over the period.
@@ -90,6 +92,9 @@ pub struct JobRow {
     pub gpus_unused: usize,
     /// Whether any of its GPUs is a MIG instance.
     pub on_mig: bool,
+    /// Mean PCIe traffic of its GPUs over its GPU time, in and out (MiB/s;
+    /// `None`: unknown, as on a MIG instance).
+    pub pcie_mib_per_s: Option<f64>,
 }
 
 /// Follows the jobs through the pass.
@@ -136,6 +141,10 @@ impl Jobs {
         if let Some(a) = g.sm_active_pct {
             acc.sm_active.0 += a * seconds;
             acc.sm_active.1 += seconds;
+        }
+        if let (Some(tx), Some(rx)) = (g.pcie_tx_bytes_per_s, g.pcie_rx_bytes_per_s) {
+            acc.pcie.0 += (tx + rx) * seconds;
+            acc.pcie.1 += seconds;
         }
         let i = match acc.gpus.iter().position(|u| u.gpu_uuid == g.gpu_uuid) {
             Some(i) => i,
@@ -205,6 +214,7 @@ impl Jobs {
                     peak_mem_pct,
                     gpus_unused: a.gpus.iter().filter(|u| u.busy_seconds <= 0.0).count(),
                     on_mig: a.gpus.iter().any(|u| u.mig),
+                    pcie_mib_per_s: mean(a.pcie).map(|b| b / (1u64 << 20) as f64),
                 }
             })
             .collect();

@@ -11,12 +11,9 @@ use crate::ledger::jobs::JobRow;
 use crate::output::Rows;
 use crate::report::columns::{self, batch_of};
 
-/// A job idle at least this share of its GPU time (%) reads as interactive.
-pub const IDLE_SHARE_PCT: f64 = 70.0;
-
-/// A job whose peak memory is under this share of its GPU's (%) would fit
-/// a smaller GPU or a MIG slice.
-pub const SMALL_MEMORY_PCT: f64 = 10.0;
+/// A job starved of data moves data over PCIe while its GPUs' activity
+/// stays under this (%).
+pub const STARVED_ACTIVITY_PCT: f64 = 10.0;
 
 /// The efficiency grade of a mean activity (%): A at 70 % or more, B at 50,
 /// C at 30, D at 10, F under 10; `?` when unknown.
@@ -31,16 +28,18 @@ pub fn grade(util_pct: Option<f64>) -> &'static str {
     }
 }
 
-/// What is wrong with a job, in words, each with its numbers.
-pub fn findings(j: &JobRow) -> Vec<String> {
-    findings_by_kind(j).into_iter().map(|(_, text)| text).collect()
+/// What is wrong with a job, in words, each with its numbers, by the
+/// thresholds `t` (`[jobs]`).
+pub fn findings(j: &JobRow, t: &Thresholds) -> Vec<String> {
+    findings_by_kind(j, t).into_iter().map(|(_, text)| text).collect()
 }
 
 /// The kinds of finding, in the order [`findings_by_kind`] gives them.
-pub const FINDING_KINDS: [&str; 3] = ["GPUs never used", "mostly idle", "memory a smaller GPU would hold"];
+pub const FINDING_KINDS: [&str; 4] =
+    ["GPUs never used", "mostly idle", "memory a smaller GPU would hold", "starved of data"];
 
 /// [`findings`], each with its kind (one of [`FINDING_KINDS`]).
-pub fn findings_by_kind(j: &JobRow) -> Vec<(&'static str, String)> {
+pub fn findings_by_kind(j: &JobRow, t: &Thresholds) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let gpus = j.gpus.len();
     if gpus > 1 && j.gpus_unused > 0 {
@@ -49,7 +48,7 @@ pub fn findings_by_kind(j: &JobRow) -> Vec<(&'static str, String)> {
             format!("{} of {gpus} GPUs never used (never busy while the job held them)", j.gpus_unused),
         ));
     }
-    if j.idle_pct >= IDLE_SHARE_PCT {
+    if j.idle_pct >= t.idle_share_pct {
         out.push((
             FINDING_KINDS[1],
             format!(
@@ -59,26 +58,44 @@ pub fn findings_by_kind(j: &JobRow) -> Vec<(&'static str, String)> {
         ));
     }
     if let (Some(pct), Some(bytes)) = (j.peak_mem_pct, j.peak_mem_bytes)
-        && pct < SMALL_MEMORY_PCT
+        && pct < t.small_memory_pct
         && !j.on_mig
     {
         out.push((
             FINDING_KINDS[2],
             format!(
-                "memory under {SMALL_MEMORY_PCT:.0}% of the GPU (peak {:.1} GiB, {pct:.1}%): a smaller GPU or a \
-                 MIG slice would do",
+                "memory under {:.0}% of the GPU (peak {:.1} GiB, {pct:.1}%): a smaller GPU or a MIG slice would do",
+                t.small_memory_pct,
                 bytes as f64 / (1u64 << 30) as f64
+            ),
+        ));
+    }
+    if let (Some(pcie), Some(activity)) = (j.pcie_mib_per_s, j.util_pct)
+        && t.starved_pcie_mib_per_s > 0
+        && pcie >= t.starved_pcie_mib_per_s as f64
+        && activity < STARVED_ACTIVITY_PCT
+    {
+        out.push((
+            FINDING_KINDS[3],
+            format!(
+                "data-starved: its GPUs moved {pcie:.0} MiB/s over PCIe while {activity:.1}% active: the input \
+                 (data loading, storage, network) holds it back"
             ),
         ));
     }
     out
 }
 
+/// The thresholds of the findings (`[jobs]`).
+pub use crate::config::Jobs as Thresholds;
+
 /// The period's jobs, the costliest idle first.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Jobs {
     /// One row per job.
     pub rows: Vec<JobRow>,
+    /// The findings' thresholds.
+    pub thresholds: Thresholds,
 }
 
 impl Jobs {
@@ -87,7 +104,8 @@ impl Jobs {
         FINDING_KINDS
             .iter()
             .map(|&k| {
-                (k, self.rows.iter().filter(|r| findings_by_kind(r).iter().any(|(f, _)| *f == k)).count())
+                let has = |r: &&JobRow| findings_by_kind(r, &self.thresholds).iter().any(|(f, _)| *f == k);
+                (k, self.rows.iter().filter(has).count())
             })
             .collect()
     }
@@ -101,7 +119,7 @@ impl Jobs {
 
 /// The jobs of `report`'s period, from its ledger.
 pub fn jobs(report: &ReportContext) -> Result<Jobs, Error> {
-    Ok(Jobs { rows: report.ledger()?.jobs.clone() })
+    Ok(Jobs { rows: report.ledger()?.jobs.clone(), thresholds: report.config.jobs.clone() })
 }
 
 impl Rows for Jobs {
@@ -141,7 +159,11 @@ impl Rows for Jobs {
             (
                 "findings",
                 columns::text(
-                    r.iter().map(|x| findings(x).join("; ")).collect::<Vec<_>>().iter().map(String::as_str),
+                    r.iter()
+                        .map(|x| findings(x, &self.thresholds).join("; "))
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .map(String::as_str),
                 ),
             ),
         ])
@@ -173,17 +195,26 @@ mod tests {
             peak_mem_pct: Some(5.0),
             gpus_unused: 3,
             on_mig: false,
+            pcie_mib_per_s: Some(300.0),
         }
     }
 
     #[test]
     fn findings_say_their_numbers_and_grades_follow_activity() {
-        let f = findings(&job());
+        let t = Thresholds::default();
+        let f = findings(&job(), &t);
         assert_eq!(f.len(), 3, "{f:?}");
         assert_eq!(f[0], "3 of 4 GPUs never used (never busy while the job held them)");
         assert!(f[1].starts_with("idle 75% of its time"), "{f:?}");
         assert!(f[2].contains("peak 4.0 GiB, 5.0%"), "{f:?}");
-        assert!(findings(&JobRow { on_mig: true, ..job() }).iter().all(|s| !s.contains("MIG slice")));
+        assert!(findings(&JobRow { on_mig: true, ..job() }, &t).iter().all(|s| !s.contains("MIG slice")));
+        let starved = findings(&JobRow { util_pct: Some(4.0), ..job() }, &t);
+        assert!(
+            starved.last().is_some_and(|s| s.starts_with("data-starved: its GPUs moved 300 MiB/s")),
+            "{starved:?}"
+        );
+        let off = Thresholds { starved_pcie_mib_per_s: 0, ..Thresholds::default() };
+        assert_eq!(findings(&JobRow { util_pct: Some(4.0), ..job() }, &off).len(), 3, "0: none is starved");
         assert_eq!(
             [None, Some(5.0), Some(10.0), Some(30.0), Some(50.0), Some(70.0)].map(grade),
             ["?", "F", "D", "C", "B", "A"]

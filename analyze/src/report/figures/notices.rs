@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::jobs::{FINDING_KINDS, findings_by_kind, grade};
+use super::jobs::{FINDING_KINDS, Thresholds, findings_by_kind, grade};
 use crate::ledger::jobs::JobRow;
 
 /// Jobs a notice lists at most: the ones whose idle time cost most.
@@ -34,6 +34,9 @@ fn advice(kind: &str) -> &'static str {
         k if k == FINDING_KINDS[1] => {
             "end interactive sessions and notebook kernels when done: an idle one holds its GPU, and its cost"
         }
+        k if k == FINDING_KINDS[3] => {
+            "feed the GPUs faster: more data-loader workers, the data on local disk, pinned memory, prefetching"
+        }
         _ => "ask for a smaller GPU or a MIG slice where the cluster has them",
     }
 }
@@ -49,9 +52,10 @@ fn file_name(user: &str) -> String {
 }
 
 /// The notices of `jobs` (a period's, all of them: the team's figures are
-/// its jobs'), over `period` (in words), in `currency`: one per user whose
-/// jobs' idle time cost a cent or more, by user.
-pub fn notices(jobs: &[JobRow], period: &str, currency: &str) -> Vec<Notice> {
+/// its jobs'), over `period` (in words), in `currency`, the findings by
+/// `thresholds`: one per user whose jobs' idle time cost a cent or more,
+/// by user.
+pub fn notices(jobs: &[JobRow], thresholds: &Thresholds, period: &str, currency: &str) -> Vec<Notice> {
     let money = |x: f64| apron_reports::money(x, currency);
     let mut teams: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     let mut users: BTreeMap<&str, Vec<&JobRow>> = BTreeMap::new();
@@ -126,7 +130,7 @@ pub fn notices(jobs: &[JobRow], period: &str, currency: &str) -> Vec<Notice> {
                 j.idle_pct,
                 grade(j.util_pct)
             );
-            for (kind, finding) in findings_by_kind(j) {
+            for (kind, finding) in findings_by_kind(j, thresholds) {
                 let _ = writeln!(t, "   - {finding}");
                 if !kinds.contains(&kind) {
                     kinds.push(kind);
