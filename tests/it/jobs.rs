@@ -1,7 +1,8 @@
 //! End to end: `apron jobs` on a hand-built hour written by the real
 //! writer, every figure worked out by hand: a Slurm job of 4 GPUs that
 //! uses one, a notebook pod idle most of the hour on a sliver of its GPU's
-//! memory, a plain process that works, and an empty GPU. A GPU-hour costs
+//! memory, a plain process that works, a process idle on a 1g MIG instance
+//! (1/7 of its GPU, the other 6/7 nobody's), and an empty GPU. A GPU-hour costs
 //! 3.60 (`ops_per_gpu_hour`, no purchase price, no energy price), and the
 //! jobs' costs add up to their teams' in `apron spend`, to the cent.
 
@@ -52,7 +53,7 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
             4 if minute < 10 => 50,
             _ => 0,
         };
-        let gpus = (0..7)
+        let mut gpus: Vec<GpuSample> = (0..7)
             .map(|g| GpuSample {
                 ts,
                 gpu_uuid: format!("GPU-{g}").into(),
@@ -63,6 +64,28 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
                 ..Default::default()
             })
             .collect();
+        // GPU 7, partitioned: one 1g instance, its SM idle.
+        gpus.push(GpuSample {
+            ts,
+            gpu_uuid: "GPU-7".into(),
+            gpu_index: 7,
+            interval_ms: STEP_MS as i32,
+            mig_total_slices: Some(7),
+            ..Default::default()
+        });
+        gpus.push(GpuSample {
+            ts,
+            gpu_uuid: "MIG-7a".into(),
+            gpu_index: 7,
+            interval_ms: STEP_MS as i32,
+            sm_active_pct: Some(0.0),
+            fb_total_bytes: Some(10 * GIB),
+            parent_gpu_uuid: Some("GPU-7".into()),
+            mig_profile: Some("1g.10gb".into()),
+            mig_slices: Some(1),
+            mig_total_slices: Some(7),
+            ..Default::default()
+        });
         let proc = |g: i32, pid: i32, identity: ProcIdentity, mem: i64| ProcSample {
             ts,
             gpu_uuid: format!("GPU-{g}").into(),
@@ -84,6 +107,7 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         };
         procs.push(proc(4, 200, pod, 2 * GIB));
         procs.push(proc(5, 300, who("carol"), 40 * GIB));
+        procs.push(ProcSample { gpu_uuid: "MIG-7a".into(), ..proc(0, 400, who("dave"), GIB / 2) });
         w.push(ts, &Tick { gpus, procs, ..Default::default() }).expect("push");
         ts += STEP_MS;
     }
@@ -106,9 +130,10 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         (rows, stderr)
     };
     let (rows, header) = apron(&["jobs", "--month", "2026-10"]);
-    // 3 jobs: 6 GPU-hours, 21.60, of which idle 3 GPU-hours of the Slurm
-    // job (10.80) and 50 minutes of the notebook (3.00).
-    assert!(header.contains("Jobs: 3, costing $21.60, of which $13.80 idle"), "{header}");
+    // 4 jobs: 6 GPU-hours and the MIG instance's 1/7, 21.60 + 0.51, of
+    // which idle 3 GPU-hours of the Slurm job (10.80), 50 minutes of the
+    // notebook (3.00) and the instance's 1/7 GPU-hour (0.51).
+    assert!(header.contains("Jobs: 4, costing $22.11, of which $14.31 idle"), "{header}");
     let round = |v: &Value| v.as_f64().map(|x| (x * 1e4).round() / 1e4);
     /// Job, kind, team, GPUs, GPU-hours, cost, idle cost, activity, grade.
     type Row = (String, String, String, i64, Option<f64>, Option<f64>, Option<f64>, Option<f64>, String);
@@ -145,6 +170,17 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
                 s("F")
             ),
             (
+                s("process 400 on h since 2026-10-05T09:55:00Z"),
+                s("process"),
+                s("unassigned"),
+                1,
+                Some(0.1429),
+                Some(0.5143),
+                Some(0.5143),
+                Some(0.0),
+                s("F")
+            ),
+            (
                 s("process 300 on h since 2026-10-05T09:55:00Z"),
                 s("process"),
                 s("unassigned"),
@@ -171,6 +207,11 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
          memory under 10% of the GPU (peak 2.0 GiB, 2.5%): a smaller GPU or a MIG slice would do"
     );
     assert_eq!(findings("process 300 on h since 2026-10-05T09:55:00Z"), "");
+    // On a MIG instance: idle, but its memory is not "a smaller GPU" (it is one).
+    assert_eq!(
+        findings("process 400 on h since 2026-10-05T09:55:00Z"),
+        "idle 100% of its time: interactive (a notebook server?), or waiting on something"
+    );
     let pod = rows.iter().find(|r| r["job"] == "pod lab/nb-1").expect("pod");
     assert_eq!((pod["user"].as_str(), pod["still_running"].as_bool()), (Some("bob"), Some(true)));
     assert_eq!(
@@ -195,7 +236,11 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         let team = s["team"].as_str().expect("team");
         let (cost, idle) = by_team.get(team).copied().unwrap_or_default();
         if team == "(unallocated)" {
-            assert_eq!(cents(s["cost"].as_f64().expect("cost")), 360, "the empty GPU's hour");
+            assert_eq!(
+                cents(s["cost"].as_f64().expect("cost")),
+                669,
+                "the empty GPU's hour and 6/7 of GPU 7's"
+            );
             continue;
         }
         assert_eq!(cents(cost), cents(s["cost"].as_f64().expect("cost")), "{team}: {spend:?}");
@@ -219,17 +264,17 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
     let summary = std::fs::read_to_string(out_dir.join("summary.md")).expect("summary");
     assert!(
         summary.contains(
-            "3 jobs held GPUs this month (a Slurm job, else a pod, else a container, else a process); their idle \
-             time cost $13.80, of which the 3 below $13.80. Jobs by finding: GPUs never used: 1, mostly idle: 2, \
+            "4 jobs held GPUs this month (a Slurm job, else a pod, else a container, else a process); their idle \
+             time cost $14.31, of which the 4 below $14.31. Jobs by finding: GPUs never used: 1, mostly idle: 3, \
              memory a smaller GPU would hold: 1, starved of data: 0."
         ),
         "{summary}"
     );
     let csv = std::fs::read_to_string(out_dir.join("jobs.csv")).expect("jobs.csv");
-    assert_eq!(csv.lines().count(), 4, "a header and the three jobs: {csv}");
+    assert_eq!(csv.lines().count(), 5, "a header and the four jobs: {csv}");
     assert!(csv.lines().nth(1).is_some_and(|l| l.starts_with("job 77,alice,nlp,4,")), "{csv}");
 
-    // Notices: to alice and bob, whose jobs idled; carol's did not.
+    // Notices: to alice, bob and dave, whose jobs idled; carol's did not.
     let notices = tmp.path().join("notices");
     let out = Command::new(bin("apron"))
         .arg("--data")
@@ -247,7 +292,7 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     files.sort();
-    assert_eq!(files, ["alice.txt", "bob.txt"]);
+    assert_eq!(files, ["alice.txt", "bob.txt", "dave.txt"]);
     let bob = std::fs::read_to_string(notices.join("bob.txt")).expect("bob's");
     let want = [
         "To: bob",
@@ -271,8 +316,9 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         "{alice}"
     );
 
-    // job_idle at 11:00 over the last 30 minutes: only the notebook, idle
-    // since 10:10, fires (the Slurm job's mean is 22.5 %, carol's 90 %).
+    // job_idle at 11:00 over the last 30 minutes: the notebook, idle since
+    // 10:10, and dave's instance fire (the Slurm job's mean is 22.5 %,
+    // carol's 90 %).
     let mut text = std::fs::read_to_string(&config).expect("config");
     text = text.replacen("[[gpu_cost]]", "[alerts]\njob_idle_for = \"30m\"\n\n[[gpu_cost]]", 1);
     std::fs::write(&config, text).expect("config");
@@ -299,5 +345,12 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
             )
         })
         .collect();
-    assert_eq!(idle, [("pod lab/nb-1", "vision", 0.0, "2026-10-05T10:30:00Z")], "{alerts:?}");
+    assert_eq!(
+        idle,
+        [
+            ("pod lab/nb-1", "vision", 0.0, "2026-10-05T10:30:00Z"),
+            ("process 400 on h since 2026-10-05T09:55:00Z", "unassigned", 0.0, "2026-10-05T10:30:00Z")
+        ],
+        "{alerts:?}"
+    );
 }
