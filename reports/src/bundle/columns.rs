@@ -328,7 +328,7 @@ pub const COLUMNS: &[Column] = &[
     col("end", "End (UTC)", ColumnKind::Time),
     col("sm_active_pct", "SM active (%)", ColumnKind::Percent),
     col("peak_mem_bytes", "Peak memory (GiB)", ColumnKind::Bytes),
-    col("peak_mem_pct", "Peak memory (% of the GPU)", ColumnKind::Percent),
+    col("peak_mem_pct", "Peak memory, of the GPU's (%)", ColumnKind::Percent),
     col("grade", "Grade", ColumnKind::Name),
     col("findings", "Findings", ColumnKind::Text),
 ];
