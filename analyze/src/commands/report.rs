@@ -830,8 +830,6 @@ fn jobs_section(report: &ReportContext, jobs: &jobs::Jobs, rows: &RecordBatch) -
                 "peak_mem_pct",
                 "grade",
                 "findings",
-                "start",
-                "end",
             ],
             JOB_ROWS,
         )),
