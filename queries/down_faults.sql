@@ -4,11 +4,12 @@
 -- Answers: the rows of gpu_events from $1 up to $2 of the kinds that can
 -- take a GPU down (XIDs, double-bit ECC errors, GPUs lost, the volatile
 -- uncorrected ECC counter, pending row remappings and page retirements,
--- failed remappings). apron keeps those that do
+-- failed remappings). apron follows those that do
 -- (apron_schemas::gpu_events::takes_gpu_down: an XID NVIDIA's catalogue
 -- calls fatal, a counter that grew, a state set) and follows each GPU from
 -- the fault to its next busy minute (the ledger's downtime; see the
--- reports docs, "Faults").
+-- reports docs, "Faults"); every XID, fatal or not, also goes to the
+-- findings of the jobs that held the GPU then ("Jobs").
 --
 -- Parameters:
 --   $1  period start (UTC timestamp, inclusive)

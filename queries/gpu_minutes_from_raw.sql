@@ -17,7 +17,8 @@
 -- mem_util_pct_mean, sm_active_pct_mean (GPM, %), fb_used_bytes_max, fb_total_bytes, energy_j (J),
 -- power_mw_mean (mW), pcie_tx_bytes_per_s_mean, pcie_rx_bytes_per_s_mean,
 -- proc_held, proc_count, parent_gpu_uuid, mig_profile, mig_slices,
--- mig_total_slices (MIG, the minute's last known)), then the partition
+-- mig_total_slices (MIG, the minute's last known), tensor_active_pct_mean,
+-- dram_active_pct_mean (GPM, %)), then the partition
 -- columns date and host.
 WITH samples AS (
   SELECT
@@ -79,6 +80,10 @@ minutes AS (
     last_value(mig_profile ORDER BY ts) FILTER (WHERE mig_profile IS NOT NULL) AS mig_profile,
     last_value(mig_slices ORDER BY ts) FILTER (WHERE mig_slices IS NOT NULL) AS mig_slices,
     last_value(mig_total_slices ORDER BY ts) FILTER (WHERE mig_total_slices IS NOT NULL) AS mig_total_slices,
+    sum(CAST(tensor_active_pct AS DOUBLE) * interval_ms)
+      / sum(CASE WHEN tensor_active_pct IS NOT NULL THEN interval_ms END) AS tensor_active_pct_mean,
+    sum(CAST(dram_active_pct AS DOUBLE) * interval_ms)
+      / sum(CASE WHEN dram_active_pct IS NOT NULL THEN interval_ms END) AS dram_active_pct_mean,
     date,
     host
   FROM energy
@@ -107,6 +112,8 @@ SELECT
   m.mig_profile,
   CAST(m.mig_slices AS INT) AS mig_slices,
   CAST(m.mig_total_slices AS INT) AS mig_total_slices,
+  m.tensor_active_pct_mean,
+  m.dram_active_pct_mean,
   m.date,
   m.host
 FROM minutes m

@@ -20,10 +20,13 @@
 --   pcie_tx_bytes_per_s_mean, pcie_rx_bytes_per_s_mean  PCIe traffic (bytes/s; null: unknown), which tells
 --                                                      a data-starved process from a zombie
 --   fb_total_bytes                                the GPU's memory (bytes; null: unknown), for apron jobs
+--   tensor_active_pct_mean, dram_active_pct_mean  GPM activity of the tensor pipes and DRAM (%; null: not
+--                                                 measured), for apron jobs
 SELECT
   gpu_uuid, minute, host, gpu_index, gpu_model, seconds,
   gpu_util_pct_mean, sm_active_pct_mean, energy_j, power_mw_mean, proc_held,
   parent_gpu_uuid, mig_profile, mig_slices, mig_total_slices,
-  pcie_tx_bytes_per_s_mean, pcie_rx_bytes_per_s_mean, fb_total_bytes
+  pcie_tx_bytes_per_s_mean, pcie_rx_bytes_per_s_mean, fb_total_bytes,
+  tensor_active_pct_mean, dram_active_pct_mean
 FROM gpu_minutes
 WHERE minute >= $1 AND minute < $2 AND date = CAST($3 AS DATE) AND host >= $4 AND host < $5

@@ -96,6 +96,11 @@ pub struct GpuMinute {
     /// MIG: the whole GPU's compute slices (on instances and on a
     /// partitioned GPU's own row).
     pub mig_total_slices: Option<i32>,
+    /// Interval-weighted mean of `tensor_active_pct` (GPM: tensor pipes
+    /// active). Files written before these two columns read them as null.
+    pub tensor_active_pct_mean: Option<f64>,
+    /// Interval-weighted mean of `dram_active_pct` (GPM: DRAM bandwidth active).
+    pub dram_active_pct_mean: Option<f64>,
 }
 
 static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -125,6 +130,8 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("mig_profile", DataType::Utf8, true),
         i32n("mig_slices"),
         i32n("mig_total_slices"),
+        f64n("tensor_active_pct_mean"),
+        f64n("dram_active_pct_mean"),
     ]))
 });
 
@@ -158,6 +165,8 @@ pub fn to_batch(rows: &[GpuMinute]) -> Result<RecordBatch, ArrowError> {
     let mut profile = StringBuilder::new();
     let mut slices = Int32Builder::with_capacity(n);
     let mut total_slices = Int32Builder::with_capacity(n);
+    let mut tensor_mean = Float64Builder::with_capacity(n);
+    let mut dram_mean = Float64Builder::with_capacity(n);
     for r in rows {
         minute.append_value(r.minute);
         uuid.append_value(&r.gpu_uuid);
@@ -181,6 +190,8 @@ pub fn to_batch(rows: &[GpuMinute]) -> Result<RecordBatch, ArrowError> {
         profile.append_option(r.mig_profile.as_deref());
         slices.append_option(r.mig_slices);
         total_slices.append_option(r.mig_total_slices);
+        tensor_mean.append_option(r.tensor_active_pct_mean);
+        dram_mean.append_option(r.dram_active_pct_mean);
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(minute.finish()),
@@ -205,6 +216,8 @@ pub fn to_batch(rows: &[GpuMinute]) -> Result<RecordBatch, ArrowError> {
         Arc::new(profile.finish()),
         Arc::new(slices.finish()),
         Arc::new(total_slices.finish()),
+        Arc::new(tensor_mean.finish()),
+        Arc::new(dram_mean.finish()),
     ];
     RecordBatch::try_new(schema(), columns)
 }

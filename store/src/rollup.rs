@@ -171,6 +171,8 @@ struct GpuAcc {
     util_max: Option<i32>,
     mem_util: Mean,
     sm_active: MeanF,
+    tensor_active: MeanF,
+    dram_active: MeanF,
     fb_used_max: Option<i64>,
     fb_total: Option<i64>,
     energy_uj: Option<i64>,
@@ -197,6 +199,8 @@ impl GpuAcc {
             util_max: None,
             mem_util: Mean::default(),
             sm_active: MeanF::default(),
+            tensor_active: MeanF::default(),
+            dram_active: MeanF::default(),
             fb_used_max: None,
             fb_total: None,
             energy_uj: None,
@@ -222,6 +226,8 @@ impl GpuAcc {
         self.util_max = max_opt(self.util_max, row.gpu_util_pct);
         self.mem_util.add(row.mem_util_pct.map(i64::from), w);
         self.sm_active.add(row.sm_active_pct, w);
+        self.tensor_active.add(row.tensor_active_pct, w);
+        self.dram_active.add(row.dram_active_pct, w);
         self.fb_used_max = max_opt(self.fb_used_max, row.fb_used_bytes);
         self.fb_total = max_opt(self.fb_total, row.fb_total_bytes);
         if let Some(e) = energy_uj {
@@ -265,6 +271,8 @@ impl GpuAcc {
             mig_profile: self.mig_profile,
             mig_slices: self.mig_slices,
             mig_total_slices: self.mig_total_slices,
+            tensor_active_pct_mean: self.tensor_active.value(),
+            dram_active_pct_mean: self.dram_active.value(),
         }
     }
 }

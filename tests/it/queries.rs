@@ -65,6 +65,8 @@ const GPU_MINUTES: &[&str] = &[
     "mig_profile",
     "mig_slices",
     "mig_total_slices",
+    "tensor_active_pct_mean",
+    "dram_active_pct_mean",
     "date",
     "host",
 ];
@@ -176,6 +178,8 @@ fn case(name: &str) -> Option<Case> {
                 "pcie_tx_bytes_per_s_mean",
                 "pcie_rx_bytes_per_s_mean",
                 "fb_total_bytes",
+                "tensor_active_pct_mean",
+                "dram_active_pct_mean",
             ],
         },
         "ledger_proc_minutes" => Case {

@@ -50,6 +50,8 @@
 //!                        # GPU or a MIG slice would do; 0–100
 //! starved_pcie_mib_per_s = 100  # PCIe traffic (MiB/s, mean) with activity under
 //!                        # 10%: starved of data; 0–1,048,576, 0: none is
+//! tensor_unused_sm_active_pct = 30  # SM activity (GPM) at least this with tensor
+//!                        # activity under 1%: tensor cores unused; 0–100, 100: never
 //!
 //! [[gpu_cost]]           # first match on gpu_model wins; "*" matches any
 //! model = "*"
@@ -357,11 +359,21 @@ pub struct Jobs {
     /// data, up to [`MAX_STARVED_PCIE_MIB_PER_S`] (default 100; 0: none is).
     #[serde(deserialize_with = "starved_pcie_mib_per_s")]
     pub starved_pcie_mib_per_s: u64,
+    /// A job whose mean SM activity (GPM) is at least this while its tensor
+    /// pipes were active under 1 % of the time leaves its tensor cores
+    /// unused; percent 0–100 (default 30; 100: only a job at 100 %).
+    #[serde(deserialize_with = "percent")]
+    pub tensor_unused_sm_active_pct: f64,
 }
 
 impl Default for Jobs {
     fn default() -> Self {
-        Jobs { idle_share_pct: 70.0, small_memory_pct: 10.0, starved_pcie_mib_per_s: 100 }
+        Jobs {
+            idle_share_pct: 70.0,
+            small_memory_pct: 10.0,
+            starved_pcie_mib_per_s: 100,
+            tensor_unused_sm_active_pct: 30.0,
+        }
     }
 }
 

@@ -18,7 +18,7 @@
 use apron_schemas::minute_state::State;
 use apron_schemas::time::{HOUR_MS, MINUTE_MS};
 
-use apron_schemas::gpu_events::takes_gpu_down;
+use apron_schemas::gpu_events::{XID, takes_gpu_down};
 use datafusion::common::ScalarValue;
 
 use super::map::HashMap;
@@ -46,6 +46,10 @@ pub struct Fault {
     pub xid: Option<i32>,
     /// `gpu_events.detail`.
     pub detail: Option<String>,
+    /// Whether it takes its GPU out of service
+    /// ([`apron_schemas::gpu_events::takes_gpu_down`]); the other faults read
+    /// (XIDs that do not) are for `apron jobs`' findings only.
+    pub takes_down: bool,
 }
 
 /// One stretch a GPU (or MIG instance) was out of service after a fault.
@@ -154,6 +158,7 @@ pub struct Downtime {
 impl Downtime {
     /// Follows `faults` (any order), their GPUs interned in `names`.
     pub fn new(mut faults: Vec<Fault>, names: &mut Names) -> Self {
+        faults.retain(|f| f.takes_down);
         faults.sort_by(|a, b| (a.ts, &a.gpu_uuid, &a.kind).cmp(&(b.ts, &b.gpu_uuid, &b.kind)));
         let mut by_gpu: HashMap<u32, Vec<usize>> = HashMap::default();
         for (i, f) in faults.iter().enumerate() {
@@ -315,7 +320,8 @@ impl DownSum {
 
 /// The period's faults that take a GPU out of service
 /// (`queries/down_faults.sql`, kept by
-/// [`apron_schemas::gpu_events::takes_gpu_down`]).
+/// [`apron_schemas::gpu_events::takes_gpu_down`]), and its other XIDs
+/// (`takes_down` false: a job's findings name them).
 pub async fn down_faults(session: &Session, start_ms: i64, end_ms: i64) -> Result<Vec<Fault>, Error> {
     let at = |ms: i64| ScalarValue::TimestampMillisecond(Some(ms), Some("UTC".into()));
     let df = session.sql_with_params(queries::DOWN_FAULTS, vec![at(start_ms), at(end_ms)]).await?;
@@ -335,8 +341,9 @@ pub async fn down_faults(session: &Session, start_ms: i64, end_ms: i64) -> Resul
     );
     let (value, delta) = (c.i64_opt("value").map_err(unreadable)?, c.i64_opt("delta").map_err(unreadable)?);
     Ok((0..c.len())
-        .filter(|&i| takes_gpu_down(&kind[i], xid[i], value[i], delta[i]))
-        .map(|i| Fault {
+        .map(|i| (i, takes_gpu_down(&kind[i], xid[i], value[i], delta[i])))
+        .filter(|&(i, down)| down || kind[i] == XID)
+        .map(|(i, takes_down)| Fault {
             host: host[i].clone(),
             gpu_index: gpu_index[i],
             gpu_uuid: gpu_uuid[i].clone(),
@@ -344,6 +351,7 @@ pub async fn down_faults(session: &Session, start_ms: i64, end_ms: i64) -> Resul
             kind: kind[i].clone(),
             xid: xid[i],
             detail: detail[i].clone(),
+            takes_down,
         })
         .collect())
 }
@@ -363,6 +371,7 @@ mod tests {
             kind: kind.into(),
             xid: None,
             detail: None,
+            takes_down: true,
         }
     }
 
@@ -398,6 +407,8 @@ mod tests {
             pcie_rx_bytes_per_s: None,
             sm_active_pct: None,
             fb_total_bytes: None,
+            tensor_active_pct: None,
+            dram_active_pct: None,
         }
     }
 

@@ -64,6 +64,10 @@ pub struct GpuMinuteState {
     pub sm_active_pct: Option<f64>,
     /// The GPU's memory (`fb_total_bytes`; bytes; `None`: unknown).
     pub fb_total_bytes: Option<i64>,
+    /// Mean tensor pipe activity, GPM (`tensor_active_pct`; %; `None`: unknown).
+    pub tensor_active_pct: Option<f64>,
+    /// Mean DRAM activity, GPM (`dram_active_pct`; %; `None`: unknown).
+    pub dram_active_pct: Option<f64>,
 }
 
 impl GpuMinuteState {
@@ -180,6 +184,7 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
         let (mut host, mut index, mut model) = (first.host, first.gpu_index, first.gpu_model);
         let (mut seconds, mut util, mut sm) = (0.0, WeightedMean::default(), WeightedMean::default());
         let (mut pcie_tx, mut pcie_rx) = (WeightedMean::default(), WeightedMean::default());
+        let (mut tensor, mut dram) = (WeightedMean::default(), WeightedMean::default());
         let (mut energy, mut unknown_seconds, mut held) = (0.0, 0.0, false);
         let (mut parent, mut profile, mut slices, mut total_slices) = (None, None, None, None);
         let mut fb_total = None;
@@ -199,6 +204,8 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             sm.add(p.sm_active_pct_mean, p.seconds);
             pcie_tx.add(p.pcie_tx_bytes_per_s_mean, p.seconds);
             pcie_rx.add(p.pcie_rx_bytes_per_s_mean, p.seconds);
+            tensor.add(p.tensor_active_pct_mean, p.seconds);
+            dram.add(p.dram_active_pct_mean, p.seconds);
             match p.energy_j.or(p.power_mw_mean.map(|mw| mw * p.seconds / 1000.0)) {
                 Some(j) => energy += j,
                 None => unknown_seconds += p.seconds,
@@ -230,6 +237,8 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
             pcie_rx_bytes_per_s: pcie_rx.get(),
             sm_active_pct: sm,
             fb_total_bytes: fb_total,
+            tensor_active_pct: tensor.get(),
+            dram_active_pct: dram.get(),
         });
     }
     if out.iter().any(|g| g.mig_total_slices.is_some()) {

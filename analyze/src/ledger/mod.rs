@@ -387,6 +387,7 @@ impl Pass {
     ) -> Result<Self, Error> {
         let mut names = Names::default();
         let unallocated = names.id(UNALLOCATED);
+        let jobs = jobs::Jobs::new(faults.clone(), &mut names);
         let downtime = downtime::Downtime::new(faults, &mut names);
         Ok(Pass {
             buffers: Buffers::default(),
@@ -406,7 +407,7 @@ impl Pass {
             unpartitioned: HashMap::default(),
             downtime,
             end_ms,
-            jobs: jobs::Jobs::default(),
+            jobs,
             timings: Timings::default(),
         })
     }

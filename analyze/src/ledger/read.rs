@@ -98,6 +98,10 @@ pub struct GpuPart {
     pub pcie_rx_bytes_per_s_mean: Option<f64>,
     /// The GPU's memory (`fb_total_bytes`; bytes; `None`: unknown).
     pub fb_total_bytes: Option<i64>,
+    /// Mean tensor pipe activity, GPM (`tensor_active_pct_mean`; %; `None`: unknown).
+    pub tensor_active_pct_mean: Option<f64>,
+    /// Mean DRAM activity, GPM (`dram_active_pct_mean`; %; `None`: unknown).
+    pub dram_active_pct_mean: Option<f64>,
 }
 
 /// One `proc_minutes` row.
@@ -356,6 +360,7 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
     let (uuid, host, model) = (ids(&uuid, names)?, ids(&host, names)?, ids(&model, names)?);
     let (parent, profile) = (ids(&parent, names)?, ids(&profile, names)?);
     let fb_total = int64(batch, "fb_total_bytes")?;
+    let (tensor, dram) = (float(batch, "tensor_active_pct_mean")?, float(batch, "dram_active_pct_mean")?);
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         out.push(GpuPart {
@@ -377,6 +382,8 @@ fn gpu_rows(batch: &RecordBatch, names: &mut Names, out: &mut Vec<GpuPart>) -> R
             pcie_tx_bytes_per_s_mean: opt(&pcie_tx, i, |i| pcie_tx.value(i)),
             pcie_rx_bytes_per_s_mean: opt(&pcie_rx, i, |i| pcie_rx.value(i)),
             fb_total_bytes: opt(&fb_total, i, |i| fb_total.value(i)),
+            tensor_active_pct_mean: opt(&tensor, i, |i| tensor.value(i)),
+            dram_active_pct_mean: opt(&dram, i, |i| dram.value(i)),
         });
     }
     Ok(())

@@ -7,13 +7,16 @@ use datafusion::arrow::error::ArrowError;
 
 use super::ReportContext;
 use crate::error::Error;
-use crate::ledger::jobs::JobRow;
+use crate::ledger::jobs::{JobFault, JobRow};
 use crate::output::Rows;
 use crate::report::columns::{self, batch_of};
 
 /// A job starved of data moves data over PCIe while its GPUs' activity
 /// stays under this (%).
 pub const STARVED_ACTIVITY_PCT: f64 = 10.0;
+
+/// Tensor cores are unused when their pipes are active under this (%).
+pub const TENSOR_UNUSED_PCT: f64 = 1.0;
 
 /// The efficiency grade of a mean activity (%): A at 70 % or more, B at 50,
 /// C at 30, D at 10, F under 10; `?` when unknown.
@@ -35,8 +38,14 @@ pub fn findings(j: &JobRow, t: &Thresholds) -> Vec<String> {
 }
 
 /// The kinds of finding, in the order [`findings_by_kind`] gives them.
-pub const FINDING_KINDS: [&str; 4] =
-    ["GPUs never used", "mostly idle", "memory a smaller GPU would hold", "starved of data"];
+pub const FINDING_KINDS: [&str; 6] = [
+    "GPUs never used",
+    "mostly idle",
+    "memory a smaller GPU would hold",
+    "starved of data",
+    "tensor cores unused",
+    "faults on its GPUs",
+];
 
 /// [`findings`], each with its kind (one of [`FINDING_KINDS`]).
 pub fn findings_by_kind(j: &JobRow, t: &Thresholds) -> Vec<(&'static str, String)> {
@@ -83,7 +92,47 @@ pub fn findings_by_kind(j: &JobRow, t: &Thresholds) -> Vec<(&'static str, String
             ),
         ));
     }
+    if let (Some(tensor), Some(sm)) = (j.tensor_active_pct, j.sm_active_pct)
+        && tensor < TENSOR_UNUSED_PCT
+        && sm >= t.tensor_unused_sm_active_pct
+    {
+        out.push((
+            FINDING_KINDS[4],
+            format!(
+                "tensor cores unused (tensor active {tensor:.1}% while SM active {sm:.0}%): check the precision \
+                 (FP32 math runs on no tensor core: bf16 or fp16 mixed precision, or TF32)"
+            ),
+        ));
+    }
+    if !j.faults.is_empty() {
+        out.push((
+            FINDING_KINDS[5],
+            format!("ran on GPUs with faults: {}; see apron events", fault_list(&j.faults)),
+        ));
+    }
     out
+}
+
+/// The faults of a job in words: `XID 79 ×2 on h/2 (took the GPU down), …`.
+fn fault_list(faults: &[JobFault]) -> String {
+    const SHOWN: usize = 3;
+    let mut parts: Vec<String> = faults
+        .iter()
+        .take(SHOWN)
+        .map(|f| {
+            let what = match f.xid {
+                Some(code) if f.kind == apron_schemas::gpu_events::XID => format!("XID {code}"),
+                _ => super::events::judge(&f.kind, f.xid, i64::from(f.events), (Some(1), Some(1)), false).0,
+            };
+            let down = if f.takes_down { " (took the GPU down)" } else { "" };
+            format!("{what} ×{} on {}{down}", f.events, f.gpus.join(" "))
+        })
+        .collect();
+    if faults.len() > SHOWN {
+        let more = faults.len() - SHOWN;
+        parts.push(format!("{more} more {}", if more == 1 { "kind" } else { "kinds" }));
+    }
+    parts.join(", ")
 }
 
 /// The thresholds of the findings (`[jobs]`).
@@ -153,6 +202,8 @@ impl Rows for Jobs {
             ("idle_share_pct", columns::float(r.iter().map(|x| x.idle_pct))),
             ("activity_pct", columns::float(r.iter().map(|x| x.util_pct))),
             ("sm_active_pct", columns::float(r.iter().map(|x| x.sm_active_pct))),
+            ("tensor_active_pct", columns::float(r.iter().map(|x| x.tensor_active_pct))),
+            ("dram_active_pct", columns::float(r.iter().map(|x| x.dram_active_pct))),
             ("peak_mem_bytes", columns::int64(r.iter().map(|x| x.peak_mem_bytes))),
             ("peak_mem_pct", columns::float(r.iter().map(|x| x.peak_mem_pct))),
             ("grade", columns::text(r.iter().map(|x| grade(x.util_pct)))),
@@ -182,6 +233,7 @@ mod tests {
             team: "nlp".into(),
             hosts: vec!["h".into()],
             gpus: vec!["h/0".into(), "h/1".into(), "h/2".into(), "h/3".into()],
+            gpu_uuids: vec!["GPU-0".into(), "GPU-1".into(), "GPU-2".into(), "GPU-3".into()],
             start_ms: 0,
             end_ms: 60_000,
             still_running: false,
@@ -191,11 +243,14 @@ mod tests {
             idle_pct: 75.0,
             util_pct: Some(22.5),
             sm_active_pct: None,
+            tensor_active_pct: None,
+            dram_active_pct: None,
             peak_mem_bytes: Some(4 << 30),
             peak_mem_pct: Some(5.0),
             gpus_unused: 3,
             on_mig: false,
             pcie_mib_per_s: Some(300.0),
+            faults: Vec::new(),
         }
     }
 
@@ -215,6 +270,49 @@ mod tests {
         );
         let off = Thresholds { starved_pcie_mib_per_s: 0, ..Thresholds::default() };
         assert_eq!(findings(&JobRow { util_pct: Some(4.0), ..job() }, &off).len(), 3, "0: none is starved");
+        let tensor = |tensor: f64, sm: f64| {
+            findings(&JobRow { tensor_active_pct: Some(tensor), sm_active_pct: Some(sm), ..job() }, &t)
+        };
+        assert_eq!(
+            tensor(0.4, 62.0).last().map(String::as_str),
+            Some(
+                "tensor cores unused (tensor active 0.4% while SM active 62%): check the precision (FP32 math \
+                 runs on no tensor core: bf16 or fp16 mixed precision, or TF32)"
+            )
+        );
+        assert_eq!(tensor(0.4, 29.0).len(), 3, "SM activity under 30%: not said");
+        assert_eq!(tensor(1.0, 62.0).len(), 3, "tensor active 1%: used");
+        let xid = |code: i32, events: u32, gpus: &[&str], takes_down: bool| JobFault {
+            kind: "xid".into(),
+            xid: Some(code),
+            events,
+            gpus: gpus.iter().map(|g| (*g).to_owned()).collect(),
+            takes_down,
+        };
+        let dbe = JobFault { kind: "ecc_dbe".into(), xid: None, ..xid(0, 1, &["h/0"], true) };
+        let faulted = JobRow { faults: vec![xid(79, 2, &["h/2"], true), dbe.clone()], ..job() };
+        assert_eq!(
+            findings(&faulted, &t).last().map(String::as_str),
+            Some(
+                "ran on GPUs with faults: XID 79 ×2 on h/2 (took the GPU down), double-bit ECC error \
+                 (uncorrectable) ×1 on h/0 (took the GPU down); see apron events"
+            )
+        );
+        let many = JobRow {
+            faults: vec![
+                xid(13, 3, &["h/0", "h/1"], false),
+                xid(31, 2, &["h/1"], false),
+                xid(43, 1, &["h/3"], false),
+                dbe,
+            ],
+            ..job()
+        };
+        assert_eq!(
+            findings(&many, &t).last().map(String::as_str),
+            Some(
+                "ran on GPUs with faults: XID 13 ×3 on h/0 h/1, XID 31 ×2 on h/1, XID 43 ×1 on h/3, 1 more kind; see apron events"
+            )
+        );
         assert_eq!(
             [None, Some(5.0), Some(10.0), Some(30.0), Some(50.0), Some(70.0)].map(grade),
             ["?", "F", "D", "C", "B", "A"]

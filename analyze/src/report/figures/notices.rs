@@ -37,6 +37,14 @@ fn advice(kind: &str) -> &'static str {
         k if k == FINDING_KINDS[3] => {
             "feed the GPUs faster: more data-loader workers, the data on local disk, pinned memory, prefetching"
         }
+        k if k == FINDING_KINDS[4] => {
+            "train in bf16 or fp16 mixed precision (torch.autocast), or allow TF32 \
+             (torch.backends.cuda.matmul.allow_tf32 = True): FP32 math leaves the tensor cores idle"
+        }
+        k if k == FINDING_KINDS[5] => {
+            "a failed or slow run may be the GPU's fault, not the code's: tell the cluster's operators, \
+             and rerun on other GPUs"
+        }
         _ => "ask for a smaller GPU or a MIG slice where the cluster has them",
     }
 }
