@@ -20,6 +20,7 @@ use crate::commands::demo::DemoArgs;
 use crate::commands::events::EventsArgs;
 use crate::commands::idle_cost::IdleCostArgs;
 use crate::commands::import::ImportArgs;
+use crate::commands::job::JobArgs;
 use crate::commands::jobs::JobsArgs;
 use crate::commands::pick::PickArgs;
 use crate::commands::portable::{DdlArgs, ExportConfigArgs, ExportSqlArgs};
@@ -149,6 +150,12 @@ pub enum Command {
     /// it in words, the costliest idle first
     #[command(about = "Every job's GPU time, cost and efficiency, with findings", long_about)]
     Jobs(JobsArgs),
+
+    /// One job's report, as `apron jobs` names it: its row, its findings
+    /// one per line, and with --out DIR a PNG timeline per GPU it held
+    /// (utilization, memory used, SM and tensor activity)
+    #[command(about = "One job's figures, findings and GPU timelines", long_about)]
+    Job(JobArgs),
 
     /// What each team's GPU time cost: GPU-hours busy, idle-held and
     /// idle-empty, energy and cost per team, adding up to the fleet's cost

@@ -2,7 +2,7 @@
 //!
 //! Each chart is a function from a plain data series to a PNG file:
 //! [`fleet_state`], [`idle_cost`], [`team_spend`], [`hour_of_week`],
-//! [`gpu_days`], [`power`]. The caller computes the series (in apron that is
+//! [`gpu_days`], [`power`]; and one of a job's GPUs, [`job_timeline`]. The caller computes the series (in apron that is
 //! apron-analyze, from SQL); this module only draws. Every chart has a
 //! title, axis titles with units, a legend when it shows more than one
 //! series, and a footer with the period and the data folder. An empty series
@@ -26,6 +26,7 @@ mod gpu_days;
 mod heatmap;
 mod hour_of_week;
 mod idle_cost;
+mod job_timeline;
 mod legend;
 mod name;
 mod palette;
@@ -43,10 +44,12 @@ pub use fleet_state::fleet_state;
 pub use gpu_days::gpu_days;
 pub use hour_of_week::hour_of_week;
 pub use idle_cost::idle_cost;
+pub use job_timeline::job_timeline;
 pub use name::{ChartName, UnknownChart};
 pub use power::power;
 pub use series::{
-    FleetStatePoint, GpuDayCell, HourOfWeek, HourOfWeekCell, PowerPoint, TeamCost, WeekRun, WeekWindow,
+    FleetStatePoint, GpuDayCell, HourOfWeek, HourOfWeekCell, PowerPoint, TeamCost, TimelinePoint, WeekRun,
+    WeekWindow,
 };
 pub use team_spend::team_spend;
 

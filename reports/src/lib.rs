@@ -29,8 +29,8 @@ pub use bundle::{
 };
 pub use chart::{
     ChartContext, ChartError, ChartName, FleetStatePoint, GpuDayCell, HourOfWeek, HourOfWeekCell, PowerPoint,
-    TeamCost, UnknownChart, WeekRun, WeekWindow, fleet_state, gpu_days, hour_of_week, idle_cost, power,
-    team_spend,
+    TeamCost, TimelinePoint, UnknownChart, WeekRun, WeekWindow, fleet_state, gpu_days, hour_of_week,
+    idle_cost, job_timeline, power, team_spend,
 };
 pub use fonts::FontError;
 pub use number::{currency_unit, grouped, money, money_whole};

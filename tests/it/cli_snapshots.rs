@@ -86,6 +86,7 @@ fn help_of_apron_and_every_command() {
         "starved",
         "events",
         "jobs",
+        "job",
         "spend",
         "idle-cost",
         "windows",

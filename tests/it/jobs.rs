@@ -2,7 +2,9 @@
 //! writer, every figure worked out by hand: a Slurm job of 4 GPUs that
 //! uses one, a notebook pod idle most of the hour on a sliver of its GPU's
 //! memory, a plain process that works, a process idle on a 1g MIG instance
-//! (1/7 of its GPU, the other 6/7 nobody's), and an empty GPU. A GPU-hour costs
+//! (1/7 of its GPU, the other 6/7 nobody's), and an empty GPU. carol's
+//! process keeps its SMs 62 % active with the tensor pipes idle, and the
+//! Slurm job's GPUs log XIDs while it holds them. A GPU-hour costs
 //! 3.60 (`ops_per_gpu_hour`, no purchase price, no energy price), and the
 //! jobs' costs add up to their teams' in `apron spend`, to the cent.
 
@@ -10,7 +12,7 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use apron_schemas::{DataLayout, GpuSample, ProcIdentity, ProcSample};
+use apron_schemas::{DataLayout, GpuEvent, GpuSample, ProcIdentity, ProcSample};
 use apron_store::source::Tick;
 use apron_store::writer::RollingWriter;
 use apron_tests::bin;
@@ -61,6 +63,10 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
                 interval_ms: STEP_MS as i32,
                 gpu_util_pct: Some(util(g)),
                 fb_total_bytes: Some(80 * GIB),
+                // GPM on carol's GPU: SMs busy, tensor pipes idle (FP32).
+                sm_active_pct: (g == 5).then_some(62.0),
+                tensor_active_pct: (g == 5).then_some(0.0),
+                dram_active_pct: (g == 5).then_some(35.0),
                 ..Default::default()
             })
             .collect();
@@ -108,7 +114,23 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         procs.push(proc(4, 200, pod, 2 * GIB));
         procs.push(proc(5, 300, who("carol"), 40 * GIB));
         procs.push(ProcSample { gpu_uuid: "MIG-7a".into(), ..proc(0, 400, who("dave"), GIB / 2) });
-        w.push(ts, &Tick { gpus, procs, ..Default::default() }).expect("push");
+        // XIDs on the Slurm job's GPUs while it holds them: 13 twice on GPU
+        // 0 (an application's fault), 79 on GPU 1 (fallen off the bus, which
+        // takes it down); and two on the empty GPU 6, which are no job's.
+        let xid = |gpu: i32, code: i32| GpuEvent {
+            ts,
+            gpu_uuid: format!("GPU-{gpu}").into(),
+            gpu_index: gpu,
+            kind: "xid".into(),
+            xid: Some(code),
+            ..Default::default()
+        };
+        let events: Vec<GpuEvent> = match ts - start {
+            t if t == 20 * MIN_MS || t == 21 * MIN_MS => vec![xid(0, 13), xid(6, 79)],
+            t if t == 30 * MIN_MS => vec![xid(1, 79)],
+            _ => vec![],
+        };
+        w.push(ts, &Tick { gpus, procs, events, ..Default::default() }).expect("push");
         ts += STEP_MS;
     }
     w.close().expect("close");
@@ -199,14 +221,30 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
     assert_eq!(
         findings("job 77"),
         "3 of 4 GPUs never used (never busy while the job held them); \
-         idle 75% of its time: interactive (a notebook server?), or waiting on something"
+         idle 75% of its time: interactive (a notebook server?), or waiting on something; \
+         ran on GPUs with faults: XID 13 ×2 on h/0, XID 79 ×1 on h/1 (took the GPU down); see apron events"
     );
     assert_eq!(
         findings("pod lab/nb-1"),
         "idle 83% of its time: interactive (a notebook server?), or waiting on something; \
          memory under 10% of the GPU (peak 2.0 GiB, 2.5%): a smaller GPU or a MIG slice would do"
     );
-    assert_eq!(findings("process 300 on h since 2026-10-05T09:55:00Z"), "");
+    assert_eq!(
+        findings("process 300 on h since 2026-10-05T09:55:00Z"),
+        "tensor cores unused (tensor active 0.0% while SM active 62%): check the precision (FP32 math runs on \
+         no tensor core: bf16 or fp16 mixed precision, or TF32)"
+    );
+    let carol = rows.iter().find(|r| r["user"] == "carol").expect("carol's");
+    assert_eq!(
+        (
+            round(&carol["sm_active_pct"]),
+            round(&carol["tensor_active_pct"]),
+            round(&carol["dram_active_pct"])
+        ),
+        (Some(62.0), Some(0.0), Some(35.0))
+    );
+    let job77 = rows.iter().find(|r| r["job"] == "job 77").expect("job 77");
+    assert!(job77["tensor_active_pct"].is_null(), "no GPM on its GPUs: unknown, not 0");
     // On a MIG instance: idle, but its memory is not "a smaller GPU" (it is one).
     assert_eq!(
         findings("process 400 on h since 2026-10-05T09:55:00Z"),
@@ -266,7 +304,7 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         summary.contains(
             "4 jobs held GPUs this month (a Slurm job, else a pod, else a container, else a process); their idle \
              time cost $14.31, of which the 4 below $14.31. Jobs by finding: GPUs never used: 1, mostly idle: 3, \
-             memory a smaller GPU would hold: 1, starved of data: 0."
+             memory a smaller GPU would hold: 1, starved of data: 0, tensor cores unused: 1, faults on its GPUs: 1."
         ),
         "{summary}"
     );
@@ -316,6 +354,10 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         "{alice}"
     );
 
+    // apron job: one job's row (the same as apron jobs'), its findings a
+    // line each, and a timeline per GPU.
+    job_report(&data, &config, &rows, &tmp.path().join("timelines"));
+
     // job_idle at 11:00 over the last 30 minutes: the notebook, idle since
     // 10:10, and dave's instance fire (the Slurm job's mean is 22.5 %,
     // carol's 90 %).
@@ -353,4 +395,87 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
         ],
         "{alerts:?}"
     );
+}
+
+/// `apron job` on the hand-built hour: job 77's row equals `apron jobs`' row,
+/// each finding is a header line, and the four timelines show what the GPUs
+/// did: GPU 0's utilization line runs high, GPU 1's along the bottom, and
+/// no GPM line where GPM measured nothing; carol's shows SM and tensor
+/// activity.
+fn job_report(data: &std::path::Path, config: &std::path::Path, rows: &[Value], out: &std::path::Path) {
+    let apron = |args: &[&str]| {
+        Command::new(bin("apron"))
+            .arg("--data")
+            .arg(data)
+            .arg("--config")
+            .arg(config)
+            .args(["--format", "json"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("apron runs")
+    };
+    let run = apron(&["job", "77", "--month", "2026-10", "--out", out.to_str().expect("utf-8")]);
+    let header = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "{header}");
+    let got: Vec<Value> = serde_json::from_slice(&run.stdout).expect("json");
+    let want = rows.iter().find(|r| r["job"] == "job 77").expect("job 77");
+    assert_eq!(got, [want.clone()], "the row of apron jobs");
+    assert!(
+        header.contains(
+            "Job: job 77 (slurm), alice of nlp, on h/0 h/1 h/2 h/3; 4.0 GPU-hours costing $14.40, of which $10.80 \
+             idle; grade D"
+        ),
+        "{header}"
+    );
+    assert!(
+        header.contains("Finding: 3 of 4 GPUs never used (never busy while the job held them)"),
+        "{header}"
+    );
+    assert!(header.contains("Finding: ran on GPUs with faults: XID 13 ×2 on h/0, XID 79 ×1"), "{header}");
+    let files: Vec<std::path::PathBuf> = (0..4).map(|g| out.join(format!("job_77-h-{g}.png"))).collect();
+    for f in &files {
+        assert!(header.contains(&f.display().to_string()), "{} named: {header}", f.display());
+    }
+    // The row of the picture where most of a colour's pixels are, and how many.
+    let line = |path: &std::path::Path, rgb: [u8; 3]| {
+        let img = image::open(path).expect("a PNG").to_rgb8();
+        assert_eq!(img.dimensions(), (1600, 900));
+        let mut by_row = vec![0u32; 900];
+        for (_, y, p) in img.enumerate_pixels() {
+            if p.0 == rgb {
+                by_row[y as usize] += 1;
+            }
+        }
+        let (row, n) = by_row.iter().enumerate().max_by_key(|(_, n)| **n).expect("rows");
+        (row, *n)
+    };
+    const UTIL: [u8; 3] = [0x00, 0x72, 0xB2];
+    const SM: [u8; 3] = [0x00, 0x9E, 0x73];
+    const TENSOR: [u8; 3] = [0xE6, 0x9F, 0x00];
+    let (busy, n0) = line(&files[0], UTIL);
+    let (idle, n1) = line(&files[1], UTIL);
+    assert!(n0 > 500 && n1 > 500, "each draws its utilization across the plot: {n0}, {n1}");
+    assert!(idle > busy + 400, "90% is far above 0%: rows {busy} and {idle}");
+    assert_eq!(line(&files[0], SM).1, 0, "no GPM on GPU 0: no SM line, no legend swatch");
+
+    let run = apron(&["job", "process 300", "--month", "2026-10", "--out", out.to_str().expect("utf-8")]);
+    let header = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "{header}");
+    assert!(
+        header.contains("Finding: tensor cores unused (tensor active 0.0% while SM active 62%)"),
+        "{header}"
+    );
+    let carol = out.join("process_300_on_h_since_2026-10-05T09_55_00Z-h-5.png");
+    let (sm_row, sm_n) = line(&carol, SM);
+    let (tensor_row, tensor_n) = line(&carol, TENSOR);
+    assert!(sm_n > 500 && tensor_n > 500, "{sm_n} {tensor_n}");
+    assert!(tensor_row > sm_row + 200, "0% below 62%: rows {sm_row} and {tensor_row}");
+
+    // A job that is not there: one line, exit 2.
+    let run = apron(&["job", "78", "--month", "2026-10"]);
+    let err = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains("no job '78' held a GPU in"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
 }

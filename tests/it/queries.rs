@@ -332,6 +332,10 @@ fn case(name: &str) -> Option<Case> {
             ],
         },
         "newest_sample" => Case { params: vec![text("h1")], columns: &["newest"] },
+        "job_timeline" => Case {
+            params: vec![start.clone(), end.clone(), text("h1"), text("GPU-A")],
+            columns: &["minute", "util_pct", "sm_active_pct", "tensor_active_pct", "mem_pct"],
+        },
         "pick" => Case {
             params: vec![text("h1"), start],
             columns: &["gpu_index", "gpu_uuid", "mean_util_pct", "free_bytes", "newest", "samples", "device"],

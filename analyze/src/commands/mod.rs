@@ -23,6 +23,7 @@ pub mod docs;
 pub mod events;
 pub mod idle_cost;
 pub mod import;
+pub mod job;
 pub mod jobs;
 mod outcome;
 pub mod pick;
@@ -52,6 +53,7 @@ pub async fn run<W: Write>(cli: &Cli, out: W) -> Result<Outcome, Error> {
         Command::Starved(args) => done(starved::run(&cli.global, args, out).await),
         Command::Events(args) => done(events::run(&cli.global, args, out).await),
         Command::Jobs(args) => done(jobs::run(&cli.global, args, out).await),
+        Command::Job(args) => done(job::run(&cli.global, args, out).await),
         Command::Spend(args) => done(spend::run(&cli.global, args, out).await),
         Command::IdleCost(args) => done(idle_cost::run(&cli.global, args, out).await),
         Command::Windows(args) => done(windows::run(&cli.global, args, out).await),

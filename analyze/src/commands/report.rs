@@ -1071,6 +1071,7 @@ fn chart_step(name: ChartName) -> &'static str {
         ChartName::HourOfWeek => "chart hour-of-week",
         ChartName::GpuDays => "chart gpu-days",
         ChartName::Power => "chart power",
+        ChartName::JobTimeline => "chart job-timeline",
     }
 }
 

@@ -13,7 +13,7 @@ use apron_reports::{
     WeekRun, WeekWindow,
 };
 
-use crate::error::Error;
+use crate::error::{Error, InputError};
 use crate::report::figures::idle_cost::IdleBy;
 use crate::report::figures::idle_cost::{self, IdleCost};
 use crate::report::figures::spend::{self, Spend};
@@ -48,6 +48,12 @@ pub async fn render(
         ChartName::HourOfWeek => apron_reports::hour_of_week(&hour_of_week(report).await?, ctx, out),
         ChartName::GpuDays => apron_reports::gpu_days(&gpu_days(report).await?, ctx, out),
         ChartName::Power => apron_reports::power(&power(report).await?, ctx, out),
+        ChartName::JobTimeline => {
+            return Err(InputError::Usage {
+                message: "a job's timeline is drawn by `apron job ID --out DIR`".into(),
+            }
+            .into());
+        }
     };
     drawn.map_err(Error::from)
 }

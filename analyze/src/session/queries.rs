@@ -64,6 +64,9 @@ pub const EVENTS: &str = include_str!("../../../queries/events.sql");
 /// `queries/down_faults.sql`: the events that may take a GPU out of service.
 pub const DOWN_FAULTS: &str = include_str!("../../../queries/down_faults.sql");
 
+/// `queries/job_timeline.sql`: one GPU's minutes over a job's time.
+pub const JOB_TIMELINE: &str = include_str!("../../../queries/job_timeline.sql");
+
 /// `queries/fault_alerts.sql`: the fault alert rules.
 pub const FAULT_ALERTS: &str = include_str!("../../../queries/fault_alerts.sql");
 
@@ -106,6 +109,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("gpu_minutes_from_raw", GPU_MINUTES_FROM_RAW),
     ("gpu_models", GPU_MODELS),
     ("idle_cost", IDLE_COST),
+    ("job_timeline", JOB_TIMELINE),
     ("ledger_alloc_minutes", LEDGER_ALLOC_MINUTES),
     ("ledger_gpu_minutes", LEDGER_GPU_MINUTES),
     ("ledger_proc_minutes", LEDGER_PROC_MINUTES),

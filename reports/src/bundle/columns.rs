@@ -327,6 +327,8 @@ pub const COLUMNS: &[Column] = &[
     col("start", "Start (UTC)", ColumnKind::Time),
     col("end", "End (UTC)", ColumnKind::Time),
     col("sm_active_pct", "SM active (%)", ColumnKind::Percent),
+    col("tensor_active_pct", "Tensor active (%)", ColumnKind::Percent),
+    col("dram_active_pct", "DRAM active (%)", ColumnKind::Percent),
     col("peak_mem_bytes", "Peak memory (GiB)", ColumnKind::Bytes),
     col("peak_mem_pct", "Peak memory, of the GPU's (%)", ColumnKind::Percent),
     col("grade", "Grade", ColumnKind::Name),

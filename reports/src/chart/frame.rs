@@ -45,6 +45,16 @@ pub(super) fn draw(
     ctx: &ChartContext,
     legend: &[Entry],
 ) -> Result<Frame, DrawError> {
+    draw_titled(root, chart.title(), ctx, legend)
+}
+
+/// [`draw`] with a title of the caller's (a chart of one job's GPU names them).
+pub(super) fn draw_titled(
+    root: &Area<'_>,
+    title: &str,
+    ctx: &ChartContext,
+    legend: &[Entry],
+) -> Result<Frame, DrawError> {
     let (w, h) = root.dim_in_pixel();
     let (w, h) = (w as i32, h as i32);
     let s = (f64::from(w) / 1600.0).min(f64::from(h) / 900.0);
@@ -52,7 +62,7 @@ pub(super) fn draw(
     let margin = px(40.0);
 
     let title_font = Font::bold(36.0 * s, INK);
-    let title = text::fit(chart.title(), &title_font, w - 2 * margin);
+    let title = text::fit(title, &title_font, w - 2 * margin);
     text::draw(root, &title, &title_font, (margin, px(26.0)), Align::Left, Line::Top)?;
 
     let mut top = px(80.0);

@@ -21,6 +21,9 @@ pub enum ChartName {
     GpuDays,
     /// Fleet power and cumulative energy.
     Power,
+    /// One GPU's activity and memory while a job held it (`apron job`); not
+    /// one of the report's charts, so not in [`ChartName::ALL`].
+    JobTimeline,
 }
 
 impl ChartName {
@@ -44,6 +47,7 @@ impl ChartName {
             ChartName::HourOfWeek => "hour-of-week",
             ChartName::GpuDays => "gpu-days",
             ChartName::Power => "power",
+            ChartName::JobTimeline => "job-timeline",
         }
     }
 
@@ -61,6 +65,7 @@ impl ChartName {
             ChartName::HourOfWeek => "GPU activity by hour of the week",
             ChartName::GpuDays => "Busy share of every GPU, day by day",
             ChartName::Power => "Fleet power and energy",
+            ChartName::JobTimeline => "A job's GPU: activity and memory",
         }
     }
 }

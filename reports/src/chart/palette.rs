@@ -23,6 +23,10 @@ pub(super) const IDLE_EMPTY: RGBColor = RGBColor(0xC8, 0xC8, 0xC8);
 pub(super) const UNKNOWN: RGBColor = RGBColor(0xCC, 0x79, 0xA7);
 /// The second line on a dual-axis chart: Okabe–Ito vermillion.
 pub(super) const SECOND_LINE: RGBColor = RGBColor(0xD5, 0x5E, 0x00);
+/// SM activity (GPM) on a job's timeline: Okabe–Ito bluish green.
+pub(super) const SM_LINE: RGBColor = RGBColor(0x00, 0x9E, 0x73);
+/// Tensor activity (GPM) on a job's timeline: Okabe–Ito orange.
+pub(super) const TENSOR_LINE: RGBColor = RGBColor(0xE6, 0x9F, 0x00);
 /// The outline of an idle window on the hour-of-week heatmap: a red that
 /// stands out on every colour of the viridis scale.
 pub(super) const WINDOW: RGBColor = RGBColor(0xE6, 0x19, 0x4B);

@@ -139,16 +139,25 @@ fn decimals(ticks: &[f64]) -> usize {
 /// non-finite value or where the next point is more than a bucket and a
 /// half later.
 fn runs(sorted: &[PowerPoint], bucket: i64, value: fn(&PowerPoint) -> f64) -> Vec<Vec<(i64, f64)>> {
+    runs_of(sorted, bucket, |p| (p.t_ms, value(p)))
+}
+
+/// [`runs`] of any points, each a time (ms) and a value.
+pub(super) fn runs_of<P>(
+    sorted: &[P],
+    bucket: i64,
+    point: impl Fn(&P) -> (i64, f64),
+) -> Vec<Vec<(i64, f64)>> {
     let mut out: Vec<Vec<(i64, f64)>> = Vec::new();
     let mut current: Vec<(i64, f64)> = Vec::new();
     for p in sorted {
-        let v = value(p);
-        let joined = current.last().is_some_and(|(t, _)| p.t_ms - t <= bucket + bucket / 2);
+        let (t, v) = point(p);
+        let joined = current.last().is_some_and(|(last, _)| t - last <= bucket + bucket / 2);
         if (!joined || !v.is_finite()) && !current.is_empty() {
             out.push(std::mem::take(&mut current));
         }
         if v.is_finite() {
-            current.push((p.t_ms, v));
+            current.push((t, v));
         }
     }
     if !current.is_empty() {

@@ -105,3 +105,20 @@ pub struct PowerPoint {
     /// in kilowatt-hours.
     pub energy_kwh: f64,
 }
+
+/// One GPU's activity and memory over one time bucket while a job held it,
+/// for [`job_timeline`](crate::job_timeline). A value that is not finite
+/// (NaN: not measured in the bucket) leaves a gap in its line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimelinePoint {
+    /// Bucket start, UTC milliseconds since the Unix epoch.
+    pub t_ms: i64,
+    /// Mean GPU utilization (%).
+    pub util_pct: f64,
+    /// Most memory used on the GPU, by every process on it (% of its memory).
+    pub mem_pct: f64,
+    /// Mean SM activity, GPM (%).
+    pub sm_active_pct: f64,
+    /// Mean tensor pipe activity, GPM (%).
+    pub tensor_active_pct: f64,
+}
