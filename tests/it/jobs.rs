@@ -420,7 +420,7 @@ fn job_report(data: &std::path::Path, config: &std::path::Path, rows: &[Value], 
     assert!(run.status.success(), "{header}");
     let got: Vec<Value> = serde_json::from_slice(&run.stdout).expect("json");
     let want = rows.iter().find(|r| r["job"] == "job 77").expect("job 77");
-    assert_eq!(got, [want.clone()], "the row of apron jobs");
+    assert_eq!(got, std::slice::from_ref(want), "the row of apron jobs");
     assert!(
         header.contains(
             "Job: job 77 (slurm), alice of nlp, on h/0 h/1 h/2 h/3; 4.0 GPU-hours costing $14.40, of which $10.80 \

@@ -24,8 +24,11 @@ use super::rect::Rect;
 use super::series::TimelinePoint;
 use super::time_axis::{self, LONE_BUCKET_MS};
 
-/// The lines, in drawing order: legend label, colour, value.
-const LINES: [(&str, RGBColor, fn(&TimelinePoint) -> f64); 4] = [
+/// A line: its legend label, colour and value.
+type Line = (&'static str, RGBColor, fn(&TimelinePoint) -> f64);
+
+/// The lines, in drawing order.
+const LINES: [Line; 4] = [
     ("Memory used on the GPU (% of its memory, every process)", SECOND_LINE, |p| p.mem_pct),
     ("GPU utilization (%)", BUSY, |p| p.util_pct),
     ("SM active (%, GPM)", SM_LINE, |p| p.sm_active_pct),
