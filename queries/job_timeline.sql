@@ -7,10 +7,10 @@
 -- (seconds-weighted means, maxima).
 --
 -- Parameters:
---   $1  start (UTC timestamp, inclusive): the job's first minute
---   $2  end (UTC timestamp, exclusive): the end of its last minute
---   $3  the GPU's host (the only host partition read)
---   $4  the GPU (gpu_uuid; a MIG instance's own)
+--   $1  span start (UTC timestamp, inclusive): the job's first minute
+--   $2  span end (UTC timestamp, exclusive): the end of its last minute
+--   $3  host name: the GPU's host (the only host partition read)
+--   $4  the GPU's gpu uuid (a MIG instance's own)
 --
 -- Output, one row per recorded minute, oldest first:
 --   minute

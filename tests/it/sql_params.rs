@@ -64,6 +64,7 @@ const VALUES: &[Choice] = &[
         value: || timestamp(ms("2026-11-02T10:05:00Z")),
     },
     Choice { phrase: "host name", text: "h1", value: || ScalarValue::Utf8(Some("h1".into())) },
+    Choice { phrase: "gpu uuid", text: "GPU-A", value: || ScalarValue::Utf8(Some("GPU-A".into())) },
     Choice { phrase: "grouping", text: "team", value: || ScalarValue::Utf8(Some("team".into())) },
     Choice { phrase: "idle threshold", text: "5", value: || ScalarValue::Float64(Some(5.0)) },
     Choice { phrase: "low_usage_1h threshold", text: "10", value: || ScalarValue::Float64(Some(10.0)) },

@@ -192,6 +192,10 @@ pub fn write_at(data: &Path, start: i64) {
             gpu_util_pct: Some(util),
             power_mw: Some(300_000),
             energy_mj: Some(1_000_000_000 + n * 3_000_000),
+            // GPM on some samples, varying: the rollup's means over the
+            // samples that have them (SQL and recorder alike).
+            tensor_active_pct: (n % 2 == 0).then_some((n % 7) as f32),
+            dram_active_pct: (n % 3 != 0).then_some(util as f32 / 4.0),
             ..Default::default()
         };
         let proc = |uuid: &str, pid: i32, user: &str, uid: i64, mem: i64| ProcSample {

@@ -77,14 +77,18 @@ fn means_are_interval_weighted_and_skip_nulls() {
 fn sm_active_is_averaged_like_the_other_means() {
     // A MIG instance: no gpu_util_pct, sm_active_pct from GPM on some samples.
     let rows = vec![
-        GpuSample { sm_active_pct: Some(10.5), ..gpu(0, 1_000) },
-        GpuSample { sm_active_pct: Some(2.5), ..gpu(1_000, 3_000) },
+        GpuSample { sm_active_pct: Some(10.5), tensor_active_pct: Some(4.0), ..gpu(0, 1_000) },
+        GpuSample { sm_active_pct: Some(2.5), dram_active_pct: Some(30.0), ..gpu(1_000, 3_000) },
         GpuSample { ..gpu(4_000, 2_000) },
         GpuSample { ..gpu(60_000, 1_000) },
     ];
     let r = rollup(&rows, &[], &EnergyCarry::new());
     // (10.5 × 1 s + 2.5 × 3 s) / 4 s; the sample without it weighs nothing.
     assert_eq!(r.gpu_minutes[0].sm_active_pct_mean, Some(4.5));
+    // Tensor and DRAM activity alike, each over the samples that had it.
+    assert_eq!(r.gpu_minutes[0].tensor_active_pct_mean, Some(4.0));
+    assert_eq!(r.gpu_minutes[0].dram_active_pct_mean, Some(30.0));
+    assert_eq!(r.gpu_minutes[1].tensor_active_pct_mean, None);
     assert_eq!(r.gpu_minutes[0].gpu_util_pct_mean, None);
     assert_eq!(r.gpu_minutes[1].sm_active_pct_mean, None, "no sample had it: unknown, not 0");
 }
