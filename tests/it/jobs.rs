@@ -9,13 +9,13 @@
 //! jobs' costs add up to their teams' in `apron spend`, to the cent.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+
 use std::time::Duration;
 
 use apron_schemas::{DataLayout, GpuEvent, GpuSample, ProcIdentity, ProcSample};
 use apron_store::source::Tick;
 use apron_store::writer::RollingWriter;
-use apron_tests::bin;
+use apron_tests::{apron_over, bin};
 use serde_json::Value;
 
 const STEP_MS: i64 = 10_000;
@@ -136,16 +136,8 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
     w.close().expect("close");
 
     let apron = |args: &[&str]| {
-        let out = Command::new(bin("apron"))
-            .arg("--data")
-            .arg(&data)
-            .arg("--config")
-            .arg(&config)
-            .args(["--format", "json"])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("apron runs");
+        let out =
+            apron_over(&data, &config).args(["--format", "json"]).args(args).output().expect("apron runs");
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{stderr}");
         let rows: Vec<Value> = serde_json::from_slice(&out.stdout).expect("json");
@@ -288,14 +280,9 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
 
     // The report's Jobs section: the same jobs, findings counted by kind.
     let out_dir = tmp.path().join("report");
-    let out = Command::new(bin("apron"))
-        .arg("--data")
-        .arg(&data)
-        .arg("--config")
-        .arg(&config)
+    let out = apron_over(&data, &config)
         .args(["report", "--month", "2026-10", "--out"])
         .arg(&out_dir)
-        .stdin(Stdio::null())
         .output()
         .expect("apron runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -314,14 +301,9 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
 
     // Notices: to alice, bob and dave, whose jobs idled; carol's did not.
     let notices = tmp.path().join("notices");
-    let out = Command::new(bin("apron"))
-        .arg("--data")
-        .arg(&data)
-        .arg("--config")
-        .arg(&config)
+    let out = apron_over(&data, &config)
         .args(["jobs", "--month", "2026-10", "--notices"])
         .arg(&notices)
-        .stdin(Stdio::null())
         .output()
         .expect("apron runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -364,13 +346,8 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
     let mut text = std::fs::read_to_string(&config).expect("config");
     text = text.replacen("[[gpu_cost]]", "[alerts]\njob_idle_for = \"30m\"\n\n[[gpu_cost]]", 1);
     std::fs::write(&config, text).expect("config");
-    let out = Command::new(bin("apron"))
-        .arg("--data")
-        .arg(&data)
-        .arg("--config")
-        .arg(&config)
+    let out = apron_over(&data, &config)
         .args(["--format", "json", "alerts", "--at", "2026-10-05T11:00:00Z"])
-        .stdin(Stdio::null())
         .output()
         .expect("apron runs");
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
@@ -404,16 +381,7 @@ fn jobs_are_priced_judged_and_add_up_to_their_teams() {
 /// activity.
 fn job_report(data: &std::path::Path, config: &std::path::Path, rows: &[Value], out: &std::path::Path) {
     let apron = |args: &[&str]| {
-        Command::new(bin("apron"))
-            .arg("--data")
-            .arg(data)
-            .arg("--config")
-            .arg(config)
-            .args(["--format", "json"])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("apron runs")
+        apron_over(data, config).args(["--format", "json"]).args(args).output().expect("apron runs")
     };
     let run = apron(&["job", "77", "--month", "2026-10", "--out", out.to_str().expect("utf-8")]);
     let header = String::from_utf8_lossy(&run.stderr).into_owned();

@@ -121,6 +121,14 @@ pub fn bin(name: &str) -> PathBuf {
     BUILT.get_or_init(|| build(&["apron-recorder", "apron-analyze"])).join(name)
 }
 
+/// `apron --data DATA --config CONFIG`, with nothing on its standard
+/// input: add the command and its arguments.
+pub fn apron_over(data: &Path, config: &Path) -> Command {
+    let mut command = Command::new(bin("apron"));
+    command.arg("--data").arg(data).arg("--config").arg(config).stdin(std::process::Stdio::null());
+    command
+}
+
 /// Runs `command` with nothing on its standard input and returns what it
 /// printed on standard output, failing the test (with both outputs) unless
 /// it succeeds.

@@ -22,7 +22,7 @@ use super::palette::{BUSY, SECOND_LINE, SM_LINE, TENSOR_LINE};
 use super::power::runs_of;
 use super::rect::Rect;
 use super::series::TimelinePoint;
-use super::time_axis::{self, LONE_BUCKET_MS};
+use super::time_axis;
 
 /// A line: its legend label, colour and value.
 type Line = (&'static str, RGBColor, fn(&TimelinePoint) -> f64);
@@ -62,13 +62,11 @@ pub(super) fn draw(
     let frame = frame::draw_titled(root, title, ctx, &legend)?;
     let mut points = points.to_vec();
     points.sort_by_key(|p| p.t_ms);
-    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+    let times: Vec<i64> = points.iter().map(|p| p.t_ms).collect();
+    let Some((bucket, start, end)) = time_axis::bucket_and_span(&times) else {
         frame::no_data(root, &frame)?;
         return Ok(None);
     };
-    let bucket =
-        points.windows(2).map(|w| w[1].t_ms - w[0].t_ms).filter(|d| *d > 0).min().unwrap_or(LONE_BUCKET_MS);
-    let (start, end) = (first.t_ms, last.t_ms.saturating_add(bucket));
 
     let ticks: Vec<f64> = (0..=5).map(|i| f64::from(i) * 20.0).collect();
     let label = |v: f64| format!("{v:.0}");

@@ -23,7 +23,7 @@ use super::palette::{BUSY, SECOND_LINE};
 use super::rect::Rect;
 use super::series::PowerPoint;
 use super::text;
-use super::time_axis::{self, LONE_BUCKET_MS};
+use super::time_axis;
 use crate::number::grouped;
 
 /// Draws the power chart of `points` (in any order) into the PNG `out`.
@@ -46,13 +46,11 @@ pub(super) fn draw(
     let frame = frame::draw(root, ChartName::Power, ctx, &legend)?;
     let mut points = points.to_vec();
     points.sort_by_key(|p| p.t_ms);
-    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+    let times: Vec<i64> = points.iter().map(|p| p.t_ms).collect();
+    let Some((bucket, start, end)) = time_axis::bucket_and_span(&times) else {
         frame::no_data(root, &frame)?;
         return Ok(None);
     };
-    let bucket =
-        points.windows(2).map(|w| w[1].t_ms - w[0].t_ms).filter(|d| *d > 0).min().unwrap_or(LONE_BUCKET_MS);
-    let (start, end) = (first.t_ms, last.t_ms.saturating_add(bucket));
 
     let finite_max =
         |f: fn(&PowerPoint) -> f64| points.iter().map(f).filter(|v| v.is_finite()).fold(0.0, f64::max);

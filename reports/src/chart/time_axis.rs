@@ -19,6 +19,16 @@ const FIRST_MONDAY_MS: i64 = 4 * DAY_MS;
 /// ms.
 pub(super) const LONE_BUCKET_MS: i64 = HOUR_MS;
 
+/// The bucket of a series from its times in order (the smallest step
+/// between two, else [`LONE_BUCKET_MS`]) and the span it covers, from the
+/// first time to the last plus a bucket: `(bucket, start, end)`; `None`
+/// when there are no times.
+pub(super) fn bucket_and_span(sorted: &[i64]) -> Option<(i64, i64, i64)> {
+    let (first, last) = (*sorted.first()?, *sorted.last()?);
+    let bucket = sorted.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0).min().unwrap_or(LONE_BUCKET_MS);
+    Some((bucket, first, last.saturating_add(bucket)))
+}
+
 /// Tick spacings to try, smallest first (minutes, for a report on a short
 /// period).
 const STEPS_MS: [i64; 18] = [
