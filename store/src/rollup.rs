@@ -452,7 +452,10 @@ pub fn proc_minutes<'a>(procs: impl IntoIterator<Item = &'a ProcSample>) -> Vec<
 /// file streamed chunk by chunk ([`crate::file_stream`]) adds as it goes.
 #[derive(Debug, Clone, Default)]
 pub struct AllocMinutes {
-    rows: BTreeMap<(Text, i64, Holder), AllocSum>,
+    /// By GPU, then minute: each holder's sum, in the order first added
+    /// (a GPU-minute has one or a few). Looked up by borrowing the
+    /// sample's text, so a tick that adds to an entry clones nothing.
+    rows: BTreeMap<Text, BTreeMap<i64, Vec<(Holder, AllocSum)>>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -474,13 +477,20 @@ impl AllocMinutes {
 
     /// Adds one tick's allocation of one GPU to one holder.
     pub fn add(&mut self, a: &AllocSample) {
-        let key = (a.gpu_uuid.clone(), minute_of(a.ts), a.holder.clone());
-        let sum = self.rows.entry(key).or_insert(AllocSum {
-            interval_ms: 0,
-            samples: 0,
-            gpu_index: a.gpu_index,
-            last_ts: i64::MIN,
-        });
+        let minutes = match self.rows.get_mut(&*a.gpu_uuid) {
+            Some(minutes) => minutes,
+            None => self.rows.entry(a.gpu_uuid.clone()).or_default(),
+        };
+        let holders = minutes.entry(minute_of(a.ts)).or_default();
+        let i = match holders.iter().position(|(h, _)| *h == a.holder) {
+            Some(i) => i,
+            None => {
+                let sum = AllocSum { interval_ms: 0, samples: 0, gpu_index: a.gpu_index, last_ts: i64::MIN };
+                holders.push((a.holder.clone(), sum));
+                holders.len() - 1
+            }
+        };
+        let sum = &mut holders[i].1;
         if sum.last_ts == a.ts {
             return;
         }
@@ -499,17 +509,21 @@ impl AllocMinutes {
 
     /// The rows, in (`gpu_uuid`, `minute`, holder) order.
     pub fn finish(self) -> Vec<AllocMinute> {
-        self.rows
-            .into_iter()
-            .map(|((gpu_uuid, minute, holder), s)| AllocMinute {
-                minute,
-                gpu_uuid,
-                gpu_index: s.gpu_index,
-                holder,
-                seconds: s.interval_ms as f64 / 1_000.0,
-                samples: s.samples,
-            })
-            .collect()
+        let mut out = Vec::new();
+        for (gpu_uuid, minutes) in self.rows {
+            for (minute, mut holders) in minutes {
+                holders.sort_by(|a, b| a.0.cmp(&b.0));
+                out.extend(holders.into_iter().map(|(holder, s)| AllocMinute {
+                    minute,
+                    gpu_uuid: gpu_uuid.clone(),
+                    gpu_index: s.gpu_index,
+                    holder,
+                    seconds: s.interval_ms as f64 / 1_000.0,
+                    samples: s.samples,
+                }));
+            }
+        }
+        out
     }
 }
 

@@ -140,18 +140,36 @@ pub fn job_name(
 /// What names a process's job: host, pid, start, Slurm job, namespace, pod, container.
 type JobKey = (u32, i32, Option<i64>, Option<u32>, Option<u32>, Option<u32>, Option<u32>);
 
-/// Sorts `rows` by `key`, keeping the order of rows with equal keys, as
-/// `sort_by_key` does, but moving each (large) row once: the positions are
-/// sorted, then the rows put in their order. Rows already in order (a
-/// file's usually are) are left as they are.
-fn sort_stably<T: Copy, K: Ord>(rows: &mut [T], key: impl Fn(&T) -> K) {
-    if rows.is_sorted_by_key(&key) {
+/// Sorts `rows` by `outer` (the GPU and minute they are grouped by),
+/// keeping the order of rows with equal keys, as `sort_by_key` does, but
+/// moving each (large) row once: the positions are sorted, then the rows
+/// put in their order. Rows already in order (a file's are; a slice's
+/// hosts come one after the other) are left as they are.
+fn sort_stably<T: Copy, O: Ord>(rows: &mut [T], outer: impl Fn(&T) -> O) {
+    if rows.is_sorted_by_key(&outer) {
         return;
     }
-    let mut order: Vec<(K, usize)> = rows.iter().enumerate().map(|(i, r)| (key(r), i)).collect();
+    let mut order: Vec<(O, usize)> = rows.iter().enumerate().map(|(i, r)| (outer(r), i)).collect();
+    // The position breaks ties: the sort keeps the rows' order.
     order.sort_unstable();
     let sorted: Vec<T> = order.iter().map(|&(_, i)| rows[i]).collect();
     rows.copy_from_slice(&sorted);
+}
+
+/// [`sort_stably`] by `outer`, then each group of rows with equal `outer`
+/// (a GPU-minute's few) stably by `key`, which begins with `outer`: the
+/// whole in `key`'s order without sorting all the rows by it.
+fn sort_grouped<T: Copy, O: PartialEq + Ord, K: Ord>(
+    rows: &mut [T],
+    outer: impl Fn(&T) -> O,
+    key: impl Fn(&T) -> K,
+) {
+    sort_stably(rows, &outer);
+    for group in rows.chunk_by_mut(|a, b| outer(a) == outer(b)) {
+        if group.len() > 1 && !group.is_sorted_by_key(&key) {
+            group.sort_by_key(&key);
+        }
+    }
 }
 
 /// The larger of two optional numbers, as SQL's `max` (nulls ignored).
@@ -177,7 +195,7 @@ pub fn gpu_minutes(parts: &mut [GpuPart], names: &Names, threshold: f64, out: &m
     // Each file's rows are in this order already, and the files come one
     // after the other (`Session::collect_in_order`): a stable sort merges
     // the runs, if any.
-    parts.sort_by_key(|p| (p.gpu_uuid, p.minute));
+    sort_stably(parts, |p| (p.gpu_uuid, p.minute));
     out.clear();
     for group in parts.chunk_by(|a, b| (a.gpu_uuid, a.minute) == (b.gpu_uuid, b.minute)) {
         let first = group[0];
@@ -296,7 +314,12 @@ pub struct Teams {
     known: HashMap<Identity, (u32, u32)>,
     /// The job of each process met ([`job_name`]), so each is named once.
     jobs: HashMap<JobKey, u32>,
+    /// The holder of each allocation met ([`Teams::holder`]), so each is named once.
+    holders: HashMap<HolderKey, u32>,
 }
+
+/// What names an allocation's holder: source, namespace, pod, Slurm job.
+type HolderKey = (u32, Option<u32>, Option<u32>, Option<u32>);
 
 impl Teams {
     /// The job (interned name) of the process `p`.
@@ -316,6 +339,24 @@ impl Teams {
         );
         let id = names.id(&name);
         self.jobs.insert(key, id);
+        id
+    }
+
+    /// The holder (interned name) of the allocation `p`: "job N" for a
+    /// Slurm job's, "pod NAMESPACE/POD" otherwise.
+    fn holder(&mut self, names: &mut Names, p: &AllocPart) -> u32 {
+        let key = (p.source, p.k8s_namespace, p.k8s_pod_name, p.slurm_job_id);
+        if let Some(&found) = self.holders.get(&key) {
+            return found;
+        }
+        let text = |id: Option<u32>, names: &Names| id.map_or("?", |i| names.name(i)).to_owned();
+        let holder = if names.name(p.source) == SLURM {
+            format!("job {}", text(p.slurm_job_id, names))
+        } else {
+            format!("pod {}/{}", text(p.k8s_namespace, names), text(p.k8s_pod_name, names))
+        };
+        let id = names.id(&holder);
+        self.holders.insert(key, id);
         id
     }
 
@@ -356,7 +397,7 @@ pub fn proc_minutes(
     config: &Config,
     out: &mut Vec<ProcMinuteState>,
 ) {
-    sort_stably(parts, |p| (p.gpu_uuid, p.minute, p.pid, p.proc_start));
+    sort_grouped(parts, |p| (p.gpu_uuid, p.minute), |p| (p.gpu_uuid, p.minute, p.pid, p.proc_start));
     out.clear();
     for group in parts.chunk_by(|a, b| {
         (a.gpu_uuid, a.minute, a.pid, a.proc_start) == (b.gpu_uuid, b.minute, b.pid, b.proc_start)
@@ -436,7 +477,7 @@ pub fn alloc_minutes(
     let key = |p: &AllocPart| {
         (p.gpu_uuid, p.minute, p.source, p.k8s_namespace, p.k8s_pod_name, p.k8s_container, p.slurm_job_id)
     };
-    sort_stably(parts, key);
+    sort_grouped(parts, |p| (p.gpu_uuid, p.minute), key);
     out.clear();
     for group in parts.chunk_by(|a, b| key(a) == key(b)) {
         let first = group[0];
@@ -447,13 +488,7 @@ pub fn alloc_minutes(
             account = max_text(names, account, p.slurm_account);
             user = max_text(names, user, p.user);
         }
-        let text = |id: Option<u32>, names: &Names| id.map_or("?", |i| names.name(i)).to_owned();
-        let holder = if names.name(first.source) == SLURM {
-            format!("job {}", text(first.slurm_job_id, names))
-        } else {
-            format!("pod {}/{}", text(first.k8s_namespace, names), text(first.k8s_pod_name, names))
-        };
-        let holder = names.id(&holder);
+        let holder = teams.holder(names, &first);
         let (team, user) = teams.of(config, names, (user, None, first.k8s_namespace, labels, account));
         out.push(AllocMinuteState {
             gpu_uuid: first.gpu_uuid,
@@ -519,7 +554,7 @@ pub fn shares(state: State, on: &[ProcMinuteState]) -> impl Iterator<Item = f64>
 
 #[cfg(test)]
 mod sort_tests {
-    use super::sort_stably;
+    use super::{sort_grouped, sort_stably};
 
     #[test]
     fn rows_with_equal_keys_keep_their_order() {
@@ -530,5 +565,13 @@ mod sort_tests {
         let mut sorted = [(1, 9), (1, 8), (2, 7)];
         sort_stably(&mut sorted, |r| r.0);
         assert_eq!(sorted, [(1, 9), (1, 8), (2, 7)], "rows in order are left as they are");
+    }
+
+    #[test]
+    fn each_group_is_put_in_the_whole_keys_order() {
+        // (group, key, arrival): the groups out of order, and in them the keys.
+        let mut rows = [(2, 5, 0), (1, 3, 1), (2, 4, 2), (1, 3, 3), (1, 2, 4)];
+        sort_grouped(&mut rows, |r| r.0, |r| (r.0, r.1));
+        assert_eq!(rows, [(1, 2, 4), (1, 3, 1), (1, 3, 3), (2, 4, 2), (2, 5, 0)]);
     }
 }
