@@ -159,11 +159,7 @@ fn sort_stably<T: Copy, O: Ord>(rows: &mut [T], outer: impl Fn(&T) -> O) {
 /// [`sort_stably`] by `outer`, then each group of rows with equal `outer`
 /// (a GPU-minute's few) stably by `key`, which begins with `outer`: the
 /// whole in `key`'s order without sorting all the rows by it.
-fn sort_grouped<T: Copy, O: PartialEq + Ord, K: Ord>(
-    rows: &mut [T],
-    outer: impl Fn(&T) -> O,
-    key: impl Fn(&T) -> K,
-) {
+fn sort_grouped<T: Copy, O: Ord, K: Ord>(rows: &mut [T], outer: impl Fn(&T) -> O, key: impl Fn(&T) -> K) {
     sort_stably(rows, &outer);
     for group in rows.chunk_by_mut(|a, b| outer(a) == outer(b)) {
         if group.len() > 1 && !group.is_sorted_by_key(&key) {
