@@ -16,8 +16,9 @@
 --   k8s_labels                                  Kubernetes: the pod's labels recorded (null: none)
 --   slurm_job_id, slurm_account, user           Slurm: the job, its account and user (null otherwise)
 --   seconds                          seconds the allocation was recorded (s)
+--   host                             the GPU's host (the ledger reads a slice host by host)
 SELECT
   gpu_uuid, minute, source, k8s_namespace, k8s_pod_name, k8s_container, k8s_labels, slurm_job_id,
-  slurm_account, "user", seconds
+  slurm_account, "user", seconds, host
 FROM alloc_minutes
 WHERE minute >= $1 AND minute < $2 AND date = CAST($3 AS DATE) AND host >= $4 AND host < $5

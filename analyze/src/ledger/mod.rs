@@ -219,9 +219,13 @@ impl Ledger {
             let (start_ms, end_ms) = (period.start_ms.max(day_start), period.end_ms.min(day_start + DAY_MS));
             let date = i32::try_from(day_start / DAY_MS).unwrap_or(i32::MAX);
             for host in hosts {
-                // From the host (inclusive) to the next name after it.
-                let (first_host, end_host) = (host.clone(), format!("{host}\0"));
-                slices.push(read::Slice { start_ms, end_ms, date, first_host, end_host });
+                let hosts = if apron_schemas::paths::validate_host(host).is_ok() {
+                    read::Hosts::Named(vec![host.clone()])
+                } else {
+                    // From the host (inclusive) to the next name after it.
+                    read::Hosts::Range(host.clone(), format!("{host}\0"))
+                };
+                slices.push(read::Slice { start_ms, end_ms, date, hosts });
             }
             day_start += DAY_MS;
         }
@@ -286,26 +290,52 @@ impl Ledger {
 /// Hosts read at once: about 128 GPUs' day in memory, whatever the fleet.
 const HOSTS_PER_SLICE: usize = 8;
 
-/// The slices the period is read in: day by day, and each day by ranges of
-/// `hosts_per_slice` hosts of `gpu_minutes`' folders. The ranges cover
-/// every host name, so a host only in the write-ahead log, or not in that
-/// table's folders, is read too.
+/// The slices the period is read in: day by day, and each day by
+/// `hosts_per_slice` hosts. Each slice names its hosts (every host with a
+/// folder that day in any table, or rows in the write-ahead log), so that
+/// each host's folder of the day is listed once in all. A day with a host
+/// name the engine may read differently from its folder's (one that is not
+/// a name the recorder writes, e.g. percent-encoded by another tool), and
+/// every day of a bucket (where a listing per host costs a request), is
+/// read in ranges of host names that cover every name instead.
 async fn slices(session: &Session, period: &Period, hosts_per_slice: usize) -> Vec<read::Slice> {
     let mut out = Vec::new();
     let mut day_start = period.start_ms.div_euclid(DAY_MS) * DAY_MS;
     while day_start < period.end_ms {
         let (start_ms, end_ms) = (period.start_ms.max(day_start), period.end_ms.min(day_start + DAY_MS));
         let date = i32::try_from(day_start / DAY_MS).unwrap_or(i32::MAX);
-        let hosts = match chrono::DateTime::from_timestamp_millis(day_start) {
-            Some(d) => session.hosts_on(Table::GpuMinutes, d.date_naive()).await,
-            None => Vec::new(),
+        let day = chrono::DateTime::from_timestamp_millis(day_start).map(|d| d.date_naive());
+        let named = match day {
+            Some(day) => session.hosts_of_day(day).await,
+            None => Some(Vec::new()),
         };
-        let mut cuts: Vec<String> = vec![String::new()];
-        cuts.extend(hosts.iter().step_by(hosts_per_slice).skip(1).cloned());
-        cuts.push(char::MAX.to_string());
-        for pair in cuts.windows(2) {
-            let (first_host, end_host) = (pair[0].clone(), pair[1].clone());
-            out.push(read::Slice { start_ms, end_ms, date, first_host, end_host });
+        match named {
+            Some(hosts) if hosts.iter().all(|h| apron_schemas::paths::validate_host(h).is_ok()) => {
+                // A day with no host still has its (empty) slice, as every day is worked through.
+                let chunks: Vec<&[String]> =
+                    if hosts.is_empty() { vec![&[]] } else { hosts.chunks(hosts_per_slice).collect() };
+                for chunk in chunks {
+                    out.push(read::Slice {
+                        start_ms,
+                        end_ms,
+                        date,
+                        hosts: read::Hosts::Named(chunk.to_vec()),
+                    });
+                }
+            }
+            _ => {
+                let hosts = match day {
+                    Some(d) => session.hosts_on(Table::GpuMinutes, d).await,
+                    None => Vec::new(),
+                };
+                let mut cuts: Vec<String> = vec![String::new()];
+                cuts.extend(hosts.iter().step_by(hosts_per_slice).skip(1).cloned());
+                cuts.push(char::MAX.to_string());
+                for pair in cuts.windows(2) {
+                    let hosts = read::Hosts::Range(pair[0].clone(), pair[1].clone());
+                    out.push(read::Slice { start_ms, end_ms, date, hosts });
+                }
+            }
         }
         day_start += DAY_MS;
     }

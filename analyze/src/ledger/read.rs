@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch,
-    StringArrayType,
+    StringArrayType, StringViewArray,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
@@ -18,6 +18,8 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
+use datafusion::error::DataFusionError;
+use datafusion::prelude::{DataFrame, col, lit};
 
 use crate::error::{Error, SessionError};
 use crate::session::Session;
@@ -183,7 +185,7 @@ pub struct Day {
     pub allocs: Vec<RecordBatch>,
 }
 
-/// A stretch of a day and a range of hosts, read at once.
+/// A stretch of a day and some of its hosts, read at once.
 #[derive(Debug, Clone)]
 pub struct Slice {
     /// From (inclusive), ms since the epoch, within `date`.
@@ -192,31 +194,60 @@ pub struct Slice {
     pub end_ms: i64,
     /// The day, in days since the epoch.
     pub date: i32,
-    /// The first host of the slice (inclusive): the slice's hosts run from it to `end_host`.
-    pub first_host: String,
-    /// The first host past the slice (exclusive).
-    pub end_host: String,
+    /// The hosts read.
+    pub hosts: Hosts,
+}
+
+/// The hosts a [`Slice`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hosts {
+    /// These hosts, sorted, each read as `host = H`: the engine then lists
+    /// the host's folder of the day alone (`date=D/host=H/`), where a range
+    /// of hosts has it list every host folder of the day, for every slice
+    /// of the day (at 4,096 GPUs, 64 slices a day of 512 folders each).
+    Named(Vec<String>),
+    /// The hosts from the first (inclusive) to the second (exclusive), read
+    /// through one listing of the whole day.
+    Range(String, String),
+}
+
+impl Hosts {
+    /// The range of host names the slice's hosts lie in: (first, the first after).
+    fn bounds(&self) -> (String, String) {
+        match self {
+            Hosts::Named(hosts) => match (hosts.first(), hosts.last()) {
+                (Some(first), Some(last)) => (first.clone(), format!("{last}\0")),
+                _ => (String::new(), String::new()),
+            },
+            Hosts::Range(first, end) => (first.clone(), end.clone()),
+        }
+    }
 }
 
 /// Reads one slice's rows.
 pub async fn day(session: &Session, slice: &Slice) -> Result<Day, Error> {
+    let (first_host, end_host) = slice.hosts.bounds();
     let params = || {
         vec![
             ScalarValue::TimestampMillisecond(Some(slice.start_ms), Some("UTC".into())),
             ScalarValue::TimestampMillisecond(Some(slice.end_ms), Some("UTC".into())),
             ScalarValue::Date32(Some(slice.date)),
-            ScalarValue::Utf8(Some(slice.first_host.clone())),
-            ScalarValue::Utf8(Some(slice.end_host.clone())),
+            ScalarValue::Utf8(Some(first_host.clone())),
+            ScalarValue::Utf8(Some(end_host.clone())),
         ]
     };
     let has = |name: &str| session.tables().iter().any(|t| t.name() == name);
     let read = |table: &'static str, sql: &'static str| {
         let params = params();
         async move {
-            if !has(table) {
+            if !has(table) || matches!(&slice.hosts, Hosts::Named(h) if h.is_empty()) {
                 return Ok(Vec::new());
             }
             let df = session.sql_with_params(sql, params).await?;
+            let df = match &slice.hosts {
+                Hosts::Named(hosts) => one_host_each(df, hosts)?,
+                Hosts::Range(..) => df,
+            };
             // In file order: a gpu_minutes file's rows are already by GPU
             // and minute, as the pass takes them.
             session.collect_in_order(df).await
@@ -229,6 +260,24 @@ pub async fn day(session: &Session, slice: &Slice) -> Result<Day, Error> {
         read("alloc_minutes", queries::LEDGER_ALLOC_MINUTES)
     )?;
     Ok(Day { gpus, procs, allocs })
+}
+
+/// `df`'s rows of `hosts` (at least one), host after host: a branch per
+/// host narrowed by `host = H`, so that each lists its own folder.
+fn one_host_each(df: DataFrame, hosts: &[String]) -> Result<DataFrame, Error> {
+    let branch = |host: &String| df.clone().filter(col("host").eq(lit(host.as_str())));
+    let narrowed = hosts.iter().try_fold(None::<DataFrame>, |acc, host| {
+        let one = branch(host)?;
+        match acc {
+            None => Ok::<_, DataFusionError>(Some(one)),
+            Some(acc) => Ok(Some(acc.union(one)?)),
+        }
+    });
+    match narrowed {
+        Ok(Some(df)) => Ok(df),
+        Ok(None) => Ok(df),
+        Err(source) => Err(SessionError::Execute { source }.into()),
+    }
 }
 
 impl Day {
@@ -306,7 +355,7 @@ fn ids(a: &ArrayRef, names: &mut Names) -> Result<Vec<Option<u32>>, ArrowError> 
     match a.data_type() {
         DataType::Utf8 => Ok(runs(a.as_string::<i32>(), names)),
         DataType::LargeUtf8 => Ok(runs(a.as_string::<i64>(), names)),
-        DataType::Utf8View => Ok(runs(a.as_string_view(), names)),
+        DataType::Utf8View => Ok(view_runs(a.as_string_view(), names)),
         DataType::Dictionary(_, _) => {
             let dict = a.as_any_dictionary();
             let values = ids(&cast(dict.values(), &DataType::Utf8)?, names)?;
@@ -337,6 +386,29 @@ fn runs<'a, A: StringArrayType<'a>>(a: A, names: &mut Names) -> Vec<Option<u32>>
             _ => names.id(value),
         };
         last = Some((value, id));
+        out.push(Some(id));
+    }
+    out
+}
+
+/// [`runs`] of a view array: a row whose view equals the row before's
+/// (the same short text, or the same place in the same buffer, as the
+/// rows decoded from one dictionary page are) takes its number without
+/// reading the text.
+fn view_runs(a: &StringViewArray, names: &mut Names) -> Vec<Option<u32>> {
+    let views = a.views();
+    let mut out = Vec::with_capacity(a.len());
+    let mut last: Option<(u128, u32)> = None;
+    for (i, &view) in views.iter().enumerate() {
+        if a.is_null(i) {
+            out.push(None);
+            continue;
+        }
+        let id = match last {
+            Some((v, id)) if v == view => id,
+            _ => names.id(a.value(i)),
+        };
+        last = Some((view, id));
         out.push(Some(id));
     }
     out

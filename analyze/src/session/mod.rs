@@ -81,6 +81,8 @@ pub struct Session {
     bucket: Option<object_storage::Bucket>,
     /// The files `read_parquet` and `read_csv` read.
     file_tables: Arc<file_tables::FileTables>,
+    /// The hosts with rows in the write-ahead log, by UTC day (days since the epoch).
+    wal_hosts: std::collections::BTreeSet<(i32, String)>,
 }
 
 impl std::fmt::Debug for Session {
@@ -186,7 +188,8 @@ impl Session {
         register_absent_minute_tables(&ctx, &tables).map_err(register_err(Table::AllocMinutes))?;
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
         let file_tables = file_tables::FileTables::register(&ctx);
-        Ok(Self { ctx, layout, root, tables, memory, bucket: None, file_tables })
+        let wal_hosts = recent.hosts;
+        Ok(Self { ctx, layout, root, tables, memory, bucket: None, file_tables, wal_hosts })
     }
 
     /// [`Session::open_within`] a bucket: every table its folders hold, read
@@ -233,7 +236,16 @@ impl Session {
         })?;
         tracing::debug!(data = %shown, tables = ?tables, ?days, "registered the bucket's tables");
         let file_tables = file_tables::FileTables::register(&ctx);
-        Ok(Self { ctx, layout, root: PathBuf::new(), tables, memory, bucket: Some(bucket), file_tables })
+        Ok(Self {
+            ctx,
+            layout,
+            root: PathBuf::new(),
+            tables,
+            memory,
+            bucket: Some(bucket),
+            file_tables,
+            wal_hosts: Default::default(),
+        })
     }
 
     /// The hosts with a folder in `table`'s day `date`.
@@ -254,6 +266,29 @@ impl Session {
             .collect();
         hosts.sort();
         hosts
+    }
+
+    /// Every host with rows of `date` in any table of the session: those
+    /// with a folder that day in a table's folder, and those with rows of
+    /// that day in the write-ahead log; sorted. `None` on a bucket, whose
+    /// folders are not all listed here (a listing per host would cost a
+    /// request each).
+    pub async fn hosts_of_day(&self, date: chrono::NaiveDate) -> Option<Vec<String>> {
+        if self.bucket.is_some() {
+            return None;
+        }
+        let mut hosts = std::collections::BTreeSet::new();
+        for &table in &self.tables {
+            hosts.extend(self.hosts_on(table, date).await);
+        }
+        let day = i32::try_from((date - chrono::NaiveDate::default()).num_days()).unwrap_or(i32::MAX);
+        hosts.extend(
+            self.wal_hosts
+                .range((day, String::new())..)
+                .take_while(|(d, _)| *d == day)
+                .map(|(_, h)| h.clone()),
+        );
+        Some(hosts.into_iter().collect())
     }
 
     /// The DataFusion context, for what this type does not wrap (user

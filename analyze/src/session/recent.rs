@@ -49,6 +49,8 @@ pub struct RecentRows {
     /// What the query's listing must leave out so that no row is counted
     /// twice or missed ([`crate::session::fence`]).
     pub fence: Fence,
+    /// The hosts with rows here, by UTC day (days since the epoch).
+    pub hosts: std::collections::BTreeSet<(i32, String)>,
 }
 
 impl RecentRows {
@@ -131,6 +133,11 @@ pub fn read(layout: &DataLayout, full_schema: &dyn Fn(Table) -> SchemaRef) -> Re
         let minutes = rollup(&gpus, &procs, &EnergyCarry::new());
         let mut add = |table: Table, batch: RecordBatch, ts_ms: Vec<i64>| -> Result<(), ArrowError> {
             if batch.num_rows() > 0 {
+                let days: std::collections::BTreeSet<i32> = ts_ms
+                    .iter()
+                    .map(|ts| i32::try_from(ts.div_euclid(apron_schemas::time::DAY_MS)).unwrap_or(i32::MAX))
+                    .collect();
+                out.hosts.extend(days.into_iter().map(|day| (day, seg.host.clone())));
                 let batch = with_partitions(batch, &ts_ms, &seg.host, full_schema(table))?;
                 out.batches_mut(table).push(batch);
             }
