@@ -238,6 +238,7 @@ fn case(name: &str) -> Option<Case> {
                 "slurm_account",
                 "user",
                 "seconds",
+                "host",
             ],
         },
         "idle_cost" => Case {

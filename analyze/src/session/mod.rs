@@ -314,6 +314,8 @@ impl Session {
     /// `SET`) fail with [`SessionError::ReadOnly`]; bad SQL with [`SessionError::Query`];
     /// an unknown table with [`SessionError::UnknownTable`]. No file is read yet.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame, Error> {
+        // A query of `queries/` is named by its first line (`-- name: …`).
+        tracing::trace!(query = sql.lines().next().unwrap_or_default(), "planning");
         let plan = self.plan(sql).await?;
         self.ctx.execute_logical_plan(plan).await.map_err(|e| self.plan_error(e).into())
     }
