@@ -3,19 +3,15 @@
 //! session registers tables with it; the integrity check and the minutes
 //! computed from raw files read it too.
 //!
-//! Every text column is queried as `Utf8View`, whatever the files say: the
-//! Parquet reader then points at the decoded dictionary instead of copying
-//! every value (a `gpu_uuid` is 40 bytes, repeated on every row), and
-//! grouping by it compares views. On a month of 64 GPUs (166 M rows,
-//! `bench/`): reading `gpu_uuid` alone took 0.47 s of CPU instead of
-//! 1.14 s, the top users by memory-hours over `proc_samples` a third less.
-//! The minute tables followed (issue 39): the ledger reads a month of them
-//! a slice at a time and numbers each text value, and with views a row
-//! whose view equals the row before's is numbered without reading its text
-//! (`crate::ledger::read`); the text the ledger's pass took went from
-//! 62.7 s to 35.7 s at 4,096 GPUs. Views keep the pages they point into
-//! alive while a result is held: `apron report`'s peak memory at 64 GPUs
-//! was unchanged (353 against 357 MiB).
+//! The text columns of the raw tables (`gpu_samples`, `proc_samples`) are
+//! queried as `Utf8View`, whatever the files say: the Parquet reader then
+//! points at the decoded dictionary instead of copying every value (a
+//! `gpu_uuid` is 40 bytes, repeated on every row), and grouping by it
+//! compares views. On a month of 64 GPUs (166 M rows, `bench/`): reading
+//! `gpu_uuid` alone took 0.47 s of CPU instead of 1.14 s, the top users by
+//! memory-hours over `proc_samples` a third less. The minute tables, which
+//! the reports read and partly hold in memory, keep `Utf8`: views keep the
+//! pages they point into alive.
 
 use std::sync::Arc;
 
@@ -29,8 +25,11 @@ pub fn partition_columns() -> Vec<(String, DataType)> {
 }
 
 /// The file columns of `table` as a query reads them: the stored schema,
-/// with every `Utf8` column as `Utf8View`.
+/// for the raw tables with every `Utf8` column as `Utf8View`.
 pub(crate) fn file_schema(table: Table) -> SchemaRef {
+    if !matches!(table, Table::GpuSamples | Table::ProcSamples) {
+        return table.schema();
+    }
     let fields: Vec<_> = table
         .schema()
         .fields()
