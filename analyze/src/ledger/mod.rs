@@ -219,7 +219,7 @@ impl Ledger {
             let (start_ms, end_ms) = (period.start_ms.max(day_start), period.end_ms.min(day_start + DAY_MS));
             let date = i32::try_from(day_start / DAY_MS).unwrap_or(i32::MAX);
             for host in hosts {
-                let hosts = if apron_schemas::paths::validate_host(host).is_ok() {
+                let hosts = if read::Hosts::all_nameable(std::slice::from_ref(host)) {
                     read::Hosts::Named(vec![host.clone()])
                 } else {
                     // From the host (inclusive) to the next name after it.
@@ -310,7 +310,7 @@ async fn slices(session: &Session, period: &Period, hosts_per_slice: usize) -> V
             None => Some(Vec::new()),
         };
         match named {
-            Some(hosts) if hosts.iter().all(|h| apron_schemas::paths::validate_host(h).is_ok()) => {
+            Some(hosts) if read::Hosts::all_nameable(&hosts) => {
                 // A day with no host still has its (empty) slice, as every day is worked through.
                 let chunks: Vec<&[String]> =
                     if hosts.is_empty() { vec![&[]] } else { hosts.chunks(hosts_per_slice).collect() };

@@ -212,6 +212,13 @@ pub enum Hosts {
 }
 
 impl Hosts {
+    /// Whether every one of `hosts` can be read as [`Hosts::Named`]: a name
+    /// the recorder writes, which the engine reads as its folder is named
+    /// (not one another tool wrote percent-encoded, say).
+    pub fn all_nameable(hosts: &[String]) -> bool {
+        hosts.iter().all(|h| apron_schemas::paths::validate_host(h).is_ok())
+    }
+
     /// The range of host names the slice's hosts lie in: (first, the first after).
     fn bounds(&self) -> (String, String) {
         match self {
