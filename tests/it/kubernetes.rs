@@ -521,6 +521,7 @@ fn gpus_allocated_with_no_process_are_held_and_paid_for_by_their_pods_namespaces
     apron_tests::signal(&child, libc::SIGTERM);
     let out = apron_tests::wait_with_timeout(child, Duration::from_secs(30));
     assert!(out.status.success(), "the recorder: {}", String::from_utf8_lossy(&out.stderr));
+    apron_tests::next_whole_second();
 
     // By hand, from what was recorded.
     let minutes = rows(
@@ -773,6 +774,7 @@ fn pod_labels_from_the_api_server_split_a_namespace_between_teams() {
     );
     std::thread::sleep(Duration::from_secs(2));
     recorder.stop();
+    apron_tests::next_whole_second();
 
     // What was recorded: the keys asked for only, the processes' own pod's.
     let got = rows(

@@ -309,6 +309,7 @@ fn a_jobs_account_comes_from_slurm_asked_once_per_job() {
         "SELECT CAST(sum(interval_ms) AS BIGINT) AS ms FROM proc_samples WHERE slurm_account = 'vision'",
     );
     let vision_ms = billed[0]["ms"].as_i64().expect("vision's milliseconds");
+    apron_tests::next_whole_second();
     let spend = rows(&data, &config, &["spend", "--last", "1h"]);
     let cost =
         |team: &str| spend.iter().find(|r| r["team"] == team).and_then(|r| r["cost"].as_f64()).unwrap_or(0.0);

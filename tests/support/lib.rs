@@ -175,6 +175,18 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Waits for the next whole second of the clock. A period ending now
+/// (`--last`) ends on a whole second, half-open: a sample taken in the
+/// same second as the command runs (the last tick of a recorder stopped a
+/// moment before) lies at or past its end and is rightly left out. After
+/// this, every sample taken before the call lies inside such a period.
+pub fn next_whole_second() {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
+    std::thread::sleep(
+        Duration::from_nanos(u64::from(1_000_000_000 - now.subsec_nanos())) + Duration::from_millis(5),
+    );
+}
+
 /// Sends `sig` to `child`, a process the test started and has not reaped.
 pub fn signal(child: &Child, sig: libc::c_int) {
     let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
