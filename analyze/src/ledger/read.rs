@@ -215,20 +215,36 @@ impl Hosts {
     /// Whether every one of `hosts` can be read as [`Hosts::Named`]: a name
     /// the recorder writes, which the engine reads as its folder is named
     /// (not one another tool wrote percent-encoded, say).
-    pub fn all_nameable(hosts: &[String]) -> bool {
-        hosts.iter().all(|h| apron_schemas::paths::validate_host(h).is_ok())
+    pub fn all_nameable<S: AsRef<str>>(hosts: &[S]) -> bool {
+        hosts.iter().all(|h| apron_schemas::paths::validate_host(h.as_ref()).is_ok())
+    }
+
+    /// `host` alone: by name where it can be, else as the range from it to
+    /// the first name after it.
+    pub fn one(host: &str) -> Hosts {
+        if Hosts::all_nameable(&[host]) {
+            Hosts::Named(vec![host.to_owned()])
+        } else {
+            Hosts::Range(host.to_owned(), name_after(host))
+        }
     }
 
     /// The range of host names the slice's hosts lie in: (first, the first after).
     fn bounds(&self) -> (String, String) {
         match self {
             Hosts::Named(hosts) => match (hosts.first(), hosts.last()) {
-                (Some(first), Some(last)) => (first.clone(), format!("{last}\0")),
+                (Some(first), Some(last)) => (first.clone(), name_after(last)),
                 _ => (String::new(), String::new()),
             },
             Hosts::Range(first, end) => (first.clone(), end.clone()),
         }
     }
+}
+
+/// The first name that sorts after `name`: the end of a range holding
+/// `name` and nothing after it.
+fn name_after(name: &str) -> String {
+    format!("{name}\0")
 }
 
 /// Reads one slice's rows.
