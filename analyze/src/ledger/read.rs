@@ -266,7 +266,7 @@ pub async fn day(session: &Session, slice: &Slice) -> Result<Day, Error> {
             if !has(table) || matches!(&slice.hosts, Hosts::Named(h) if h.is_empty()) {
                 return Ok(Vec::new());
             }
-            let df = session.sql_with_params(sql, params).await?;
+            let df = session.ledger_sql_with_params(sql, params).await?;
             let df = match &slice.hosts {
                 Hosts::Named(hosts) => one_host_each(df, hosts)?,
                 Hosts::Range(..) => df,

@@ -59,7 +59,9 @@ use futures::StreamExt;
 use crate::error::{Error, SessionError};
 use crate::output::{BatchWriter, Format};
 use crate::session::local_files::DataFileStore;
-use crate::session::table_schema::{file_schema, full_schema, partition_columns};
+use crate::session::table_schema::{
+    file_schema, full_schema, ledger_file_schema, ledger_full_schema, partition_columns,
+};
 use apron_schemas::paths::DATA_FILE_GLOB;
 use memory::MemoryLimit;
 
@@ -71,6 +73,9 @@ use memory::MemoryLimit;
 /// return [`Error`] with messages that name the table or file at fault.
 pub struct Session {
     ctx: SessionContext,
+    /// The minute tables as the ledger reads them
+    /// ([`Session::ledger_sql_with_params`]), on the same memory pool.
+    ledger: SessionContext,
     layout: DataLayout,
     /// The data folder, absolute and canonical, as the query engine sees it.
     root: PathBuf,
@@ -146,13 +151,21 @@ impl Session {
             let path = layout.table_dir(table);
             move |source| SessionError::Register { table: table.name().to_owned(), path, source }
         };
-        let mut listings = std::collections::HashMap::new();
+        let ledger = SessionContext::new_with_config_rt(session_config(memory), Arc::clone(&runtime));
+        let format = || ParquetFormat::default().with_options(parquet_options.clone());
+        let (mut listings, mut ledger_listings) =
+            (std::collections::HashMap::new(), std::collections::HashMap::new());
         for table in Table::ALL {
             let dir = absolute.table_dir(table);
             if dir.is_dir() {
-                let format = ParquetFormat::default().with_options(parquet_options.clone());
-                let listing = listing_table(&dir, table, format).map_err(register_err(table))?;
+                let listing =
+                    listing_table(&dir, file_schema(table), format()).map_err(register_err(table))?;
                 listings.insert(table, Arc::new(listing) as Arc<dyn TableProvider>);
+                if LEDGER_TABLES.contains(&table) {
+                    let listing = listing_table(&dir, ledger_file_schema(table), format())
+                        .map_err(register_err(table))?;
+                    ledger_listings.insert(table, Arc::new(listing) as Arc<dyn TableProvider>);
+                }
             }
         }
         let unrolled = minute_tables::unrolled(&absolute);
@@ -173,9 +186,23 @@ impl Session {
                 Table::ProcMinutes => proc_derived.clone(),
                 _ => None,
             };
+            if LEDGER_TABLES.contains(&table) {
+                let schema = ledger_full_schema(table);
+                let wal = conformed(recent.batches(table), &schema).map_err(register_err(table))?;
+                let parts = TableParts {
+                    files: ledger_listings.get(&table).cloned(),
+                    wal: &wal,
+                    derived: derived.clone(),
+                };
+                if let Some(provider) = table_provider(table, parts, schema).map_err(register_err(table))? {
+                    ledger.register_table(table.name(), provider).map_err(register_err(table))?;
+                }
+            }
             let parts =
                 TableParts { files: listings.get(&table).cloned(), wal: recent.batches(table), derived };
-            let Some(provider) = table_provider(table, parts).map_err(register_err(table))? else {
+            let Some(provider) =
+                table_provider(table, parts, full_schema(table)).map_err(register_err(table))?
+            else {
                 continue;
             };
             ctx.register_table(table.name(), provider).map_err(register_err(table))?;
@@ -189,7 +216,7 @@ impl Session {
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
         let file_tables = file_tables::FileTables::register(&ctx);
         let wal_hosts = recent.hosts;
-        Ok(Self { ctx, layout, root, tables, memory, bucket: None, file_tables, wal_hosts })
+        Ok(Self { ctx, ledger, layout, root, tables, memory, bucket: None, file_tables, wal_hosts })
     }
 
     /// [`Session::open_within`] a bucket: every table its folders hold, read
@@ -199,7 +226,9 @@ impl Session {
         let (bucket, present) = object_storage::Bucket::open(url, days).await?;
         let runtime =
             memory::runtime_env(memory).map_err(|source| SessionError::Engine { limit: memory, source })?;
-        let ctx = SessionContext::new_with_config_rt(session_config(memory), runtime).enable_url_table();
+        let ctx = SessionContext::new_with_config_rt(session_config(memory), Arc::clone(&runtime))
+            .enable_url_table();
+        let ledger = SessionContext::new_with_config_rt(session_config(memory), runtime);
         let parquet_options = ctx.state().default_table_options().parquet;
         // What the header, the report and every message call the data: the
         // URL without the credentials it may hold (which the S3 client
@@ -216,13 +245,19 @@ impl Session {
                 path: layout.table_dir(table),
                 source,
             };
-            let format = ParquetFormat::default().with_options(parquet_options.clone());
-            let listing = url::Url::parse(&bucket.table_url(table))
-                .map_err(|e| DataFusionError::External(Box::new(e)))
-                .and_then(|u| ListingTableUrl::try_new(u, Some(data_file_glob()?)))
-                .and_then(|u| listing_table_at(u, table, format))
+            let listing = |schema: SchemaRef| {
+                let format = ParquetFormat::default().with_options(parquet_options.clone());
+                url::Url::parse(&bucket.table_url(table))
+                    .map_err(|e| DataFusionError::External(Box::new(e)))
+                    .and_then(|u| ListingTableUrl::try_new(u, Some(data_file_glob()?)))
+                    .and_then(|u| listing_table_at(u, schema, format))
+            };
+            ctx.register_table(table.name(), Arc::new(listing(file_schema(table)).map_err(register_err)?))
                 .map_err(register_err)?;
-            ctx.register_table(table.name(), Arc::new(listing)).map_err(register_err)?;
+            if LEDGER_TABLES.contains(&table) {
+                let provider = Arc::new(listing(ledger_file_schema(table)).map_err(register_err)?);
+                ledger.register_table(table.name(), provider).map_err(register_err)?;
+            }
             tables.push(table);
         }
         if tables.is_empty() {
@@ -238,6 +273,7 @@ impl Session {
         let file_tables = file_tables::FileTables::register(&ctx);
         Ok(Self {
             ctx,
+            ledger,
             layout,
             root: PathBuf::new(),
             tables,
@@ -328,6 +364,19 @@ impl Session {
         params: impl Into<ParamValues>,
     ) -> Result<DataFrame, Error> {
         self.sql(sql).await?.with_param_values(params).map_err(|e| self.plan_error(e).into())
+    }
+
+    /// [`Session::sql_with_params`] over the minute tables as the ledger
+    /// reads them (`queries/ledger_*.sql`): the same files, write-ahead log
+    /// and derived minutes, with every text column as `Utf8View`
+    /// ([`table_schema::ledger_file_schema`]). Only those three tables are there.
+    pub(crate) async fn ledger_sql_with_params(
+        &self,
+        sql: &str,
+        params: impl Into<ParamValues>,
+    ) -> Result<DataFrame, Error> {
+        let df = self.ledger.sql_with_options(sql, read_only()).await.map_err(|e| self.plan_error(e))?;
+        df.with_param_values(params).map_err(|e| self.plan_error(e).into())
     }
 
     /// Runs `df` and returns its schema and every row.
@@ -647,6 +696,7 @@ fn register_absent_minute_tables(ctx: &SessionContext, present: &[Table]) -> Res
 fn table_provider(
     table: Table,
     parts: TableParts<'_>,
+    full_schema: SchemaRef,
 ) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
     let mut plans = Vec::new();
     if let Some(files) = &parts.files {
@@ -658,8 +708,7 @@ fn table_provider(
         );
     }
     if !parts.wal.is_empty() {
-        let wal: Arc<dyn TableProvider> =
-            Arc::new(MemTable::try_new(full_schema(table), vec![parts.wal.to_vec()])?);
+        let wal: Arc<dyn TableProvider> = Arc::new(MemTable::try_new(full_schema, vec![parts.wal.to_vec()])?);
         plans.push(LogicalPlanBuilder::scan(table.name(), provider_as_source(wal), None)?.build()?);
     }
     if let Some(derived) = parts.derived {
@@ -676,13 +725,17 @@ fn table_provider(
 
 /// A Hive-partitioned Parquet listing of `table` over the folder `dir`
 /// (absolute), with the table's canonical schema.
-fn listing_table(dir: &Path, table: Table, format: ParquetFormat) -> Result<ListingTable, DataFusionError> {
+fn listing_table(
+    dir: &Path,
+    schema: SchemaRef,
+    format: ParquetFormat,
+) -> Result<ListingTable, DataFusionError> {
     // Built from the path, not parsed as text, so characters such as `*` or
     // `[` in a folder name are not taken for a glob.
     let url = url::Url::from_directory_path(dir).map_err(|()| {
         DataFusionError::Configuration(format!("{} is not an absolute folder path", dir.display()))
     })?;
-    listing_table_at(ListingTableUrl::try_new(url, Some(data_file_glob()?))?, table, format)
+    listing_table_at(ListingTableUrl::try_new(url, Some(data_file_glob()?))?, schema, format)
 }
 
 /// The names a table listing reads ([`DATA_FILE_GLOB`]).
@@ -694,14 +747,36 @@ fn data_file_glob() -> Result<glob::Pattern, DataFusionError> {
 /// the table's canonical schema.
 fn listing_table_at(
     url: ListingTableUrl,
-    table: Table,
+    schema: SchemaRef,
     format: ParquetFormat,
 ) -> Result<ListingTable, DataFusionError> {
     let options = ListingOptions::new(Arc::new(format))
         .with_file_extension(DATA_FILE_EXTENSION)
         .with_table_partition_cols(partition_columns());
-    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(file_schema(table));
+    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
     ListingTable::try_new(config)
+}
+
+/// The tables the ledger reads through [`Session::ledger_sql_with_params`].
+const LEDGER_TABLES: [Table; 3] = [Table::GpuMinutes, Table::ProcMinutes, Table::AllocMinutes];
+
+/// `batches` (rows of a table's [`full_schema`]) with their columns cast
+/// to `schema`'s types.
+fn conformed(batches: &[RecordBatch], schema: &SchemaRef) -> Result<Vec<RecordBatch>, DataFusionError> {
+    let batch = |b: &RecordBatch| {
+        let columns = b
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(c, f)| datafusion::arrow::compute::cast(c, f.data_type()))
+            .collect::<Result<Vec<_>, _>>()?;
+        RecordBatch::try_new(Arc::clone(schema), columns)
+    };
+    batches
+        .iter()
+        .map(batch)
+        .collect::<Result<_, _>>()
+        .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
 }
 
 /// The options that make a plan read-only.
