@@ -123,10 +123,10 @@ pub fn job_name(
     (pid, host, proc_start): (i32, &str, Option<i64>),
 ) -> String {
     if let Some(job) = slurm_job_id {
-        return format!("job {job}");
+        return slurm_holder(job);
     }
     if let Some((namespace, name)) = pod {
-        return format!("pod {namespace}/{name}");
+        return pod_holder(namespace, name);
     }
     if let Some(id) = container_id {
         return format!("container {}", id.get(..12).unwrap_or(id));
@@ -135,6 +135,18 @@ pub fn job_name(
         Some(start) => format!("process {pid} on {host} since {}", start.format("%Y-%m-%dT%H:%M:%SZ")),
         None => format!("process {pid} on {host}"),
     }
+}
+
+/// How a Slurm job is named as a job and as an allocation's holder: `job N`
+/// (as `queries/alloc_minute_states.sql` names it too).
+fn slurm_holder(job: &str) -> String {
+    format!("job {job}")
+}
+
+/// How a pod is named as a job and as an allocation's holder:
+/// `pod NAMESPACE/POD` (as `queries/alloc_minute_states.sql` names it too).
+fn pod_holder(namespace: &str, name: &str) -> String {
+    format!("pod {namespace}/{name}")
 }
 
 /// What names a process's job: host, pid, start, Slurm job, namespace, pod, container.
@@ -345,11 +357,11 @@ impl Teams {
         if let Some(&found) = self.holders.get(&key) {
             return found;
         }
-        let text = |id: Option<u32>, names: &Names| id.map_or("?", |i| names.name(i)).to_owned();
+        let text = |id: Option<u32>| id.map_or("?", |i| names.name(i));
         let holder = if names.name(p.source) == SLURM {
-            format!("job {}", text(p.slurm_job_id, names))
+            slurm_holder(text(p.slurm_job_id))
         } else {
-            format!("pod {}/{}", text(p.k8s_namespace, names), text(p.k8s_pod_name, names))
+            pod_holder(text(p.k8s_namespace), text(p.k8s_pod_name))
         };
         let id = names.id(&holder);
         self.holders.insert(key, id);

@@ -290,10 +290,11 @@ const HOSTS_PER_SLICE: usize = 8;
 /// each host's folder of the day is listed once in all. A day one slice
 /// reads whole is read as one range of host names instead: its one listing
 /// of the day is all the slice needs, and planning a branch per named host
-/// cost more (64 GPUs, a month: 12% of `spend`'s CPU). A day with a host name the engine may read
-/// differently from its folder's (one that is not a name the recorder
-/// writes, e.g. percent-encoded by another tool), and every day of a bucket
-/// (where a listing per host costs a request), is read in ranges too.
+/// cost more (64 GPUs, a month: 12% of `spend`'s CPU). A day with a host
+/// name the engine may read differently from its folder's (one that is not
+/// a name the recorder writes, e.g. percent-encoded by another tool), and
+/// every day of a bucket (where a listing per host costs a request), is
+/// read in ranges too.
 async fn slices(session: &Session, period: &Period, hosts_per_slice: usize) -> Vec<read::Slice> {
     let mut out = Vec::new();
     let mut day_start = period.start_ms.div_euclid(DAY_MS) * DAY_MS;
