@@ -5,9 +5,10 @@
 //!
 //! What differs between the stores is how they list, and that is each
 //! store's own: [`crate::session::object_storage`] lists a bucket's table
-//! folders by the session's days, [`crate::session::local_files`] lists the
-//! local file system behind the write-ahead log's fence and names a
-//! zero-byte data file. Each implements [`Listing`] for that and nothing
+//! folders by the session's days (and cuts the reads of a small file from
+//! the one GET that returned it whole), [`crate::session::local_files`]
+//! lists the local file system behind the write-ahead log's fence and names
+//! a zero-byte data file. Each implements [`Listing`] for that and nothing
 //! else.
 
 use std::fmt;
@@ -23,8 +24,8 @@ use datafusion::object_store::{
 use futures::stream::{BoxStream, StreamExt};
 
 /// The part of a read-only store that is its own: the store it reads from,
-/// what a refused write names, and how it lists (by default, as the store
-/// beneath does).
+/// what a refused write names, and how it lists and reads (by default, as
+/// the store beneath does).
 #[async_trait]
 pub(crate) trait Listing: fmt::Debug + fmt::Display + Send + Sync + 'static {
     /// What apron reads through the store, as a refused write names it
@@ -52,6 +53,16 @@ pub(crate) trait Listing: fmt::Debug + fmt::Display + Send + Sync + 'static {
     /// One level of `prefix`, as [`ObjectStore::list_with_delimiter`].
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         self.reader().list_with_delimiter(prefix).await
+    }
+
+    /// A read, as [`ObjectStore::get_opts`] (by default, the reader's).
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.reader().get_opts(location, options).await
+    }
+
+    /// Reads of ranges, as [`ObjectStore::get_ranges`] (by default, the reader's).
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.reader().get_ranges(location, ranges).await
     }
 }
 
@@ -95,11 +106,11 @@ impl<L: Listing> ObjectStore for ReadOnly<L> {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.0.reader().get_opts(location, options).await
+        Listing::get_opts(&self.0, location, options).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        self.0.reader().get_ranges(location, ranges).await
+        Listing::get_ranges(&self.0, location, ranges).await
     }
 
     fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
