@@ -37,6 +37,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
 use datafusion::catalog::TableProvider;
 use datafusion::common::ParamValues;
+use datafusion::config::TableParquetOptions;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::datasource::physical_plan::FileScanConfig;
@@ -44,6 +45,7 @@ use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::{MemTable, ViewTable, provider_as_source};
 use datafusion::error::DataFusionError;
 use datafusion::execution::context::SQLOptions;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::logical_expr::LogicalPlanBuilder;
 use datafusion::object_store;
@@ -74,8 +76,10 @@ use memory::MemoryLimit;
 pub struct Session {
     ctx: SessionContext,
     /// The minute tables as the ledger reads them
-    /// ([`Session::ledger_sql_with_params`]), on the same memory pool.
-    ledger: SessionContext,
+    /// ([`Session::ledger_sql_with_params`]), on the same memory pool:
+    /// built by its first query, so a session that computes no ledger
+    /// (`apron sql`, `pick`) lists nothing and casts nothing for it.
+    ledger: LazyLedger,
     layout: DataLayout,
     /// The data folder, absolute and canonical, as the query engine sees it.
     root: PathBuf,
@@ -151,27 +155,20 @@ impl Session {
             let path = layout.table_dir(table);
             move |source| SessionError::Register { table: table.name().to_owned(), path, source }
         };
-        let ledger = SessionContext::new_with_config_rt(session_config(memory), Arc::clone(&runtime));
         let format = || ParquetFormat::default().with_options(parquet_options.clone());
-        let (mut listings, mut ledger_listings) =
-            (std::collections::HashMap::new(), std::collections::HashMap::new());
+        let mut listings = std::collections::HashMap::new();
         for table in Table::ALL {
             let dir = absolute.table_dir(table);
             if dir.is_dir() {
                 let listing =
                     listing_table(&dir, file_schema(table), format()).map_err(register_err(table))?;
                 listings.insert(table, Arc::new(listing) as Arc<dyn TableProvider>);
-                if LEDGER_TABLES.contains(&table) {
-                    let listing = listing_table(&dir, ledger_file_schema(table), format())
-                        .map_err(register_err(table))?;
-                    ledger_listings.insert(table, Arc::new(listing) as Arc<dyn TableProvider>);
-                }
             }
         }
         let unrolled = minute_tables::unrolled(&absolute);
         let derived = minute_tables::from_raw(
             session_config(memory),
-            runtime,
+            Arc::clone(&runtime),
             listings.get(&Table::GpuSamples).cloned(),
             listings.get(&Table::ProcSamples).cloned(),
             &unrolled,
@@ -180,6 +177,7 @@ impl Session {
         .map_err(register_err(Table::GpuMinutes))?;
         let (gpu_derived, proc_derived) = derived.map_or((None, None), |(g, p)| (Some(g), Some(p)));
         let mut tables = Vec::new();
+        let mut ledger_tables = Vec::new();
         for table in Table::ALL {
             let derived = match table {
                 Table::GpuMinutes => gpu_derived.clone(),
@@ -187,16 +185,13 @@ impl Session {
                 _ => None,
             };
             if LEDGER_TABLES.contains(&table) {
-                let schema = ledger_full_schema(table);
-                let wal = conformed(recent.batches(table), &schema).map_err(register_err(table))?;
-                let parts = TableParts {
-                    files: ledger_listings.get(&table).cloned(),
-                    wal: &wal,
+                let dir = absolute.table_dir(table);
+                ledger_tables.push(LedgerTable {
+                    table,
+                    files: dir.is_dir().then_some(ListingAt::Folder(dir)),
+                    wal: recent.batches(table).to_vec(),
                     derived: derived.clone(),
-                };
-                if let Some(provider) = table_provider(table, parts, schema).map_err(register_err(table))? {
-                    ledger.register_table(table.name(), provider).map_err(register_err(table))?;
-                }
+                });
             }
             let parts =
                 TableParts { files: listings.get(&table).cloned(), wal: recent.batches(table), derived };
@@ -216,6 +211,13 @@ impl Session {
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
         let file_tables = file_tables::FileTables::register(&ctx);
         let wal_hosts = recent.hosts;
+        let ledger = LazyLedger::new(LedgerInputs {
+            runtime,
+            memory,
+            parquet_options,
+            layout: layout.clone(),
+            tables: ledger_tables,
+        });
         Ok(Self { ctx, ledger, layout, root, tables, memory, bucket: None, file_tables, wal_hosts })
     }
 
@@ -228,7 +230,6 @@ impl Session {
             memory::runtime_env(memory).map_err(|source| SessionError::Engine { limit: memory, source })?;
         let ctx = SessionContext::new_with_config_rt(session_config(memory), Arc::clone(&runtime))
             .enable_url_table();
-        let ledger = SessionContext::new_with_config_rt(session_config(memory), runtime);
         let parquet_options = ctx.state().default_table_options().parquet;
         // What the header, the report and every message call the data: the
         // URL without the credentials it may hold (which the S3 client
@@ -239,24 +240,24 @@ impl Session {
             .map_err(|e| SessionError::Bucket { url: shown.clone(), cause: e.to_string() })?;
         ctx.register_object_store(&bucket_url, bucket.store());
         let mut tables = Vec::new();
+        let mut ledger_tables = Vec::new();
         for table in present {
             let register_err = |source| SessionError::Register {
                 table: table.name().to_owned(),
                 path: layout.table_dir(table),
                 source,
             };
-            let listing = |schema: SchemaRef| {
-                let format = ParquetFormat::default().with_options(parquet_options.clone());
-                url::Url::parse(&bucket.table_url(table))
-                    .map_err(|e| DataFusionError::External(Box::new(e)))
-                    .and_then(|u| ListingTableUrl::try_new(u, Some(data_file_glob()?)))
-                    .and_then(|u| listing_table_at(u, schema, format))
-            };
-            ctx.register_table(table.name(), Arc::new(listing(file_schema(table)).map_err(register_err)?))
+            let format = ParquetFormat::default().with_options(parquet_options.clone());
+            let listing = bucket_listing(&bucket.table_url(table), file_schema(table), format);
+            ctx.register_table(table.name(), Arc::new(listing.map_err(register_err)?))
                 .map_err(register_err)?;
             if LEDGER_TABLES.contains(&table) {
-                let provider = Arc::new(listing(ledger_file_schema(table)).map_err(register_err)?);
-                ledger.register_table(table.name(), provider).map_err(register_err)?;
+                ledger_tables.push(LedgerTable {
+                    table,
+                    files: Some(ListingAt::Url(bucket.table_url(table))),
+                    wal: Vec::new(),
+                    derived: None,
+                });
             }
             tables.push(table);
         }
@@ -271,6 +272,13 @@ impl Session {
         })?;
         tracing::debug!(data = %shown, tables = ?tables, ?days, "registered the bucket's tables");
         let file_tables = file_tables::FileTables::register(&ctx);
+        let ledger = LazyLedger::new(LedgerInputs {
+            runtime,
+            memory,
+            parquet_options,
+            layout: layout.clone(),
+            tables: ledger_tables,
+        });
         Ok(Self {
             ctx,
             ledger,
@@ -375,7 +383,8 @@ impl Session {
         sql: &str,
         params: impl Into<ParamValues>,
     ) -> Result<DataFrame, Error> {
-        let df = self.ledger.sql_with_options(sql, read_only()).await.map_err(|e| self.plan_error(e))?;
+        let ledger = self.ledger.context()?;
+        let df = ledger.sql_with_options(sql, read_only()).await.map_err(|e| self.plan_error(e))?;
         df.with_param_values(params).map_err(|e| self.plan_error(e).into())
     }
 
@@ -658,6 +667,101 @@ fn session_config(memory: MemoryLimit) -> SessionConfig {
         .set_bool("datafusion.execution.parquet.pushdown_filters", true)
         .set_bool("datafusion.execution.parquet.reorder_filters", true);
     memory::spill_settings(config, memory)
+}
+
+/// What the ledger's context is built from on first use.
+struct LedgerInputs {
+    /// The session's runtime: its memory pool, object stores and spill folder.
+    runtime: Arc<RuntimeEnv>,
+    memory: MemoryLimit,
+    parquet_options: TableParquetOptions,
+    /// For the paths errors name.
+    layout: DataLayout,
+    tables: Vec<LedgerTable>,
+}
+
+/// One of [`LEDGER_TABLES`] as the session found it when opened.
+struct LedgerTable {
+    table: Table,
+    /// Its folder, when the data folder has one, or its bucket URL.
+    files: Option<ListingAt>,
+    /// Its rows in the write-ahead log, as the log holds them.
+    wal: Vec<RecordBatch>,
+    /// The minutes computed from raw partitions without rollups.
+    derived: Option<LogicalPlan>,
+}
+
+/// Where a table's Parquet files are listed.
+enum ListingAt {
+    Folder(PathBuf),
+    Url(String),
+}
+
+/// The ledger's DataFusion context, built by the first query that needs it.
+struct LazyLedger {
+    inputs: LedgerInputs,
+    built: std::sync::Mutex<Option<SessionContext>>,
+}
+
+impl LazyLedger {
+    fn new(inputs: LedgerInputs) -> Self {
+        LazyLedger { inputs, built: std::sync::Mutex::new(None) }
+    }
+
+    /// The context (a handle onto shared state), built now if not before.
+    /// A failed build is not kept: the next query tries again.
+    fn context(&self) -> Result<SessionContext, Error> {
+        let mut built = self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(ctx) = built.as_ref() {
+            return Ok(ctx.clone());
+        }
+        let ctx = self.build()?;
+        *built = Some(ctx.clone());
+        Ok(ctx)
+    }
+
+    /// The three minute tables with their text as `Utf8View`: the same
+    /// files, write-ahead log rows (cast) and derived minutes as the
+    /// session's own tables.
+    fn build(&self) -> Result<SessionContext, Error> {
+        let inputs = &self.inputs;
+        let ledger =
+            SessionContext::new_with_config_rt(session_config(inputs.memory), Arc::clone(&inputs.runtime));
+        for one in &inputs.tables {
+            let table = one.table;
+            let register_err = |source| SessionError::Register {
+                table: table.name().to_owned(),
+                path: inputs.layout.table_dir(table),
+                source,
+            };
+            let format = ParquetFormat::default().with_options(inputs.parquet_options.clone());
+            let schema = ledger_file_schema(table);
+            let files = match &one.files {
+                None => None,
+                Some(ListingAt::Folder(dir)) => Some(listing_table(dir, schema, format)),
+                Some(ListingAt::Url(url)) => Some(bucket_listing(url, schema, format)),
+            };
+            let files =
+                files.transpose().map_err(register_err)?.map(|l| Arc::new(l) as Arc<dyn TableProvider>);
+            let full = ledger_full_schema(table);
+            let wal = conformed(&one.wal, &full).map_err(register_err)?;
+            let parts = TableParts { files, wal: &wal, derived: one.derived.clone() };
+            if let Some(provider) = table_provider(table, parts, full).map_err(register_err)? {
+                ledger.register_table(table.name(), provider).map_err(register_err)?;
+            }
+        }
+        Ok(ledger)
+    }
+}
+
+/// The listing of a table's data files under `url` (a bucket's folder).
+fn bucket_listing(
+    url: &str,
+    schema: SchemaRef,
+    format: ParquetFormat,
+) -> Result<ListingTable, DataFusionError> {
+    let url = url::Url::parse(url).map_err(|e| DataFusionError::External(Box::new(e)))?;
+    listing_table_at(ListingTableUrl::try_new(url, Some(data_file_glob()?))?, schema, format)
 }
 
 /// The sources of one table, each optional.
