@@ -211,13 +211,7 @@ impl Session {
         tracing::debug!(data = %data.display(), tables = ?tables, unrolled = ?unrolled, "registered the tables present");
         let file_tables = file_tables::FileTables::register(&ctx);
         let wal_hosts = recent.hosts;
-        let ledger = LazyLedger::new(LedgerInputs {
-            runtime,
-            memory,
-            parquet_options,
-            layout: layout.clone(),
-            tables: ledger_tables,
-        });
+        let ledger = LazyLedger::new(runtime, memory, parquet_options, &layout, ledger_tables);
         Ok(Self { ctx, ledger, layout, root, tables, memory, bucket: None, file_tables, wal_hosts })
     }
 
@@ -272,13 +266,7 @@ impl Session {
         })?;
         tracing::debug!(data = %shown, tables = ?tables, ?days, "registered the bucket's tables");
         let file_tables = file_tables::FileTables::register(&ctx);
-        let ledger = LazyLedger::new(LedgerInputs {
-            runtime,
-            memory,
-            parquet_options,
-            layout: layout.clone(),
-            tables: ledger_tables,
-        });
+        let ledger = LazyLedger::new(runtime, memory, parquet_options, &layout, ledger_tables);
         Ok(Self {
             ctx,
             ledger,
@@ -704,7 +692,14 @@ struct LazyLedger {
 }
 
 impl LazyLedger {
-    fn new(inputs: LedgerInputs) -> Self {
+    fn new(
+        runtime: Arc<RuntimeEnv>,
+        memory: MemoryLimit,
+        parquet_options: TableParquetOptions,
+        layout: &DataLayout,
+        tables: Vec<LedgerTable>,
+    ) -> Self {
+        let inputs = LedgerInputs { runtime, memory, parquet_options, layout: layout.clone(), tables };
         LazyLedger { inputs, built: std::sync::Mutex::new(None) }
     }
 
