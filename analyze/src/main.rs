@@ -7,7 +7,7 @@ use apron_analyze::{Cli, EXIT_FAILURE, cli, logging, one_line};
 use clap::{CommandFactory, FromArgMatches};
 
 fn main() -> ExitCode {
-    limit_malloc_arenas();
+    tune_malloc();
     let matches = match Cli::command().try_get_matches() {
         Ok(matches) => matches,
         Err(err) => return cli::exit_for_clap_error(&err),
@@ -37,22 +37,41 @@ fn main() -> ExitCode {
     }
 }
 
-/// Caps glibc's malloc arenas at twice the cores (its default is eight
-/// times). The ledger's slices are allocated and freed by the engine's
-/// workers and a blocking thread in turn, and each arena keeps what was
-/// freed in it: with the default, a month's report held 64 MiB more at
-/// 512 GPUs than at 64 without holding more data (measured with
-/// `MALLOC_ARENA_MAX`, which still wins when set; time unchanged at 4 on
-/// 2 cores, 13% slower at 1).
-fn limit_malloc_arenas() {
+/// Tunes glibc's malloc for the ledger's slices, which the engine's
+/// workers and a blocking thread allocate and free in turn. Each setting
+/// yields to its environment variable when that is set.
+///
+/// - Arenas: as many as cores, at least 2 (the default is eight times the
+///   cores). Each arena keeps what was freed in it: with the default, a
+///   month's report held 64 MiB more at 512 GPUs than at 64 without holding
+///   more data. One arena was 13% slower on 2 cores.
+/// - Blocks of 128 KiB and more are mapped and unmapped on their own, and
+///   the heap is trimmed past 128 KiB free (glibc's starting values, which
+///   it otherwise raises as large blocks are freed, up to 32 MiB). The
+///   engine's column buffers are such blocks: kept in the heap, their holes
+///   grew the peak. Ten days of 4,096 GPUs' `spend`: 580 MiB peak before,
+///   473 MiB after, the time the same; a month's report 1,688 MiB before,
+///   1,327–1,335 MiB after (docs/src/performance.md, "The allocator").
+fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+    {
+        const LARGE_BLOCK: libc::c_int = 128 * 1024;
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        let arenas = libc::c_int::try_from(cores.saturating_mul(2).max(2)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: called first in main, before any other thread exists;
-        // mallopt only sets a tuning parameter of the allocator.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, arenas);
+        let arenas = libc::c_int::try_from(cores.max(2)).unwrap_or(libc::c_int::MAX);
+        let settings = [
+            ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, arenas),
+            ("MALLOC_MMAP_THRESHOLD_", libc::M_MMAP_THRESHOLD, LARGE_BLOCK),
+            ("MALLOC_TRIM_THRESHOLD_", libc::M_TRIM_THRESHOLD, LARGE_BLOCK),
+        ];
+        for (variable, parameter, value) in settings {
+            if std::env::var_os(variable).is_none() {
+                // SAFETY: called first in main, before any other thread
+                // exists; mallopt only sets a tuning parameter of the
+                // allocator.
+                unsafe {
+                    libc::mallopt(parameter, value);
+                }
+            }
         }
     }
 }
