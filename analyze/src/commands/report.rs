@@ -224,6 +224,7 @@ pub async fn write_report(
 ) -> Result<Headline, Error> {
     let progress = progress_bar();
     let step = |msg: &'static str| {
+        tracing::debug!(step = msg, "report");
         progress.set_message(msg);
         progress.inc(1);
     };
@@ -1083,11 +1084,7 @@ async fn previous_month(
 ) -> Result<Option<(String, spend::Totals)>, Error> {
     let Some(before) = Period::previous_month(month) else { return Ok(None) };
     let args = PeriodArgs { month: Some(before), ..PeriodArgs::default() };
-    let report = match ReportContext::prepare_costs_quietly(global, &args).await {
-        Ok(r) => r,
-        Err(Error::Session(SessionError::NoDataInPeriod { .. })) => return Ok(None),
-        Err(e) => return Err(e),
-    };
+    let Some(report) = ReportContext::prepare_costs_if_any(global, &args).await? else { return Ok(None) };
     let totals = spend::spend(&report).await?.totals;
     let name = if before.year() == month.year() { before.format("%B") } else { before.format("%B %Y") };
     Ok(Some((name.to_string(), totals)))
