@@ -42,16 +42,16 @@ fn main() -> ExitCode {
 /// yields to its environment variable when that is set.
 ///
 /// - Arenas: as many as cores, at least 2 (the default is eight times the
-///   cores). Each arena keeps what was freed in it: with the default, a
-///   month's report held 64 MiB more at 512 GPUs than at 64 without holding
-///   more data. One arena was 13% slower on 2 cores.
+///   cores). Each arena keeps what was freed in it, so more arenas held
+///   more memory for the same live data; one arena was slower.
 /// - Blocks of 128 KiB and more are mapped and unmapped on their own, and
 ///   the heap is trimmed past 128 KiB free (glibc's starting values, which
 ///   it otherwise raises as large blocks are freed, up to 32 MiB). The
 ///   engine's column buffers are such blocks: kept in the heap, their holes
-///   grew the peak. Ten days of 4,096 GPUs' `spend`: 580 MiB peak before,
-///   473 MiB after, the time the same; a month's report 1,688 MiB before,
-///   1,327–1,335 MiB after (docs/src/performance.md, "The allocator").
+///   grew the peak.
+///
+/// The figures before and after are in docs/src/performance.md ("The
+/// allocator").
 fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

@@ -75,8 +75,8 @@ impl ReportContext {
     /// warnings, and `None` when the period holds no data: what a report
     /// reads of another period (the month before). The error an empty
     /// period gives elsewhere names where the data lies, which reads the
-    /// whole data folder (20 s of a 4,096-GPU month's report); this does
-    /// not.
+    /// whole data folder; this does not (docs/src/performance.md, "The
+    /// report at 4,096 GPUs, step by step").
     pub async fn prepare_costs_if_any(
         global: &GlobalArgs,
         period: &PeriodArgs,
