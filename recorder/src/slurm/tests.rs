@@ -151,6 +151,11 @@ fn allocations_of_this_nodes_running_jobs() {
     );
     assert_eq!(allocations[0].user.as_deref(), Some("alice"));
     assert_eq!(allocations[0].partition.as_deref(), Some("gpu"));
+    // Job 999 is asked about after the two that have records: wait for its
+    // question too before counting them.
+    let shows =
+        || std::fs::read_to_string(&log).map_or(0, |c| c.lines().filter(|l| l.contains("show job")).count());
+    eventually("every job asked about", || shows() >= 3);
     let calls = std::fs::read_to_string(&log).expect("log");
     assert!(
         calls.starts_with("squeue --noheader --states=RUNNING --nodelist=node07 --format=%A\n"),
