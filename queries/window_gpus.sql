@@ -20,8 +20,10 @@
 --
 -- Parameters: none (the period is cost_buckets').
 --
--- Output, one row per GPU and recorded hour of the week, by host, GPU
--- index and UUID, Monday 00:00 first:
+-- Output, one row per GPU and recorded hour of the week, in no set order:
+-- apron groups the rows by GPU and sorts the GPUs by host, GPU index and
+-- UUID itself (the engine's sort of every row here can ask for many times
+-- their size at thousands of GPUs; docs/src/performance.md):
 --   host             the GPU's host
 --   gpu_index        its NVML index at its latest minute in the period
 --   gpu_uuid         the GPU, or the MIG instance (MIG-…)
@@ -29,7 +31,6 @@
 --   mig_mode         true for a GPU some MIG instance of the period belongs to
 --   dow              day of the week, Mon … Sun
 --   hour             hour of the day, 0–23 (UTC)
---   weeks            how many times this hour of the week was recorded on this GPU
 --   idle_share_pct   idle share of the GPU's recorded time in this hour of the week (%; null: none recorded)
 --   idle_cost        the cost of its idle time in this hour of the week, summed over the period (currency)
 WITH parents AS (
@@ -50,7 +51,6 @@ cells AS (
     gpu_uuid,
     (CAST(date_part('dow', minute) AS INT) + 6) % 7 AS day,
     CAST(date_part('hour', minute) AS INT) AS hour,
-    count(DISTINCT date_trunc('hour', minute)) AS weeks,
     sum(seconds) AS seconds,
     coalesce(sum(seconds) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_seconds,
     coalesce(sum(cost) FILTER (WHERE state IN ('idle_held', 'idle_empty')), 0) AS idle_cost
@@ -66,10 +66,8 @@ SELECT
   CASE c.day WHEN 0 THEN 'Mon' WHEN 1 THEN 'Tue' WHEN 2 THEN 'Wed' WHEN 3 THEN 'Thu'
              WHEN 4 THEN 'Fri' WHEN 5 THEN 'Sat' ELSE 'Sun' END AS dow,
   c.hour,
-  c.weeks,
   CASE WHEN c.seconds > 0 THEN 100.0 * c.idle_seconds / c.seconds END AS idle_share_pct,
   c.idle_cost
 FROM cells c
 JOIN gpus g ON g.host = c.host AND g.gpu_uuid = c.gpu_uuid
 LEFT JOIN parents p ON p.gpu_uuid = c.gpu_uuid
-ORDER BY c.host, g.gpu_index, c.gpu_uuid, c.day, c.hour

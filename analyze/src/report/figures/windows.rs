@@ -11,6 +11,8 @@
 //! its hours over the period: not a week's cost scaled to a month, nor the
 //! whole fleet's.
 
+use std::collections::HashMap;
+
 use apron_reports::{grouped, money};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::error::ArrowError;
@@ -460,45 +462,68 @@ pub fn window_worth(runs: &[Run], gpus: &[GpuWeek], min_share_pct: f64) -> Windo
 }
 
 /// Each GPU's week in `report`'s period (which has `cost_buckets`
-/// registered), by host, index and UUID.
+/// registered), by host, index and UUID. The rows are read batch by batch
+/// as the engine yields them, neither sorted nor gathered by the engine
+/// first (at thousands of GPUs either asked for many times their size).
 pub async fn gpu_weeks(report: &ReportContext) -> Result<Vec<GpuWeek>, Error> {
-    let batch = query(&report.session, queries::WINDOW_GPUS, Vec::new()).await?;
-    read_gpu_weeks(&batch).map_err(unreadable)
+    let df = report.session.sql(queries::WINDOW_GPUS).await?;
+    let mut weeks = GpuWeeks::default();
+    report.session.each_batch(df, |batch| weeks.read(&batch).map_err(unreadable)).await?;
+    Ok(weeks.by_host_index_uuid())
 }
 
-fn read_gpu_weeks(batch: &RecordBatch) -> Result<Vec<GpuWeek>, ArrowError> {
-    let c = Columns::of(batch);
-    let (host, index, uuid) = (c.text("host")?, c.i32("gpu_index")?, c.text("gpu_uuid")?);
-    let (parent, mig_mode) = (c.text_opt("parent_gpu_uuid")?, c.bool("mig_mode")?);
-    let (dow, hour, share) = (c.text("dow")?, c.i32("hour")?, c.f64_opt("idle_share_pct")?);
-    let idle_cost = c.f64("idle_cost")?;
-    let mut weeks: Vec<GpuWeek> = Vec::new();
-    for i in 0..c.len() {
-        let same = weeks.last().is_some_and(|w| w.host == host[i] && w.gpu_uuid == uuid[i]);
-        if !same {
-            let partition = match (&parent[i], mig_mode[i]) {
-                (Some(_), _) => Partition::MigInstance,
-                (None, true) => Partition::MigMode,
-                (None, false) => Partition::Whole,
-            };
-            weeks.push(GpuWeek {
-                host: host[i].clone(),
-                gpu_index: index[i],
-                gpu_uuid: uuid[i].clone(),
-                partition,
-                idle_share_pct: vec![None; HOURS_PER_WEEK],
-                idle_cost: vec![0.0; HOURS_PER_WEEK],
+/// The GPUs' weeks read so far from `queries/window_gpus.sql`'s rows, which
+/// come in no set order: one [`GpuWeek`] per host and UUID.
+#[derive(Default)]
+struct GpuWeeks {
+    weeks: Vec<GpuWeek>,
+    at: HashMap<(String, String), usize>,
+}
+
+impl GpuWeeks {
+    /// Adds `batch`'s rows to their GPUs' weeks.
+    fn read(&mut self, batch: &RecordBatch) -> Result<(), ArrowError> {
+        let c = Columns::of(batch);
+        let (host, index, uuid) = (c.text("host")?, c.i32("gpu_index")?, c.text("gpu_uuid")?);
+        let (parent, mig_mode) = (c.text_opt("parent_gpu_uuid")?, c.bool("mig_mode")?);
+        let (dow, hour, share) = (c.text("dow")?, c.i32("hour")?, c.f64_opt("idle_share_pct")?);
+        let idle_cost = c.f64("idle_cost")?;
+        for i in 0..c.len() {
+            let key = (host[i].clone(), uuid[i].clone());
+            let w = *self.at.entry(key).or_insert_with(|| {
+                let partition = match (&parent[i], mig_mode[i]) {
+                    (Some(_), _) => Partition::MigInstance,
+                    (None, true) => Partition::MigMode,
+                    (None, false) => Partition::Whole,
+                };
+                self.weeks.push(GpuWeek {
+                    host: host[i].clone(),
+                    gpu_index: index[i],
+                    gpu_uuid: uuid[i].clone(),
+                    partition,
+                    idle_share_pct: vec![None; HOURS_PER_WEEK],
+                    idle_cost: vec![0.0; HOURS_PER_WEEK],
+                });
+                self.weeks.len() - 1
             });
+            let (Some(day), Ok(h)) = (DAYS.iter().position(|d| *d == dow[i]), usize::try_from(hour[i]))
+            else {
+                continue;
+            };
+            if h < 24 {
+                self.weeks[w].idle_share_pct[day * 24 + h] = share[i];
+                self.weeks[w].idle_cost[day * 24 + h] = idle_cost[i];
+            }
         }
-        let (Some(day), Ok(h)) = (DAYS.iter().position(|d| *d == dow[i]), usize::try_from(hour[i])) else {
-            continue;
-        };
-        if let (Some(week), true) = (weeks.last_mut(), h < 24) {
-            week.idle_share_pct[day * 24 + h] = share[i];
-            week.idle_cost[day * 24 + h] = idle_cost[i];
-        }
+        Ok(())
     }
-    Ok(weeks)
+
+    /// The weeks, by host, index and UUID.
+    fn by_host_index_uuid(mut self) -> Vec<GpuWeek> {
+        self.weeks
+            .sort_by(|a, b| (&a.host, a.gpu_index, &a.gpu_uuid).cmp(&(&b.host, b.gpu_index, &b.gpu_uuid)));
+        self.weeks
+    }
 }
 
 #[cfg(test)]
@@ -662,29 +687,39 @@ mod tests {
     }
 
     #[test]
-    fn gpu_weeks_are_read_gpu_by_gpu() {
+    fn gpu_weeks_are_gathered_gpu_by_gpu_from_rows_in_any_order() {
+        // The query's rows come in no set order: GPU-a's two hours apart,
+        // n0's GPU after n1's, an index 1 before an index 0.
         let batch = batch_of(vec![
-            ("host", columns::text(["n1", "n1", "n1", "n1"])),
-            ("gpu_index", columns::int32([0, 0, 1, 1])),
-            ("gpu_uuid", columns::text(["GPU-a", "GPU-a", "GPU-p", "MIG-x"])),
-            ("parent_gpu_uuid", columns::text([None, None, None, Some("GPU-p")])),
-            ("mig_mode", columns::boolean([false, false, true, false])),
-            ("dow", columns::text(["Mon", "Sun", "Mon", "Mon"])),
-            ("hour", columns::int32([0, 23, 5, 5])),
-            ("weeks", columns::int64([2, 2, 2, 2])),
-            ("idle_share_pct", columns::float([Some(75.0), None, Some(10.0), Some(100.0)])),
-            ("idle_cost", columns::float([Some(3.0), Some(0.0), Some(0.0), Some(1.5)])),
+            ("host", columns::text(["n1", "n1", "n1", "n1", "n0"])),
+            ("gpu_index", columns::int32([1, 0, 1, 0, 3])),
+            ("gpu_uuid", columns::text(["MIG-x", "GPU-a", "GPU-p", "GPU-a", "GPU-z"])),
+            ("parent_gpu_uuid", columns::text([Some("GPU-p"), None, None, None, None])),
+            ("mig_mode", columns::boolean([false, false, true, false, false])),
+            ("dow", columns::text(["Mon", "Sun", "Mon", "Mon", "Tue"])),
+            ("hour", columns::int32([5, 23, 5, 0, 1])),
+            ("weeks", columns::int64([2, 2, 2, 2, 1])),
+            ("idle_share_pct", columns::float([Some(100.0), None, Some(10.0), Some(75.0), Some(50.0)])),
+            ("idle_cost", columns::float([Some(1.5), Some(0.0), Some(0.0), Some(3.0), Some(0.5)])),
         ])
         .expect("columns of one length");
-        let weeks = read_gpu_weeks(&batch).expect("readable");
-        assert_eq!(weeks.len(), 3);
-        assert_eq!(weeks[0].partition, Partition::Whole);
-        assert_eq!(weeks[0].idle_share_pct[0], Some(75.0));
-        assert_eq!((weeks[0].idle_cost[0], weeks[0].idle_cost[1]), (3.0, 0.0));
-        assert_eq!(weeks[0].idle_share_pct[167], None);
-        assert_eq!(weeks[0].idle_share_pct.iter().flatten().count(), 1);
-        assert_eq!((weeks[1].partition, weeks[1].idle_share_pct[5]), (Partition::MigMode, Some(10.0)));
-        assert_eq!((weeks[2].partition, weeks[2].gpu_index), (Partition::MigInstance, 1));
+        // Read as two batches: a GPU's hours may come in either.
+        let mut read = GpuWeeks::default();
+        read.read(&batch.slice(0, 2)).expect("readable");
+        read.read(&batch.slice(2, 3)).expect("readable");
+        let weeks = read.by_host_index_uuid();
+        let order: Vec<(&str, &str)> = weeks.iter().map(|w| (w.host.as_str(), w.gpu_uuid.as_str())).collect();
+        assert_eq!(order, [("n0", "GPU-z"), ("n1", "GPU-a"), ("n1", "GPU-p"), ("n1", "MIG-x")]);
+        assert_eq!((weeks[0].gpu_index, weeks[0].idle_share_pct[24 + 1]), (3, Some(50.0)));
+        let a = &weeks[1];
+        assert_eq!(a.partition, Partition::Whole);
+        assert_eq!(a.idle_share_pct[0], Some(75.0));
+        assert_eq!((a.idle_cost[0], a.idle_cost[1]), (3.0, 0.0));
+        assert_eq!(a.idle_share_pct[167], None);
+        assert_eq!(a.idle_share_pct.iter().flatten().count(), 1);
+        assert_eq!((weeks[2].partition, weeks[2].idle_share_pct[5]), (Partition::MigMode, Some(10.0)));
+        assert_eq!((weeks[3].partition, weeks[3].gpu_index), (Partition::MigInstance, 1));
+        assert_eq!(weeks[3].idle_cost[5], 1.5);
     }
 
     #[test]
