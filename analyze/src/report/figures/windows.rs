@@ -477,7 +477,9 @@ pub async fn gpu_weeks(report: &ReportContext) -> Result<Vec<GpuWeek>, Error> {
 #[derive(Default)]
 struct GpuWeeks {
     weeks: Vec<GpuWeek>,
-    at: HashMap<(String, String), usize>,
+    /// Where each GPU's week is in `weeks`, by host, then UUID (looked up
+    /// by reference: only a GPU's first row makes a key).
+    at: HashMap<String, HashMap<String, usize>>,
 }
 
 impl GpuWeeks {
@@ -489,8 +491,8 @@ impl GpuWeeks {
         let (dow, hour, share) = (c.text("dow")?, c.i32("hour")?, c.f64_opt("idle_share_pct")?);
         let idle_cost = c.f64("idle_cost")?;
         for i in 0..c.len() {
-            let key = (host[i].clone(), uuid[i].clone());
-            let w = *self.at.entry(key).or_insert_with(|| {
+            let found = self.at.get(&host[i]).and_then(|gpus| gpus.get(&uuid[i])).copied();
+            let w = found.unwrap_or_else(|| {
                 let partition = match (&parent[i], mig_mode[i]) {
                     (Some(_), _) => Partition::MigInstance,
                     (None, true) => Partition::MigMode,
@@ -504,7 +506,9 @@ impl GpuWeeks {
                     idle_share_pct: vec![None; HOURS_PER_WEEK],
                     idle_cost: vec![0.0; HOURS_PER_WEEK],
                 });
-                self.weeks.len() - 1
+                let w = self.weeks.len() - 1;
+                self.at.entry(host[i].clone()).or_default().insert(uuid[i].clone(), w);
+                w
             });
             let (Some(day), Ok(h)) = (DAYS.iter().position(|d| *d == dow[i]), usize::try_from(hour[i]))
             else {
@@ -698,7 +702,6 @@ mod tests {
             ("mig_mode", columns::boolean([false, false, true, false, false])),
             ("dow", columns::text(["Mon", "Sun", "Mon", "Mon", "Tue"])),
             ("hour", columns::int32([5, 23, 5, 0, 1])),
-            ("weeks", columns::int64([2, 2, 2, 2, 1])),
             ("idle_share_pct", columns::float([Some(100.0), None, Some(10.0), Some(75.0), Some(50.0)])),
             ("idle_cost", columns::float([Some(1.5), Some(0.0), Some(0.0), Some(3.0), Some(0.5)])),
         ])
