@@ -361,12 +361,21 @@ impl ProcAcc {
         let w = i64::from(row.interval_ms);
         let id = &mut self.identity;
         let r = &row.identity;
+        // Each text the minute's last non-null; a text the same as the one
+        // kept (a process's rows share their identity's texts) is not
+        // cloned again.
         macro_rules! last_known {
-            ($($f:ident),*) => { $(if r.$f.is_some() { id.$f.clone_from(&r.$f); })* };
+            ($($f:ident),*) => {
+                $(if let Some(v) = &r.$f && !id.$f.as_ref().is_some_and(|kept| Arc::ptr_eq(kept, v)) {
+                    id.$f = Some(v.clone());
+                })*
+            };
+        }
+        if r.uid.is_some() {
+            id.uid = r.uid;
         }
         last_known!(
             comm,
-            uid,
             user,
             container_id,
             k8s_pod_uid,

@@ -95,6 +95,9 @@ pub(super) struct Proc {
     pub(super) pid: i32,
     /// Who it is; `proc_start` is set.
     pub(super) identity: ProcIdentity,
+    /// The pod or Slurm job its identity names ([`holder`]), made once:
+    /// its GPU's allocations list it at every tick.
+    pub(super) holder: Option<Holder>,
     pub(super) role: Role,
     pub(super) work: Work,
     /// When it appeared on the GPU (its CUDA context opened), ms.
@@ -154,16 +157,16 @@ impl Slot {
         out: &mut Vec<AllocSample>,
     ) {
         let from = out.len();
-        let held = self.procs.iter().filter(|p| p.role != Role::Zombie).filter_map(|p| holder(&p.identity));
-        let idle = self.idle_pod.as_ref().filter(|(_, until)| ts < *until).map(|(h, _)| h.clone());
+        let held = self.procs.iter().filter(|p| p.role != Role::Zombie).filter_map(|p| p.holder.as_ref());
+        let idle = self.idle_pod.as_ref().filter(|(_, until)| ts < *until).map(|(h, _)| h);
         for h in held.chain(idle) {
-            if !out[from..].iter().any(|a| a.holder == h) {
+            if !out[from..].iter().any(|a| a.holder == *h) {
                 out.push(AllocSample {
                     ts,
                     interval_ms,
                     gpu_uuid: uuid.clone(),
                     gpu_index: index,
-                    holder: h,
+                    holder: h.clone(),
                 });
             }
         }
@@ -337,7 +340,7 @@ impl Schedule {
                     // Decided by a hash, so the random stream (and every
                     // other row) stays as it was.
                     let h = noise::mix(p.key ^ IDLE_POD_SALT);
-                    if let Some(pod) = (h % 256 < IDLE_POD_SHARE).then(|| holder(&p.identity)).flatten() {
+                    if let Some(pod) = (h % 256 < IDLE_POD_SHARE).then_some(p.holder).flatten() {
                         let stays = IDLE_POD_MIN_MS + ((h >> 8) % IDLE_POD_SPREAD_MS as u64) as i64;
                         let until = (t + stays).min(self.gpus[g].next_arrival);
                         self.gpus[g].idle_pod = Some((pod, until));
@@ -393,6 +396,7 @@ impl Schedule {
         let work = Work::new(kind, &mut self.rng, self.model, org::teams()[team].name == "vision");
         let end = t + workload::duration_ms(kind, &mut self.rng);
         let mut identity = org::identity(team, kind, &mut self.rng, &mut self.last_job);
+        let held = holder(&identity);
         // Imports and setup run before the process opens its CUDA context.
         let launched = t - self.rng.random_range(2_000..40_000);
         for (rank, &j) in members.iter().enumerate() {
@@ -403,6 +407,7 @@ impl Schedule {
             let proc = Proc {
                 pid,
                 identity: identity.clone(),
+                holder: held.clone(),
                 role: Role::Primary,
                 work: work.clone(),
                 start_ms: t,
@@ -444,6 +449,7 @@ impl Schedule {
         let key = self.rng.random();
         let proc = Proc {
             pid,
+            holder: holder(&identity),
             identity,
             role: Role::Guest,
             work,
