@@ -11,7 +11,8 @@
 
 use std::io::Write;
 
-use apron_schemas::time::{HOUR_SECS, MINUTE_MS};
+use apron_schemas::Table;
+use apron_schemas::time::{DAY_MS, HOUR_SECS, MINUTE_MS};
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type, TimestampMillisecondType};
 
@@ -50,13 +51,10 @@ impl Coverage {
     /// with [`SessionError::NoDataInPeriod`] when the period holds nothing.
     pub async fn of(session: &Session, period: &Period, now_ms: i64) -> Result<Coverage, Error> {
         let Some(raw) = coverage_row(session, period).await? else {
-            let all = Period { start_ms: 0, end_ms: 7_258_118_400_000 }; // 1970 to 2200
-            let covers = match coverage_row(session, &all).await? {
-                Some(c) => format!(
-                    "; the data covers {} – {} UTC",
-                    show_ms(c.first_minute),
-                    show_ms(c.last_minute + MINUTE_MS)
-                ),
+            let covers = match data_span(session).await? {
+                Some((first, last)) => {
+                    format!("; the data covers {} – {} UTC", show_ms(first), show_ms(last + MINUTE_MS))
+                }
                 None => String::new(),
             };
             return Err(SessionError::NoDataInPeriod {
@@ -192,6 +190,27 @@ async fn coverage_row(session: &Session, period: &Period) -> Result<Option<Cover
         recorded_seconds: b.column(3).as_primitive::<Float64Type>().value(0),
         models,
     }))
+}
+
+/// The first and last recorded minute of all the data, for the error of
+/// a period that holds none. Only the first and last days with a folder
+/// (or rows in the write-ahead log) are read, not every file; should
+/// either hold no GPU-minute (a folder of other rows alone), every day is.
+async fn data_span(session: &Session) -> Result<Option<(i64, i64)>, Error> {
+    if let Some((first, last)) = session.day_span(&[Table::GpuMinutes, Table::GpuSamples]) {
+        let day = |d: chrono::NaiveDate| {
+            let start_ms = d.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp_millis());
+            Period { start_ms, end_ms: start_ms + DAY_MS }
+        };
+        let first_row = coverage_row(session, &day(first)).await?;
+        let last_row =
+            if last == first { first_row.clone() } else { coverage_row(session, &day(last)).await? };
+        if let (Some(a), Some(b)) = (first_row, last_row) {
+            return Ok(Some((a.first_minute, b.last_minute)));
+        }
+    }
+    let all = Period { start_ms: 0, end_ms: 7_258_118_400_000 }; // 1970 to 2200
+    Ok(coverage_row(session, &all).await?.map(|c| (c.first_minute, c.last_minute)))
 }
 
 /// The first (or last) raw sample in the minute starting at `minute_ms`;
@@ -420,6 +439,56 @@ mod tests {
         all.gpu_cost.push(GpuCost { model: "*".into(), ..all.gpu_cost[0].clone() });
         assert!(unpriced(&all, &coverage).is_empty());
         assert!(unpriced(&Config::default(), &coverage).is_empty());
+    }
+
+    /// What the data covers, found from its first and last days, is what
+    /// the coverage query finds over every file: on three simulated days,
+    /// then with a later day whose folder holds no GPU-minute (the
+    /// whole-range query answers), then with nothing at all.
+    #[test]
+    fn the_data_span_read_from_its_first_and_last_days_is_the_whole_ranges() {
+        use apron_schemas::DataLayout;
+        use apron_store::simulate::{SimulateOptions, simulate};
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = SimulateOptions {
+            layout: DataLayout::new(dir.path()),
+            gpus: 9,
+            days: 3,
+            start: chrono::NaiveDate::from_ymd_opt(2026, 10, 4).expect("date"),
+            seed: 3,
+            interval: std::time::Duration::from_secs(30),
+            rotate: std::time::Duration::from_secs(7 * 3_600),
+            threads: 2,
+        };
+        simulate(&options, &|_, _| {}).expect("simulates");
+        let rt =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+        let memory = crate::session::memory::MemoryLimit::for_this_machine();
+        let whole = |session: &Session| {
+            let all = Period { start_ms: 0, end_ms: 7_258_118_400_000 };
+            rt.block_on(coverage_row(session, &all)).expect("query").map(|c| (c.first_minute, c.last_minute))
+        };
+        let session = rt.block_on(Session::open(dir.path(), memory)).expect("open");
+        let span = rt.block_on(data_span(&session)).expect("span");
+        let first = 1_791_072_000_000; // 2026-10-04 00:00 UTC
+        assert_eq!(span, Some((first, first + 3 * DAY_MS - MINUTE_MS)));
+        assert_eq!(span, whole(&session));
+
+        // A later day with a folder of process rows alone.
+        let later = chrono::NaiveDate::from_ymd_opt(2026, 10, 9).expect("date");
+        let layout = DataLayout::new(dir.path());
+        std::fs::create_dir_all(layout.date_dir(Table::GpuSamples, later).join("host=sim-000"))
+            .expect("mkdir");
+        let session = rt.block_on(Session::open(dir.path(), memory)).expect("open");
+        let tables = [Table::GpuMinutes, Table::GpuSamples];
+        assert_eq!(session.day_span(&tables), Some((options.start, later)));
+        assert_eq!(rt.block_on(data_span(&session)).expect("span"), span);
+
+        let empty = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(empty.path().join("gpu_minutes")).expect("mkdir");
+        let session = rt.block_on(Session::open(empty.path(), memory)).expect("open");
+        assert_eq!(rt.block_on(data_span(&session)).expect("span"), None);
     }
 
     #[test]

@@ -323,6 +323,34 @@ impl Session {
         Some(hosts.into_iter().collect())
     }
 
+    /// The first and last day with anything of `tables` in the session: a
+    /// `date=` folder of one of them, or rows of that day in the
+    /// write-ahead log; `None` when there is none, and on a bucket (whose
+    /// session sees only the days it was opened for). Folders are listed,
+    /// no file is read.
+    pub fn day_span(&self, tables: &[Table]) -> Option<(chrono::NaiveDate, chrono::NaiveDate)> {
+        if self.bucket.is_some() {
+            return None;
+        }
+        let mut days = std::collections::BTreeSet::new();
+        for &table in tables.iter().filter(|t| self.tables.contains(t)) {
+            let names = apron_schemas::folders::subfolders(&self.layout.table_dir(table)).ok().flatten();
+            days.extend(
+                names
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|(n, _)| apron_schemas::paths::parse_date_dir_name(n)),
+            );
+        }
+        let epoch = chrono::NaiveDate::default();
+        days.extend(
+            self.wal_hosts.iter().filter_map(|(day, _)| {
+                epoch.checked_add_signed(chrono::TimeDelta::try_days(i64::from(*day))?)
+            }),
+        );
+        Some((*days.first()?, *days.last()?))
+    }
+
     /// The DataFusion context, for what this type does not wrap (user
     /// functions, `DataFrame` building). Queries run through it are not
     /// checked for being read-only.
