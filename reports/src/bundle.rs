@@ -300,9 +300,11 @@ fn check(report: &Report) -> Result<(), BundleError> {
                 columns: table.columns.len(),
             });
         }
-        // The numbers, when given, are a number (or none) per cell.
+        // The numbers, when given, are a number (or none) per cell of each
+        // shown row (and of any row past those they are given for).
         if !table.numbers.is_empty() {
-            let numbers = (0..table.rows.len()).map(|i| table.numbers.get(i).map_or(0, Vec::len));
+            let given = table.shown_rows().len().max(table.numbers.len()).min(table.rows.len());
+            let numbers = (0..given).map(|i| table.numbers.get(i).map_or(0, Vec::len));
             if let Some((i, cells)) = numbers.enumerate().find(|&(_, n)| n != table.columns.len()) {
                 return Err(BundleError::RaggedRow {
                     table: table.name.clone(),

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use apron_reports::{Assets, ChartName, Figure, NO_ONE, Section, TableData, grouped, team_label};
 use chrono::{Datelike, NaiveDate};
 use clap::Args;
-use datafusion::arrow::array::{Array, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -289,8 +289,33 @@ struct MonthFigures {
     actions: actions::Actions,
     /// The GPUs' faults, with the time they took.
     faults: events::Faults,
-    /// The month's jobs, the costliest idle first.
-    jobs: jobs::Jobs,
+    /// The month's jobs, summed, and the costliest idle.
+    jobs: JobsSummary,
+}
+
+/// What the report shows of the month's jobs: their count, idle cost and
+/// findings, and the costliest idle ([`JOB_ROWS`]) as rows. The ledger
+/// keeps every job (a month of thousands of GPUs has hundreds of thousands);
+/// the report copies only those it shows.
+struct JobsSummary {
+    count: usize,
+    idle_cost: f64,
+    finding_counts: Vec<(&'static str, usize)>,
+    /// The first [`JOB_ROWS`] jobs, the costliest idle first.
+    top: jobs::Jobs,
+}
+
+impl JobsSummary {
+    fn of(report: &ReportContext) -> Result<JobsSummary, Error> {
+        let all = &report.ledger()?.jobs;
+        let thresholds = report.config.jobs.clone();
+        Ok(JobsSummary {
+            count: all.len(),
+            idle_cost: all.iter().map(|r| r.idle_cost).sum(),
+            finding_counts: jobs::finding_counts(all, &thresholds),
+            top: jobs::Jobs { rows: all.iter().take(JOB_ROWS).cloned().collect(), thresholds },
+        })
+    }
 }
 
 impl MonthFigures {
@@ -335,7 +360,7 @@ impl MonthFigures {
         step("faults");
         let mut faults = events::faults(report).await?;
         faults.add_downtime(&report.ledger()?.downtime);
-        let jobs = jobs::jobs(report)?;
+        let jobs = JobsSummary::of(report)?;
         let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);
         let savings = savings::savings(report, &spend, reclaim_after, zombie_after)?;
         let month_arg = month.format("%Y-%m").to_string();
@@ -490,12 +515,8 @@ fn sections(
         reclaim_section(report, figures, &reclaim_rows),
         savings_section(report, figures, month, &savings_rows),
     ]);
-    if !figures.jobs.rows.is_empty() {
-        let top = jobs::Jobs {
-            rows: figures.jobs.rows.iter().take(JOB_ROWS).cloned().collect(),
-            thresholds: figures.jobs.thresholds.clone(),
-        };
-        sections.push(jobs_section(report, &figures.jobs, &printed(&top)?));
+    if figures.jobs.count > 0 {
+        sections.push(jobs_section(report, &figures.jobs, &printed(&figures.jobs.top)?));
     }
     if !figures.faults.rows.is_empty() {
         sections.push(health_section(report, &figures.faults, &printed(&figures.faults)?));
@@ -794,20 +815,19 @@ fn savings_section(
 const JOB_ROWS: usize = 10;
 
 /// The jobs whose idle time cost most, and how many have each finding.
-fn jobs_section(report: &ReportContext, jobs: &jobs::Jobs, rows: &RecordBatch) -> Section {
+fn jobs_section(report: &ReportContext, jobs: &JobsSummary, rows: &RecordBatch) -> Section {
     let money = |x: f64| apron_reports::money(x, &report.config.currency);
-    let idle: f64 = jobs.rows.iter().map(|r| r.idle_cost).sum();
-    let top: f64 = jobs.rows.iter().take(JOB_ROWS).map(|r| r.idle_cost).sum();
-    let counts: Vec<String> = jobs.finding_counts().iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
+    let top: f64 = jobs.top.rows.iter().map(|r| r.idle_cost).sum();
+    let counts: Vec<String> = jobs.finding_counts.iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
     Section {
         heading: "Jobs".into(),
         paragraphs: vec![
             format!(
                 "{} jobs held GPUs this month (a Slurm job, else a pod, else a container, else a process); their idle \
                  time cost {}, of which the {} below {}. Jobs by finding: {}.",
-                jobs.rows.len(),
-                money(idle),
-                JOB_ROWS.min(jobs.rows.len()),
+                jobs.count,
+                money(jobs.idle_cost),
+                jobs.top.rows.len(),
                 money(top),
                 counts.join(", ")
             ),
@@ -1115,16 +1135,14 @@ fn cell(column: &dyn Array, i: usize) -> String {
 /// the page showing at most `shown` rows: a reader's choice of the
 /// command's columns, with their names and units.
 fn picked(name: &str, batch: &RecordBatch, picks: &[&str], shown: usize) -> TableData {
-    let columns: Vec<Vec<String>> = picks.iter().map(|source| display_column(batch, source)).collect();
+    // Each cell's text is moved from its column into its row, not copied:
+    // a month of thousands of GPUs has hundreds of thousands of rows.
+    let mut columns: Vec<_> = picks.iter().map(|source| display_column(batch, source).into_iter()).collect();
     let rows = (0..batch.num_rows())
-        .map(|i| columns.iter().map(|c| c.get(i).cloned().unwrap_or_default()).collect())
+        .map(|_| columns.iter_mut().map(|c| c.next().unwrap_or_default()).collect())
         .collect();
-    let picked: Vec<Vec<Option<f64>>> = picks
-        .iter()
-        .map(|source| batch.column_by_name(source).map_or_else(Vec::new, |c| numbers(c.as_ref())))
-        .collect();
-    let numbers =
-        (0..batch.num_rows()).map(|i| picked.iter().map(|c| c.get(i).copied().flatten()).collect()).collect();
+    drop(columns);
+    let numbers = shown_numbers(batch, picks.iter().map(|source| batch.column_by_name(source)), shown);
     TableData {
         name: name.to_owned(),
         columns: picks.iter().map(|p| (*p).to_owned()).collect(),
@@ -1142,8 +1160,7 @@ fn table(name: &str, batch: &RecordBatch, shown: usize) -> TableData {
     let rows = (0..batch.num_rows())
         .map(|i| batch.columns().iter().map(|c| cell(c.as_ref(), i)).collect())
         .collect();
-    let by_column: Vec<Vec<Option<f64>>> = batch.columns().iter().map(|c| numbers(c.as_ref())).collect();
-    let numbers = (0..batch.num_rows()).map(|i| by_column.iter().map(|c| c[i]).collect()).collect();
+    let numbers = shown_numbers(batch, batch.columns().iter().map(Some), shown);
     TableData {
         name: name.to_owned(),
         columns,
@@ -1151,6 +1168,20 @@ fn table(name: &str, batch: &RecordBatch, shown: usize) -> TableData {
         numbers,
         shown: (shown < batch.num_rows()).then_some(shown),
     }
+}
+
+/// The numbers of the first `shown` rows of `batch` in `columns` (a column
+/// `None`: no numbers), row by row: the page and the summary format those
+/// rows' numbers; the CSV, which holds every row, takes their text.
+fn shown_numbers<'a>(
+    batch: &RecordBatch,
+    columns: impl Iterator<Item = Option<&'a ArrayRef>>,
+    shown: usize,
+) -> Vec<Vec<Option<f64>>> {
+    let n = shown.min(batch.num_rows());
+    let by_column: Vec<Vec<Option<f64>>> =
+        columns.map(|c| c.map_or_else(Vec::new, |c| numbers(c.slice(0, n).as_ref()))).collect();
+    (0..n).map(|i| by_column.iter().map(|c| c.get(i).copied().flatten()).collect()).collect()
 }
 
 /// The number in each cell of `column` (`None` for null, or every cell of

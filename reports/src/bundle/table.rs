@@ -20,12 +20,14 @@ pub struct TableData {
     /// them: numbers as plain decimals (`1234.5`, no separators or currency),
     /// null as an empty cell.
     pub rows: Vec<Vec<String>>,
-    /// The number each cell of `rows` holds, row by row and cell by cell as
-    /// `rows` (`None` for text, a name, a time or null), as the caller
-    /// computed it: the page and the summary format these, so a number is
-    /// never turned into text and read back. Empty when the caller gives
-    /// text alone (a table written by hand): then a cell's number is read
-    /// from its text.
+    /// The number each cell of the shown rows ([`TableData::shown_rows`])
+    /// holds, row by row and cell by cell as `rows` (`None` for text, a
+    /// name, a time or null), as the caller computed it: the page and the
+    /// summary format these, so a number is never turned into text and
+    /// read back. The rows past those shown need none (the CSV holds their
+    /// text), though they may have them. Empty when the caller gives text
+    /// alone (a table written by hand): then a cell's number is read from
+    /// its text.
     pub numbers: Vec<Vec<Option<f64>>>,
     /// How many rows the page and the summary show (the first ones); `None`
     /// shows them all. The CSV always holds every row.

@@ -338,4 +338,20 @@ fn the_page_formats_the_numbers_given_and_the_csv_keeps_the_text() {
     // A number per cell, or none at all.
     r.sections[0].table.as_mut().unwrap().numbers = vec![vec![None]];
     assert!(write_bundle(&r, dir.path(), Assets::Linked).is_err());
+
+    // Numbers for the shown rows alone: the rows past them are in the CSV,
+    // as text, and nowhere else.
+    let table = r.sections[0].table.as_mut().unwrap();
+    table.shown = Some(1);
+    table.numbers = vec![vec![None, Some(1.5), Some(12.25)]];
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(&r, dir.path(), Assets::Linked).unwrap();
+    let html = read(&dir.path().join("index.html"));
+    assert!(html.contains("$1.50"), "{html}");
+    let csv = read(&dir.path().join("spend.csv"));
+    assert!(csv.contains(",54500,66.7\r\n"), "{csv}");
+    // Fewer than the rows shown is an error.
+    r.sections[0].table.as_mut().unwrap().shown = Some(2);
+    let dir = tempfile::tempdir().unwrap();
+    assert!(write_bundle(&r, dir.path(), Assets::Linked).is_err());
 }

@@ -233,7 +233,11 @@ mod tests {
             ops_avoidable: false,
             rows: Vec::new(),
             total,
-            freed_at: HashMap::from([(("GPU-a".to_owned(), 0), 40.0)]),
+            freed_at: {
+                let mut freed_at = HashMap::new();
+                crate::report::figures::savings::add_freed(&mut freed_at, "GPU-a", 0, 40.0);
+                freed_at
+            },
         }
     }
 

@@ -150,13 +150,7 @@ pub struct Jobs {
 impl Jobs {
     /// How many jobs have each kind of finding, in [`FINDING_KINDS`]' order.
     pub fn finding_counts(&self) -> Vec<(&'static str, usize)> {
-        FINDING_KINDS
-            .iter()
-            .map(|&k| {
-                let has = |r: &&JobRow| findings_by_kind(r, &self.thresholds).iter().any(|(f, _)| *f == k);
-                (k, self.rows.iter().filter(has).count())
-            })
-            .collect()
+        finding_counts(&self.rows, &self.thresholds)
     }
 
     /// Keeps the jobs of `user` and of `team` (each when given).
@@ -164,6 +158,18 @@ impl Jobs {
         self.rows.retain(|r| user.is_none_or(|u| r.user == u) && team.is_none_or(|t| r.team == t));
         self
     }
+}
+
+/// How many of `rows` have each kind of finding by `thresholds`, in
+/// [`FINDING_KINDS`]' order.
+pub fn finding_counts(rows: &[JobRow], thresholds: &Thresholds) -> Vec<(&'static str, usize)> {
+    FINDING_KINDS
+        .iter()
+        .map(|&k| {
+            let has = |r: &&JobRow| findings_by_kind(r, thresholds).iter().any(|(f, _)| *f == k);
+            (k, rows.iter().filter(has).count())
+        })
+        .collect()
 }
 
 /// The jobs of `report`'s period, from its ledger.

@@ -89,10 +89,12 @@ pub struct Savings {
     pub rows: Vec<SavingsLine>,
     /// The fleet: the rows added up.
     pub total: SavingsLine,
-    /// What both rules would have freed (each GPU-minute once), by GPU UUID
-    /// and hour of the week (0 = Monday 00:00 UTC), exact cost: how much of
-    /// an idle window's cost they free already.
-    pub freed_at: HashMap<(String, usize), f64>,
+    /// What both rules would have freed (each GPU-minute once), by GPU UUID,
+    /// then by hour of the week (168 of them, 0 = Monday 00:00 UTC), exact
+    /// cost: how much of an idle window's cost they free already. A GPU's
+    /// week is one block, not an entry per hour keyed by its UUID's text:
+    /// thousands of GPUs make hundreds of thousands of GPU-hours.
+    pub freed_at: HashMap<String, Vec<f64>>,
 }
 
 impl Savings {
@@ -154,8 +156,22 @@ impl Savings {
     pub fn freed_on(&self, gpus: &[&str], hours: &[usize]) -> f64 {
         gpus.iter()
             .flat_map(|g| hours.iter().map(move |h| (*g, *h)))
-            .filter_map(|(g, h)| self.freed_at.get(&(g.to_owned(), h)))
+            .filter_map(|(g, h)| self.freed_at.get(g)?.get(h))
             .sum()
+    }
+}
+
+/// Hours in a week: [`Savings::freed_at`]'s hours of the week.
+const HOURS_OF_WEEK: usize = 168;
+
+/// Adds `cost` to `gpu`'s hour of the week `hour` in `freed_at`.
+pub fn add_freed(freed_at: &mut HashMap<String, Vec<f64>>, gpu: &str, hour: usize, cost: f64) {
+    let week = match freed_at.get_mut(gpu) {
+        Some(week) => week,
+        None => freed_at.entry(gpu.to_owned()).or_insert_with(|| vec![0.0; HOURS_OF_WEEK]),
+    };
+    if let Some(at) = week.get_mut(hour) {
+        *at += cost;
     }
 }
 
@@ -220,9 +236,9 @@ pub fn of_parts(
         l.cash_energy_cost += r.energy_cost;
         l.cash_ops_cost += r.ops_cost;
     }
-    let mut freed_at: HashMap<(String, usize), f64> = HashMap::new();
+    let mut freed_at: HashMap<String, Vec<f64>> = HashMap::new();
     for r in reclaimed_at {
-        *freed_at.entry((r.gpu_uuid.clone(), r.hour_of_week)).or_default() += r.cost;
+        add_freed(&mut freed_at, &r.gpu_uuid, r.hour_of_week, r.cost);
     }
     for z in zombies {
         let f = z.freed;
@@ -234,7 +250,7 @@ pub fn of_parts(
         l.cash_energy_cost += f.alone_cash.0;
         l.cash_ops_cost += f.alone_cash.1;
         for &(h, cost) in &f.alone_at {
-            *freed_at.entry((z.gpu_uuid.to_owned(), h)).or_default() += cost;
+            add_freed(&mut freed_at, z.gpu_uuid, h, cost);
         }
     }
     for r in spend.rows.iter().filter(|r| r.idle_cost > 0.0) {
