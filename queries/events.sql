@@ -57,6 +57,9 @@ procs AS (
   JOIN proc_minutes p
     ON p.host = g.host AND p.gpu_uuid = g.gpu_uuid AND p.minute = date_trunc('minute', g.last_at)
        AND p.date = CAST(g.last_at AS DATE)
+       -- last_at is in the period: these bounds change nothing but let the
+       -- engine list only the period's proc_minutes folders.
+       AND p.date >= CAST($1 AS DATE) AND p.date <= CAST($2 AS DATE)
   GROUP BY g.host, g.gpu_uuid, g.kind, g.xid, g.detail
 )
 SELECT

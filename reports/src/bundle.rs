@@ -32,7 +32,7 @@ mod table;
 
 pub use columns::{COLUMNS, Column, ColumnKind, KIND_KEY, column};
 pub use report::{Figure, Report, Section};
-pub use table::TableData;
+pub use table::{CsvLines, TableData};
 
 /// The file every report folder holds: it marks the folder as an apron
 /// report's, whose files a later report may replace.
@@ -297,6 +297,14 @@ fn check(report: &Report) -> Result<(), BundleError> {
                 table: table.name.clone(),
                 row: i + 1,
                 cells: row.len(),
+                columns: table.columns.len(),
+            });
+        }
+        if let Some((i, cells)) = table.rest.ragged(table.columns.len()) {
+            return Err(BundleError::RaggedRow {
+                table: table.name.clone(),
+                row: table.rows.len() + i + 1,
+                cells,
                 columns: table.columns.len(),
             });
         }

@@ -24,8 +24,8 @@ mod team;
 mod time;
 
 pub use bundle::{
-    Assets, BundleError, BundleFiles, COLUMNS, Column, ColumnKind, Figure, KIND_KEY, MARKER, OutDirState,
-    Report, Section, TableData, column, mark_out_dir, out_dir_state, write_bundle,
+    Assets, BundleError, BundleFiles, COLUMNS, Column, ColumnKind, CsvLines, Figure, KIND_KEY, MARKER,
+    OutDirState, Report, Section, TableData, column, mark_out_dir, out_dir_state, write_bundle,
 };
 pub use chart::{
     ChartContext, ChartError, ChartName, FleetStatePoint, GpuDayCell, HourOfWeek, HourOfWeekCell, PowerPoint,

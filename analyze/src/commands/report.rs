@@ -12,7 +12,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use apron_reports::{Assets, ChartName, Figure, NO_ONE, Section, TableData, grouped, team_label};
+use apron_reports::{Assets, ChartName, CsvLines, Figure, NO_ONE, Section, TableData, grouped, team_label};
 use chrono::{Datelike, NaiveDate};
 use clap::Args;
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
@@ -360,12 +360,15 @@ impl MonthFigures {
         step("faults");
         let mut faults = events::faults(report).await?;
         faults.add_downtime(&report.ledger()?.downtime);
+        tracing::debug!(part = "jobs", "report");
         let jobs = JobsSummary::of(report)?;
+        tracing::debug!(part = "savings", "report");
         let (reclaim_after, zombie_after) = (report.config.reclaim.idle_for, report.config.zombie.min_idle);
         let savings = savings::savings(report, &spend, reclaim_after, zombie_after)?;
         let month_arg = month.format("%Y-%m").to_string();
         let reclaimable_now: std::collections::BTreeSet<&str> =
             reclaim.rows.iter().filter(|r| r.still_idle).map(|r| r.gpu_uuid.as_str()).collect();
+        tracing::debug!(part = "actions", "report");
         let actions = actions::actions(&actions::Findings {
             month: &month_arg,
             savings: &savings,
@@ -1041,6 +1044,7 @@ fn actions_section(actions: &actions::Actions, currency: &str) -> Section {
             shown: None,
             rows,
             numbers,
+            rest: CsvLines::new(),
         }),
         chart: None,
     }
@@ -1110,63 +1114,98 @@ async fn previous_month(
     Ok(Some((name.to_string(), totals)))
 }
 
-/// Every value of column `name` as text (empty for null); none when the
-/// column is missing.
-fn display_column(batch: &RecordBatch, name: &str) -> Vec<String> {
-    let Some(column) = batch.column_by_name(name) else { return Vec::new() };
-    (0..column.len()).map(|i| cell(column.as_ref(), i)).collect()
-}
-
 /// One cell as the CSV holds it: as `--format csv` prints it (numbers as
 /// the command computed them, times in RFC 3339 to the millisecond), null
 /// as empty, so a report's CSV and the command's agree cell for cell. The
 /// page and the summary show it by its column's kind
 /// ([`apron_reports::COLUMNS`]): `$1,234.56`, `1,234.5`, `2026-11-02 10:05`.
-fn cell(column: &dyn Array, i: usize) -> String {
-    if column.is_null(i) {
-        return String::new();
+/// A column that is not there, or that cannot be shown, has empty cells.
+struct Cells<'a> {
+    column: Option<(&'a dyn Array, ArrayFormatter<'a>)>,
+}
+
+impl<'a> Cells<'a> {
+    fn of(column: Option<&'a ArrayRef>) -> Cells<'a> {
+        let column = column.and_then(|c| {
+            let f = ArrayFormatter::try_new(c.as_ref(), &FormatOptions::default()).ok()?;
+            Some((c.as_ref(), f))
+        });
+        Cells { column }
     }
-    ArrayFormatter::try_new(column, &FormatOptions::default())
-        .map(|f| f.value(i).to_string())
-        .unwrap_or_default()
+
+    /// Row `i`'s cell, written into `out` (emptied first).
+    fn write(&self, i: usize, out: &mut String) {
+        use std::fmt::Write as _;
+        out.clear();
+        if let Some((column, f)) = &self.column
+            && column.is_valid(i)
+        {
+            let _ = write!(out, "{}", f.value(i));
+        }
+    }
+
+    fn get(&self, i: usize) -> String {
+        let mut out = String::new();
+        self.write(i, &mut out);
+        out
+    }
 }
 
 /// The columns `picks` of `batch`, in that order, as a table named `name`,
 /// the page showing at most `shown` rows: a reader's choice of the
 /// command's columns, with their names and units.
 fn picked(name: &str, batch: &RecordBatch, picks: &[&str], shown: usize) -> TableData {
-    // Each cell's text is moved from its column into its row, not copied:
-    // a month of thousands of GPUs has hundreds of thousands of rows.
-    let mut columns: Vec<_> = picks.iter().map(|source| display_column(batch, source).into_iter()).collect();
-    let rows = (0..batch.num_rows())
-        .map(|_| columns.iter_mut().map(|c| c.next().unwrap_or_default()).collect())
-        .collect();
-    drop(columns);
+    let columns: Vec<Cells<'_>> =
+        picks.iter().map(|source| Cells::of(batch.column_by_name(source))).collect();
     let numbers = shown_numbers(batch, picks.iter().map(|source| batch.column_by_name(source)), shown);
-    TableData {
-        name: name.to_owned(),
-        columns: picks.iter().map(|p| (*p).to_owned()).collect(),
-        rows,
+    cells_table(
+        name,
+        picks.iter().map(|p| (*p).to_owned()).collect(),
+        &columns,
+        batch.num_rows(),
+        shown,
         numbers,
-        shown: (shown < batch.num_rows()).then_some(shown),
-    }
+    )
 }
 
 /// `batch` as a table named `name` (its CSV's stem), the page showing at
 /// most `shown` rows.
 fn table(name: &str, batch: &RecordBatch, shown: usize) -> TableData {
-    let schema = batch.schema();
-    let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let rows = (0..batch.num_rows())
-        .map(|i| batch.columns().iter().map(|c| cell(c.as_ref(), i)).collect())
-        .collect();
+    let names: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let columns: Vec<Cells<'_>> = batch.columns().iter().map(|c| Cells::of(Some(c))).collect();
     let numbers = shown_numbers(batch, batch.columns().iter().map(Some), shown);
+    cells_table(name, names, &columns, batch.num_rows(), shown, numbers)
+}
+
+/// The table of `columns`' `n` rows: the first `shown` cell by cell, for
+/// the page, and the rest as the lines of its CSV. A month of thousands of
+/// GPUs has hundreds of thousands of zombie and reclaim rows: as a string
+/// per cell they took some 250 MB of the report's peak.
+fn cells_table(
+    name: &str,
+    names: Vec<String>,
+    columns: &[Cells<'_>],
+    n: usize,
+    shown: usize,
+    numbers: Vec<Vec<Option<f64>>>,
+) -> TableData {
+    let held = shown.min(n);
+    let rows = (0..held).map(|i| columns.iter().map(|c| c.get(i)).collect()).collect();
+    let mut rest = CsvLines::new();
+    let mut cells = vec![String::new(); columns.len()];
+    for i in held..n {
+        for (c, cell) in columns.iter().zip(cells.iter_mut()) {
+            c.write(i, cell);
+        }
+        rest.push(cells.iter().map(String::as_str));
+    }
     TableData {
         name: name.to_owned(),
-        columns,
+        columns: names,
         rows,
         numbers,
-        shown: (shown < batch.num_rows()).then_some(shown),
+        shown: (shown < n).then_some(shown),
+        rest,
     }
 }
 

@@ -16,5 +16,7 @@ pub(super) fn render(table: &TableData) -> Result<Vec<u8>, csv::Error> {
     for row in &table.rows {
         writer.write_record(row.iter().map(|cell| defused(cell).into_owned()))?;
     }
-    writer.into_inner().map_err(|e| csv::Error::from(e.into_error()))
+    let mut bytes = writer.into_inner().map_err(|e| csv::Error::from(e.into_error()))?;
+    bytes.extend_from_slice(table.rest.bytes());
+    Ok(bytes)
 }

@@ -193,11 +193,11 @@ impl Page<'_> {
         let link =
             format!("<a href=\"{}\" download=\"{}\">{}</a>", self.url(&name), escape(&name), escape(&name));
         let shown = table.shown_rows().len();
-        if shown < table.rows.len() {
+        if shown < table.row_count() {
             let _ = writeln!(
                 out,
                 "<p class=\"csv\">The first {shown} of {} rows; all of them as CSV: {link}</p>",
-                table.rows.len()
+                table.row_count()
             );
         } else {
             let _ = writeln!(out, "<p class=\"csv\">This table as CSV: {link}</p>");

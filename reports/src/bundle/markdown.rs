@@ -75,11 +75,11 @@ fn push_table(out: &mut String, table: &TableData, currency: &str) {
         let _ = writeln!(out, "{}", row(&mut shown));
     }
     let shown = table.shown_rows().len();
-    if shown < table.rows.len() {
+    if shown < table.row_count() {
         let _ = writeln!(
             out,
             "\nThe first {shown} of {} rows; all of them as CSV: [{name}]({name})\n",
-            table.rows.len(),
+            table.row_count(),
             name = table.file_name()
         );
     } else {

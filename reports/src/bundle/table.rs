@@ -4,7 +4,10 @@
 //! the text) and written whole as a CSV. The renderers read it; it imports
 //! none of them.
 
+use std::borrow::Cow;
+
 use super::columns::number_in;
+use crate::csv_cell::defused;
 
 /// A table of cells as its CSV holds them.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -32,9 +35,84 @@ pub struct TableData {
     /// How many rows the page and the summary show (the first ones); `None`
     /// shows them all. The CSV always holds every row.
     pub shown: Option<usize>,
+    /// The rows after `rows`, as their CSV lines: for a table of hundreds
+    /// of thousands of rows whose page shows the first few, `rows` may hold
+    /// just those and this the rest, a few bytes a cell rather than a
+    /// string each. Empty for most tables.
+    pub rest: CsvLines,
+}
+
+/// Rows of a table as the lines of its CSV: each cell as
+/// [`crate::csv_cell::defused`] makes it, quoted where RFC 4180 needs it,
+/// each line ended with CRLF; the same bytes the CSV would hold for the
+/// same cells.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CsvLines {
+    bytes: Vec<u8>,
+    rows: usize,
+    /// The cells of each row, while they are all alike; the first row
+    /// (0-based) that differs, and its cells.
+    width: Option<usize>,
+    ragged: Option<(usize, usize)>,
+}
+
+impl CsvLines {
+    /// No rows.
+    pub fn new() -> CsvLines {
+        CsvLines::default()
+    }
+
+    /// Adds one row of `cells`.
+    pub fn push<'a>(&mut self, cells: impl IntoIterator<Item = &'a str>) {
+        let cells: Vec<Cow<'a, str>> = cells.into_iter().map(defused).collect();
+        match self.width {
+            None => self.width = Some(cells.len()),
+            Some(w) if w != cells.len() && self.ragged.is_none() => {
+                self.ragged = Some((self.rows, cells.len()))
+            }
+            Some(_) => {}
+        }
+        let mut writer = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::CRLF)
+            .buffer_capacity(512)
+            .from_writer(&mut self.bytes);
+        // Into memory: only an I/O error could fail it, and a `Vec` gives none.
+        writer.write_record(cells.iter().map(|c| c.as_bytes())).expect("writing a CSV line into memory");
+        writer.flush().expect("writing a CSV line into memory");
+        drop(writer);
+        self.rows += 1;
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// The lines, one after the other.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The first row (0-based) whose cells are not `columns`, and its cells.
+    pub(super) fn ragged(&self, columns: usize) -> Option<(usize, usize)> {
+        match (self.width, self.ragged) {
+            (Some(w), _) if w != columns => Some((0, w)),
+            (_, ragged) => ragged,
+        }
+    }
 }
 
 impl TableData {
+    /// How many rows the table has: those held cell by cell and the rest.
+    pub fn row_count(&self) -> usize {
+        self.rows.len() + self.rest.len()
+    }
+
     /// The rows the page and the summary show.
     pub fn shown_rows(&self) -> &[Vec<String>] {
         &self.rows[..self.shown.map_or(self.rows.len(), |n| n.min(self.rows.len()))]

@@ -31,6 +31,7 @@ fn report() -> Report {
                     ],
                     shown: None,
                     numbers: Vec::new(),
+                    rest: Default::default(),
                 }),
                 chart: Some(ChartName::TeamSpend),
             },
@@ -43,6 +44,7 @@ fn report() -> Report {
                     rows: vec![vec!["node03".to_owned(), "line one\nline two | 3".to_owned()]],
                     shown: Some(5),
                     numbers: Vec::new(),
+                    rest: Default::default(),
                 }),
                 chart: Some(ChartName::GpuDays),
             },
@@ -354,4 +356,46 @@ fn the_page_formats_the_numbers_given_and_the_csv_keeps_the_text() {
     r.sections[0].table.as_mut().unwrap().shown = Some(2);
     let dir = tempfile::tempdir().unwrap();
     assert!(write_bundle(&r, dir.path(), Assets::Linked).is_err());
+}
+
+/// A table whose rows past the shown ones come as CSV lines writes the CSV
+/// a table of cells writes, byte for byte (quotes, a formula defused, CRLF),
+/// and the page says how many rows there are in all; a line of another
+/// width is an error naming its row.
+#[test]
+fn rows_as_csv_lines_make_the_same_csv_as_rows_of_cells() {
+    let cells = [
+        ["vision, \"core\"", "54500", "66.7"],
+        ["speech", "27200.5", "33.3"],
+        ["=cmd|' /C calc'!A0", "-3", "line one\nline two"],
+        ["", "", "0"],
+    ];
+    let whole = |r: &mut Report| {
+        let t = r.sections[0].table.as_mut().unwrap();
+        t.rows = cells.iter().map(|row| row.iter().map(|c| (*c).to_owned()).collect()).collect();
+        t.shown = Some(1);
+    };
+    let mut a = report();
+    whole(&mut a);
+    let mut b = report();
+    whole(&mut b);
+    let t = b.sections[0].table.as_mut().unwrap();
+    t.rows.truncate(1);
+    for row in &cells[1..] {
+        t.rest.push(row.iter().copied());
+    }
+    assert_eq!(t.row_count(), 4);
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_bundle(&a, da.path(), Assets::Linked).unwrap();
+    write_bundle(&b, db.path(), Assets::Linked).unwrap();
+    for name in ["spend.csv", "index.html", "summary.md"] {
+        assert_eq!(read(&da.path().join(name)), read(&db.path().join(name)), "{name}");
+    }
+    let csv = read(&db.path().join("spend.csv"));
+    assert!(csv.contains("\r\n'=cmd|' /C calc'!A0,-3,\"line one\nline two\"\r\n"), "{csv}");
+    assert!(read(&db.path().join("index.html")).contains("The first 1 of 4 rows"));
+
+    b.sections[0].table.as_mut().unwrap().rest.push(["one", "two"]);
+    let err = write_bundle(&b, tempfile::tempdir().unwrap().path(), Assets::Linked).unwrap_err().to_string();
+    assert_eq!(err, "table 'spend': row 5 has 2 cells but the table has 3 columns");
 }

@@ -252,6 +252,13 @@ pub fn judge(
 
 /// The faults of `report`'s period.
 pub async fn faults(report: &ReportContext) -> Result<Faults, Error> {
+    // No event recorded anywhere (no `gpu_events` files, none in the
+    // write-ahead log): nothing to read. The query would still plan its
+    // join with `proc_minutes` over every file of the period (5 s and
+    // 250 MiB for a month of 4,096 GPUs).
+    if !report.session.tables().contains(&apron_schemas::Table::GpuEvents) {
+        return Ok(Faults::default());
+    }
     let at = |ms: i64| ScalarValue::TimestampMillisecond(Some(ms), Some(Arc::from("UTC")));
     let params = vec![at(report.period.start_ms), at(report.period.end_ms)];
     let batch = query(&report.session, queries::EVENTS, params).await?;
