@@ -20,7 +20,7 @@ use crate::config::{Config, GpuCost, gpu_cost_for};
 use crate::error::{Error, OutputError, SessionError};
 use crate::ledger::coverage::{CoverageRow, ModelHours};
 use crate::output::Format;
-use crate::report::period::{Period, show_ms, timestamp};
+use crate::report::period::{Period, midnight_ms, show_ms, timestamp};
 use crate::session::Session;
 use crate::session::queries;
 
@@ -198,10 +198,7 @@ async fn coverage_row(session: &Session, period: &Period) -> Result<Option<Cover
 /// either hold no GPU-minute (a folder of other rows alone), every day is.
 async fn data_span(session: &Session) -> Result<Option<(i64, i64)>, Error> {
     if let Some((first, last)) = session.day_span(&[Table::GpuMinutes, Table::GpuSamples]) {
-        let day = |d: chrono::NaiveDate| {
-            let start_ms = d.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp_millis());
-            Period { start_ms, end_ms: start_ms + DAY_MS }
-        };
+        let day = |d| Period { start_ms: midnight_ms(d), end_ms: midnight_ms(d) + DAY_MS };
         let first_row = coverage_row(session, &day(first)).await?;
         let last_row =
             if last == first { first_row.clone() } else { coverage_row(session, &day(last)).await? };

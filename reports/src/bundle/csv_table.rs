@@ -6,12 +6,12 @@
 //! team names from the config): each is written as [`crate::csv_cell`]
 //! says, so a spreadsheet never runs one as a formula.
 
-use super::table::TableData;
+use super::table::{TableData, csv_writer};
 use crate::csv_cell::defused;
 
 /// The CSV bytes of `table`.
 pub(super) fn render(table: &TableData) -> Result<Vec<u8>, csv::Error> {
-    let mut writer = csv::WriterBuilder::new().terminator(csv::Terminator::CRLF).from_writer(Vec::new());
+    let mut writer = csv_writer(Vec::new(), 8 * 1024);
     writer.write_record(&table.columns)?;
     for row in &table.rows {
         writer.write_record(row.iter().map(|cell| defused(cell).into_owned()))?;

@@ -56,6 +56,13 @@ pub struct CsvLines {
     ragged: Option<(usize, usize)>,
 }
 
+/// The writer every line of a table's CSV goes through, into `out` with a
+/// buffer of `buffer` bytes: quotes where RFC 4180 needs them, CRLF line
+/// ends. Its callers defuse the cells ([`defused`]).
+pub(super) fn csv_writer<W: std::io::Write>(out: W, buffer: usize) -> csv::Writer<W> {
+    csv::WriterBuilder::new().terminator(csv::Terminator::CRLF).buffer_capacity(buffer).from_writer(out)
+}
+
 impl CsvLines {
     /// No rows.
     pub fn new() -> CsvLines {
@@ -72,10 +79,7 @@ impl CsvLines {
             }
             Some(_) => {}
         }
-        let mut writer = csv::WriterBuilder::new()
-            .terminator(csv::Terminator::CRLF)
-            .buffer_capacity(512)
-            .from_writer(&mut self.bytes);
+        let mut writer = csv_writer(&mut self.bytes, 512);
         // Into memory: only an I/O error could fail it, and a `Vec` gives none.
         writer.write_record(cells.iter().map(|c| c.as_bytes())).expect("writing a CSV line into memory");
         writer.flush().expect("writing a CSV line into memory");

@@ -148,11 +148,6 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// How many jobs have each kind of finding, in [`FINDING_KINDS`]' order.
-    pub fn finding_counts(&self) -> Vec<(&'static str, usize)> {
-        finding_counts(&self.rows, &self.thresholds)
-    }
-
     /// Keeps the jobs of `user` and of `team` (each when given).
     pub fn only(mut self, user: Option<&str>, team: Option<&str>) -> Jobs {
         self.rows.retain(|r| user.is_none_or(|u| r.user == u) && team.is_none_or(|t| r.team == t));

@@ -29,6 +29,7 @@ use crate::error::Error;
 use crate::ledger::{FreedAt, Reclaimed, ZombieFreed};
 use crate::output::Rows;
 use crate::report::columns::{self, batch_of};
+use crate::report::figures::windows::HOURS_PER_WEEK;
 use crate::report::figures::zombies::is_starved;
 use crate::report::header::hours;
 use crate::report::rounding::{cents_keeping_total, round_to};
@@ -161,14 +162,11 @@ impl Savings {
     }
 }
 
-/// Hours in a week: [`Savings::freed_at`]'s hours of the week.
-const HOURS_OF_WEEK: usize = 168;
-
 /// Adds `cost` to `gpu`'s hour of the week `hour` in `freed_at`.
 pub fn add_freed(freed_at: &mut HashMap<String, Vec<f64>>, gpu: &str, hour: usize, cost: f64) {
     let week = match freed_at.get_mut(gpu) {
         Some(week) => week,
-        None => freed_at.entry(gpu.to_owned()).or_insert_with(|| vec![0.0; HOURS_OF_WEEK]),
+        None => freed_at.entry(gpu.to_owned()).or_insert_with(|| vec![0.0; HOURS_PER_WEEK]),
     };
     if let Some(at) = week.get_mut(hour) {
         *at += cost;
